@@ -1,0 +1,27 @@
+/** Where "now" comes from. Stores and services take one so expiry and backoff are testable without sleeping. */
+export interface Clock {
+  now(): Date;
+}
+
+export const systemClock: Clock = { now: () => new Date() };
+
+/** A clock that only moves when told to (tests, simulations). */
+export class ManualClock implements Clock {
+  private current: number;
+
+  constructor(start: Date = new Date("2030-01-01T00:00:00.000Z")) {
+    this.current = start.getTime();
+  }
+
+  now(): Date {
+    return new Date(this.current);
+  }
+
+  advance(ms: number): void {
+    this.current += ms;
+  }
+
+  set(to: Date): void {
+    this.current = to.getTime();
+  }
+}

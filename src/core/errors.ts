@@ -1,0 +1,93 @@
+/**
+ * Every error taskpool raises on purpose. `code` is stable (the HTTP layer maps it to a status and
+ * the `error` field); the message says what was wrong and how to fix it.
+ */
+export class TaskpoolError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** One field of bad input: where it is and what is wrong with it. */
+export interface FieldIssue {
+  path: string;
+  message: string;
+}
+
+/** Input that cannot be accepted; nothing was written. */
+export class ValidationError extends TaskpoolError {
+  constructor(
+    message: string,
+    readonly issues: FieldIssue[] = [],
+  ) {
+    super("validation_error", message);
+  }
+}
+
+export class TaskNotFoundError extends TaskpoolError {
+  constructor(readonly taskId: number) {
+    super("not_found", `Task ${taskId} does not exist`);
+  }
+}
+
+/** The caller's lease was taken back (and maybe given to another worker); its write was refused. */
+export class LeaseLostError extends TaskpoolError {
+  constructor(readonly taskId: number) {
+    super(
+      "lease_lost",
+      `Task ${taskId} is no longer leased to this worker with this token; stop working on it, its result will not be accepted`,
+    );
+  }
+}
+
+/** Claim by id of a task another worker holds. */
+export class AlreadyClaimedError extends TaskpoolError {
+  constructor(
+    readonly taskId: number,
+    readonly holder: string | null,
+  ) {
+    super("already_claimed", `Task ${taskId} already claimed by another worker`);
+  }
+}
+
+/** Claim by id of a task whose concurrency key is held by another claimed or running task. */
+export class ConcurrencyKeyBusyError extends TaskpoolError {
+  constructor(
+    readonly taskId: number,
+    readonly concurrencyKey: string,
+  ) {
+    super("concurrency_key_busy", `Task ${taskId} cannot be claimed: another task with concurrency key "${concurrencyKey}" is claimed or running`);
+  }
+}
+
+/** A transition the state machine does not allow (e.g. completing a pending task). */
+export class InvalidTransitionError extends TaskpoolError {
+  constructor(
+    readonly taskId: number | null,
+    readonly from: string,
+    readonly action: string,
+  ) {
+    super("invalid_transition", `Cannot ${action} task${taskId === null ? "" : ` ${taskId}`}: it is ${from}`);
+  }
+}
+
+/** A connection string no store understands. */
+export class UnsupportedUrlError extends TaskpoolError {
+  constructor(url: string) {
+    super(
+      "unsupported_url",
+      `Unsupported database URL "${url}": use sqlite:./path.db, sqlite::memory: or postgres://user@host:port/db`,
+    );
+  }
+}
+
+/** Retrying a dead-letter task whose unique key a newer pending task now holds. */
+export class UniqueKeyTakenError extends TaskpoolError {
+  constructor(readonly taskId: number) {
+    super("unique_key_taken", `Cannot retry task ${taskId}: a pending task with the same unique key exists; cancel it or let it run first`);
+  }
+}

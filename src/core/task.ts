@@ -1,0 +1,131 @@
+/** JSON values as stored in params, checkpoints and results. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+/** Every status a task can be in; `completed`, `failed` and `cancelled` are terminal. */
+export const TASK_STATUSES = ["pending", "claimed", "running", "completed", "failed", "cancelled"] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+
+/** How the delay before a retry grows: min(cap, base * factor^(attempt-1)), then jittered. */
+export interface BackoffPolicy {
+  baseSeconds: number;
+  factor: number;
+  maxSeconds: number;
+  /** 0 = exact delays; 1 = "full jitter" (uniform between 0 and the delay). */
+  jitter: number;
+}
+
+/** One unit of work in the pool, as every store returns it. */
+export interface Task {
+  id: number;
+  taskType: string;
+  params: JsonObject;
+  status: TaskStatus;
+  priority: number;
+  scheduledFor: Date;
+  concurrencyKey: string | null;
+  uniqueKey: string | null;
+  attempts: number;
+  maxAttempts: number;
+  backoff: BackoffPolicy;
+  timeoutSeconds: number | null;
+  workerId: string | null;
+  leaseToken: string | null;
+  leaseExpiresAt: Date | null;
+  reservedFor: string | null;
+  reservedUntil: Date | null;
+  claimedAt: Date | null;
+  startedAt: Date | null;
+  completedAt: Date | null;
+  lastHeartbeatAt: Date | null;
+  progress: number | null;
+  checkpoint: Json | null;
+  result: Json | null;
+  errorMessage: string | null;
+  parentId: number | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** A claimed task: the lease token is what every later call must present. */
+export type ClaimedTask = Task & { workerId: string; leaseToken: string };
+
+/** What a producer supplies; everything but the type is optional. */
+export interface EnqueueInput {
+  taskType: string;
+  params?: JsonObject;
+  priority?: number;
+  scheduledFor?: Date;
+  /** At most one claimed/running task per key (e.g. one crawl per store). */
+  concurrencyKey?: string;
+  /** While a pending task holds this key, enqueueing another with it returns the existing task. */
+  uniqueKey?: string;
+  maxAttempts?: number;
+  backoff?: Partial<BackoffPolicy>;
+  timeoutSeconds?: number;
+}
+
+/** Proof of ownership: the worker and the token its claim returned. */
+export interface Lease {
+  workerId: string;
+  leaseToken: string;
+}
+
+export const SORT_BY = ["priority", "created_at", "random"] as const;
+export type SortBy = (typeof SORT_BY)[number];
+export type SortOrder = "asc" | "desc";
+
+/** Filters and limits of a claim (seed 002's contract plus a batch limit). */
+export interface ClaimOptions {
+  workerId: string;
+  /** Task types this worker may run; omitted = any type. */
+  taskTypes?: string[];
+  /** Only tasks with at least this many attempts left (max_attempts - attempts). */
+  maxAttemptsRemaining?: number;
+  sortBy?: SortBy;
+  /** Default: desc for priority (higher first), asc for created_at (oldest first). */
+  sortOrder?: SortOrder;
+  /** How many tasks to claim at most (default 1). */
+  limit?: number;
+  /** How long the lease lasts without a heartbeat (default 120 s). */
+  leaseSeconds?: number;
+}
+
+export interface CompleteOptions {
+  result?: Json;
+  /** Tasks created in the same transaction as the completion, with this task as parent. */
+  followUps?: EnqueueInput[];
+}
+
+export interface FailOptions {
+  error: string;
+  /** false = go straight to `failed`, whatever attempts remain. */
+  retryable?: boolean;
+}
+
+export interface TaskFilter {
+  status?: TaskStatus | TaskStatus[];
+  taskType?: string;
+  workerId?: string;
+}
+
+export interface Page {
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  cursor?: string;
+  /** 1..1000, default 100. */
+  limit?: number;
+}
+
+export interface TaskPage {
+  tasks: Task[];
+  nextCursor: string | null;
+}
+
+export interface TaskCounts {
+  byStatus: Record<TaskStatus, number>;
+  byType: Record<string, Partial<Record<TaskStatus, number>>>;
+}
+
+export const DEFAULT_BACKOFF: BackoffPolicy = { baseSeconds: 5, factor: 2, maxSeconds: 3600, jitter: 0.2 };
+export const DEFAULT_MAX_ATTEMPTS = 3;
+export const DEFAULT_LEASE_SECONDS = 120;

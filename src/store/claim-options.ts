@@ -1,0 +1,27 @@
+import { type ClaimOptions, DEFAULT_LEASE_SECONDS, type SortBy, type SortOrder } from "../core/task.js";
+import { ClaimOptionsSchema, validate } from "../core/validation.js";
+
+/** Claim options after validation, with every default applied. */
+export interface ResolvedClaim {
+  workerId: string;
+  taskTypes: string[] | null;
+  maxAttemptsRemaining: number | null;
+  sortBy: SortBy;
+  sortOrder: SortOrder;
+  limit: number;
+  leaseSeconds: number;
+}
+
+export function resolveClaim(options: ClaimOptions): ResolvedClaim {
+  validate(ClaimOptionsSchema, options, "claim options");
+  const sortBy = options.sortBy ?? "priority";
+  return {
+    workerId: options.workerId,
+    taskTypes: options.taskTypes ?? null,
+    maxAttemptsRemaining: options.maxAttemptsRemaining ?? null,
+    sortBy,
+    sortOrder: options.sortOrder ?? (sortBy === "created_at" ? "asc" : "desc"),
+    limit: options.limit ?? 1,
+    leaseSeconds: options.leaseSeconds ?? DEFAULT_LEASE_SECONDS,
+  };
+}

@@ -1,0 +1,43 @@
+import type { Clock } from "../core/clock.js";
+import { UnsupportedUrlError } from "../core/errors.js";
+import { PostgresStore } from "./postgres/postgres-store.js";
+import { SqliteStore } from "./sqlite/sqlite-store.js";
+import type { Store } from "./store.js";
+
+export interface OpenStoreOptions {
+  /** PostgreSQL schema (default "taskpool"). */
+  schema?: string;
+  clock?: Clock;
+  random?: () => number;
+  /** Apply pending migrations before returning (default true). */
+  migrate?: boolean;
+}
+
+/**
+ * Opens the store a connection string names: `sqlite:./path.db`, `sqlite::memory:`,
+ * `postgres://…` or `postgresql://…`.
+ */
+export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<Store> {
+  const store = createStore(url, options);
+  if (options.migrate !== false) {
+    try {
+      await store.migrate();
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+  }
+  return store;
+}
+
+function createStore(url: string, options: OpenStoreOptions): Store {
+  if (url.startsWith("sqlite:")) {
+    const path = url.slice("sqlite:".length);
+    if (path === "") throw new UnsupportedUrlError(url);
+    return new SqliteStore({ path, clock: options.clock, random: options.random });
+  }
+  if (/^postgres(ql)?:\/\//.test(url)) {
+    return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random });
+  }
+  throw new UnsupportedUrlError(url);
+}

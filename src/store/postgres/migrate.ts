@@ -1,0 +1,32 @@
+import type pg from "pg";
+import { loadMigrations } from "../migrations.js";
+
+const MIGRATIONS = new URL("./migrations/", import.meta.url);
+
+/**
+ * Applies the migrations this schema lacks, in one transaction behind an advisory lock keyed on the
+ * schema, so processes starting together take turns: the first migrates, the others find it done.
+ */
+export async function migratePostgres(pool: pg.Pool, schema: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`taskpool:migrate:${schema}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS taskpool_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    const applied = new Set((await client.query<{ version: number }>("SELECT version FROM taskpool_migrations")).rows.map((r) => r.version));
+    for (const m of loadMigrations(MIGRATIONS)) {
+      if (applied.has(m.version)) continue;
+      await client.query(m.sql);
+      await client.query("INSERT INTO taskpool_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
+    }
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

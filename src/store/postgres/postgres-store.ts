@@ -1,0 +1,271 @@
+import pg from "pg";
+import { type Clock, systemClock } from "../../core/clock.js";
+import { AlreadyClaimedError, ConcurrencyKeyBusyError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import type { TaskEvent } from "../../core/event.js";
+import { prepareNewTask, prepareNewTasks, type NewTask } from "../../core/new-task.js";
+import type { TaskAction } from "../../core/state-machine.js";
+import {
+  type ClaimedTask,
+  type ClaimOptions,
+  type CompleteOptions,
+  DEFAULT_LEASE_SECONDS,
+  type EnqueueInput,
+  type FailOptions,
+  type Json,
+  type Lease,
+  type Page,
+  type Task,
+  type TaskCounts,
+  type TaskFilter,
+  type TaskPage,
+} from "../../core/task.js";
+import { assertFiniteNumber, assertJson, LeaseSchema, validate, WorkerId } from "../../core/validation.js";
+import { resolveClaim } from "../claim-options.js";
+import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
+import { tallyCounts } from "../counts.js";
+import { encodeCursor, resolveList } from "../paging.js";
+import { refusalError, type LeaseRow } from "../refusal.js";
+import type { CompleteResult, EnqueueResult, Store } from "../store.js";
+import { migratePostgres } from "./migrate.js";
+import * as sql from "./queries.js";
+import { type EventRow, newTasksJson, type TaskRow, toEvent, toTask } from "./rows.js";
+
+export interface PostgresStoreOptions {
+  /** postgres://user:password@host:port/database */
+  url: string;
+  /** Schema holding taskpool's tables (default "taskpool"); created by migrate(). */
+  schema?: string;
+  clock?: Clock;
+  /** Jitter source for retry backoff, in [0, 1). */
+  random?: () => number;
+  /** Connections in the pool (default 10). */
+  poolSize?: number;
+}
+
+const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
+const UNIQUE_VIOLATION = "23505";
+const CLAIM_RETRIES = 5;
+
+/** pg returns int8 (ids, counts) as strings to be safe past 2^53; taskpool ids stay far below that. */
+const types = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+};
+
+/** The PostgreSQL store: many processes on many machines share one database. */
+export class PostgresStore implements Store {
+  readonly dialect = "postgres";
+  readonly schema: string;
+  readonly pool: pg.Pool;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+
+  constructor(options: PostgresStoreOptions) {
+    this.schema = options.schema ?? "taskpool";
+    if (!SCHEMA_PATTERN.test(this.schema)) {
+      throw new ValidationError(`Invalid schema name "${this.schema}": use lower-case letters, digits and _`, [
+        { path: "schema", message: "not a plain identifier" },
+      ]);
+    }
+    this.clock = options.clock ?? systemClock;
+    this.random = options.random ?? Math.random;
+    this.pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.poolSize ?? 10,
+      // Every statement is unqualified; the schema is chosen once per connection.
+      options: `-c search_path=${this.schema}`,
+      types,
+    });
+    // An idle client losing its connection must not crash the process; the next query reconnects.
+    this.pool.on("error", () => {});
+  }
+
+  async migrate(): Promise<void> {
+    await migratePostgres(this.pool, this.schema);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+
+  private async rows<R>(name: string, text: string, values: unknown[]): Promise<R[]> {
+    const result = await this.pool.query({ name, text, values });
+    return result.rows as R[];
+  }
+
+  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
+    const [result] = await this.insert([prepareNewTask(input, this.clock.now())]);
+    return result;
+  }
+
+  async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    if (inputs.length === 0) return [];
+    return this.insert(prepareNewTasks(inputs, this.clock.now()));
+  }
+
+  private async insert(prepared: NewTask[]): Promise<EnqueueResult[]> {
+    const inserted = (await this.rows<TaskRow>("tp_enqueue", sql.ENQUEUE, [newTasksJson(prepared), this.clock.now()])).map(toTask);
+    const keys = skippedKeys(prepared, inserted);
+    const holders = new Map<string, Task>();
+    if (keys.length > 0) {
+      for (const row of await this.rows<TaskRow>("tp_pending_by_unique_keys", sql.PENDING_BY_UNIQUE_KEYS, [keys])) {
+        holders.set(row.unique_key as string, toTask(row));
+      }
+    }
+    const matched = matchEnqueueResults(prepared, inserted, holders);
+    // A holder claimed between the insert and the lookup frees its key: enqueue those items again.
+    const retry = prepared.filter((_, i) => matched[i] === null);
+    if (retry.length === 0) return matched as EnqueueResult[];
+    const again = await this.insert(retry);
+    return matched.map((m) => m ?? (again.shift() as EnqueueResult));
+  }
+
+  async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
+    const c = resolveClaim(options);
+    const typed = c.taskTypes !== null;
+    const name = `tp_claim_${c.sortBy}_${c.sortOrder}_${typed ? "typed" : "any"}`;
+    const values: unknown[] = [c.workerId, this.clock.now(), c.limit, c.leaseSeconds, c.maxAttemptsRemaining];
+    if (typed) values.push(c.taskTypes);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const rows = await this.rows<TaskRow>(name, sql.claimStatement(c.sortBy, c.sortOrder, typed), values);
+        return rows.map(toTask) as ClaimedTask[];
+      } catch (error) {
+        // Lost a race for a concurrency key (see claimStatement); the retry sees the winner and skips the key.
+        if (!isUniqueViolation(error, "tasks_active_concurrency_key") || attempt >= CLAIM_RETRIES) throw error;
+      }
+    }
+  }
+
+  async claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask> {
+    validate(WorkerId, options.workerId, "worker_id");
+    const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
+    let rows: TaskRow[];
+    try {
+      rows = await this.rows<TaskRow>("tp_claim_by_id", sql.CLAIM_BY_ID, [id, options.workerId, this.clock.now(), leaseSeconds]);
+    } catch (error) {
+      if (!isUniqueViolation(error, "tasks_active_concurrency_key")) throw error;
+      const [state] = await this.rows<LeaseRow & { concurrency_key: string }>("tp_lease_state", sql.LEASE_STATE, [id]);
+      throw new ConcurrencyKeyBusyError(id, state.concurrency_key);
+    }
+    if (rows.length > 0) return toTask(rows[0]) as ClaimedTask;
+    const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
+    if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id);
+    throw refusalError(id, state, "claim");
+  }
+
+  /** Runs a lease-guarded statement; on zero rows, explains why with a typed error. */
+  private async guarded(action: TaskAction, name: string, text: string, id: number, lease: Lease, extra: unknown[]): Promise<TaskRow[]> {
+    validate(LeaseSchema, lease, "lease");
+    const rows = await this.rows<TaskRow>(name, text, [id, lease.workerId, lease.leaseToken, this.clock.now(), ...extra]);
+    if (rows.length > 0) return rows;
+    const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
+    throw refusalError(id, state, action, lease);
+  }
+
+  async start(id: number, lease: Lease): Promise<Task> {
+    return toTask((await this.guarded("start", "tp_start", sql.START, id, lease, []))[0]);
+  }
+
+  async heartbeat(id: number, lease: Lease, options: { leaseSeconds?: number; progress?: number } = {}): Promise<Task> {
+    const rows = await this.guarded("heartbeat", "tp_heartbeat", sql.HEARTBEAT, id, lease, [
+      options.leaseSeconds ?? null,
+      options.progress ?? null,
+    ]);
+    return toTask(rows[0]);
+  }
+
+  async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
+    assertJson(data, "checkpoint");
+    return toTask((await this.guarded("checkpoint", "tp_checkpoint", sql.CHECKPOINT, id, lease, [JSON.stringify(data)]))[0]);
+  }
+
+  async progress(id: number, lease: Lease, progress: number): Promise<Task> {
+    assertFiniteNumber(progress, "progress");
+    return toTask((await this.guarded("progress", "tp_progress", sql.PROGRESS, id, lease, [progress]))[0]);
+  }
+
+  async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
+    const result = options.result ?? null;
+    assertJson(result, "result");
+    const followUps = prepareNewTasks(options.followUps ?? [], this.clock.now(), id);
+    const rows = await this.guarded("complete", "tp_complete", sql.COMPLETE, id, lease, [
+      JSON.stringify(result),
+      newTasksJson(followUps),
+    ]);
+    const kinds = rows as (TaskRow & { row_kind: string })[];
+    return {
+      task: toTask(kinds.find((r) => r.row_kind === "done") as TaskRow),
+      followUps: kinds.filter((r) => r.row_kind === "follow_up").map(toTask).sort((a, b) => a.id - b.id),
+    };
+  }
+
+  async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
+    if (typeof options?.error !== "string") throw new ValidationError("Invalid failure: error must be a string saying what went wrong", [{ path: "error", message: "required string" }]);
+    const rows = await this.guarded("fail", "tp_fail", sql.FAIL, id, lease, [options.error, options.retryable !== false, this.random()]);
+    return toTask(rows[0]);
+  }
+
+  async release(id: number, lease: Lease, options: { checkpoint?: Json; reason?: string } = {}): Promise<Task> {
+    const replace = options.checkpoint !== undefined;
+    if (replace) assertJson(options.checkpoint, "checkpoint");
+    const rows = await this.guarded("release", "tp_release", sql.RELEASE, id, lease, [
+      replace,
+      replace ? JSON.stringify(options.checkpoint) : null,
+      options.reason ?? null,
+    ]);
+    return toTask(rows[0]);
+  }
+
+  /** Operator actions: no lease, just the state machine. */
+  private async operatorAction(action: TaskAction, name: string, text: string, id: number, values: unknown[]): Promise<Task> {
+    const rows = await this.rows<TaskRow>(name, text, values);
+    if (rows.length > 0) return toTask(rows[0]);
+    const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
+    throw refusalError(id, state, action);
+  }
+
+  async cancel(id: number, options: { reason?: string } = {}): Promise<Task> {
+    return this.operatorAction("cancel", "tp_cancel", sql.CANCEL, id, [id, this.clock.now(), options.reason ?? null]);
+  }
+
+  async retry(id: number): Promise<Task> {
+    try {
+      return await this.operatorAction("retry", "tp_retry", sql.RETRY, id, [id, this.clock.now()]);
+    } catch (error) {
+      if (isUniqueViolation(error, "tasks_pending_unique_key")) throw new UniqueKeyTakenError(id);
+      throw error;
+    }
+  }
+
+  async reserve(id: number, workerId: string, seconds: number): Promise<Task> {
+    validate(WorkerId, workerId, "worker_id");
+    return this.operatorAction("reserve", "tp_reserve", sql.RESERVE, id, [id, workerId, this.clock.now(), seconds]);
+  }
+
+  async get(id: number): Promise<Task | null> {
+    const [row] = await this.rows<TaskRow>("tp_get", sql.GET, [id]);
+    return row ? toTask(row) : null;
+  }
+
+  async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
+    const q = resolveList(filter, page);
+    const rows = await this.rows<TaskRow>("tp_list", sql.LIST, [q.statuses, q.taskType, q.workerId, q.beforeId, q.limit]);
+    const tasks = rows.map(toTask);
+    return { tasks, nextCursor: tasks.length === q.limit ? encodeCursor(tasks[tasks.length - 1].id) : null };
+  }
+
+  async counts(): Promise<TaskCounts> {
+    const rows = await this.rows<{ task_type: string; status: Task["status"]; n: number }>("tp_counts", sql.COUNTS, []);
+    return tallyCounts(rows);
+  }
+
+  async events(taskId: number): Promise<TaskEvent[]> {
+    return (await this.rows<EventRow>("tp_events", sql.EVENTS, [taskId])).map(toEvent);
+  }
+}
+
+function isUniqueViolation(error: unknown, constraint: string): boolean {
+  const e = error as { code?: string; constraint?: string };
+  return e?.code === UNIQUE_VIOLATION && e.constraint === constraint;
+}

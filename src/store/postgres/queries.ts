@@ -1,0 +1,320 @@
+/**
+ * Every statement the PostgreSQL store runs, one named constant each.
+ *
+ * Conventions:
+ * - "now" is always a parameter (the store's clock), never now() on the server.
+ * - A write that needs a lease checks worker_id, lease_token and status in its own WHERE clause,
+ *   so ownership is verified by the statement that writes and no other transaction can slip between.
+ * - Each operation is one statement (data-modifying CTEs write the audit event alongside), so it is
+ *   one round trip and atomic without BEGIN/COMMIT.
+ * - Durability is chosen per statement. ASYNC_COMMIT makes the implicit transaction commit without
+ *   waiting for the WAL flush: used for claim, start, heartbeat and progress, whose loss in a server
+ *   crash costs what a worker crash costs (the lease expires, the task is claimed again, the old token
+ *   is refused). Enqueue, checkpoint, complete, fail, release and operator actions wait for the flush:
+ *   losing them would lose work. A durable commit flushes every earlier WAL record too, so a completion
+ *   can never survive a crash that its claim did not.
+ */
+import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
+import type { SortBy, SortOrder } from "../../core/task.js";
+
+const sqlList = (items: readonly string[]) => items.map((s) => `'${s}'`).join(", ");
+const LEASED = sqlList(LEASED_STATUSES);
+
+/** set_config(..., true) lasts until the end of the statement's implicit transaction, i.e. its commit. */
+const ASYNC_COMMIT = `async_commit AS (SELECT set_config('synchronous_commit', 'off', true))`;
+
+/** Lease check shared by every worker call: $1 id, $2 worker_id, $3 lease_token. */
+const LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
+  `t.id = $1 AND t.worker_id = $2 AND t.lease_token = $3 AND t.status IN (${sqlList(TRANSITIONS[action].from)})`;
+
+/**
+ * Inserts the tasks described by a JSON array (one object per NewTask, in snake_case), keeping their
+ * order, skipping any whose unique_key is held by a pending task, and logging a `created` event each.
+ * `gate` lets a caller make the insert conditional on an earlier CTE (follow-ups of a completion).
+ */
+const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE") => `
+  inserted AS (
+    INSERT INTO tasks (task_type, params, priority, scheduled_for, concurrency_key, unique_key,
+                       max_attempts, backoff, timeout_seconds, parent_id, created_at, updated_at)
+    SELECT n.task_type, n.params, n.priority, n.scheduled_for, n.concurrency_key, n.unique_key,
+           n.max_attempts, n.backoff, n.timeout_seconds, n.parent_id, ${nowParam}, ${nowParam}
+    FROM ROWS FROM (jsonb_to_recordset(${tasksParam}::jsonb) AS (
+           task_type text, params jsonb, priority int, scheduled_for timestamptz, concurrency_key text,
+           unique_key text, max_attempts int, backoff jsonb, timeout_seconds int, parent_id bigint))
+         WITH ORDINALITY AS n(task_type, params, priority, scheduled_for, concurrency_key, unique_key,
+                              max_attempts, backoff, timeout_seconds, parent_id, ord)
+    WHERE ${gate}
+    ORDER BY n.ord
+    ON CONFLICT (unique_key) WHERE status = 'pending' AND unique_key IS NOT NULL DO NOTHING
+    RETURNING *
+  ),
+  inserted_events AS (
+    INSERT INTO task_events (task_id, event, message, created_at)
+    SELECT id, 'created', CASE WHEN parent_id IS NULL THEN NULL ELSE 'follow-up of task ' || parent_id END, ${nowParam}
+    FROM inserted
+  )`;
+
+/** $1 tasks (JSON array), $2 now. Returns the inserted rows (duplicates of pending unique keys are skipped). */
+export const ENQUEUE = `WITH ${insertTasks("$1", "$2::timestamptz")} SELECT * FROM inserted ORDER BY id`;
+
+/** $1 unique keys. The pending tasks that hold them (what a deduplicated enqueue returns). */
+export const PENDING_BY_UNIQUE_KEYS = `SELECT * FROM tasks WHERE status = 'pending' AND unique_key = ANY($1::text[])`;
+
+const ORDER_BY: Record<SortBy, Record<SortOrder, string>> = {
+  priority: { desc: "priority DESC, created_at, id", asc: "priority, created_at, id" },
+  created_at: { asc: "created_at, id", desc: "created_at DESC, id DESC" },
+  random: { asc: "random()", desc: "random()" },
+};
+
+/** Filters shared by both branches of a claim: $5 max_attempts_remaining, $6 task types (when typed). */
+const claimFilters = (typed: boolean) => `
+    ${typed ? "AND t.task_type = ANY($6::text[])" : ""}
+    AND ($5::int IS NULL OR t.max_attempts - t.attempts > $5)
+    AND (t.concurrency_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM tasks a WHERE a.concurrency_key = t.concurrency_key AND a.status IN (${LEASED})))`;
+
+/**
+ * The claim. $1 worker_id, $2 now, $3 limit, $4 lease seconds, $5 max_attempts_remaining, [$6 types].
+ *
+ * Two locked scans (tasks reserved for this worker, then the open pool in the requested order) are
+ * merged, at most one task per concurrency key is kept, and the winners are updated and logged, all in
+ * one statement. SKIP LOCKED lets concurrent claimers pass over each other's rows instead of waiting.
+ * The NOT EXISTS check sees a snapshot, so two claimers can still pick different tasks of one key at
+ * the same instant; the unique index tasks_active_concurrency_key then fails the later one (23505) and
+ * the store retries it. The ORDER BY comes from a fixed allowlist, never from input.
+ */
+export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: boolean): string {
+  const order = ORDER_BY[sortBy][sortOrder];
+  return `
+  WITH reserved AS (
+    SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
+    WHERE t.status = 'pending' AND t.reserved_for = $1 AND t.reserved_until > $2::timestamptz AND t.scheduled_for <= $2::timestamptz
+    ${claimFilters(typed)}
+    ORDER BY t.priority DESC, t.id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+  ),
+  open AS (
+    SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
+    WHERE t.status = 'pending' AND t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS NULL OR t.reserved_until <= $2::timestamptz)
+    ${claimFilters(typed)}
+    ORDER BY ${order}
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+  ),
+  candidates AS (
+    SELECT *, 0 AS grp FROM reserved UNION ALL SELECT *, 1 AS grp FROM open
+  ),
+  picked AS (
+    SELECT id FROM (
+      SELECT *, row_number() OVER (PARTITION BY concurrency_key ORDER BY grp, ${order}) AS key_rank FROM candidates
+    ) c
+    WHERE concurrency_key IS NULL OR key_rank = 1
+    ORDER BY grp, ${order}
+    LIMIT $3
+  ),
+  claimed AS (
+    UPDATE tasks t
+    SET status = 'claimed', worker_id = $1, lease_token = gen_random_uuid()::text, lease_seconds = $4::int,
+        lease_expires_at = $2::timestamptz + make_interval(secs => $4::int), claimed_at = $2::timestamptz, last_heartbeat_at = $2::timestamptz,
+        started_at = NULL, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
+    FROM picked WHERE t.id = picked.id
+    RETURNING t.*
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
+    SELECT id, 'claimed', $1, jsonb_build_object('attempt', attempts), $2::timestamptz FROM claimed
+  ),
+  ${ASYNC_COMMIT}
+  SELECT claimed.* FROM claimed, async_commit`;
+}
+
+/** $1 id, $2 worker_id, $3 now, $4 lease seconds. Claims one pending task regardless of its schedule. */
+export const CLAIM_BY_ID = `
+  WITH claimed AS (
+    UPDATE tasks t
+    SET status = 'claimed', worker_id = $2, lease_token = gen_random_uuid()::text, lease_seconds = $4::int,
+        lease_expires_at = $3::timestamptz + make_interval(secs => $4::int), claimed_at = $3::timestamptz, last_heartbeat_at = $3::timestamptz,
+        started_at = NULL, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $3::timestamptz
+    WHERE t.id = $1 AND t.status = 'pending'
+    RETURNING t.*
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
+    SELECT id, 'claimed', $2, jsonb_build_object('attempt', attempts), $3::timestamptz FROM claimed
+  ),
+  ${ASYNC_COMMIT}
+  SELECT claimed.* FROM claimed, async_commit`;
+
+/** $1 id. The columns that explain a refused write (see refusal.ts). */
+export const LEASE_STATE = `SELECT status, worker_id, lease_token, concurrency_key FROM tasks WHERE id = $1`;
+
+/** $1 id, $2 worker_id, $3 token, $4 now. */
+export const START = `
+  WITH started AS (
+    UPDATE tasks t SET status = 'running', started_at = $4::timestamptz, last_heartbeat_at = $4::timestamptz,
+        lease_expires_at = $4::timestamptz + make_interval(secs => t.lease_seconds), updated_at = $4::timestamptz
+    WHERE ${LEASE_HELD("start")}
+    RETURNING t.*
+  ),
+  logged AS (INSERT INTO task_events (task_id, event, to_worker_id, created_at) SELECT id, 'started', $2, $4::timestamptz FROM started),
+  ${ASYNC_COMMIT}
+  SELECT started.* FROM started, async_commit`;
+
+/** $1 id, $2 worker_id, $3 token, $4 now, $5 lease seconds or null (keep), $6 progress or null (keep). */
+export const HEARTBEAT = `
+  WITH beat AS (
+    UPDATE tasks t SET last_heartbeat_at = $4::timestamptz, lease_seconds = COALESCE($5::int, t.lease_seconds),
+        lease_expires_at = $4::timestamptz + make_interval(secs => COALESCE($5::int, t.lease_seconds)),
+        progress = COALESCE($6::float8, t.progress), updated_at = $4::timestamptz
+    WHERE ${LEASE_HELD("heartbeat")}
+    RETURNING t.*
+  ),
+  ${ASYNC_COMMIT}
+  SELECT beat.* FROM beat, async_commit`;
+
+/** $1 id, $2 worker_id, $3 token, $4 now, $5 progress. */
+export const PROGRESS = `
+  WITH moved AS (
+    UPDATE tasks t SET progress = $5::float8, updated_at = $4::timestamptz WHERE ${LEASE_HELD("progress")} RETURNING t.*
+  ),
+  ${ASYNC_COMMIT}
+  SELECT moved.* FROM moved, async_commit`;
+
+/** $1 id, $2 worker_id, $3 token, $4 now, $5 checkpoint (JSON). Durable: a checkpoint is saved work. */
+export const CHECKPOINT = `
+  WITH saved AS (
+    UPDATE tasks t SET checkpoint = $5::jsonb, updated_at = $4::timestamptz WHERE ${LEASE_HELD("checkpoint")} RETURNING t.*
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, to_worker_id, data, created_at) SELECT id, 'checkpoint', $2, checkpoint, $4::timestamptz FROM saved
+  )
+  SELECT * FROM saved`;
+
+/**
+ * $1 id, $2 worker_id, $3 token, $4 now, $5 result (JSON), $6 follow-ups (JSON array).
+ * The follow-ups are inserted only if the completion itself matched, in the same statement, so a
+ * refused completion creates none. Rows come back tagged: 'done' for the task, 'follow_up' for new ones.
+ */
+export const COMPLETE = `
+  WITH done AS (
+    UPDATE tasks t SET status = 'completed', result = $5::jsonb, completed_at = $4::timestamptz, lease_expires_at = NULL, updated_at = $4::timestamptz
+    WHERE ${LEASE_HELD("complete")}
+    RETURNING t.*
+  ),
+  done_event AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', $2, $4::timestamptz FROM done
+  ),
+  ${insertTasks("$6", "$4::timestamptz", "EXISTS (SELECT 1 FROM done)")}
+  SELECT 'done' AS row_kind, done.* FROM done
+  UNION ALL
+  SELECT 'follow_up' AS row_kind, inserted.* FROM inserted`;
+
+/**
+ * Backoff delay in seconds of the attempt that just failed; the same formula as core/backoff.ts
+ * (retryDelayMs), written in SQL so a failure stays one round trip. $7 is the jitter draw in [0, 1).
+ */
+const BACKOFF_SECONDS = `
+  LEAST((t.backoff->>'maxSeconds')::float8,
+        (t.backoff->>'baseSeconds')::float8 * power((t.backoff->>'factor')::float8, GREATEST(0, t.attempts - 1)))
+  * (1 - (t.backoff->>'jitter')::float8 * $7)`;
+
+/** $1 id, $2 worker_id, $3 token, $4 now, $5 error message, $6 retryable, $7 jitter draw. */
+export const FAIL = `
+  WITH failed AS (
+    UPDATE tasks t SET
+      status = CASE WHEN $6 AND t.attempts < t.max_attempts THEN 'pending' ELSE 'failed' END,
+      scheduled_for = CASE WHEN $6 AND t.attempts < t.max_attempts
+                           THEN $4::timestamptz + make_interval(secs => round((${BACKOFF_SECONDS}) * 1000) / 1000)
+                           ELSE t.scheduled_for END,
+      worker_id = CASE WHEN $6 AND t.attempts < t.max_attempts THEN NULL ELSE t.worker_id END,
+      lease_token = CASE WHEN $6 AND t.attempts < t.max_attempts THEN NULL ELSE t.lease_token END,
+      completed_at = CASE WHEN $6 AND t.attempts < t.max_attempts THEN NULL ELSE $4::timestamptz END,
+      lease_expires_at = NULL, error_message = $5, updated_at = $4::timestamptz
+    WHERE ${LEASE_HELD("fail")}
+    RETURNING t.*
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'retry_scheduled' ELSE 'failed' END, $2, $5,
+           jsonb_build_object('attempt', attempts, 'max_attempts', max_attempts,
+                              'retry_at', CASE WHEN status = 'pending' THEN scheduled_for END),
+           $4::timestamptz
+    FROM failed
+  )
+  SELECT * FROM failed`;
+
+/**
+ * $1 id, $2 worker_id, $3 token, $4 now, $5 replace checkpoint?, $6 checkpoint, $7 reason.
+ * Back to pending with the attempt refunded: a release is not a failure.
+ */
+export const RELEASE = `
+  WITH released AS (
+    UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
+        claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0),
+        checkpoint = CASE WHEN $5 THEN $6::jsonb ELSE t.checkpoint END, updated_at = $4::timestamptz
+    WHERE ${LEASE_HELD("release")}
+    RETURNING t.*
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
+    SELECT id, 'released', $2, $7, checkpoint, $4::timestamptz FROM released
+  )
+  SELECT * FROM released`;
+
+/** $1 id, $2 now, $3 reason. The lease token stays, so the holder's next call learns it was cancelled. */
+export const CANCEL = `
+  WITH before AS (SELECT id, worker_id FROM tasks WHERE id = $1 FOR UPDATE),
+  cancelled AS (
+    UPDATE tasks t SET status = 'cancelled', completed_at = $2::timestamptz, lease_expires_at = NULL,
+        reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
+    WHERE t.id = $1 AND t.status IN (${sqlList(TRANSITIONS.cancel.from)})
+    RETURNING t.*
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, message, created_at)
+    SELECT c.id, 'cancelled', b.worker_id, $3, $2::timestamptz FROM cancelled c JOIN before b ON b.id = c.id
+  )
+  SELECT * FROM cancelled`;
+
+/** $1 id, $2 now. A manual retry gives a dead-letter task a fresh attempt budget; its checkpoint stays. */
+export const RETRY = `
+  WITH retried AS (
+    UPDATE tasks t SET status = 'pending', attempts = 0, scheduled_for = $2::timestamptz, worker_id = NULL, lease_token = NULL,
+        lease_expires_at = NULL, claimed_at = NULL, started_at = NULL, completed_at = NULL, updated_at = $2::timestamptz
+    WHERE t.id = $1 AND t.status IN (${sqlList(TRANSITIONS.retry.from)})
+    RETURNING t.*
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, message, created_at) SELECT id, 'requeued', 'manual retry', $2::timestamptz FROM retried
+  )
+  SELECT * FROM retried`;
+
+/** $1 id, $2 worker_id, $3 now, $4 seconds. */
+export const RESERVE = `
+  WITH reserved AS (
+    UPDATE tasks t SET reserved_for = $2, reserved_until = $3::timestamptz + make_interval(secs => $4::int), updated_at = $3::timestamptz
+    WHERE t.id = $1 AND t.status = 'pending'
+    RETURNING t.*
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
+    SELECT id, 'reassigned', $2, jsonb_build_object('reserved_until', reserved_until), $3::timestamptz FROM reserved
+  )
+  SELECT * FROM reserved`;
+
+export const GET = `SELECT * FROM tasks WHERE id = $1`;
+
+/** $1 statuses or null, $2 type or null, $3 worker or null, $4 before id or null, $5 limit. */
+export const LIST = `
+  SELECT * FROM tasks
+  WHERE ($1::text[] IS NULL OR status = ANY($1::text[]))
+    AND ($2::text IS NULL OR task_type = $2)
+    AND ($3::text IS NULL OR worker_id = $3)
+    AND ($4::bigint IS NULL OR id < $4)
+  ORDER BY id DESC
+  LIMIT $5`;
+
+export const COUNTS = `SELECT task_type, status, count(*) AS n FROM tasks GROUP BY task_type, status`;
+
+export const EVENTS = `SELECT * FROM task_events WHERE task_id = $1 ORDER BY id`;

@@ -1,0 +1,382 @@
+import { randomUUID } from "node:crypto";
+import Database from "better-sqlite3";
+import { retryDelayMs } from "../../core/backoff.js";
+import { type Clock, systemClock } from "../../core/clock.js";
+import { AlreadyClaimedError, ConcurrencyKeyBusyError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import type { TaskEvent } from "../../core/event.js";
+import { type NewTask, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
+import type { TaskAction } from "../../core/state-machine.js";
+import {
+  type ClaimedTask,
+  type ClaimOptions,
+  type CompleteOptions,
+  DEFAULT_LEASE_SECONDS,
+  type EnqueueInput,
+  type FailOptions,
+  type Json,
+  type Lease,
+  type Page,
+  type Task,
+  type TaskCounts,
+  type TaskFilter,
+  type TaskPage,
+} from "../../core/task.js";
+import { assertFiniteNumber, assertJson, LeaseSchema, validate, WorkerId } from "../../core/validation.js";
+import { resolveClaim } from "../claim-options.js";
+import { tallyCounts } from "../counts.js";
+import { encodeCursor, resolveList } from "../paging.js";
+import { type LeaseRow, refusalError } from "../refusal.js";
+import type { CompleteResult, EnqueueResult, Store } from "../store.js";
+import { migrateSqlite } from "./migrate.js";
+import * as sql from "./queries.js";
+import { type SqliteEventRow, type SqliteTaskRow, toEvent, toTask } from "./rows.js";
+
+export interface SqliteStoreOptions {
+  /** A file path, or ":memory:" for a private in-process database. */
+  path: string;
+  clock?: Clock;
+  /** Jitter source for retry backoff, in [0, 1). */
+  random?: () => number;
+  /** How long to wait for another process's write lock before failing (default 5000 ms). */
+  busyTimeoutMs?: number;
+}
+
+type EventInput = { taskId: number; event: TaskEvent["event"]; fromWorkerId?: string | null; toWorkerId?: string | null; message?: string | null; data?: Json };
+
+/**
+ * The embedded store: zero set-up, one file, several processes may share it (WAL mode, one writer at
+ * a time, BEGIN IMMEDIATE so a transaction never has to upgrade a read lock and deadlock).
+ *
+ * Durability per operation, as on PostgreSQL: synchronous=NORMAL (survives a process crash, may lose
+ * the last commits on power loss) for claim, start, heartbeat and progress; FULL (fsync at commit) for
+ * everything that records submitted or finished work.
+ */
+export class SqliteStore implements Store {
+  readonly dialect = "sqlite";
+  readonly db: Database.Database;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly statements = new Map<string, Database.Statement>();
+  private synchronous: "NORMAL" | "FULL" | null = null;
+
+  constructor(options: SqliteStoreOptions) {
+    this.db = new Database(options.path);
+    this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("foreign_keys = ON");
+    this.clock = options.clock ?? systemClock;
+    this.random = options.random ?? Math.random;
+  }
+
+  async migrate(): Promise<void> {
+    migrateSqlite(this.db);
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+
+  private stmt(text: string): Database.Statement {
+    let s = this.statements.get(text);
+    if (!s) {
+      s = this.db.prepare(text);
+      this.statements.set(text, s);
+    }
+    return s;
+  }
+
+  /** Runs `fn` in a BEGIN IMMEDIATE transaction; `durable` decides whether the commit is fsynced. */
+  private tx<T>(durable: boolean, fn: () => T): T {
+    const level = durable ? "FULL" : "NORMAL";
+    if (this.synchronous !== level) {
+      this.db.pragma(`synchronous = ${level}`);
+      this.synchronous = level;
+    }
+    return this.db.transaction(fn).immediate();
+  }
+
+  private now(): string {
+    return this.clock.now().toISOString();
+  }
+
+  private logEvent(e: EventInput, now: string): void {
+    this.stmt(sql.INSERT_EVENT).run({
+      taskId: e.taskId,
+      event: e.event,
+      fromWorkerId: e.fromWorkerId ?? null,
+      toWorkerId: e.toWorkerId ?? null,
+      message: e.message ?? null,
+      data: e.data === undefined || e.data === null ? null : JSON.stringify(e.data),
+      now,
+    });
+  }
+
+  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
+    const prepared = prepareNewTask(input, this.clock.now());
+    return this.tx(true, () => this.insert(prepared, this.now()));
+  }
+
+  async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    const prepared = prepareNewTasks(inputs, this.clock.now());
+    return this.tx(true, () => {
+      const now = this.now();
+      return prepared.map((p) => this.insert(p, now));
+    });
+  }
+
+  /** Inserts one task inside the caller's transaction, or returns the pending task holding its unique key. */
+  private insert(t: NewTask, now: string): EnqueueResult {
+    const row = this.stmt(sql.INSERT_TASK).get({
+      taskType: t.taskType,
+      params: JSON.stringify(t.params),
+      priority: t.priority,
+      scheduledFor: t.scheduledFor.toISOString(),
+      concurrencyKey: t.concurrencyKey,
+      uniqueKey: t.uniqueKey,
+      maxAttempts: t.maxAttempts,
+      backoff: JSON.stringify(t.backoff),
+      timeoutSeconds: t.timeoutSeconds,
+      parentId: t.parentId,
+      now,
+    }) as SqliteTaskRow | undefined;
+    if (row) {
+      this.logEvent({ taskId: row.id, event: "created", message: t.parentId === null ? null : `follow-up of task ${t.parentId}` }, now);
+      return { task: toTask(row), created: true };
+    }
+    // The write lock is held, so the holder cannot have been claimed since the insert was skipped.
+    const holder = this.stmt(sql.PENDING_BY_UNIQUE_KEY).get(t.uniqueKey) as SqliteTaskRow;
+    return { task: toTask(holder), created: false };
+  }
+
+  async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
+    const c = resolveClaim(options);
+    const types = c.taskTypes ?? [];
+    const reserved = this.stmt(sql.reservedCandidatesStatement(types.length));
+    const open = this.stmt(sql.openCandidatesStatement(c.sortBy, c.sortOrder, types.length));
+    return this.tx(false, () => {
+      const now = this.clock.now();
+      const params: Record<string, unknown> = {
+        workerId: c.workerId,
+        now: now.toISOString(),
+        limit: c.limit,
+        maxAttemptsRemaining: c.maxAttemptsRemaining,
+      };
+      types.forEach((t, i) => (params[`type${i}`] = t));
+      // The write lock is held: the NOT EXISTS key check in these queries cannot race with another claim.
+      const rows = [...reserved.all(params), ...open.all(params)] as { id: number; concurrency_key: string | null }[];
+      const keys = new Set<string>();
+      const claimed: ClaimedTask[] = [];
+      for (const row of rows) {
+        if (claimed.length === c.limit) break;
+        if (row.concurrency_key !== null) {
+          if (keys.has(row.concurrency_key)) continue;
+          keys.add(row.concurrency_key);
+        }
+        claimed.push(this.claimRow(row.id, c.workerId, c.leaseSeconds, now) as ClaimedTask);
+      }
+      return claimed;
+    });
+  }
+
+  /** Claims one pending row inside the caller's transaction; undefined if it is not pending. */
+  private claimRow(id: number, workerId: string, leaseSeconds: number, now: Date): Task | undefined {
+    const row = this.stmt(sql.CLAIM_ONE).get({
+      id,
+      workerId,
+      leaseToken: randomUUID(),
+      leaseSeconds,
+      leaseExpiresAt: new Date(now.getTime() + leaseSeconds * 1000).toISOString(),
+      now: now.toISOString(),
+    }) as SqliteTaskRow | undefined;
+    if (!row) return undefined;
+    this.logEvent({ taskId: id, event: "claimed", toWorkerId: workerId, data: { attempt: row.attempts } }, now.toISOString());
+    return toTask(row);
+  }
+
+  async claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask> {
+    validate(WorkerId, options.workerId, "worker_id");
+    return this.tx(false, () => {
+      const state = this.stmt(sql.LEASE_STATE).get(id) as (LeaseRow & { concurrency_key: string | null }) | undefined;
+      if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id);
+      if (!state || state.status !== "pending") throw refusalError(id, state, "claim");
+      try {
+        return this.claimRow(id, options.workerId, options.leaseSeconds ?? DEFAULT_LEASE_SECONDS, this.clock.now()) as ClaimedTask;
+      } catch (error) {
+        if (isUniqueViolation(error, "concurrency_key")) throw new ConcurrencyKeyBusyError(id, state.concurrency_key as string);
+        throw error;
+      }
+    });
+  }
+
+  /** Runs a lease-guarded update inside `tx`; on zero rows, explains why with a typed error. */
+  private guarded(action: TaskAction, text: string, id: number, lease: Lease, extra: Record<string, unknown>, now: string): SqliteTaskRow {
+    validate(LeaseSchema, lease, "lease");
+    const row = this.stmt(text).get({ id, workerId: lease.workerId, leaseToken: lease.leaseToken, now, ...extra }) as SqliteTaskRow | undefined;
+    if (row) return row;
+    throw refusalError(id, this.stmt(sql.LEASE_STATE).get(id) as LeaseRow | undefined, action, lease);
+  }
+
+  async start(id: number, lease: Lease): Promise<Task> {
+    return this.tx(false, () => {
+      const now = this.now();
+      const row = this.guarded("start", sql.START, id, lease, {}, now);
+      this.logEvent({ taskId: id, event: "started", toWorkerId: lease.workerId }, now);
+      return toTask(row);
+    });
+  }
+
+  async heartbeat(id: number, lease: Lease, options: { leaseSeconds?: number; progress?: number } = {}): Promise<Task> {
+    if (options.progress !== undefined) assertFiniteNumber(options.progress, "progress");
+    return this.tx(false, () =>
+      toTask(this.guarded("heartbeat", sql.HEARTBEAT, id, lease, { leaseSeconds: options.leaseSeconds ?? null, progress: options.progress ?? null }, this.now())),
+    );
+  }
+
+  async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
+    assertJson(data, "checkpoint");
+    return this.tx(true, () => {
+      const now = this.now();
+      const row = this.guarded("checkpoint", sql.CHECKPOINT, id, lease, { checkpoint: JSON.stringify(data) }, now);
+      this.logEvent({ taskId: id, event: "checkpoint", toWorkerId: lease.workerId, data }, now);
+      return toTask(row);
+    });
+  }
+
+  async progress(id: number, lease: Lease, progress: number): Promise<Task> {
+    assertFiniteNumber(progress, "progress");
+    return this.tx(false, () => toTask(this.guarded("progress", sql.PROGRESS, id, lease, { progress }, this.now())));
+  }
+
+  async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
+    const result = options.result ?? null;
+    assertJson(result, "result");
+    const followUps = prepareNewTasks(options.followUps ?? [], this.clock.now(), id);
+    return this.tx(true, () => {
+      const now = this.now();
+      const row = this.guarded("complete", sql.COMPLETE, id, lease, { result: JSON.stringify(result) }, now);
+      this.logEvent({ taskId: id, event: "completed", fromWorkerId: lease.workerId }, now);
+      const created = followUps.map((f) => this.insert(f, now)).filter((r) => r.created);
+      return { task: toTask(row), followUps: created.map((r) => r.task) };
+    });
+  }
+
+  async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
+    if (typeof options?.error !== "string") {
+      throw new ValidationError("Invalid failure: error must be a string saying what went wrong", [{ path: "error", message: "required string" }]);
+    }
+    return this.tx(true, () => {
+      const nowDate = this.clock.now();
+      const now = nowDate.toISOString();
+      const current = toTask(this.guarded("fail", sql.LEASED_ROW, id, lease, {}, now));
+      const willRetry = options.retryable !== false && current.attempts < current.maxAttempts;
+      let row: SqliteTaskRow;
+      if (willRetry) {
+        const retryAt = new Date(nowDate.getTime() + retryDelayMs(current.backoff, current.attempts, this.random)).toISOString();
+        row = this.stmt(sql.FAIL_RETRY).get({ id, retryAt, error: options.error, now }) as SqliteTaskRow;
+      } else {
+        row = this.stmt(sql.FAIL_FINAL).get({ id, error: options.error, now }) as SqliteTaskRow;
+      }
+      const task = toTask(row);
+      this.logEvent(
+        {
+          taskId: id,
+          event: willRetry ? "retry_scheduled" : "failed",
+          fromWorkerId: lease.workerId,
+          message: options.error,
+          data: { attempt: task.attempts, max_attempts: task.maxAttempts, retry_at: willRetry ? task.scheduledFor.toISOString() : null },
+        },
+        now,
+      );
+      return task;
+    });
+  }
+
+  async release(id: number, lease: Lease, options: { checkpoint?: Json; reason?: string } = {}): Promise<Task> {
+    const replace = options.checkpoint !== undefined;
+    if (replace) assertJson(options.checkpoint, "checkpoint");
+    return this.tx(true, () => {
+      const now = this.now();
+      const row = this.guarded("release", sql.RELEASE, id, lease, { replace: replace ? 1 : 0, checkpoint: replace ? JSON.stringify(options.checkpoint) : null }, now);
+      const task = toTask(row);
+      this.logEvent({ taskId: id, event: "released", fromWorkerId: lease.workerId, message: options.reason ?? null, data: task.checkpoint }, now);
+      return task;
+    });
+  }
+
+  /** Operator actions: no lease, just the state machine. */
+  private operatorAction(action: TaskAction, id: number, write: (now: string) => SqliteTaskRow | undefined, event: (before: LeaseRow, now: string) => EventInput): Task {
+    return this.tx(true, () => {
+      const now = this.now();
+      const before = this.stmt(sql.LEASE_STATE).get(id) as LeaseRow | undefined;
+      const row = write(now);
+      if (!row || !before) throw refusalError(id, before, action);
+      this.logEvent(event(before, now), now);
+      return toTask(row);
+    });
+  }
+
+  async cancel(id: number, options: { reason?: string } = {}): Promise<Task> {
+    return this.operatorAction(
+      "cancel",
+      id,
+      (now) => this.stmt(sql.CANCEL).get({ id, now }) as SqliteTaskRow | undefined,
+      (before) => ({ taskId: id, event: "cancelled", fromWorkerId: before.worker_id, message: options.reason ?? null }),
+    );
+  }
+
+  async retry(id: number): Promise<Task> {
+    try {
+      return this.operatorAction(
+        "retry",
+        id,
+        (now) => this.stmt(sql.RETRY).get({ id, now }) as SqliteTaskRow | undefined,
+        () => ({ taskId: id, event: "requeued", message: "manual retry" }),
+      );
+    } catch (error) {
+      if (isUniqueViolation(error, "unique_key")) throw new UniqueKeyTakenError(id);
+      throw error;
+    }
+  }
+
+  async reserve(id: number, workerId: string, seconds: number): Promise<Task> {
+    validate(WorkerId, workerId, "worker_id");
+    const reservedUntil = new Date(this.clock.now().getTime() + seconds * 1000).toISOString();
+    return this.operatorAction(
+      "reserve",
+      id,
+      (now) => this.stmt(sql.RESERVE).get({ id, workerId, reservedUntil, now }) as SqliteTaskRow | undefined,
+      () => ({ taskId: id, event: "reassigned", toWorkerId: workerId, data: { reserved_until: reservedUntil } }),
+    );
+  }
+
+  async get(id: number): Promise<Task | null> {
+    const row = this.stmt(sql.GET).get(id) as SqliteTaskRow | undefined;
+    return row ? toTask(row) : null;
+  }
+
+  async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
+    const q = resolveList(filter, page);
+    const rows = this.stmt(sql.LIST).all({
+      statuses: q.statuses === null ? null : JSON.stringify(q.statuses),
+      taskType: q.taskType,
+      workerId: q.workerId,
+      beforeId: q.beforeId,
+      limit: q.limit,
+    }) as SqliteTaskRow[];
+    const tasks = rows.map(toTask);
+    return { tasks, nextCursor: tasks.length === q.limit ? encodeCursor(tasks[tasks.length - 1].id) : null };
+  }
+
+  async counts(): Promise<TaskCounts> {
+    return tallyCounts(this.stmt(sql.COUNTS).all() as { task_type: string; status: Task["status"]; n: number }[]);
+  }
+
+  async events(taskId: number): Promise<TaskEvent[]> {
+    return (this.stmt(sql.EVENTS).all(taskId) as SqliteEventRow[]).map(toEvent);
+  }
+}
+
+function isUniqueViolation(error: unknown, column: string): boolean {
+  const e = error as { code?: string; message?: string };
+  return e?.code === "SQLITE_CONSTRAINT_UNIQUE" && (e.message ?? "").includes(`tasks.${column}`);
+}

@@ -1,0 +1,79 @@
+import type { TaskEvent } from "../core/event.js";
+import type {
+  ClaimedTask,
+  ClaimOptions,
+  CompleteOptions,
+  EnqueueInput,
+  FailOptions,
+  Json,
+  Lease,
+  Page,
+  Task,
+  TaskCounts,
+  TaskFilter,
+  TaskPage,
+} from "../core/task.js";
+
+/** What enqueue did: `created` is false when a pending task with the same unique key was returned instead. */
+export interface EnqueueResult {
+  task: Task;
+  created: boolean;
+}
+
+export interface CompleteResult {
+  task: Task;
+  followUps: Task[];
+}
+
+/**
+ * The one seam between taskpool and a database. Every backend implements it and passes the same
+ * contract suite (test/contract/), which is the definition of correct behaviour.
+ *
+ * Rules every implementation keeps:
+ * - Each method is atomic: the change and its audit event commit together or not at all.
+ * - Calls that act on a lease check `worker_id` and `lease_token` in the statement that writes, so a
+ *   stale holder gets LeaseLostError and changes nothing.
+ * - Invalid input throws ValidationError before anything is written.
+ * - "Now" comes from the store's Clock, never from the database server.
+ */
+export interface Store {
+  readonly dialect: "postgres" | "sqlite";
+
+  /** Applies pending migrations; safe when several processes call it at once. */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+
+  enqueue(input: EnqueueInput): Promise<EnqueueResult>;
+  /** All or nothing: one bad item rejects the whole batch. Results are in input order. */
+  enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
+
+  /** Claims up to `limit` ready tasks; tasks reserved for this worker come first. Empty when none. */
+  claim(options: ClaimOptions): Promise<ClaimedTask[]>;
+  /** Claims one pending task by id, ready or not; AlreadyClaimedError when another worker holds it. */
+  claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask>;
+
+  start(id: number, lease: Lease): Promise<Task>;
+  /** Extends the lease by `leaseSeconds` (default: the claim's lease length) and records liveness. */
+  heartbeat(id: number, lease: Lease, options?: { leaseSeconds?: number; progress?: number }): Promise<Task>;
+  /** Saves the handler's resume point; it survives retries, release and reassignment. */
+  checkpoint(id: number, lease: Lease, data: Json): Promise<Task>;
+  progress(id: number, lease: Lease, progress: number): Promise<Task>;
+  complete(id: number, lease: Lease, options?: CompleteOptions): Promise<CompleteResult>;
+  /** Retries after backoff while attempts remain and `retryable` is not false; else `failed`. */
+  fail(id: number, lease: Lease, options: FailOptions): Promise<Task>;
+  /** Back to pending without charging an attempt, keeping (or replacing) the checkpoint. */
+  release(id: number, lease: Lease, options?: { checkpoint?: Json; reason?: string }): Promise<Task>;
+
+  cancel(id: number, options?: { reason?: string }): Promise<Task>;
+  /** Manual retry of a failed (dead-letter) task: pending again with a fresh attempt budget. */
+  retry(id: number): Promise<Task>;
+  /** Holds a pending task for one worker until `seconds` pass; that worker's next claim takes it first. */
+  reserve(id: number, workerId: string, seconds: number): Promise<Task>;
+
+  get(id: number): Promise<Task | null>;
+  /** Newest first; pass `nextCursor` back as `cursor` for the next page. */
+  list(filter?: TaskFilter, page?: Page): Promise<TaskPage>;
+  counts(): Promise<TaskCounts>;
+  /** The audit trail of one task, oldest first. */
+  events(taskId: number): Promise<TaskEvent[]>;
+}
