@@ -262,10 +262,9 @@ export const RELEASE = `
   )
   SELECT * FROM released`;
 
-/** $1 id, $2 now, $3 reason. The lease token stays, so the holder's next call learns it was cancelled. */
+/** $1 id, $2 now, $3 reason. Token and worker stay, so the holder's next call learns it was cancelled. */
 export const CANCEL = `
-  WITH before AS (SELECT id, worker_id FROM tasks WHERE id = $1 FOR UPDATE),
-  cancelled AS (
+  WITH cancelled AS (
     UPDATE tasks t SET status = 'cancelled', completed_at = $2::timestamptz, lease_expires_at = NULL,
         reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
     WHERE t.id = $1 AND t.status IN (${sqlList(TRANSITIONS.cancel.from)})
@@ -273,7 +272,7 @@ export const CANCEL = `
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, created_at)
-    SELECT c.id, 'cancelled', b.worker_id, $3, $2::timestamptz FROM cancelled c JOIN before b ON b.id = c.id
+    SELECT id, 'cancelled', worker_id, $3, $2::timestamptz FROM cancelled
   )
   SELECT * FROM cancelled`;
 

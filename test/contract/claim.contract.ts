@@ -1,0 +1,179 @@
+import { describe, expect, it } from "vitest";
+import {
+  AlreadyClaimedError,
+  ConcurrencyKeyBusyError,
+  InvalidTransitionError,
+  TaskNotFoundError,
+  ValidationError,
+} from "../../src/core/errors.js";
+import type { ClaimOptions } from "../../src/core/task.js";
+import type { StoreKind } from "../helpers/stores.js";
+import { claimOne, useStore } from "./context.js";
+
+export function claimContract(kind: StoreKind) {
+  describe("claim", () => {
+    const ctx = useStore(kind);
+    const enqueueAt = async (taskType: string, priority: number, params: Record<string, number> = {}) => {
+      const { task } = await ctx.store.enqueue({ taskType, priority, params });
+      ctx.clock.advance(1000); // distinct created_at, so FIFO order is observable
+      return task;
+    };
+
+    it("takes a lease: status, worker, token, attempt, times, event", async () => {
+      const { task } = await ctx.store.enqueue({ taskType: "a" });
+      const claimed = await claimOne(ctx.store, "worker-1", { leaseSeconds: 30 });
+      expect(claimed).toMatchObject({ id: task.id, status: "claimed", workerId: "worker-1", attempts: 1 });
+      expect(claimed.leaseToken).toMatch(/^[0-9a-f-]{36}$/);
+      expect(claimed.claimedAt).toEqual(ctx.clock.now());
+      expect(claimed.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 30_000));
+      const events = await ctx.store.events(task.id);
+      expect(events.map((e) => [e.event, e.toWorkerId, e.data])).toEqual([
+        ["created", null, null],
+        ["claimed", "worker-1", { attempt: 1 }],
+      ]);
+    });
+
+    it("returns nothing when nothing is ready", async () => {
+      expect(await ctx.store.claim({ workerId: "w1" })).toEqual([]);
+    });
+
+    it("orders by priority (higher first), then oldest first", async () => {
+      const low = await enqueueAt("a", 1);
+      const highOld = await enqueueAt("a", 5);
+      const highNew = await enqueueAt("a", 5);
+      const order = [];
+      for (let i = 0; i < 3; i++) order.push((await claimOne(ctx.store)).id);
+      expect(order).toEqual([highOld.id, highNew.id, low.id]);
+    });
+
+    it("sorts by priority ascending, by created_at either way, and at random", async () => {
+      const t1 = await enqueueAt("a", 3);
+      const t2 = await enqueueAt("a", 1);
+      const t3 = await enqueueAt("a", 2);
+      const ids = (tasks: { id: number }[]) => tasks.map((t) => t.id);
+      const claimAll = async (options: Partial<ClaimOptions>) => {
+        const tasks = await ctx.store.claim({ workerId: "w1", limit: 10, ...options });
+        for (const t of tasks) await ctx.store.release(t.id, t);
+        return ids(tasks);
+      };
+      expect(await claimAll({ sortBy: "priority", sortOrder: "asc" })).toEqual([t2.id, t3.id, t1.id]);
+      expect(await claimAll({ sortBy: "created_at" })).toEqual([t1.id, t2.id, t3.id]);
+      expect(await claimAll({ sortBy: "created_at", sortOrder: "desc" })).toEqual([t3.id, t2.id, t1.id]);
+      expect((await claimAll({ sortBy: "random" })).sort()).toEqual([t1.id, t2.id, t3.id].sort());
+    });
+
+    it("claims only the given task types", async () => {
+      await enqueueAt("a", 9);
+      const b = await enqueueAt("b", 0);
+      const c = await enqueueAt("c", 0);
+      const claimed = await ctx.store.claim({ workerId: "w1", taskTypes: ["b", "c"], limit: 5 });
+      expect(claimed.map((t) => t.id)).toEqual([b.id, c.id]);
+      expect(await ctx.store.claim({ workerId: "w1", taskTypes: ["zzz"] })).toEqual([]);
+    });
+
+    it("does not claim a task before its scheduled time", async () => {
+      const later = new Date(ctx.clock.now().getTime() + 60_000);
+      const { task } = await ctx.store.enqueue({ taskType: "a", scheduledFor: later, priority: 100 });
+      expect(await ctx.store.claim({ workerId: "w1" })).toEqual([]);
+      ctx.clock.advance(59_999);
+      expect(await ctx.store.claim({ workerId: "w1" })).toEqual([]);
+      ctx.clock.advance(1);
+      expect((await claimOne(ctx.store)).id).toBe(task.id);
+    });
+
+    it("filters by attempts remaining (seed 002: attempts < max_attempts - N)", async () => {
+      const fresh = await ctx.store.enqueue({ taskType: "a", maxAttempts: 3 });
+      const { task: tired } = await ctx.store.enqueue({ taskType: "a", maxAttempts: 3, priority: 10 });
+      const first = await claimOne(ctx.store);
+      expect(first.id).toBe(tired.id);
+      await ctx.store.fail(tired.id, first, { error: "boom" }); // 2 attempts left
+      ctx.clock.advance(3_600_000);
+      const claimed = await ctx.store.claim({ workerId: "w1", maxAttemptsRemaining: 2, limit: 5 });
+      expect(claimed.map((t) => t.id)).toEqual([fresh.task.id]);
+    });
+
+    it("claims in batches up to the limit, each task once", async () => {
+      await ctx.store.enqueueMany(Array.from({ length: 5 }, () => ({ taskType: "a" })));
+      const first = await ctx.store.claim({ workerId: "w1", limit: 3 });
+      const second = await ctx.store.claim({ workerId: "w2", limit: 3 });
+      expect(first).toHaveLength(3);
+      expect(second).toHaveLength(2);
+      const all = [...first, ...second];
+      expect(new Set(all.map((t) => t.id)).size).toBe(5);
+      expect(new Set(all.map((t) => t.leaseToken)).size).toBe(5);
+    });
+
+    it("holds at most one claimed or running task per concurrency key", async () => {
+      const k1 = await enqueueAt("a", 0);
+      await ctx.store.enqueue({ taskType: "a", concurrencyKey: "store:1" });
+      await ctx.store.enqueue({ taskType: "a", concurrencyKey: "store:1" });
+      await ctx.store.enqueue({ taskType: "a", concurrencyKey: "store:2" });
+      const batch = await ctx.store.claim({ workerId: "w1", limit: 10 });
+      expect(batch.map((t) => t.concurrencyKey).sort()).toEqual([null, "store:1", "store:2"].sort());
+      expect(batch.some((t) => t.id === k1.id)).toBe(true);
+      expect(await ctx.store.claim({ workerId: "w2", limit: 10 })).toEqual([]);
+
+      const holder = batch.find((t) => t.concurrencyKey === "store:1")!;
+      await ctx.store.start(holder.id, holder);
+      expect(await ctx.store.claim({ workerId: "w2" })).toEqual([]);
+      await ctx.store.complete(holder.id, holder);
+      const next = await claimOne(ctx.store, "w2");
+      expect(next.concurrencyKey).toBe("store:1");
+    });
+
+    it("gives a reserved task to its worker first, and to no one else until the reservation lapses", async () => {
+      const urgent = await enqueueAt("a", 100);
+      const reserved = await enqueueAt("a", 0);
+      await ctx.store.reserve(reserved.id, "w2", 10);
+      const forW1 = await ctx.store.claim({ workerId: "w1", limit: 5 });
+      expect(forW1.map((t) => t.id)).toEqual([urgent.id]);
+      await ctx.store.release(forW1[0].id, forW1[0]);
+
+      const forW2 = await claimOne(ctx.store, "w2");
+      expect(forW2.id).toBe(reserved.id);
+      expect(forW2.reservedFor).toBeNull();
+      await ctx.store.release(forW2.id, forW2);
+
+      // Released, the task is open again; a new reservation lapses after its time.
+      await ctx.store.reserve(reserved.id, "w2", 10);
+      ctx.clock.advance(10_000);
+      const later = await ctx.store.claim({ workerId: "w3", limit: 5 });
+      expect(later.map((t) => t.id)).toEqual([urgent.id, reserved.id]);
+      expect((await ctx.store.events(reserved.id)).filter((e) => e.event === "reassigned").map((e) => e.toWorkerId)).toEqual(["w2", "w2"]);
+    });
+
+    it("claims a specific task by id, ready or not", async () => {
+      const { task } = await ctx.store.enqueue({ taskType: "a", scheduledFor: new Date(ctx.clock.now().getTime() + 3_600_000) });
+      const claimed = await ctx.store.claimById(task.id, { workerId: "w1" });
+      expect(claimed).toMatchObject({ id: task.id, status: "claimed", workerId: "w1", attempts: 1 });
+    });
+
+    it("refuses claim by id with a typed error for each reason", async () => {
+      const { task } = await ctx.store.enqueue({ taskType: "a", concurrencyKey: "k" });
+      const { task: sibling } = await ctx.store.enqueue({ taskType: "a", concurrencyKey: "k" });
+      const held = await ctx.store.claimById(task.id, { workerId: "w1" });
+      const taken = await ctx.store.claimById(task.id, { workerId: "w2" }).catch((e) => e);
+      expect(taken).toBeInstanceOf(AlreadyClaimedError);
+      expect(taken.message).toBe(`Task ${task.id} already claimed by another worker`);
+      await expect(ctx.store.claimById(sibling.id, { workerId: "w2" })).rejects.toBeInstanceOf(ConcurrencyKeyBusyError);
+      await expect(ctx.store.claimById(999_999, { workerId: "w2" })).rejects.toBeInstanceOf(TaskNotFoundError);
+      await ctx.store.complete(held.id, held);
+      await expect(ctx.store.claimById(task.id, { workerId: "w2" })).rejects.toBeInstanceOf(InvalidTransitionError);
+      expect((await ctx.store.get(sibling.id))?.status).toBe("pending");
+    });
+
+    const badClaims: [string, unknown][] = [
+      ["a worker_id with spaces", { workerId: "bad worker" }],
+      ["an empty worker_id", { workerId: "" }],
+      ["a worker_id over 128 characters", { workerId: "w".repeat(129) }],
+      ["a limit of zero", { workerId: "w1", limit: 0 }],
+      ["an unknown sort", { workerId: "w1", sortBy: "id; DROP TABLE tasks" }],
+      ["a bad task type filter", { workerId: "w1", taskTypes: ["no spaces allowed"] }],
+    ];
+    it.each(badClaims)("refuses %s and claims nothing", async (_, options) => {
+      await ctx.store.enqueue({ taskType: "a" });
+      await expect(ctx.store.claim(options as ClaimOptions)).rejects.toBeInstanceOf(ValidationError);
+      expect((await ctx.store.counts()).byStatus.pending).toBe(1);
+    });
+  });
+}

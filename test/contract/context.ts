@@ -1,0 +1,36 @@
+import { afterEach, beforeEach } from "vitest";
+import { ManualClock } from "../../src/core/clock.js";
+import type { Store } from "../../src/store/store.js";
+import type { StoreKind, TestStore } from "../helpers/stores.js";
+
+/** What each contract test gets: a fresh store on a manual clock with a fixed jitter draw. */
+export interface ContractContext {
+  store: Store;
+  clock: ManualClock;
+  /** The jitter draw every retry uses (settable per test). */
+  jitter: { value: number };
+  another(): Promise<Store>;
+}
+
+export function useStore(kind: StoreKind): ContractContext {
+  const ctx = { jitter: { value: 0.5 } } as ContractContext;
+  let handle: TestStore;
+  beforeEach(async () => {
+    ctx.clock = new ManualClock();
+    handle = await kind.create({ clock: ctx.clock, random: () => ctx.jitter.value });
+    ctx.store = handle.store;
+    ctx.another = () => handle.another();
+    ctx.jitter.value = 0.5;
+  });
+  afterEach(async () => {
+    await handle.cleanup();
+  });
+  return ctx;
+}
+
+/** Claims exactly one task or fails the test. */
+export async function claimOne(store: Store, workerId = "w1", extra: Record<string, unknown> = {}) {
+  const tasks = await store.claim({ workerId, ...extra });
+  if (tasks.length !== 1) throw new Error(`expected one claimed task, got ${tasks.length}`);
+  return tasks[0];
+}

@@ -1,0 +1,194 @@
+import { describe, expect, it } from "vitest";
+import { retryDelayMs } from "../../src/core/backoff.js";
+import { InvalidTransitionError, ValidationError } from "../../src/core/errors.js";
+import type { StoreKind } from "../helpers/stores.js";
+import { claimOne, useStore } from "./context.js";
+
+export function lifecycleContract(kind: StoreKind) {
+  describe("lifecycle", () => {
+    const ctx = useStore(kind);
+    const claimNew = async (input: Record<string, unknown> = {}) => {
+      await ctx.store.enqueue({ taskType: "a", ...input });
+      return claimOne(ctx.store);
+    };
+    const eventNames = async (id: number) => (await ctx.store.events(id)).map((e) => e.event);
+
+    it("runs pending → claimed → running → completed, with an event for each step", async () => {
+      const lease = await claimNew();
+      ctx.clock.advance(1000);
+      const running = await ctx.store.start(lease.id, lease);
+      expect(running).toMatchObject({ status: "running", startedAt: ctx.clock.now() });
+      await expect(ctx.store.start(lease.id, lease)).rejects.toBeInstanceOf(InvalidTransitionError);
+      ctx.clock.advance(1000);
+      const { task, followUps } = await ctx.store.complete(lease.id, lease, { result: { pages: 10 } });
+      expect(task).toMatchObject({ status: "completed", result: { pages: 10 }, completedAt: ctx.clock.now(), workerId: "w1" });
+      expect(followUps).toEqual([]);
+      expect(await eventNames(lease.id)).toEqual(["created", "claimed", "started", "completed"]);
+      const again = await ctx.store.complete(lease.id, lease).catch((e) => e);
+      expect(again).toBeInstanceOf(InvalidTransitionError);
+      expect(again.message).toBe(`Cannot complete task ${lease.id}: it is completed`);
+    });
+
+    it("accepts completion straight from claimed", async () => {
+      const lease = await claimNew();
+      expect((await ctx.store.complete(lease.id, lease)).task.status).toBe("completed");
+    });
+
+    it("extends the lease on heartbeat and records progress", async () => {
+      const lease = await claimNew();
+      await ctx.store.start(lease.id, lease);
+      ctx.clock.advance(100_000);
+      const beat = await ctx.store.heartbeat(lease.id, lease, { progress: 0.25 });
+      expect(beat.lastHeartbeatAt).toEqual(ctx.clock.now());
+      expect(beat.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 120_000));
+      expect(beat.progress).toBe(0.25);
+      const longer = await ctx.store.heartbeat(lease.id, lease, { leaseSeconds: 600 });
+      expect(longer.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 600_000));
+      expect(longer.progress).toBe(0.25);
+      expect((await ctx.store.progress(lease.id, lease, 0.5)).progress).toBe(0.5);
+    });
+
+    it("saves checkpoints with an event each", async () => {
+      const lease = await claimNew();
+      await ctx.store.checkpoint(lease.id, lease, { page: 1 });
+      const saved = await ctx.store.checkpoint(lease.id, lease, { page: 2, cursor: "abc" });
+      expect(saved.checkpoint).toEqual({ page: 2, cursor: "abc" });
+      const events = (await ctx.store.events(lease.id)).filter((e) => e.event === "checkpoint");
+      expect(events.map((e) => e.data)).toEqual([{ page: 1 }, { page: 2, cursor: "abc" }]);
+      await expect(ctx.store.checkpoint(lease.id, lease, { bad: undefined } as never)).rejects.toBeInstanceOf(ValidationError);
+    });
+
+    it("creates follow-up tasks atomically with the completion", async () => {
+      const lease = await claimNew();
+      const { followUps } = await ctx.store.complete(lease.id, lease, {
+        followUps: [
+          { taskType: "entry_point_discovery", params: { storeId: 1 } },
+          { taskType: "entry_point_discovery", params: { storeId: 2 }, priority: 3 },
+        ],
+      });
+      expect(followUps.map((t) => [t.taskType, t.params, t.parentId, t.status])).toEqual([
+        ["entry_point_discovery", { storeId: 1 }, lease.id, "pending"],
+        ["entry_point_discovery", { storeId: 2 }, lease.id, "pending"],
+      ]);
+      expect((await ctx.store.events(followUps[0].id))[0]).toMatchObject({ event: "created", message: `follow-up of task ${lease.id}` });
+    });
+
+    it("creates no follow-ups when the completion is refused", async () => {
+      const lease = await claimNew();
+      const stale = { ...lease, leaseToken: "00000000-0000-0000-0000-000000000000" };
+      await expect(ctx.store.complete(lease.id, stale, { followUps: [{ taskType: "next" }] })).rejects.toThrow();
+      const badFollowUp = await ctx.store.complete(lease.id, lease, { followUps: [{ taskType: "next", priority: 0.5 }] }).catch((e) => e);
+      expect(badFollowUp).toBeInstanceOf(ValidationError);
+      expect((await ctx.store.get(lease.id))?.status).toBe("claimed");
+      expect((await ctx.store.counts()).byType.next).toBeUndefined();
+    });
+
+    it("retries a failure after exponential backoff with jitter, keeping the checkpoint", async () => {
+      ctx.jitter.value = 0.5;
+      const lease = await claimNew({ maxAttempts: 3, backoff: { baseSeconds: 10, factor: 2, maxSeconds: 3600, jitter: 0.2 } });
+      await ctx.store.checkpoint(lease.id, lease, { page: 4 });
+      const failed = await ctx.store.fail(lease.id, lease, { error: "HTTP 503" });
+      const delay = retryDelayMs(failed.backoff, 1, () => 0.5);
+      expect(delay).toBe(9_000); // 10 s * (1 - 0.2 * 0.5)
+      expect(failed).toMatchObject({ status: "pending", attempts: 1, errorMessage: "HTTP 503", workerId: null, leaseToken: null, checkpoint: { page: 4 } });
+      expect(failed.scheduledFor).toEqual(new Date(ctx.clock.now().getTime() + delay));
+      const event = (await ctx.store.events(lease.id)).at(-1)!;
+      expect(event).toMatchObject({ event: "retry_scheduled", message: "HTTP 503", fromWorkerId: "w1" });
+      expect(event.data).toMatchObject({ attempt: 1, max_attempts: 3 });
+
+      ctx.clock.advance(delay - 1);
+      expect(await ctx.store.claim({ workerId: "w1" })).toEqual([]);
+      ctx.clock.advance(1);
+      const second = await claimOne(ctx.store, "w2");
+      expect(second).toMatchObject({ id: lease.id, attempts: 2, checkpoint: { page: 4 } });
+      const again = await ctx.store.fail(second.id, second, { error: "HTTP 503" });
+      expect(again.scheduledFor).toEqual(new Date(ctx.clock.now().getTime() + 18_000)); // 20 s * 0.9
+    });
+
+    it("caps the backoff and fails for good when attempts run out", async () => {
+      ctx.jitter.value = 0;
+      let lease = await claimNew({ maxAttempts: 4, backoff: { baseSeconds: 1, factor: 2, maxSeconds: 3, jitter: 0.5 } });
+      const delays = [];
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const failed = await ctx.store.fail(lease.id, lease, { error: `try ${attempt}` });
+        delays.push(failed.scheduledFor.getTime() - ctx.clock.now().getTime());
+        ctx.clock.advance(10_000);
+        lease = await claimOne(ctx.store);
+      }
+      expect(delays).toEqual([1000, 2000, 3000]);
+      const dead = await ctx.store.fail(lease.id, lease, { error: "try 4" });
+      expect(dead).toMatchObject({ status: "failed", attempts: 4, errorMessage: "try 4", completedAt: ctx.clock.now() });
+      expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "failed", message: "try 4" });
+    });
+
+    it("fails for good at once when the error is not retryable", async () => {
+      const lease = await claimNew({ maxAttempts: 5 });
+      const failed = await ctx.store.fail(lease.id, lease, { error: "invalid store id", retryable: false });
+      expect(failed).toMatchObject({ status: "failed", attempts: 1 });
+    });
+
+    it("releases without charging an attempt, keeping or replacing the checkpoint", async () => {
+      const lease = await claimNew();
+      await ctx.store.start(lease.id, lease);
+      await ctx.store.checkpoint(lease.id, lease, { page: 2 });
+      const kept = await ctx.store.release(lease.id, lease, { reason: "shutdown" });
+      expect(kept).toMatchObject({ status: "pending", attempts: 0, workerId: null, leaseToken: null, startedAt: null, checkpoint: { page: 2 } });
+      expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "released", message: "shutdown", data: { page: 2 } });
+      const again = await claimOne(ctx.store, "w2");
+      expect(again.attempts).toBe(1);
+      const replaced = await ctx.store.release(again.id, again, { checkpoint: { page: 7 } });
+      expect(replaced.checkpoint).toEqual({ page: 7 });
+    });
+
+    it("cancels pending and running tasks; the holder's next call is refused", async () => {
+      const { task: pending } = await ctx.store.enqueue({ taskType: "b" });
+      expect((await ctx.store.cancel(pending.id, { reason: "not needed" })).status).toBe("cancelled");
+      const lease = await claimNew();
+      await ctx.store.start(lease.id, lease);
+      const cancelled = await ctx.store.cancel(lease.id);
+      expect(cancelled).toMatchObject({ status: "cancelled", completedAt: ctx.clock.now() });
+      const refused = await ctx.store.heartbeat(lease.id, lease).catch((e) => e);
+      expect(refused).toBeInstanceOf(InvalidTransitionError);
+      expect(refused.message).toMatch(/it is cancelled/);
+      await expect(ctx.store.complete(lease.id, lease)).rejects.toBeInstanceOf(InvalidTransitionError);
+      await expect(ctx.store.cancel(lease.id)).rejects.toBeInstanceOf(InvalidTransitionError);
+      expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "cancelled", fromWorkerId: "w1" });
+      expect((await ctx.store.events(pending.id)).at(-1)).toMatchObject({ event: "cancelled", message: "not needed" });
+    });
+
+    it("retries a dead-letter task by hand with a fresh attempt budget", async () => {
+      const lease = await claimNew({ maxAttempts: 1 });
+      await ctx.store.checkpoint(lease.id, lease, { page: 9 });
+      await ctx.store.fail(lease.id, lease, { error: "boom" });
+      expect((await ctx.store.list({ status: "failed" })).tasks.map((t) => t.id)).toEqual([lease.id]);
+      ctx.clock.advance(5000);
+      const retried = await ctx.store.retry(lease.id);
+      expect(retried).toMatchObject({ status: "pending", attempts: 0, scheduledFor: ctx.clock.now(), checkpoint: { page: 9 }, completedAt: null });
+      expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "requeued", message: "manual retry" });
+      await expect(ctx.store.retry(lease.id)).rejects.toBeInstanceOf(InvalidTransitionError);
+      expect((await claimOne(ctx.store)).attempts).toBe(1);
+    });
+
+    it("writes the whole story into the audit trail", async () => {
+      let lease = await claimNew({ maxAttempts: 2 });
+      await ctx.store.start(lease.id, lease);
+      await ctx.store.checkpoint(lease.id, lease, { page: 1 });
+      await ctx.store.fail(lease.id, lease, { error: "x" });
+      ctx.clock.advance(3_600_000);
+      lease = await claimOne(ctx.store);
+      await ctx.store.release(lease.id, lease);
+      lease = await claimOne(ctx.store);
+      await ctx.store.start(lease.id, lease);
+      await ctx.store.fail(lease.id, lease, { error: "y" });
+      await ctx.store.retry(lease.id);
+      lease = await claimOne(ctx.store);
+      await ctx.store.complete(lease.id, lease);
+      expect(await eventNames(lease.id)).toEqual([
+        "created", "claimed", "started", "checkpoint", "retry_scheduled",
+        "claimed", "released", "claimed", "started", "failed", "requeued", "claimed", "completed",
+      ]);
+      const times = (await ctx.store.events(lease.id)).map((e) => e.createdAt.getTime());
+      expect(times).toEqual([...times].sort((a, b) => a - b));
+    });
+  });
+}

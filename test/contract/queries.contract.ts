@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { ValidationError } from "../../src/core/errors.js";
+import type { StoreKind } from "../helpers/stores.js";
+import { claimOne, useStore } from "./context.js";
+
+export function queriesContract(kind: StoreKind) {
+  describe("list, counts, events", () => {
+    const ctx = useStore(kind);
+
+    it("lists newest first with filters", async () => {
+      const ids = (await ctx.store.enqueueMany([{ taskType: "a" }, { taskType: "b" }, { taskType: "a" }])).map((r) => r.task.id);
+      const lease = await claimOne(ctx.store, "w9", { taskTypes: ["b"] });
+      expect((await ctx.store.list()).tasks.map((t) => t.id)).toEqual([...ids].reverse());
+      expect((await ctx.store.list({ taskType: "a" })).tasks.map((t) => t.id)).toEqual([ids[2], ids[0]]);
+      expect((await ctx.store.list({ status: "claimed" })).tasks.map((t) => t.id)).toEqual([lease.id]);
+      expect((await ctx.store.list({ status: ["pending", "claimed"] })).tasks).toHaveLength(3);
+      expect((await ctx.store.list({ workerId: "w9" })).tasks.map((t) => t.id)).toEqual([lease.id]);
+      expect((await ctx.store.list({ status: "completed" })).tasks).toEqual([]);
+    });
+
+    it("pages through everything with a cursor, each task once", async () => {
+      await ctx.store.enqueueMany(Array.from({ length: 25 }, (_, i) => ({ taskType: "a", params: { i } })));
+      const seen: number[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const page = await ctx.store.list({}, { limit: 10, cursor });
+        seen.push(...page.tasks.map((t) => t.id));
+        cursor = page.nextCursor ?? undefined;
+        pages++;
+      } while (cursor);
+      expect(pages).toBe(3);
+      expect(seen).toHaveLength(25);
+      expect(new Set(seen).size).toBe(25);
+      expect(seen).toEqual([...seen].sort((a, b) => b - a));
+    });
+
+    it("refuses a bad cursor, status or limit", async () => {
+      await expect(ctx.store.list({}, { cursor: "garbage" })).rejects.toBeInstanceOf(ValidationError);
+      await expect(ctx.store.list({ status: "done" as never })).rejects.toThrow(/Invalid status "done"/);
+      await expect(ctx.store.list({}, { limit: 0 })).rejects.toBeInstanceOf(ValidationError);
+    });
+
+    it("counts by status and by type", async () => {
+      await ctx.store.enqueueMany([{ taskType: "a" }, { taskType: "a" }, { taskType: "b" }]);
+      const lease = await claimOne(ctx.store, "w1", { taskTypes: ["b"] });
+      await ctx.store.complete(lease.id, lease);
+      const counts = await ctx.store.counts();
+      expect(counts.byStatus).toEqual({ pending: 2, claimed: 0, running: 0, completed: 1, failed: 0, cancelled: 0 });
+      expect(counts.byType).toEqual({ a: { pending: 2 }, b: { completed: 1 } });
+    });
+
+    it("returns no events for an unknown task", async () => {
+      expect(await ctx.store.events(777)).toEqual([]);
+    });
+  });
+}

@@ -1,0 +1,15 @@
+import type { StoreKind } from "../helpers/stores.js";
+import { claimContract } from "./claim.contract.js";
+import { enqueueContract } from "./enqueue.contract.js";
+import { fencingContract } from "./fencing.contract.js";
+import { lifecycleContract } from "./lifecycle.contract.js";
+import { queriesContract } from "./queries.contract.js";
+
+/** The definition of a correct store: every backend runs exactly this, unchanged. */
+export function storeContract(kind: StoreKind): void {
+  enqueueContract(kind);
+  claimContract(kind);
+  lifecycleContract(kind);
+  fencingContract(kind);
+  queriesContract(kind);
+}

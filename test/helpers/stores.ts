@@ -1,0 +1,81 @@
+import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import type { Clock } from "../../src/core/clock.js";
+import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import type { Store } from "../../src/store/store.js";
+
+export const PG_URL = process.env.TASKPOOL_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+export interface StoreOptions {
+  clock?: Clock;
+  random?: () => number;
+}
+
+/** A fresh, migrated, isolated store (its own schema or file) and a way to throw it away. */
+export interface TestStore<S extends Store = Store> {
+  store: S;
+  /** Opens another store on the same database (another process would do the same). */
+  another(options?: StoreOptions & { poolSize?: number }): Promise<S>;
+  cleanup(): Promise<void>;
+}
+
+export interface StoreKind {
+  name: "postgres" | "sqlite";
+  create(options?: StoreOptions): Promise<TestStore>;
+}
+
+const suffix = () => randomBytes(6).toString("hex");
+
+export async function createPostgres(options: StoreOptions = {}): Promise<TestStore<PostgresStore>> {
+  const schema = `tp_test_${suffix()}`;
+  const opened: PostgresStore[] = [];
+  const open = async (o: StoreOptions & { poolSize?: number }) => {
+    const store = new PostgresStore({ url: PG_URL, schema, ...o });
+    opened.push(store);
+    return store;
+  };
+  const store = await open(options);
+  await store.migrate();
+  return {
+    store,
+    another: (o = {}) => open({ clock: options.clock, random: options.random, ...o }),
+    async cleanup() {
+      await Promise.all(opened.map((s) => s.close().catch(() => {})));
+      const admin = new pg.Client({ connectionString: PG_URL });
+      await admin.connect();
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    },
+  };
+}
+
+export function sqlitePath(): string {
+  return join(tmpdir(), `taskpool-test-${suffix()}.db`);
+}
+
+export async function createSqlite(options: StoreOptions = {}): Promise<TestStore<SqliteStore>> {
+  const path = sqlitePath();
+  const opened: SqliteStore[] = [];
+  const open = async (o: StoreOptions) => {
+    const store = new SqliteStore({ path, ...o });
+    opened.push(store);
+    return store;
+  };
+  const store = await open(options);
+  await store.migrate();
+  return {
+    store,
+    another: (o = {}) => open({ clock: options.clock, random: options.random, ...o }),
+    async cleanup() {
+      await Promise.all(opened.map((s) => s.close().catch(() => {})));
+      for (const ext of ["", "-wal", "-shm"]) rmSync(path + ext, { force: true });
+    },
+  };
+}
+
+export const postgresKind: StoreKind = { name: "postgres", create: createPostgres };
+export const sqliteKind: StoreKind = { name: "sqlite", create: createSqlite };

@@ -1,0 +1,60 @@
+import { execFile } from "node:child_process";
+import { rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import { UnsupportedUrlError } from "../src/core/errors.js";
+import { openStore } from "../src/store/open-store.js";
+import { PostgresStore } from "../src/store/postgres/postgres-store.js";
+import { PG_URL, sqlitePath } from "./helpers/stores.js";
+
+const run = promisify(execFile);
+const MIGRATOR = fileURLToPath(new URL("./helpers/migrate-sqlite.ts", import.meta.url));
+
+describe("migrations", () => {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0)) await c();
+  });
+
+  it("PostgreSQL: four processes' worth of stores migrating one schema at once all succeed, once", async () => {
+    const schema = `tp_migrate_${Date.now()}`;
+    const stores = Array.from({ length: 4 }, () => new PostgresStore({ url: PG_URL, schema, poolSize: 1 }));
+    cleanups.push(async () => {
+      await Promise.all(stores.map((s) => s.close()));
+      const admin = new pg.Client({ connectionString: PG_URL });
+      await admin.connect();
+      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await admin.end();
+    });
+    await Promise.all(stores.map((s) => s.migrate()));
+    await stores[0].migrate(); // and again later: nothing to do
+    const { rows } = await stores[0].pool.query("SELECT version, name FROM taskpool_migrations ORDER BY version");
+    expect(rows[0]).toEqual({ version: 1, name: "tasks" });
+    expect(new Set(rows.map((r) => r.version)).size).toBe(rows.length);
+    expect((await stores[3].enqueue({ taskType: "a" })).created).toBe(true);
+  });
+
+  it("SQLite: four processes migrating one new file at once all succeed", async () => {
+    const path = sqlitePath();
+    cleanups.push(() => ["", "-wal", "-shm"].forEach((ext) => rmSync(path + ext, { force: true })));
+    const outputs = await Promise.all(Array.from({ length: 4 }, () => run(process.execPath, ["--import", "tsx", MIGRATOR, path])));
+    expect(outputs.map((o) => o.stdout.trim())).toEqual(["1", "1", "1", "1"]);
+    const store = await openStore(`sqlite:${path}`);
+    cleanups.push(() => store.close());
+    expect((await store.enqueue({ taskType: "a" })).created).toBe(true);
+  });
+
+  it("opens stores from connection strings and explains the ones it cannot", async () => {
+    const memory = await openStore("sqlite::memory:");
+    expect(memory.dialect).toBe("sqlite");
+    await memory.close();
+    for (const url of ["mysql://localhost/db", "sqlite:", "./file.db", ""]) {
+      const error = await openStore(url).catch((e) => e);
+      expect(error).toBeInstanceOf(UnsupportedUrlError);
+      expect(error.message).toMatch(/use sqlite:\.\/path\.db, sqlite::memory: or postgres:\/\//);
+    }
+    await expect(openStore(PG_URL, { schema: "Robert'); DROP" })).rejects.toThrow(/Invalid schema name/);
+  });
+});
