@@ -20,7 +20,8 @@ export type EventType = (typeof EVENT_TYPES)[number];
 /** One append-only audit row, written in the same transaction as the change it records. */
 export interface TaskEvent {
   id: number;
-  taskId: number;
+  /** Null for worker-level events (worker_dead of a worker that held no task). */
+  taskId: number | null;
   event: EventType;
   fromWorkerId: string | null;
   toWorkerId: string | null;

@@ -104,3 +104,21 @@ export function assertFiniteNumber(value: unknown, path: string): void {
     throw new ValidationError(`Invalid ${path}: expected a finite number (got ${String(value)})`, [{ path, message: "not a finite number" }]);
   }
 }
+
+export const WorkerBeatSchema = Type.Object(
+  {
+    workerId: WorkerId,
+    roles: Type.Array(TaskTypeName, { minItems: 1, maxItems: 100 }),
+    hostname: Type.Optional(Type.String({ maxLength: 255 })),
+    pid: Type.Optional(Type.Integer({ minimum: 0 })),
+    version: Type.Optional(Type.String({ maxLength: 64 })),
+    capacity: Type.Integer({ minimum: 1, maximum: 10_000 }),
+    currentLoad: Type.Integer({ minimum: 0 }),
+    tasksProcessed: Type.Integer({ minimum: 0 }),
+    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    leases: Type.Optional(
+      Type.Array(Type.Object({ taskId: Type.Integer({ minimum: 1 }), leaseToken: Type.String({ minLength: 1, maxLength: 64 }) }), { maxItems: 10_000 }),
+    ),
+  },
+  { additionalProperties: false },
+);

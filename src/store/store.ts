@@ -1,4 +1,5 @@
 import type { TaskEvent } from "../core/event.js";
+import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import type {
   ClaimedTask,
   ClaimOptions,
@@ -76,4 +77,22 @@ export interface Store {
   counts(): Promise<TaskCounts>;
   /** The audit trail of one task, oldest first. */
   events(taskId: number): Promise<TaskEvent[]>;
+
+  /** Registers or refreshes a worker and renews the leases it still holds, in one call. */
+  workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult>;
+  /** Graceful deregistration: what it still holds goes back to the pool (no attempt charged); it turns inactive. */
+  shutdownWorker(workerId: string): Promise<number[]>;
+  listWorkers(): Promise<WorkerRecord[]>;
+  /** One coordinator pass: stale/dead workers, recovery of their tasks and of expired leases, reassignment. */
+  sweep(options: SweepOptions): Promise<SweepResult>;
+  /** Takes or renews the named leadership for `ttlSeconds`; true while `holder` leads. */
+  tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean>;
+  resign(name: string, holder: string): Promise<void>;
+  /** Reassignment history, newest first. */
+  reassignments(options?: { limit?: number; taskId?: number }): Promise<ReassignmentEvent[]>;
+  /**
+   * Calls `listener` with task types when tasks become ready, so idle workers wake at once instead of
+   * at their next poll. PostgreSQL: LISTEN/NOTIFY across machines; SQLite: within this process.
+   */
+  subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>>;
 }

@@ -4,6 +4,7 @@ import { enqueueContract } from "./enqueue.contract.js";
 import { fencingContract } from "./fencing.contract.js";
 import { lifecycleContract } from "./lifecycle.contract.js";
 import { queriesContract } from "./queries.contract.js";
+import { workersContract } from "./workers.contract.js";
 
 /** The definition of a correct store: every backend runs exactly this, unchanged. */
 export function storeContract(kind: StoreKind): void {
@@ -12,4 +13,5 @@ export function storeContract(kind: StoreKind): void {
   lifecycleContract(kind);
   fencingContract(kind);
   queriesContract(kind);
+  workersContract(kind);
 }

@@ -19,16 +19,21 @@ import {
   type TaskFilter,
   type TaskPage,
 } from "../../core/task.js";
-import { assertFiniteNumber, assertJson, LeaseSchema, validate, WorkerId } from "../../core/validation.js";
+import { assertFiniteNumber, assertJson, LeaseSchema, validate, WorkerBeatSchema, WorkerId } from "../../core/validation.js";
+import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { resolveClaim } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
 import type { CompleteResult, EnqueueResult, Store } from "../store.js";
+import { PgListener } from "./listener.js";
 import { migratePostgres } from "./migrate.js";
+import { sweepPostgres } from "./postgres-sweep.js";
 import * as sql from "./queries.js";
+import { type ReassignmentRow, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
 import { type EventRow, newTasksJson, type TaskRow, toEvent, toTask } from "./rows.js";
+import * as workerSql from "./worker-queries.js";
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
@@ -57,8 +62,11 @@ export class PostgresStore implements Store {
   readonly dialect = "postgres";
   readonly schema: string;
   readonly pool: pg.Pool;
+  /** NOTIFY channel of this schema: stores on other schemas do not wake each other. */
+  readonly channel: string;
   private readonly clock: Clock;
   private readonly random: () => number;
+  private readonly listener: PgListener;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? "taskpool";
@@ -78,6 +86,8 @@ export class PostgresStore implements Store {
     });
     // An idle client losing its connection must not crash the process; the next query reconnects.
     this.pool.on("error", () => {});
+    this.channel = `taskpool_${this.schema}`;
+    this.listener = new PgListener(options.url, this.channel);
   }
 
   async migrate(): Promise<void> {
@@ -85,6 +95,7 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.listener.close();
     await this.pool.end();
   }
 
@@ -104,7 +115,7 @@ export class PostgresStore implements Store {
   }
 
   private async insert(prepared: NewTask[]): Promise<EnqueueResult[]> {
-    const inserted = (await this.rows<TaskRow>("tp_enqueue", sql.ENQUEUE, [newTasksJson(prepared), this.clock.now()])).map(toTask);
+    const inserted = (await this.rows<TaskRow>("tp_enqueue", sql.ENQUEUE, [newTasksJson(prepared), this.clock.now(), this.channel])).map(toTask);
     const keys = skippedKeys(prepared, inserted);
     const holders = new Map<string, Task>();
     if (keys.length > 0) {
@@ -192,6 +203,7 @@ export class PostgresStore implements Store {
     const rows = await this.guarded("complete", "tp_complete", sql.COMPLETE, id, lease, [
       JSON.stringify(result),
       newTasksJson(followUps),
+      this.channel,
     ]);
     const kinds = rows as (TaskRow & { row_kind: string })[];
     return {
@@ -262,6 +274,67 @@ export class PostgresStore implements Store {
 
   async events(taskId: number): Promise<TaskEvent[]> {
     return (await this.rows<EventRow>("tp_events", sql.EVENTS, [taskId])).map(toEvent);
+  }
+
+  async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
+    validate(WorkerBeatSchema, beat, "worker heartbeat");
+    const leases = beat.leases ?? [];
+    const [row] = await this.rows<{ held: number[] }>("tp_worker_heartbeat", workerSql.WORKER_HEARTBEAT, [
+      beat.workerId,
+      beat.roles,
+      beat.hostname ?? null,
+      beat.pid ?? null,
+      beat.version ?? null,
+      beat.capacity,
+      beat.currentLoad,
+      beat.tasksProcessed,
+      JSON.stringify(beat.metadata ?? {}),
+      this.clock.now(),
+      leases.map((l) => l.taskId),
+      leases.map((l) => l.leaseToken),
+    ]);
+    const held = new Set(row.held.map(Number));
+    return { lost: leases.map((l) => l.taskId).filter((id) => !held.has(id)) };
+  }
+
+  async shutdownWorker(workerId: string): Promise<number[]> {
+    validate(WorkerId, workerId, "worker_id");
+    const rows = await this.rows<{ id: number }>("tp_worker_shutdown", workerSql.WORKER_SHUTDOWN, [workerId, this.clock.now()]);
+    if (rows.length > 0) await this.notify("");
+    return rows.map((r) => r.id);
+  }
+
+  async listWorkers(): Promise<WorkerRecord[]> {
+    const now = this.clock.now();
+    return (await this.rows<WorkerRow>("tp_list_workers", workerSql.LIST_WORKERS, [])).map((r) => toWorker(r, now));
+  }
+
+  async sweep(options: SweepOptions): Promise<SweepResult> {
+    const result = await sweepPostgres(this.pool, this.clock.now(), options);
+    if (result.requeued.length > 0) await this.notify("");
+    return result;
+  }
+
+  async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {
+    return (await this.rows("tp_try_lead", workerSql.TRY_LEAD, [name, holder, this.clock.now(), ttlSeconds])).length > 0;
+  }
+
+  async resign(name: string, holder: string): Promise<void> {
+    await this.rows("tp_resign", workerSql.RESIGN, [name, holder]);
+  }
+
+  async reassignments(options: { limit?: number; taskId?: number } = {}): Promise<ReassignmentEvent[]> {
+    const rows = await this.rows<ReassignmentRow>("tp_list_reassignments", workerSql.LIST_REASSIGNMENTS, [options.limit ?? 100, options.taskId ?? null]);
+    return rows.map(toReassignment);
+  }
+
+  async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
+    return this.listener.add(listener);
+  }
+
+  /** An empty payload means "something changed, any type": listeners re-check. */
+  private async notify(payload: string): Promise<void> {
+    await this.rows("tp_notify", workerSql.NOTIFY, [this.channel, payload]);
   }
 }
 

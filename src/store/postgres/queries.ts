@@ -54,8 +54,15 @@ const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE") => `
     FROM inserted
   )`;
 
-/** $1 tasks (JSON array), $2 now. Returns the inserted rows (duplicates of pending unique keys are skipped). */
-export const ENQUEUE = `WITH ${insertTasks("$1", "$2::timestamptz")} SELECT * FROM inserted ORDER BY id`;
+/** Wakes listening workers (payload: the new tasks' types) once the inserting transaction commits. */
+const NOTIFY_INSERTED = (channelParam: string) => `
+  notified AS (SELECT pg_notify(${channelParam}, string_agg(DISTINCT task_type, ',')) FROM inserted HAVING count(*) > 0)`;
+
+/** $1 tasks (JSON array), $2 now, $3 notification channel. Returns the inserted rows (duplicates of pending unique keys are skipped). */
+export const ENQUEUE = `
+  WITH ${insertTasks("$1", "$2::timestamptz")},
+  ${NOTIFY_INSERTED("$3")}
+  SELECT inserted.* FROM inserted LEFT JOIN notified ON true ORDER BY id`;
 
 /** $1 unique keys. The pending tasks that hold them (what a deduplicated enqueue returns). */
 export const PENDING_BY_UNIQUE_KEYS = `SELECT * FROM tasks WHERE status = 'pending' AND unique_key = ANY($1::text[])`;
@@ -192,7 +199,7 @@ export const CHECKPOINT = `
   SELECT * FROM saved`;
 
 /**
- * $1 id, $2 worker_id, $3 token, $4 now, $5 result (JSON), $6 follow-ups (JSON array).
+ * $1 id, $2 worker_id, $3 token, $4 now, $5 result (JSON), $6 follow-ups (JSON array), $7 notification channel.
  * The follow-ups are inserted only if the completion itself matched, in the same statement, so a
  * refused completion creates none. Rows come back tagged: 'done' for the task, 'follow_up' for new ones.
  */
@@ -205,10 +212,11 @@ export const COMPLETE = `
   done_event AS (
     INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', $2, $4::timestamptz FROM done
   ),
-  ${insertTasks("$6", "$4::timestamptz", "EXISTS (SELECT 1 FROM done)")}
+  ${insertTasks("$6", "$4::timestamptz", "EXISTS (SELECT 1 FROM done)")},
+  ${NOTIFY_INSERTED("$7")}
   SELECT 'done' AS row_kind, done.* FROM done
   UNION ALL
-  SELECT 'follow_up' AS row_kind, inserted.* FROM inserted`;
+  SELECT 'follow_up' AS row_kind, inserted.* FROM inserted LEFT JOIN notified ON true`;
 
 /**
  * Backoff delay in seconds of the attempt that just failed; the same formula as core/backoff.ts

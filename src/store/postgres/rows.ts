@@ -69,7 +69,7 @@ export function toTask(r: TaskRow): Task {
 
 export interface EventRow {
   id: number;
-  task_id: number;
+  task_id: number | null;
   event: TaskEvent["event"];
   from_worker_id: string | null;
   to_worker_id: string | null;

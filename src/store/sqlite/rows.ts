@@ -71,7 +71,7 @@ export function toTask(r: SqliteTaskRow): Task {
 
 export interface SqliteEventRow {
   id: number;
-  task_id: number;
+  task_id: number | null;
   event: TaskEvent["event"];
   from_worker_id: string | null;
   to_worker_id: string | null;
@@ -91,4 +91,32 @@ export function toEvent(r: SqliteEventRow): TaskEvent {
     data: json(r.data),
     createdAt: new Date(r.created_at),
   };
+}
+
+export interface SqliteWorkerRow {
+  worker_id: string;
+  roles: string;
+  hostname: string | null;
+  pid: number | null;
+  version: string | null;
+  capacity: number;
+  current_load: number;
+  tasks_processed: number;
+  metadata: string;
+  status: "active" | "stale" | "dead" | "inactive";
+  last_seen_at: string;
+  started_at: string;
+  active_tasks: number;
+}
+
+export interface SqliteReassignmentRow {
+  id: number;
+  task_id: number;
+  from_worker_id: string | null;
+  to_worker_id: string | null;
+  reason: string;
+  checkpoint: string | null;
+  success: number;
+  error_message: string | null;
+  created_at: string;
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { retryDelayMs } from "../../core/backoff.js";
 import { type Clock, systemClock } from "../../core/clock.js";
 import { AlreadyClaimedError, ConcurrencyKeyBusyError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
@@ -21,15 +21,21 @@ import {
   type TaskFilter,
   type TaskPage,
 } from "../../core/task.js";
-import { assertFiniteNumber, assertJson, LeaseSchema, validate, WorkerId } from "../../core/validation.js";
+import { assertFiniteNumber, assertJson, LeaseSchema, validate, WorkerBeatSchema, WorkerId } from "../../core/validation.js";
+import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
+import { toReassignment, toWorker } from "../worker-records.js";
 import { resolveClaim } from "../claim-options.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
 import type { CompleteResult, EnqueueResult, Store } from "../store.js";
+import { type EventInput, SqliteConnection } from "./connection.js";
+import { channelOf, notifyLocal, subscribeLocal } from "./local-signal.js";
 import { migrateSqlite } from "./migrate.js";
+import { sweepSqlite } from "./sqlite-sweep.js";
 import * as sql from "./queries.js";
-import { type SqliteEventRow, type SqliteTaskRow, toEvent, toTask } from "./rows.js";
+import { type SqliteEventRow, type SqliteReassignmentRow, type SqliteTaskRow, type SqliteWorkerRow, toEvent, toTask } from "./rows.js";
+import * as workerSql from "./worker-queries.js";
 
 export interface SqliteStoreOptions {
   /** A file path, or ":memory:" for a private in-process database. */
@@ -40,8 +46,6 @@ export interface SqliteStoreOptions {
   /** How long to wait for another process's write lock before failing (default 5000 ms). */
   busyTimeoutMs?: number;
 }
-
-type EventInput = { taskId: number; event: TaskEvent["event"]; fromWorkerId?: string | null; toWorkerId?: string | null; message?: string | null; data?: Json };
 
 /**
  * The embedded store: zero set-up, one file, several processes may share it (WAL mode, one writer at
@@ -54,16 +58,15 @@ type EventInput = { taskId: number; event: TaskEvent["event"]; fromWorkerId?: st
 export class SqliteStore implements Store {
   readonly dialect = "sqlite";
   readonly db: Database.Database;
+  private readonly conn: SqliteConnection;
   private readonly clock: Clock;
   private readonly random: () => number;
-  private readonly statements = new Map<string, Database.Statement>();
-  private synchronous: "NORMAL" | "FULL" | null = null;
+  private readonly channel: string;
 
   constructor(options: SqliteStoreOptions) {
-    this.db = new Database(options.path);
-    this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("foreign_keys = ON");
+    this.conn = new SqliteConnection(options.path, options.busyTimeoutMs ?? 5000);
+    this.channel = channelOf(options.path);
+    this.db = this.conn.db;
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
   }
@@ -73,60 +76,33 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.db.close();
-  }
-
-  private stmt(text: string): Database.Statement {
-    let s = this.statements.get(text);
-    if (!s) {
-      s = this.db.prepare(text);
-      this.statements.set(text, s);
-    }
-    return s;
-  }
-
-  /** Runs `fn` in a BEGIN IMMEDIATE transaction; `durable` decides whether the commit is fsynced. */
-  private tx<T>(durable: boolean, fn: () => T): T {
-    const level = durable ? "FULL" : "NORMAL";
-    if (this.synchronous !== level) {
-      this.db.pragma(`synchronous = ${level}`);
-      this.synchronous = level;
-    }
-    return this.db.transaction(fn).immediate();
+    this.conn.close();
   }
 
   private now(): string {
     return this.clock.now().toISOString();
   }
 
-  private logEvent(e: EventInput, now: string): void {
-    this.stmt(sql.INSERT_EVENT).run({
-      taskId: e.taskId,
-      event: e.event,
-      fromWorkerId: e.fromWorkerId ?? null,
-      toWorkerId: e.toWorkerId ?? null,
-      message: e.message ?? null,
-      data: e.data === undefined || e.data === null ? null : JSON.stringify(e.data),
-      now,
-    });
-  }
-
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
     const prepared = prepareNewTask(input, this.clock.now());
-    return this.tx(true, () => this.insert(prepared, this.now()));
+    const result = this.conn.tx(true, () => this.insert(prepared, this.now()));
+    if (result.created) notifyLocal(this.channel, [result.task.taskType]);
+    return result;
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     const prepared = prepareNewTasks(inputs, this.clock.now());
-    return this.tx(true, () => {
+    const results = this.conn.tx(true, () => {
       const now = this.now();
       return prepared.map((p) => this.insert(p, now));
     });
+    this.notifyCreated(results);
+    return results;
   }
 
   /** Inserts one task inside the caller's transaction, or returns the pending task holding its unique key. */
   private insert(t: NewTask, now: string): EnqueueResult {
-    const row = this.stmt(sql.INSERT_TASK).get({
+    const row = this.conn.stmt(sql.INSERT_TASK).get({
       taskType: t.taskType,
       params: JSON.stringify(t.params),
       priority: t.priority,
@@ -140,20 +116,20 @@ export class SqliteStore implements Store {
       now,
     }) as SqliteTaskRow | undefined;
     if (row) {
-      this.logEvent({ taskId: row.id, event: "created", message: t.parentId === null ? null : `follow-up of task ${t.parentId}` }, now);
+      this.conn.logEvent({ taskId: row.id, event: "created", message: t.parentId === null ? null : `follow-up of task ${t.parentId}` }, now);
       return { task: toTask(row), created: true };
     }
     // The write lock is held, so the holder cannot have been claimed since the insert was skipped.
-    const holder = this.stmt(sql.PENDING_BY_UNIQUE_KEY).get(t.uniqueKey) as SqliteTaskRow;
+    const holder = this.conn.stmt(sql.PENDING_BY_UNIQUE_KEY).get(t.uniqueKey) as SqliteTaskRow;
     return { task: toTask(holder), created: false };
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
     const c = resolveClaim(options);
     const types = c.taskTypes ?? [];
-    const reserved = this.stmt(sql.reservedCandidatesStatement(types.length));
-    const open = this.stmt(sql.openCandidatesStatement(c.sortBy, c.sortOrder, types.length));
-    return this.tx(false, () => {
+    const reserved = this.conn.stmt(sql.reservedCandidatesStatement(types.length));
+    const open = this.conn.stmt(sql.openCandidatesStatement(c.sortBy, c.sortOrder, types.length));
+    return this.conn.tx(false, () => {
       const now = this.clock.now();
       const params: Record<string, unknown> = {
         workerId: c.workerId,
@@ -180,7 +156,7 @@ export class SqliteStore implements Store {
 
   /** Claims one pending row inside the caller's transaction; undefined if it is not pending. */
   private claimRow(id: number, workerId: string, leaseSeconds: number, now: Date): Task | undefined {
-    const row = this.stmt(sql.CLAIM_ONE).get({
+    const row = this.conn.stmt(sql.CLAIM_ONE).get({
       id,
       workerId,
       leaseToken: randomUUID(),
@@ -189,14 +165,14 @@ export class SqliteStore implements Store {
       now: now.toISOString(),
     }) as SqliteTaskRow | undefined;
     if (!row) return undefined;
-    this.logEvent({ taskId: id, event: "claimed", toWorkerId: workerId, data: { attempt: row.attempts } }, now.toISOString());
+    this.conn.logEvent({ taskId: id, event: "claimed", toWorkerId: workerId, data: { attempt: row.attempts } }, now.toISOString());
     return toTask(row);
   }
 
   async claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask> {
     validate(WorkerId, options.workerId, "worker_id");
-    return this.tx(false, () => {
-      const state = this.stmt(sql.LEASE_STATE).get(id) as (LeaseRow & { concurrency_key: string | null }) | undefined;
+    return this.conn.tx(false, () => {
+      const state = this.conn.stmt(sql.LEASE_STATE).get(id) as (LeaseRow & { concurrency_key: string | null }) | undefined;
       if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id);
       if (!state || state.status !== "pending") throw refusalError(id, state, "claim");
       try {
@@ -211,60 +187,62 @@ export class SqliteStore implements Store {
   /** Runs a lease-guarded update inside `tx`; on zero rows, explains why with a typed error. */
   private guarded(action: TaskAction, text: string, id: number, lease: Lease, extra: Record<string, unknown>, now: string): SqliteTaskRow {
     validate(LeaseSchema, lease, "lease");
-    const row = this.stmt(text).get({ id, workerId: lease.workerId, leaseToken: lease.leaseToken, now, ...extra }) as SqliteTaskRow | undefined;
+    const row = this.conn.stmt(text).get({ id, workerId: lease.workerId, leaseToken: lease.leaseToken, now, ...extra }) as SqliteTaskRow | undefined;
     if (row) return row;
-    throw refusalError(id, this.stmt(sql.LEASE_STATE).get(id) as LeaseRow | undefined, action, lease);
+    throw refusalError(id, this.conn.stmt(sql.LEASE_STATE).get(id) as LeaseRow | undefined, action, lease);
   }
 
   async start(id: number, lease: Lease): Promise<Task> {
-    return this.tx(false, () => {
+    return this.conn.tx(false, () => {
       const now = this.now();
       const row = this.guarded("start", sql.START, id, lease, {}, now);
-      this.logEvent({ taskId: id, event: "started", toWorkerId: lease.workerId }, now);
+      this.conn.logEvent({ taskId: id, event: "started", toWorkerId: lease.workerId }, now);
       return toTask(row);
     });
   }
 
   async heartbeat(id: number, lease: Lease, options: { leaseSeconds?: number; progress?: number } = {}): Promise<Task> {
     if (options.progress !== undefined) assertFiniteNumber(options.progress, "progress");
-    return this.tx(false, () =>
+    return this.conn.tx(false, () =>
       toTask(this.guarded("heartbeat", sql.HEARTBEAT, id, lease, { leaseSeconds: options.leaseSeconds ?? null, progress: options.progress ?? null }, this.now())),
     );
   }
 
   async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
     assertJson(data, "checkpoint");
-    return this.tx(true, () => {
+    return this.conn.tx(true, () => {
       const now = this.now();
       const row = this.guarded("checkpoint", sql.CHECKPOINT, id, lease, { checkpoint: JSON.stringify(data) }, now);
-      this.logEvent({ taskId: id, event: "checkpoint", toWorkerId: lease.workerId, data }, now);
+      this.conn.logEvent({ taskId: id, event: "checkpoint", toWorkerId: lease.workerId, data }, now);
       return toTask(row);
     });
   }
 
   async progress(id: number, lease: Lease, progress: number): Promise<Task> {
     assertFiniteNumber(progress, "progress");
-    return this.tx(false, () => toTask(this.guarded("progress", sql.PROGRESS, id, lease, { progress }, this.now())));
+    return this.conn.tx(false, () => toTask(this.guarded("progress", sql.PROGRESS, id, lease, { progress }, this.now())));
   }
 
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     const result = options.result ?? null;
     assertJson(result, "result");
     const followUps = prepareNewTasks(options.followUps ?? [], this.clock.now(), id);
-    return this.tx(true, () => {
+    const done = this.conn.tx(true, () => {
       const now = this.now();
       const row = this.guarded("complete", sql.COMPLETE, id, lease, { result: JSON.stringify(result) }, now);
-      this.logEvent({ taskId: id, event: "completed", fromWorkerId: lease.workerId }, now);
+      this.conn.logEvent({ taskId: id, event: "completed", fromWorkerId: lease.workerId }, now);
       const created = followUps.map((f) => this.insert(f, now)).filter((r) => r.created);
       return { task: toTask(row), followUps: created.map((r) => r.task) };
     });
+    if (done.followUps.length > 0) notifyLocal(this.channel, [...new Set(done.followUps.map((t) => t.taskType))]);
+    return done;
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
     if (typeof options?.error !== "string") {
       throw new ValidationError("Invalid failure: error must be a string saying what went wrong", [{ path: "error", message: "required string" }]);
     }
-    return this.tx(true, () => {
+    return this.conn.tx(true, () => {
       const nowDate = this.clock.now();
       const now = nowDate.toISOString();
       const current = toTask(this.guarded("fail", sql.LEASED_ROW, id, lease, {}, now));
@@ -272,12 +250,12 @@ export class SqliteStore implements Store {
       let row: SqliteTaskRow;
       if (willRetry) {
         const retryAt = new Date(nowDate.getTime() + retryDelayMs(current.backoff, current.attempts, this.random)).toISOString();
-        row = this.stmt(sql.FAIL_RETRY).get({ id, retryAt, error: options.error, now }) as SqliteTaskRow;
+        row = this.conn.stmt(sql.FAIL_RETRY).get({ id, retryAt, error: options.error, now }) as SqliteTaskRow;
       } else {
-        row = this.stmt(sql.FAIL_FINAL).get({ id, error: options.error, now }) as SqliteTaskRow;
+        row = this.conn.stmt(sql.FAIL_FINAL).get({ id, error: options.error, now }) as SqliteTaskRow;
       }
       const task = toTask(row);
-      this.logEvent(
+      this.conn.logEvent(
         {
           taskId: id,
           event: willRetry ? "retry_scheduled" : "failed",
@@ -294,23 +272,23 @@ export class SqliteStore implements Store {
   async release(id: number, lease: Lease, options: { checkpoint?: Json; reason?: string } = {}): Promise<Task> {
     const replace = options.checkpoint !== undefined;
     if (replace) assertJson(options.checkpoint, "checkpoint");
-    return this.tx(true, () => {
+    return this.conn.tx(true, () => {
       const now = this.now();
       const row = this.guarded("release", sql.RELEASE, id, lease, { replace: replace ? 1 : 0, checkpoint: replace ? JSON.stringify(options.checkpoint) : null }, now);
       const task = toTask(row);
-      this.logEvent({ taskId: id, event: "released", fromWorkerId: lease.workerId, message: options.reason ?? null, data: task.checkpoint }, now);
+      this.conn.logEvent({ taskId: id, event: "released", fromWorkerId: lease.workerId, message: options.reason ?? null, data: task.checkpoint }, now);
       return task;
     });
   }
 
   /** Operator actions: no lease, just the state machine. */
   private operatorAction(action: TaskAction, id: number, write: (now: string) => SqliteTaskRow | undefined, event: (before: LeaseRow, now: string) => EventInput): Task {
-    return this.tx(true, () => {
+    return this.conn.tx(true, () => {
       const now = this.now();
-      const before = this.stmt(sql.LEASE_STATE).get(id) as LeaseRow | undefined;
+      const before = this.conn.stmt(sql.LEASE_STATE).get(id) as LeaseRow | undefined;
       const row = write(now);
       if (!row || !before) throw refusalError(id, before, action);
-      this.logEvent(event(before, now), now);
+      this.conn.logEvent(event(before, now), now);
       return toTask(row);
     });
   }
@@ -319,7 +297,7 @@ export class SqliteStore implements Store {
     return this.operatorAction(
       "cancel",
       id,
-      (now) => this.stmt(sql.CANCEL).get({ id, now }) as SqliteTaskRow | undefined,
+      (now) => this.conn.stmt(sql.CANCEL).get({ id, now }) as SqliteTaskRow | undefined,
       (before) => ({ taskId: id, event: "cancelled", fromWorkerId: before.worker_id, message: options.reason ?? null }),
     );
   }
@@ -329,7 +307,7 @@ export class SqliteStore implements Store {
       return this.operatorAction(
         "retry",
         id,
-        (now) => this.stmt(sql.RETRY).get({ id, now }) as SqliteTaskRow | undefined,
+        (now) => this.conn.stmt(sql.RETRY).get({ id, now }) as SqliteTaskRow | undefined,
         () => ({ taskId: id, event: "requeued", message: "manual retry" }),
       );
     } catch (error) {
@@ -344,19 +322,19 @@ export class SqliteStore implements Store {
     return this.operatorAction(
       "reserve",
       id,
-      (now) => this.stmt(sql.RESERVE).get({ id, workerId, reservedUntil, now }) as SqliteTaskRow | undefined,
+      (now) => this.conn.stmt(sql.RESERVE).get({ id, workerId, reservedUntil, now }) as SqliteTaskRow | undefined,
       () => ({ taskId: id, event: "reassigned", toWorkerId: workerId, data: { reserved_until: reservedUntil } }),
     );
   }
 
   async get(id: number): Promise<Task | null> {
-    const row = this.stmt(sql.GET).get(id) as SqliteTaskRow | undefined;
+    const row = this.conn.stmt(sql.GET).get(id) as SqliteTaskRow | undefined;
     return row ? toTask(row) : null;
   }
 
   async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
     const q = resolveList(filter, page);
-    const rows = this.stmt(sql.LIST).all({
+    const rows = this.conn.stmt(sql.LIST).all({
       statuses: q.statuses === null ? null : JSON.stringify(q.statuses),
       taskType: q.taskType,
       workerId: q.workerId,
@@ -368,11 +346,89 @@ export class SqliteStore implements Store {
   }
 
   async counts(): Promise<TaskCounts> {
-    return tallyCounts(this.stmt(sql.COUNTS).all() as { task_type: string; status: Task["status"]; n: number }[]);
+    return tallyCounts(this.conn.stmt(sql.COUNTS).all() as { task_type: string; status: Task["status"]; n: number }[]);
   }
 
   async events(taskId: number): Promise<TaskEvent[]> {
-    return (this.stmt(sql.EVENTS).all(taskId) as SqliteEventRow[]).map(toEvent);
+    return (this.conn.stmt(sql.EVENTS).all(taskId) as SqliteEventRow[]).map(toEvent);
+  }
+
+  private notifyCreated(results: EnqueueResult[]): void {
+    const types = [...new Set(results.filter((r) => r.created).map((r) => r.task.taskType))];
+    if (types.length > 0) notifyLocal(this.channel, types);
+  }
+
+  async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
+    validate(WorkerBeatSchema, beat, "worker heartbeat");
+    const leases = beat.leases ?? [];
+    return this.conn.tx(false, () => {
+      const now = this.now();
+      this.conn.stmt(workerSql.UPSERT_WORKER).run({
+        workerId: beat.workerId,
+        roles: JSON.stringify(beat.roles),
+        hostname: beat.hostname ?? null,
+        pid: beat.pid ?? null,
+        version: beat.version ?? null,
+        capacity: beat.capacity,
+        currentLoad: beat.currentLoad,
+        tasksProcessed: beat.tasksProcessed,
+        metadata: JSON.stringify(beat.metadata ?? {}),
+        now,
+      });
+      const renew = this.conn.stmt(workerSql.RENEW_LEASE);
+      const lost = leases.filter((l) => !renew.get({ taskId: l.taskId, leaseToken: l.leaseToken, workerId: beat.workerId, now }));
+      return { lost: lost.map((l) => l.taskId) };
+    });
+  }
+
+  async shutdownWorker(workerId: string): Promise<number[]> {
+    validate(WorkerId, workerId, "worker_id");
+    const released = this.conn.tx(true, () => {
+      const now = this.now();
+      const rows = this.conn.stmt(workerSql.RELEASE_WORKER_TASKS).all({ workerId, now }) as { id: number; checkpoint: string | null }[];
+      for (const r of rows) {
+        this.conn.logEvent({ taskId: r.id, event: "released", fromWorkerId: workerId, message: "worker shut down", data: r.checkpoint === null ? null : JSON.parse(r.checkpoint) }, now);
+      }
+      this.conn.stmt(workerSql.MARK_INACTIVE).run({ workerId, now });
+      return rows.map((r) => r.id).sort((a, b) => a - b);
+    });
+    if (released.length > 0) notifyLocal(this.channel, []);
+    return released;
+  }
+
+  async listWorkers(): Promise<WorkerRecord[]> {
+    const now = this.clock.now();
+    return (this.conn.stmt(workerSql.LIST_WORKERS).all() as SqliteWorkerRow[]).map((r) =>
+      toWorker({ ...r, roles: JSON.parse(r.roles), metadata: JSON.parse(r.metadata), last_seen_at: new Date(r.last_seen_at), started_at: new Date(r.started_at) }, now),
+    );
+  }
+
+  async sweep(options: SweepOptions): Promise<SweepResult> {
+    const result = sweepSqlite(this.conn, this.clock.now(), options);
+    if (result.requeued.length > 0) notifyLocal(this.channel, []);
+    return result;
+  }
+
+  async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {
+    const now = this.clock.now();
+    const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
+    return this.conn.tx(false, () => this.conn.stmt(workerSql.TRY_LEAD).get({ name, holder, expiresAt, now: now.toISOString() }) !== undefined);
+  }
+
+  async resign(name: string, holder: string): Promise<void> {
+    this.conn.stmt(workerSql.RESIGN).run({ name, holder });
+  }
+
+  async reassignments(options: { limit?: number; taskId?: number } = {}): Promise<ReassignmentEvent[]> {
+    const rows = this.conn.stmt(workerSql.LIST_REASSIGNMENTS).all({ limit: options.limit ?? 100, taskId: options.taskId ?? null }) as SqliteReassignmentRow[];
+    return rows.map((r) =>
+      toReassignment({ ...r, success: r.success === 1, checkpoint: r.checkpoint === null ? null : JSON.parse(r.checkpoint), created_at: new Date(r.created_at) }),
+    );
+  }
+
+  async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
+    const unsubscribe = subscribeLocal(this.channel, listener);
+    return async () => unsubscribe();
   }
 }
 

@@ -55,7 +55,7 @@ CREATE INDEX tasks_by_parent ON tasks (parent_id) WHERE parent_id IS NOT NULL;
 
 CREATE TABLE task_events (
   id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  task_id        bigint      NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+  task_id        bigint      REFERENCES tasks (id) ON DELETE CASCADE, -- null for worker-level events (worker_dead)
   event          text        NOT NULL,
   from_worker_id text,
   to_worker_id   text,

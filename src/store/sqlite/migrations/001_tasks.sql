@@ -54,7 +54,7 @@ CREATE INDEX tasks_by_parent ON tasks (parent_id) WHERE parent_id IS NOT NULL;
 
 CREATE TABLE task_events (
   id             INTEGER PRIMARY KEY AUTOINCREMENT,
-  task_id        INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+  task_id        INTEGER REFERENCES tasks (id) ON DELETE CASCADE, -- null for worker-level events (worker_dead)
   event          TEXT    NOT NULL,
   from_worker_id TEXT,
   to_worker_id   TEXT,

@@ -1,0 +1,89 @@
+import type { Json, JsonObject } from "./task.js";
+
+/** `stale`: missed heartbeats, gets no new targeted work. `dead`: its tasks were recovered. `inactive`: shut down. */
+export const WORKER_STATUSES = ["active", "stale", "dead", "inactive"] as const;
+export type WorkerStatus = (typeof WORKER_STATUSES)[number];
+
+/** What a worker says about itself on every heartbeat (seed 000's payload, plus its leases). */
+export interface WorkerBeat {
+  workerId: string;
+  roles: string[];
+  hostname?: string;
+  pid?: number;
+  version?: string;
+  /** Max concurrent tasks. */
+  capacity: number;
+  currentLoad: number;
+  tasksProcessed: number;
+  metadata?: JsonObject;
+  /** The leases of its running tasks, renewed by the same call. */
+  leases?: { taskId: number; leaseToken: string }[];
+}
+
+export interface WorkerBeatResult {
+  /** Tasks among `leases` the worker no longer holds (taken back, re-claimed or cancelled): stop them. */
+  lost: number[];
+}
+
+/** A row of the worker registry, with the figures an operator looks at. */
+export interface WorkerRecord {
+  workerId: string;
+  roles: string[];
+  hostname: string | null;
+  pid: number | null;
+  version: string | null;
+  capacity: number;
+  currentLoad: number;
+  tasksProcessed: number;
+  metadata: JsonObject;
+  status: WorkerStatus;
+  lastSeenAt: Date;
+  startedAt: Date;
+  /** Claimed or running tasks held right now. */
+  activeTasks: number;
+  secondsSinceHeartbeat: number;
+  /** current_load / capacity × 100. */
+  loadPercent: number;
+}
+
+/** What the coordinator does with the tasks of a dead worker (per task type). */
+export type RecoveryPolicy = "retry" | "fail";
+
+/** Thresholds of one sweep (see coordinator/). */
+export interface SweepOptions {
+  staleAfterSeconds: number;
+  deadAfterSeconds: number;
+  /** How long a reassigned task stays reserved for the worker chosen for it. */
+  reservationSeconds: number;
+  /** Per task type; types not listed use `retry`. */
+  recoveryPolicies?: Record<string, RecoveryPolicy>;
+}
+
+export interface SweepResult {
+  staleWorkers: string[];
+  deadWorkers: string[];
+  /** Tasks put back in the pool (some then reserved, see `reassigned`). */
+  requeued: number[];
+  /** Tasks failed by policy or out of attempts. */
+  failed: number[];
+  reassigned: { taskId: number; workerId: string }[];
+  /** Requeued tasks for which no healthy worker was available. */
+  unassigned: number[];
+}
+
+/** One reassignment attempt (seed 003). */
+export interface ReassignmentEvent {
+  id: number;
+  taskId: number;
+  fromWorkerId: string | null;
+  toWorkerId: string | null;
+  reason: string;
+  checkpoint: Json | null;
+  success: boolean;
+  errorMessage: string | null;
+  createdAt: Date;
+}
+
+export const NO_HEALTHY_WORKER = "No healthy worker available";
+export const WORKER_DIED = "Worker died unexpectedly";
+export const LEASE_EXPIRED = "Lease expired: the worker stopped renewing it";

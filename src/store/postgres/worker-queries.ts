@@ -1,0 +1,165 @@
+/**
+ * Statements of the worker registry, the coordinator's sweep and leadership (PostgreSQL).
+ * Conventions as in queries.ts: "now" is a parameter, one statement per operation where possible.
+ */
+import { LEASED_STATUSES } from "../../core/state-machine.js";
+
+const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
+
+/**
+ * $1 worker_id, $2 roles, $3 hostname, $4 pid, $5 version, $6 capacity, $7 current_load,
+ * $8 tasks_processed, $9 metadata, $10 now, $11 task ids, $12 lease tokens.
+ * Registers or refreshes the worker and renews the leases it still holds, in one round trip; the ids
+ * that come back are the leases still held. Asynchronous commit, like a task heartbeat: a lost one
+ * costs at most a spurious recovery, which fencing makes safe.
+ */
+export const WORKER_HEARTBEAT = `
+  WITH worker AS (
+    INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
+                         metadata, status, last_seen_at, started_at)
+    VALUES ($1, $2::text[], $3, $4::int, $5, $6::int, $7::int, $8::bigint, $9::jsonb, 'active', $10::timestamptz, $10::timestamptz)
+    ON CONFLICT (worker_id) DO UPDATE SET
+      roles = EXCLUDED.roles, hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
+      capacity = EXCLUDED.capacity, current_load = EXCLUDED.current_load, tasks_processed = EXCLUDED.tasks_processed,
+      metadata = EXCLUDED.metadata, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
+      started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END
+    RETURNING worker_id
+  ),
+  held AS (
+    UPDATE tasks t SET last_heartbeat_at = $10::timestamptz,
+        lease_expires_at = $10::timestamptz + make_interval(secs => t.lease_seconds), updated_at = $10::timestamptz
+    FROM unnest($11::bigint[], $12::text[]) AS l(id, token)
+    WHERE t.id = l.id AND t.lease_token = l.token AND t.worker_id = $1 AND t.status IN (${LEASED})
+    RETURNING t.id
+  ),
+  async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+  SELECT coalesce((SELECT array_agg(id) FROM held), '{}') AS held FROM async_commit`;
+
+/** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded. */
+export const WORKER_SHUTDOWN = `
+  WITH released AS (
+    UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
+        claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0), updated_at = $2::timestamptz
+    WHERE t.worker_id = $1 AND t.status IN (${LEASED})
+    RETURNING t.id, t.checkpoint
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
+    SELECT id, 'released', $1, 'worker shut down', checkpoint, $2::timestamptz FROM released
+  ),
+  worker AS (
+    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz WHERE worker_id = $1
+  )
+  SELECT id FROM released ORDER BY id`;
+
+/** $1 now. The registry with the figures of seed 000's worker_status view. */
+export const LIST_WORKERS = `
+  SELECT w.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})) AS active_tasks
+  FROM workers w
+  ORDER BY w.worker_id`;
+
+/** $1 stale-before. */
+export const MARK_STALE = `
+  UPDATE workers SET status = 'stale' WHERE status = 'active' AND last_seen_at < $1::timestamptz RETURNING worker_id`;
+
+/** $1 dead-before, $2 now. Logs one worker_dead event per worker. */
+export const MARK_DEAD = `
+  WITH dead AS (
+    UPDATE workers SET status = 'dead', current_load = 0
+    WHERE status IN ('active', 'stale') AND last_seen_at < $1::timestamptz
+    RETURNING worker_id, last_seen_at
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
+    SELECT NULL, 'worker_dead', worker_id, 'No heartbeat since ' || to_char(last_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+           NULL, $2::timestamptz
+    FROM dead
+  )
+  SELECT worker_id FROM dead ORDER BY worker_id`;
+
+/**
+ * $1 dead workers, $2 now, $3 recovery policies (JSON object type → 'retry' | 'fail'), $4 worker-died
+ * message, $5 lease-expired message.
+ * Takes back every leased task of a dead worker and every task whose lease ran out. The `fail` policy
+ * or exhausted attempts end it `failed`; otherwise it is pending again at once, checkpoint kept (the
+ * attempt was already counted when it was claimed). The old holder comes back for events and
+ * reassignment through the self-join, since RETURNING sees only the new row.
+ */
+export const RECOVER_TASKS = `
+  WITH doomed AS (
+    SELECT id, worker_id AS old_worker, (worker_id = ANY($1::text[])) AS worker_died,
+           (coalesce($3::jsonb->>task_type, 'retry') = 'fail' OR attempts >= max_attempts) AS give_up
+    FROM tasks
+    WHERE status IN (${LEASED}) AND (worker_id = ANY($1::text[]) OR lease_expires_at < $2::timestamptz)
+    FOR UPDATE
+  ),
+  recovered AS (
+    UPDATE tasks t SET
+      status = CASE WHEN d.give_up THEN 'failed' ELSE 'pending' END,
+      error_message = CASE WHEN d.worker_died THEN $4 ELSE $5 END,
+      worker_id = CASE WHEN d.give_up THEN t.worker_id END,
+      lease_token = CASE WHEN d.give_up THEN t.lease_token END,
+      completed_at = CASE WHEN d.give_up THEN $2::timestamptz END,
+      scheduled_for = CASE WHEN d.give_up THEN t.scheduled_for ELSE $2::timestamptz END,
+      claimed_at = CASE WHEN d.give_up THEN t.claimed_at END,
+      started_at = CASE WHEN d.give_up THEN t.started_at END,
+      lease_expires_at = NULL, updated_at = $2::timestamptz
+    FROM doomed d
+    WHERE t.id = d.id
+    RETURNING t.id, t.task_type, t.priority, t.status, t.checkpoint, t.error_message, d.old_worker
+  ),
+  logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'requeued' ELSE 'failed' END, old_worker, error_message, checkpoint, $2::timestamptz
+    FROM recovered
+  )
+  SELECT * FROM recovered ORDER BY priority DESC, id`;
+
+/** $1 stale-before. Workers that may receive reassigned tasks: active, recently seen, not full. */
+export const REASSIGNMENT_CANDIDATES = `
+  SELECT worker_id, roles, capacity, current_load FROM workers
+  WHERE status = 'active' AND last_seen_at >= $1::timestamptz AND current_load < capacity`;
+
+/**
+ * $1 task ids, $2 chosen workers, $3 previous holders, $4 reasons, $5 reserved until, $6 now.
+ * Reserves each task for its chosen worker, logging a task event and a reassignment event each.
+ */
+export const RESERVE_MANY = `
+  WITH reserved AS (
+    UPDATE tasks t SET reserved_for = a.worker_id, reserved_until = $5::timestamptz, updated_at = $6::timestamptz
+    FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS a(task_id, worker_id, from_worker, reason)
+    WHERE t.id = a.task_id AND t.status = 'pending'
+    RETURNING t.id, t.checkpoint, a.worker_id, a.from_worker, a.reason
+  ),
+  task_logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, to_worker_id, message, data, created_at)
+    SELECT id, 'reassigned', from_worker, worker_id, reason, jsonb_build_object('reserved_until', $5::timestamptz), $6::timestamptz
+    FROM reserved
+  ),
+  logged AS (
+    INSERT INTO reassignment_events (task_id, from_worker_id, to_worker_id, reason, checkpoint, success, created_at)
+    SELECT id, from_worker, worker_id, reason, checkpoint, true, $6::timestamptz FROM reserved
+  )
+  SELECT id FROM reserved`;
+
+/** $1 task ids, $2 from workers, $3 reasons, $4 checkpoints (JSON text), $5 error, $6 now. Failed reassignments. */
+export const LOG_UNASSIGNED = `
+  INSERT INTO reassignment_events (task_id, from_worker_id, to_worker_id, reason, checkpoint, success, error_message, created_at)
+  SELECT task_id, from_worker, NULL, reason, checkpoint::jsonb, false, $5, $6::timestamptz
+  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS u(task_id, from_worker, reason, checkpoint)`;
+
+/** $1 limit, $2 task id or null. Newest first. */
+export const LIST_REASSIGNMENTS = `
+  SELECT * FROM reassignment_events WHERE ($2::bigint IS NULL OR task_id = $2) ORDER BY id DESC LIMIT $1`;
+
+/** $1 name, $2 holder, $3 now, $4 ttl seconds. Returns a row when $2 holds (or just took) the lease. */
+export const TRY_LEAD = `
+  INSERT INTO leader_leases AS l (name, holder, expires_at) VALUES ($1, $2, $3::timestamptz + make_interval(secs => $4::int))
+  ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+  WHERE l.holder = EXCLUDED.holder OR l.expires_at <= $3::timestamptz
+  RETURNING holder`;
+
+export const RESIGN = `DELETE FROM leader_leases WHERE name = $1 AND holder = $2`;
+
+/** $1 channel, $2 payload. */
+export const NOTIFY = `SELECT pg_notify($1, $2)`;

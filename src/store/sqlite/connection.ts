@@ -1,0 +1,69 @@
+import Database from "better-sqlite3";
+import type { TaskEvent } from "../../core/event.js";
+import type { Json } from "../../core/task.js";
+import { INSERT_EVENT } from "./queries.js";
+
+export interface EventInput {
+  taskId: number | null;
+  event: TaskEvent["event"];
+  fromWorkerId?: string | null;
+  toWorkerId?: string | null;
+  message?: string | null;
+  data?: Json;
+}
+
+/**
+ * One better-sqlite3 connection with what every SQLite operation needs: cached prepared statements,
+ * transactions with a chosen durability, and the audit-event insert.
+ */
+export class SqliteConnection {
+  readonly db: Database.Database;
+  private readonly statements = new Map<string, Database.Statement>();
+  private synchronous: "NORMAL" | "FULL" | null = null;
+
+  constructor(path: string, busyTimeoutMs: number) {
+    this.db = new Database(path);
+    this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("foreign_keys = ON");
+  }
+
+  stmt(text: string): Database.Statement {
+    let s = this.statements.get(text);
+    if (!s) {
+      s = this.db.prepare(text);
+      this.statements.set(text, s);
+    }
+    return s;
+  }
+
+  /**
+   * Runs `fn` in a BEGIN IMMEDIATE transaction (the write lock up front, so two writers never
+   * deadlock upgrading read locks). `durable` picks synchronous=FULL (fsync at commit) over NORMAL
+   * (survives a process crash; the last commits may be lost on power failure).
+   */
+  tx<T>(durable: boolean, fn: () => T): T {
+    const level = durable ? "FULL" : "NORMAL";
+    if (this.synchronous !== level) {
+      this.db.pragma(`synchronous = ${level}`);
+      this.synchronous = level;
+    }
+    return this.db.transaction(fn).immediate();
+  }
+
+  logEvent(e: EventInput, now: string): void {
+    this.stmt(INSERT_EVENT).run({
+      taskId: e.taskId,
+      event: e.event,
+      fromWorkerId: e.fromWorkerId ?? null,
+      toWorkerId: e.toWorkerId ?? null,
+      message: e.message ?? null,
+      data: e.data === undefined || e.data === null ? null : JSON.stringify(e.data),
+      now,
+    });
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

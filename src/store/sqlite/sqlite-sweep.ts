@@ -1,0 +1,75 @@
+import { LEASE_EXPIRED, NO_HEALTHY_WORKER, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
+import { planReassignments } from "../../core/worker-selection.js";
+import type { SqliteConnection } from "./connection.js";
+import * as sql from "./worker-queries.js";
+
+interface RecoverRow {
+  id: number;
+  task_type: string;
+  attempts: number;
+  max_attempts: number;
+  worker_id: string | null;
+  checkpoint: string | null;
+}
+
+/** One coordinator pass in one write transaction; see postgres-sweep.ts for the steps. */
+export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: SweepOptions): SweepResult {
+  const now = nowDate.toISOString();
+  const staleBefore = new Date(nowDate.getTime() - options.staleAfterSeconds * 1000).toISOString();
+  const deadBefore = new Date(nowDate.getTime() - options.deadAfterSeconds * 1000).toISOString();
+  const reservedUntil = new Date(nowDate.getTime() + options.reservationSeconds * 1000).toISOString();
+  const policies = options.recoveryPolicies ?? {};
+
+  return conn.tx(true, () => {
+    const staleWorkers = (conn.stmt(sql.MARK_STALE).all({ staleBefore }) as { worker_id: string }[]).map((r) => r.worker_id);
+    const dead = conn.stmt(sql.MARK_DEAD).all({ deadBefore }) as { worker_id: string; last_seen_at: string }[];
+    for (const w of dead) {
+      conn.logEvent({ taskId: null, event: "worker_dead", fromWorkerId: w.worker_id, message: `No heartbeat since ${w.last_seen_at.slice(0, 19)}Z` }, now);
+    }
+    const deadWorkers = dead.map((w) => w.worker_id).sort();
+    const rows = conn.stmt(sql.TASKS_TO_RECOVER).all({ deadWorkers: JSON.stringify(deadWorkers), now }) as RecoverRow[];
+
+    const result: SweepResult = { staleWorkers, deadWorkers, requeued: [], failed: [], reassigned: [], unassigned: [] };
+    const requeued = [];
+    for (const row of rows) {
+      const reason = row.worker_id !== null && deadWorkers.includes(row.worker_id) ? WORKER_DIED : LEASE_EXPIRED;
+      const giveUp = policies[row.task_type] === "fail" || row.attempts >= row.max_attempts;
+      conn.stmt(giveUp ? sql.RECOVER_TO_FAILED : sql.RECOVER_TO_PENDING).run({ id: row.id, reason, now });
+      const checkpoint = row.checkpoint === null ? null : JSON.parse(row.checkpoint);
+      conn.logEvent({ taskId: row.id, event: giveUp ? "failed" : "requeued", fromWorkerId: row.worker_id, message: reason, data: checkpoint }, now);
+      if (giveUp) result.failed.push(row.id);
+      else requeued.push({ id: row.id, taskType: row.task_type, fromWorkerId: row.worker_id, reason, checkpoint: row.checkpoint });
+    }
+    result.requeued = requeued.map((t) => t.id);
+    if (requeued.length === 0) return result;
+
+    const candidates = conn.stmt(sql.REASSIGNMENT_CANDIDATES).all({ staleBefore }) as { worker_id: string; roles: string; capacity: number; current_load: number }[];
+    const plan = planReassignments(
+      requeued,
+      candidates.map((c) => ({ workerId: c.worker_id, roles: JSON.parse(c.roles), capacity: c.capacity, load: c.current_load })),
+    );
+    const checkpoints = new Map(requeued.map((t) => [t.id, t.checkpoint]));
+    for (const t of plan.assigned) {
+      conn.stmt(sql.RESERVE_FOR).run({ id: t.id, workerId: t.workerId, reservedUntil, now });
+      conn.logEvent({ taskId: t.id, event: "reassigned", fromWorkerId: t.fromWorkerId, toWorkerId: t.workerId, message: t.reason, data: { reserved_until: reservedUntil } }, now);
+    }
+    for (const [t, toWorkerId, errorMessage] of [
+      ...plan.assigned.map((t) => [t, t.workerId, null] as const),
+      ...plan.unassigned.map((t) => [t, null, NO_HEALTHY_WORKER] as const),
+    ]) {
+      conn.stmt(sql.INSERT_REASSIGNMENT).run({
+        taskId: t.id,
+        fromWorkerId: t.fromWorkerId,
+        toWorkerId,
+        reason: t.reason,
+        checkpoint: checkpoints.get(t.id) ?? null,
+        success: toWorkerId === null ? 0 : 1,
+        errorMessage,
+        now,
+      });
+    }
+    result.reassigned = plan.assigned.map((t) => ({ taskId: t.id, workerId: t.workerId }));
+    result.unassigned = plan.unassigned.map((t) => t.id);
+    return result;
+  });
+}

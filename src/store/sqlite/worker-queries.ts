@@ -1,0 +1,80 @@
+/**
+ * Statements of the worker registry, the coordinator's sweep and leadership (SQLite). Each runs
+ * inside the caller's BEGIN IMMEDIATE transaction; loops over rows happen in TypeScript (see queries.ts).
+ */
+import { LEASED_STATUSES } from "../../core/state-machine.js";
+
+const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
+
+export const UPSERT_WORKER = `
+  INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
+                       metadata, status, last_seen_at, started_at)
+  VALUES (@workerId, @roles, @hostname, @pid, @version, @capacity, @currentLoad, @tasksProcessed, @metadata, 'active', @now, @now)
+  ON CONFLICT (worker_id) DO UPDATE SET
+    roles = excluded.roles, hostname = excluded.hostname, pid = excluded.pid, version = excluded.version,
+    capacity = excluded.capacity, current_load = excluded.current_load, tasks_processed = excluded.tasks_processed,
+    metadata = excluded.metadata, status = 'active', last_seen_at = excluded.last_seen_at,
+    started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END`;
+
+export const RENEW_LEASE = `
+  UPDATE tasks SET last_heartbeat_at = @now,
+      lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', @now, '+' || lease_seconds || ' seconds'), updated_at = @now
+  WHERE id = @taskId AND lease_token = @leaseToken AND worker_id = @workerId AND status IN (${LEASED})
+  RETURNING id`;
+
+export const RELEASE_WORKER_TASKS = `
+  UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
+      claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0), updated_at = @now
+  WHERE worker_id = @workerId AND status IN (${LEASED})
+  RETURNING id, checkpoint`;
+
+export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now WHERE worker_id = @workerId`;
+
+export const LIST_WORKERS = `
+  SELECT w.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})) AS active_tasks
+  FROM workers w
+  ORDER BY w.worker_id`;
+
+export const MARK_STALE = `UPDATE workers SET status = 'stale' WHERE status = 'active' AND last_seen_at < @staleBefore RETURNING worker_id`;
+
+export const MARK_DEAD = `
+  UPDATE workers SET status = 'dead', current_load = 0
+  WHERE status IN ('active', 'stale') AND last_seen_at < @deadBefore
+  RETURNING worker_id, last_seen_at`;
+
+/** Leased tasks of the workers just declared dead, and any whose lease ran out. */
+export const TASKS_TO_RECOVER = `
+  SELECT id, task_type, priority, attempts, max_attempts, worker_id, checkpoint FROM tasks
+  WHERE status IN (${LEASED})
+    AND (worker_id IN (SELECT value FROM json_each(@deadWorkers)) OR lease_expires_at < @now)
+  ORDER BY priority DESC, id`;
+
+export const RECOVER_TO_PENDING = `
+  UPDATE tasks SET status = 'pending', error_message = @reason, worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
+      claimed_at = NULL, started_at = NULL, scheduled_for = @now, updated_at = @now
+  WHERE id = @id`;
+
+export const RECOVER_TO_FAILED = `
+  UPDATE tasks SET status = 'failed', error_message = @reason, lease_expires_at = NULL, completed_at = @now, updated_at = @now
+  WHERE id = @id`;
+
+export const REASSIGNMENT_CANDIDATES = `
+  SELECT worker_id, roles, capacity, current_load FROM workers
+  WHERE status = 'active' AND last_seen_at >= @staleBefore AND current_load < capacity`;
+
+export const RESERVE_FOR = `UPDATE tasks SET reserved_for = @workerId, reserved_until = @reservedUntil, updated_at = @now WHERE id = @id`;
+
+export const INSERT_REASSIGNMENT = `
+  INSERT INTO reassignment_events (task_id, from_worker_id, to_worker_id, reason, checkpoint, success, error_message, created_at)
+  VALUES (@taskId, @fromWorkerId, @toWorkerId, @reason, @checkpoint, @success, @errorMessage, @now)`;
+
+export const LIST_REASSIGNMENTS = `
+  SELECT * FROM reassignment_events WHERE (@taskId IS NULL OR task_id = @taskId) ORDER BY id DESC LIMIT @limit`;
+
+export const TRY_LEAD = `
+  INSERT INTO leader_leases AS l (name, holder, expires_at) VALUES (@name, @holder, @expiresAt)
+  ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+  WHERE l.holder = excluded.holder OR l.expires_at <= @now
+  RETURNING holder`;
+
+export const RESIGN = `DELETE FROM leader_leases WHERE name = @name AND holder = @holder`;

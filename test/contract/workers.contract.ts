@@ -1,0 +1,183 @@
+import { describe, expect, it } from "vitest";
+import { ValidationError } from "../../src/core/errors.js";
+import type { WorkerBeat } from "../../src/core/worker.js";
+import type { StoreKind } from "../helpers/stores.js";
+import { claimOne, useStore } from "./context.js";
+
+const SWEEP = { staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds: 30 };
+
+export function workersContract(kind: StoreKind) {
+  describe("workers, sweep, leadership", () => {
+    const ctx = useStore(kind);
+    const beat = (workerId: string, extra: Partial<WorkerBeat> = {}) =>
+      ctx.store.workerHeartbeat({ workerId, roles: ["crawl"], capacity: 10, currentLoad: 0, tasksProcessed: 0, ...extra });
+
+    /** w-dead holds a running, checkpointed task, then goes silent past dead_after. */
+    const deadWorkerWithTask = async (input: Record<string, unknown> = {}) => {
+      await ctx.store.enqueue({ taskType: "crawl", ...input });
+      await beat("w-dead", { currentLoad: 1 });
+      const lease = await claimOne(ctx.store, "w-dead");
+      await ctx.store.start(lease.id, lease);
+      await ctx.store.checkpoint(lease.id, lease, { page: 5 });
+      ctx.clock.advance(121_000);
+      return lease;
+    };
+
+    it("registers workers on heartbeat and shows the registry figures", async () => {
+      await beat("w1", { hostname: "host-a", pid: 42, version: "1.2.3", capacity: 4, currentLoad: 1, tasksProcessed: 7, metadata: { zone: "eu" } });
+      await ctx.store.enqueue({ taskType: "crawl" });
+      await claimOne(ctx.store, "w1");
+      ctx.clock.advance(15_000);
+      const [w] = await ctx.store.listWorkers();
+      expect(w).toMatchObject({
+        workerId: "w1", roles: ["crawl"], hostname: "host-a", pid: 42, version: "1.2.3", capacity: 4, currentLoad: 1,
+        tasksProcessed: 7, metadata: { zone: "eu" }, status: "active", activeTasks: 1, secondsSinceHeartbeat: 15, loadPercent: 25,
+      });
+      expect(w.startedAt).toEqual(w.lastSeenAt);
+    });
+
+    it("renews the leases a worker holds and reports the ones it lost", async () => {
+      await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }, { taskType: "crawl" }]);
+      const [kept, cancelled, taken] = await ctx.store.claim({ workerId: "w1", limit: 3 });
+      await ctx.store.cancel(cancelled.id);
+      await ctx.store.release(taken.id, taken);
+      await claimOne(ctx.store, "w2");
+      ctx.clock.advance(100_000);
+      const { lost } = await beat("w1", { leases: [kept, cancelled, taken].map((t) => ({ taskId: t.id, leaseToken: t.leaseToken })) });
+      expect(lost.sort()).toEqual([cancelled.id, taken.id].sort());
+      expect((await ctx.store.get(kept.id))?.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 120_000));
+    });
+
+    it("refuses a malformed heartbeat", async () => {
+      await expect(beat("bad id")).rejects.toBeInstanceOf(ValidationError);
+      await expect(beat("w1", { capacity: 0 })).rejects.toThrow(/capacity/);
+      await expect(beat("w1", { roles: [] })).rejects.toThrow(/roles/);
+      expect(await ctx.store.listWorkers()).toEqual([]);
+    });
+
+    it("shuts a worker down: its tasks go back with no attempt charged, it turns inactive", async () => {
+      await beat("w1");
+      await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }]);
+      const tasks = await ctx.store.claim({ workerId: "w1", limit: 2 });
+      await ctx.store.checkpoint(tasks[0].id, tasks[0], { page: 2 });
+      const released = await ctx.store.shutdownWorker("w1");
+      expect(released).toEqual(tasks.map((t) => t.id).sort((a, b) => a - b));
+      const task = await ctx.store.get(tasks[0].id);
+      expect(task).toMatchObject({ status: "pending", attempts: 0, checkpoint: { page: 2 }, workerId: null });
+      expect((await ctx.store.events(tasks[0].id)).at(-1)).toMatchObject({ event: "released", message: "worker shut down" });
+      expect((await ctx.store.listWorkers())[0]).toMatchObject({ status: "inactive", currentLoad: 0 });
+    });
+
+    it("marks silent workers stale, then dead, once", async () => {
+      await beat("w1");
+      ctx.clock.advance(61_000);
+      expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: ["w1"], deadWorkers: [] });
+      expect((await ctx.store.listWorkers())[0].status).toBe("stale");
+      ctx.clock.advance(60_000);
+      expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: [], deadWorkers: ["w1"] });
+      expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: [], deadWorkers: [], requeued: [] });
+      await beat("w1");
+      expect((await ctx.store.listWorkers())[0].status).toBe("active");
+    });
+
+    it("takes a dead worker's task back and reserves it for the least-loaded healthy worker of its role", async () => {
+      const lease = await deadWorkerWithTask();
+      await beat("busy", { currentLoad: 8 });
+      await beat("idle", { currentLoad: 3 });
+      await beat("half", { currentLoad: 5 });
+      await beat("other-role", { roles: ["analytics"], currentLoad: 0 });
+      await beat("full", { currentLoad: 10 });
+      const result = await ctx.store.sweep(SWEEP);
+      expect(result).toMatchObject({ deadWorkers: ["w-dead"], requeued: [lease.id], failed: [], reassigned: [{ taskId: lease.id, workerId: "idle" }], unassigned: [] });
+
+      const task = await ctx.store.get(lease.id);
+      expect(task).toMatchObject({ status: "pending", attempts: 1, checkpoint: { page: 5 }, reservedFor: "idle", errorMessage: "Worker died unexpectedly" });
+      expect(await ctx.store.claim({ workerId: "half" })).toEqual([]);
+      const resumed = await claimOne(ctx.store, "idle");
+      expect(resumed).toMatchObject({ id: lease.id, attempts: 2, checkpoint: { page: 5 } });
+
+      const [event] = await ctx.store.reassignments();
+      expect(event).toMatchObject({ taskId: lease.id, fromWorkerId: "w-dead", toWorkerId: "idle", reason: "Worker died unexpectedly", checkpoint: { page: 5 }, success: true, errorMessage: null });
+      expect((await ctx.store.events(lease.id)).map((e) => e.event)).toEqual(["created", "claimed", "started", "checkpoint", "requeued", "reassigned", "claimed"]);
+      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w-dead")).toMatchObject({ status: "dead", activeTasks: 0 });
+    });
+
+    it("records 'No healthy worker available' and leaves the task to the pool", async () => {
+      await beat("quiet"); // falls silent along with the dead worker: not a candidate either
+      const lease = await deadWorkerWithTask();
+      await beat("full", { currentLoad: 10 });
+      await beat("other-role", { roles: ["analytics"] });
+      const result = await ctx.store.sweep(SWEEP);
+      expect(result).toMatchObject({ requeued: [lease.id], reassigned: [], unassigned: [lease.id] });
+      const [event] = await ctx.store.reassignments({ taskId: lease.id });
+      expect(event).toMatchObject({ success: false, toWorkerId: null, errorMessage: "No healthy worker available", checkpoint: { page: 5 } });
+      expect((await claimOne(ctx.store, "latecomer")).id).toBe(lease.id);
+    });
+
+    it("reassigns higher-priority tasks first when capacity is short", async () => {
+      await beat("w-dead");
+      await ctx.store.enqueue({ taskType: "crawl", priority: 1 });
+      await ctx.store.enqueue({ taskType: "crawl", priority: 9 });
+      const [urgent, low] = await ctx.store.claim({ workerId: "w-dead", limit: 2 });
+      ctx.clock.advance(121_000);
+      await beat("survivor", { capacity: 1 });
+      const result = await ctx.store.sweep(SWEEP);
+      expect(result.reassigned).toEqual([{ taskId: urgent.id, workerId: "survivor" }]);
+      expect(result.unassigned).toEqual([low.id]);
+    });
+
+    it("fails the task under the 'fail' policy, and when attempts are used up", async () => {
+      const lease = await deadWorkerWithTask();
+      await ctx.store.enqueue({ taskType: "once", maxAttempts: 1 });
+      await beat("w-dead", { roles: ["crawl", "once"] });
+      const last = await claimOne(ctx.store, "w-dead", { taskTypes: ["once"] });
+      ctx.clock.advance(121_000);
+      const result = await ctx.store.sweep({ ...SWEEP, recoveryPolicies: { crawl: "fail" } });
+      expect(result.failed.sort()).toEqual([lease.id, last.id].sort());
+      expect(await ctx.store.get(lease.id)).toMatchObject({ status: "failed", errorMessage: "Worker died unexpectedly", checkpoint: { page: 5 } });
+      expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "failed", fromWorkerId: "w-dead", message: "Worker died unexpectedly" });
+      expect((await ctx.store.retry(lease.id)).status).toBe("pending");
+    });
+
+    it("recovers a task whose lease expired in a live worker, and gives it to another worker", async () => {
+      await ctx.store.enqueue({ taskType: "crawl" });
+      const lease = await claimOne(ctx.store, "hung", { leaseSeconds: 30 });
+      ctx.clock.advance(31_000);
+      await beat("hung");
+      await beat("helper");
+      const result = await ctx.store.sweep(SWEEP);
+      expect(result).toMatchObject({ deadWorkers: [], requeued: [lease.id], reassigned: [{ taskId: lease.id, workerId: "helper" }] });
+      expect((await ctx.store.get(lease.id))?.errorMessage).toBe("Lease expired: the worker stopped renewing it");
+      await expect(ctx.store.complete(lease.id, lease)).rejects.toThrow(/no longer leased/);
+    });
+
+    it("lets one holder lead at a time, until its lease lapses or it resigns", async () => {
+      expect(await ctx.store.tryLead("coordinator", "a", 10)).toBe(true);
+      expect(await ctx.store.tryLead("coordinator", "b", 10)).toBe(false);
+      ctx.clock.advance(9_000);
+      expect(await ctx.store.tryLead("coordinator", "a", 10)).toBe(true);
+      ctx.clock.advance(9_000);
+      expect(await ctx.store.tryLead("coordinator", "b", 10)).toBe(false);
+      ctx.clock.advance(1_000);
+      expect(await ctx.store.tryLead("coordinator", "b", 10)).toBe(true);
+      expect(await ctx.store.tryLead("coordinator", "a", 10)).toBe(false);
+      await ctx.store.resign("coordinator", "b");
+      expect(await ctx.store.tryLead("coordinator", "a", 10)).toBe(true);
+    });
+
+    it("wakes subscribers when tasks are enqueued", async () => {
+      const heard: string[][] = [];
+      const woke = new Promise<void>((resolve) => {
+        void ctx.store.subscribe((types) => {
+          heard.push(types);
+          resolve();
+        });
+      });
+      await new Promise((r) => setTimeout(r, 50)); // LISTEN is set up
+      const producer = await ctx.another();
+      await producer.enqueue({ taskType: "crawl" });
+      await woke;
+      expect(heard[0]).toEqual(["crawl"]);
+    });
+  });
+}
