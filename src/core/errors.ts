@@ -64,6 +64,16 @@ export class ConcurrencyKeyBusyError extends TaskpoolError {
   }
 }
 
+/** Claim by id of a task whose type already has its registered max_running tasks claimed or running. */
+export class TaskTypeAtCapacityError extends TaskpoolError {
+  constructor(
+    readonly taskId: number,
+    readonly taskType: string,
+  ) {
+    super("type_at_capacity", `Task ${taskId} cannot be claimed: task type "${taskType}" already has its max_running tasks claimed or running`);
+  }
+}
+
 /** A transition the state machine does not allow (e.g. completing a pending task). */
 export class InvalidTransitionError extends TaskpoolError {
   constructor(

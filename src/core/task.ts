@@ -19,6 +19,8 @@ export interface BackoffPolicy {
 export interface Task {
   id: number;
   taskType: string;
+  /** The registered version of its type it was created under (defaults, schema, recovery policy); null if unregistered. */
+  taskTypeVersion: number | null;
   params: JsonObject;
   status: TaskStatus;
   priority: number;

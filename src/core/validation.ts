@@ -2,6 +2,7 @@ import { type TSchema, Type } from "@sinclair/typebox";
 import { TypeCompiler } from "@sinclair/typebox/compiler";
 import { ValidationError } from "./errors.js";
 import { SORT_BY } from "./task.js";
+import { RECOVERY_POLICIES } from "./worker.js";
 
 /** Task types name roles: a letter first, then letters, digits, `_ . : -`. */
 export const TASK_TYPE_PATTERN = "^[A-Za-z][A-Za-z0-9_.:-]{0,127}$";
@@ -22,17 +23,37 @@ export const BackoffInput = Type.Object(
   { additionalProperties: false },
 );
 
+// Task fields a producer may set on a task and a registered type may default.
+const Priority = Type.Integer(Int32);
+const MaxAttempts = Type.Integer({ minimum: 1, maximum: 1000 });
+const TimeoutSeconds = Type.Integer({ minimum: 1, maximum: 7 * 86400 });
+
 export const EnqueueInputSchema = Type.Object(
   {
     taskType: TaskTypeName,
     params: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-    priority: Type.Optional(Type.Integer(Int32)),
+    priority: Type.Optional(Priority),
     scheduledFor: Type.Optional(Type.Date()),
     concurrencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
     uniqueKey: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
-    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    maxAttempts: Type.Optional(MaxAttempts),
     backoff: Type.Optional(BackoffInput),
-    timeoutSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 7 * 86400 })),
+    timeoutSeconds: Type.Optional(TimeoutSeconds),
+  },
+  { additionalProperties: false },
+);
+
+export const TaskTypeDefinitionSchema = Type.Object(
+  {
+    name: TaskTypeName,
+    description: Type.Optional(Type.String({ maxLength: 2000 })),
+    paramsSchema: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "a JSON Schema (draft-07) object" })),
+    priority: Type.Optional(Priority),
+    maxAttempts: Type.Optional(MaxAttempts),
+    backoff: Type.Optional(BackoffInput),
+    timeoutSeconds: Type.Optional(TimeoutSeconds),
+    recoveryPolicy: Type.Optional(Type.Union(RECOVERY_POLICIES.map((p) => Type.Literal(p)))),
+    maxRunning: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
   },
   { additionalProperties: false },
 );

@@ -47,7 +47,8 @@ export interface WorkerRecord {
 }
 
 /** What the coordinator does with the tasks of a dead worker (per task type). */
-export type RecoveryPolicy = "retry" | "fail";
+export const RECOVERY_POLICIES = ["retry", "fail"] as const;
+export type RecoveryPolicy = (typeof RECOVERY_POLICIES)[number];
 
 /** Thresholds of one sweep (see coordinator/). */
 export interface SweepOptions {
@@ -55,7 +56,10 @@ export interface SweepOptions {
   deadAfterSeconds: number;
   /** How long a reassigned task stays reserved for the worker chosen for it. */
   reservationSeconds: number;
-  /** Per task type; types not listed use `retry`. */
+  /**
+   * Per task type; wins over the registry. A type not listed uses the recovery policy of the registered
+   * version its task was created under, and `retry` if it was created unregistered.
+   */
   recoveryPolicies?: Record<string, RecoveryPolicy>;
 }
 

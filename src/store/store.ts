@@ -1,4 +1,5 @@
 import type { TaskEvent } from "../core/event.js";
+import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import type {
   ClaimedTask,
@@ -18,6 +19,12 @@ import type {
 /** What enqueue did: `created` is false when a pending task with the same unique key was returned instead. */
 export interface EnqueueResult {
   task: Task;
+  created: boolean;
+}
+
+/** What registration did: `created` is false when the definition matched the latest version, which is returned. */
+export interface RegisterTaskTypeResult {
+  taskType: TaskTypeRecord;
   created: boolean;
 }
 
@@ -44,13 +51,23 @@ export interface Store {
   migrate(): Promise<void>;
   close(): Promise<void>;
 
+  /**
+   * Fields the producer leaves out come from the latest registered version of the task's type (if any),
+   * whose params schema the params must then satisfy; the task records that version.
+   */
   enqueue(input: EnqueueInput): Promise<EnqueueResult>;
   /** All or nothing: one bad item rejects the whole batch. Results are in input order. */
   enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
 
-  /** Claims up to `limit` ready tasks; tasks reserved for this worker come first. Empty when none. */
+  /**
+   * Claims up to `limit` ready tasks; tasks reserved for this worker come first. Empty when none. Never
+   * takes a task whose type already has its registered max_running tasks claimed or running.
+   */
   claim(options: ClaimOptions): Promise<ClaimedTask[]>;
-  /** Claims one pending task by id, ready or not; AlreadyClaimedError when another worker holds it. */
+  /**
+   * Claims one pending task by id, ready or not; AlreadyClaimedError when another worker holds it,
+   * TaskTypeAtCapacityError when its type is at its max_running cap.
+   */
   claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask>;
 
   start(id: number, lease: Lease): Promise<Task>;
@@ -77,6 +94,19 @@ export interface Store {
   counts(): Promise<TaskCounts>;
   /** The audit trail of one task, oldest first. */
   events(taskId: number): Promise<TaskEvent[]>;
+
+  /**
+   * Registers a task type: a definition that differs from the latest version becomes version + 1 (the
+   * first is 1); an identical one returns the latest version unchanged. An invalid definition or params
+   * schema throws ValidationError.
+   */
+  registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult>;
+  /** The latest version of a type, or null if it was never registered. */
+  getTaskType(name: string): Promise<TaskTypeRecord | null>;
+  /** The latest version of every registered type, by name. */
+  listTaskTypes(): Promise<TaskTypeRecord[]>;
+  /** Every version of a type, oldest first; empty if it was never registered. */
+  taskTypeVersions(name: string): Promise<TaskTypeRecord[]>;
 
   /** Registers or refreshes a worker and renews the leases it still holds, in one call. */
   workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult>;

@@ -4,6 +4,8 @@ import { enqueueContract } from "./enqueue.contract.js";
 import { fencingContract } from "./fencing.contract.js";
 import { lifecycleContract } from "./lifecycle.contract.js";
 import { queriesContract } from "./queries.contract.js";
+import { taskTypesContract } from "./task-types.contract.js";
+import { viewsContract } from "./views.contract.js";
 import { workersContract } from "./workers.contract.js";
 
 /** The definition of a correct store: every backend runs exactly this, unchanged. */
@@ -14,4 +16,6 @@ export function storeContract(kind: StoreKind): void {
   fencingContract(kind);
   queriesContract(kind);
   workersContract(kind);
+  taskTypesContract(kind);
+  viewsContract(kind);
 }

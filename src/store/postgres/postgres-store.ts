@@ -1,8 +1,9 @@
 import pg from "pg";
 import { type Clock, systemClock } from "../../core/clock.js";
-import { AlreadyClaimedError, ConcurrencyKeyBusyError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
-import { prepareNewTask, prepareNewTasks, type NewTask } from "../../core/new-task.js";
+import { checkEnqueueInput, checkEnqueueInputs, prepareNewTask, prepareNewTasks, type NewTask } from "../../core/new-task.js";
+import { ParamsValidators } from "../../core/params-schema.js";
 import type { TaskAction } from "../../core/state-machine.js";
 import {
   type ClaimedTask,
@@ -19,20 +20,23 @@ import {
   type TaskFilter,
   type TaskPage,
 } from "../../core/task.js";
-import { assertFiniteNumber, assertJson, LeaseSchema, validate, WorkerBeatSchema, WorkerId } from "../../core/validation.js";
+import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
+import { assertFiniteNumber, assertJson, LeaseSchema, TaskTypeName, validate, WorkerBeatSchema, WorkerId } from "../../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { resolveClaim } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
-import type { CompleteResult, EnqueueResult, Store } from "../store.js";
+import type { CompleteResult, EnqueueResult, RegisterTaskTypeResult, Store } from "../store.js";
+import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
 import { PgListener } from "./listener.js";
 import { migratePostgres } from "./migrate.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import * as sql from "./queries.js";
 import { type ReassignmentRow, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
 import { type EventRow, newTasksJson, type TaskRow, toEvent, toTask } from "./rows.js";
+import * as typeSql from "./task-type-queries.js";
 import * as workerSql from "./worker-queries.js";
 
 export interface PostgresStoreOptions {
@@ -67,6 +71,7 @@ export class PostgresStore implements Store {
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly listener: PgListener;
+  private readonly validators = new ParamsValidators();
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? "taskpool";
@@ -80,8 +85,13 @@ export class PostgresStore implements Store {
     this.pool = new pg.Pool({
       connectionString: options.url,
       max: options.poolSize ?? 10,
-      // Every statement is unqualified; the schema is chosen once per connection.
-      options: `-c search_path=${this.schema}`,
+      // Every statement is unqualified; the schema is chosen once per connection. Generic plans:
+      // re-planning the claim for each call's parameters cost more than running it (and the auto
+      // mode never switched). No JIT: compiling a plan costs far more than any query here runs.
+      options: `-c search_path=${this.schema} -c plan_cache_mode=force_generic_plan -c jit=off`,
+      // Keep connections (and their prepared statements) across a coordinator's 60 s sweeps.
+      idleTimeoutMillis: 300_000,
+      allowExitOnIdle: true,
       types,
     });
     // An idle client losing its connection must not crash the process; the next query reconnects.
@@ -105,13 +115,27 @@ export class PostgresStore implements Store {
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    const [result] = await this.insert([prepareNewTask(input, this.clock.now())]);
+    checkEnqueueInput(input);
+    const types = await this.latestTypes([input]);
+    const [result] = await this.insert([prepareNewTask(input, this.clock.now(), types.get(input.taskType), this.validators)]);
     return result;
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
-    return this.insert(prepareNewTasks(inputs, this.clock.now()));
+    checkEnqueueInputs(inputs);
+    return this.insert(prepareNewTasks(inputs, this.clock.now(), await this.latestTypes(inputs), this.validators));
+  }
+
+  /**
+   * The latest registered version of each type among `inputs`, read afresh on every enqueue (one
+   * indexed query per call) so a version registered by another process applies at once. A version
+   * registered between this read and the insert is not used: that enqueue happened just before it.
+   */
+  private async latestTypes(inputs: EnqueueInput[]): Promise<Map<string, TaskTypeRecord>> {
+    const names = [...new Set(inputs.map((i) => i.taskType))];
+    const rows = await this.rows<TaskTypeRow>("tp_latest_task_types", typeSql.LATEST_TASK_TYPES, [names]);
+    return new Map(rows.map((r) => [r.name, toTaskType(r)]));
   }
 
   private async insert(prepared: NewTask[]): Promise<EnqueueResult[]> {
@@ -143,7 +167,9 @@ export class PostgresStore implements Store {
         return rows.map(toTask) as ClaimedTask[];
       } catch (error) {
         // Lost a race for a concurrency key (see claimStatement); the retry sees the winner and skips the key.
-        if (!isUniqueViolation(error, "tasks_active_concurrency_key") || attempt >= CLAIM_RETRIES) throw error;
+        if (!isUniqueViolation(error, "tasks_active_concurrency_key")) throw error;
+        // Losing every time means others are taking the work as fast as it frees: this claim gets none now.
+        if (attempt >= CLAIM_RETRIES) return [];
       }
     }
   }
@@ -160,8 +186,10 @@ export class PostgresStore implements Store {
       throw new ConcurrencyKeyBusyError(id, state.concurrency_key);
     }
     if (rows.length > 0) return toTask(rows[0]) as ClaimedTask;
-    const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
+    const [state] = await this.rows<LeaseRow & { task_type: string }>("tp_lease_state", sql.LEASE_STATE, [id]);
     if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id);
+    // Still pending, yet not claimed: the statement found its type at the cap.
+    if (state?.status === "pending") throw new TaskTypeAtCapacityError(id, state.task_type);
     throw refusalError(id, state, "claim");
   }
 
@@ -199,7 +227,10 @@ export class PostgresStore implements Store {
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     const result = options.result ?? null;
     assertJson(result, "result");
-    const followUps = prepareNewTasks(options.followUps ?? [], this.clock.now(), id);
+    const inputs = options.followUps ?? [];
+    checkEnqueueInputs(inputs);
+    const types = inputs.length > 0 ? await this.latestTypes(inputs) : new Map<string, TaskTypeRecord>();
+    const followUps = prepareNewTasks(inputs, this.clock.now(), types, this.validators, id);
     const rows = await this.guarded("complete", "tp_complete", sql.COMPLETE, id, lease, [
       JSON.stringify(result),
       newTasksJson(followUps),
@@ -262,8 +293,10 @@ export class PostgresStore implements Store {
 
   async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
     const q = resolveList(filter, page);
-    const rows = await this.rows<TaskRow>("tp_list", sql.LIST, [q.statuses, q.taskType, q.workerId, q.beforeId, q.limit]);
-    const tasks = rows.map(toTask);
+    const present = { statuses: q.statuses !== null, taskType: q.taskType !== null, workerId: q.workerId !== null, beforeId: q.beforeId !== null };
+    const name = `tp_list_${Object.values(present).map(Number).join("")}`;
+    const values = [q.limit, q.statuses, q.taskType, q.workerId, q.beforeId].filter((v) => v !== null);
+    const tasks = (await this.rows<TaskRow>(name, sql.listStatement(present), values)).map(toTask);
     return { tasks, nextCursor: tasks.length === q.limit ? encodeCursor(tasks[tasks.length - 1].id) : null };
   }
 
@@ -274,6 +307,44 @@ export class PostgresStore implements Store {
 
   async events(taskId: number): Promise<TaskEvent[]> {
     return (await this.rows<EventRow>("tp_events", sql.EVENTS, [taskId])).map(toEvent);
+  }
+
+  async registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {
+    const spec = resolveTaskType(definition);
+    for (;;) {
+      const [latest] = await this.rows<TaskTypeRow>("tp_latest_task_types", typeSql.LATEST_TASK_TYPES, [[spec.name]]);
+      if (latest && sameDefinition(toTaskType(latest), spec)) return { taskType: toTaskType(latest), created: false };
+      const [row] = await this.rows<TaskTypeRow>("tp_insert_task_type", typeSql.INSERT_TASK_TYPE, [
+        spec.name,
+        (latest?.version ?? 0) + 1,
+        spec.description,
+        spec.paramsSchema === null ? null : JSON.stringify(spec.paramsSchema),
+        spec.priority,
+        spec.maxAttempts,
+        JSON.stringify(spec.backoff),
+        spec.timeoutSeconds,
+        spec.recoveryPolicy,
+        spec.maxRunning,
+        this.clock.now(),
+      ]);
+      // No row: another registration took that version number first; compare with it and go on.
+      if (row) return { taskType: toTaskType(row), created: true };
+    }
+  }
+
+  async getTaskType(name: string): Promise<TaskTypeRecord | null> {
+    validate(TaskTypeName, name, "task type name");
+    const [row] = await this.rows<TaskTypeRow>("tp_latest_task_types", typeSql.LATEST_TASK_TYPES, [[name]]);
+    return row ? toTaskType(row) : null;
+  }
+
+  async listTaskTypes(): Promise<TaskTypeRecord[]> {
+    return (await this.rows<TaskTypeRow>("tp_list_task_types", typeSql.LIST_TASK_TYPES, [])).map(toTaskType);
+  }
+
+  async taskTypeVersions(name: string): Promise<TaskTypeRecord[]> {
+    validate(TaskTypeName, name, "task type name");
+    return (await this.rows<TaskTypeRow>("tp_task_type_versions", typeSql.TASK_TYPE_VERSIONS, [name])).map(toTaskType);
   }
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {

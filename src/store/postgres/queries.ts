@@ -34,14 +34,14 @@ const LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
  */
 const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE") => `
   inserted AS (
-    INSERT INTO tasks (task_type, params, priority, scheduled_for, concurrency_key, unique_key,
+    INSERT INTO tasks (task_type, task_type_version, params, priority, scheduled_for, concurrency_key, unique_key,
                        max_attempts, backoff, timeout_seconds, parent_id, created_at, updated_at)
-    SELECT n.task_type, n.params, n.priority, n.scheduled_for, n.concurrency_key, n.unique_key,
+    SELECT n.task_type, n.task_type_version, n.params, n.priority, n.scheduled_for, n.concurrency_key, n.unique_key,
            n.max_attempts, n.backoff, n.timeout_seconds, n.parent_id, ${nowParam}, ${nowParam}
     FROM ROWS FROM (jsonb_to_recordset(${tasksParam}::jsonb) AS (
-           task_type text, params jsonb, priority int, scheduled_for timestamptz, concurrency_key text,
+           task_type text, task_type_version int, params jsonb, priority int, scheduled_for timestamptz, concurrency_key text,
            unique_key text, max_attempts int, backoff jsonb, timeout_seconds int, parent_id bigint))
-         WITH ORDINALITY AS n(task_type, params, priority, scheduled_for, concurrency_key, unique_key,
+         WITH ORDINALITY AS n(task_type, task_type_version, params, priority, scheduled_for, concurrency_key, unique_key,
                               max_attempts, backoff, timeout_seconds, parent_id, ord)
     WHERE ${gate}
     ORDER BY n.ord
@@ -73,7 +73,7 @@ const ORDER_BY: Record<SortBy, Record<SortOrder, string>> = {
   random: { asc: "random()", desc: "random()" },
 };
 
-/** Filters shared by both branches of a claim: $5 max_attempts_remaining, $6 task types (when typed). */
+/** Filters shared by every branch of a claim: $5 max_attempts_remaining, $6 task types (when typed). */
 const claimFilters = (typed: boolean) => `
     ${typed ? "AND t.task_type = ANY($6::text[])" : ""}
     AND ($5::int IS NULL OR t.max_attempts - t.attempts > $5)
@@ -81,42 +81,96 @@ const claimFilters = (typed: boolean) => `
           SELECT 1 FROM tasks a WHERE a.concurrency_key = t.concurrency_key AND a.status IN (${LEASED})))`;
 
 /**
+ * The types whose latest registered version sets max_running, among those a claim may take
+ * (`typeFilter` names the parameter holding them, if any), and the room each has left. With no capped
+ * type in scope, `capped` is empty and taskpool_cap_room is not even called (a one-time filter).
+ */
+const cappedTypes = (typeFilter: string | null) => `
+  capped AS (
+    SELECT c.name FROM task_types c
+    WHERE c.max_running IS NOT NULL ${typeFilter === null ? "" : `AND c.name = ${typeFilter}`}
+      AND NOT EXISTS (SELECT 1 FROM task_types n WHERE n.name = c.name AND n.version > c.version)
+  ),
+  room AS (SELECT cap_type, room FROM taskpool_cap_room(ARRAY(SELECT name FROM capped)) WHERE EXISTS (SELECT 1 FROM capped))`;
+
+const UNCAPPED = `AND t.task_type <> ALL (ARRAY(SELECT name FROM capped))`;
+
+/**
  * The claim. $1 worker_id, $2 now, $3 limit, $4 lease seconds, $5 max_attempts_remaining, [$6 types].
  *
- * Two locked scans (tasks reserved for this worker, then the open pool in the requested order) are
- * merged, at most one task per concurrency key is kept, and the winners are updated and logged, all in
- * one statement. SKIP LOCKED lets concurrent claimers pass over each other's rows instead of waiting.
- * The NOT EXISTS check sees a snapshot, so two claimers can still pick different tasks of one key at
- * the same instant; the unique index tasks_active_concurrency_key then fails the later one (23505) and
- * the store retries it. The ORDER BY comes from a fixed allowlist, never from input.
+ * Locked scans of the candidates (tasks reserved for this worker, then the open pool in the requested
+ * order) are merged, at most one task per concurrency key is kept, and the winners are updated and
+ * logged, all in one statement. SKIP LOCKED lets concurrent claimers pass over each other's rows
+ * instead of waiting. The NOT EXISTS check sees a snapshot, so two claimers can still pick different
+ * tasks of one key at the same instant; the unique index tasks_active_concurrency_key then fails the
+ * later one (23505) and the store retries it. The ORDER BY comes from a fixed allowlist, never input.
+ *
+ * Types with a max_running cap (see cappedTypes) are left out of those two scans and scanned on their
+ * own, at most `room` tasks each, where room comes from taskpool_cap_room: it takes the type's advisory
+ * lock and counts on a fresh snapshot, so capped claims of a type run one at a time and each sees the
+ * ones before it (see migration 003). When no capped type is in scope `capped` is empty: the
+ * function is not called, the capped scans run zero times, and the claim takes no lock.
  */
 export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: boolean): string {
   const order = ORDER_BY[sortBy][sortOrder];
+  const reservedForMe = `t.reserved_for = $1 AND t.reserved_until > $2::timestamptz AND t.scheduled_for <= $2::timestamptz`;
+  const openToAll = `t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS NULL OR t.reserved_until <= $2::timestamptz)`;
   return `
-  WITH reserved AS (
+  WITH ${cappedTypes(typed ? "ANY($6::text[])" : null)},
+  reserved AS (
     SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
-    WHERE t.status = 'pending' AND t.reserved_for = $1 AND t.reserved_until > $2::timestamptz AND t.scheduled_for <= $2::timestamptz
+    WHERE t.status = 'pending' AND ${reservedForMe}
     ${claimFilters(typed)}
+    ${UNCAPPED}
     ORDER BY t.priority DESC, t.id
     LIMIT $3
     FOR UPDATE SKIP LOCKED
   ),
   open AS (
     SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
-    WHERE t.status = 'pending' AND t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS NULL OR t.reserved_until <= $2::timestamptz)
+    WHERE t.status = 'pending' AND ${openToAll}
     ${claimFilters(typed)}
+    ${UNCAPPED}
     ORDER BY ${order}
     LIMIT $3
     FOR UPDATE SKIP LOCKED
   ),
+  capped_reserved AS (
+    SELECT c.*, r.cap_type, r.room FROM room r CROSS JOIN LATERAL (
+      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
+      WHERE t.status = 'pending' AND t.task_type = r.cap_type AND ${reservedForMe}
+      ${claimFilters(false)}
+      ORDER BY t.priority DESC, t.id
+      LIMIT $3
+      FOR UPDATE SKIP LOCKED
+    ) c
+    WHERE r.room > 0
+  ),
+  capped_open AS (
+    SELECT c.*, r.cap_type, r.room FROM room r CROSS JOIN LATERAL (
+      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
+      WHERE t.status = 'pending' AND t.task_type = r.cap_type AND ${openToAll}
+      ${claimFilters(false)}
+      ORDER BY ${order}
+      LIMIT $3
+      FOR UPDATE SKIP LOCKED
+    ) c
+    WHERE r.room > 0
+  ),
   candidates AS (
-    SELECT *, 0 AS grp FROM reserved UNION ALL SELECT *, 1 AS grp FROM open
+    SELECT *, 0 AS grp, NULL::text AS cap_type, NULL::int AS room FROM reserved
+    UNION ALL SELECT *, 1 AS grp, NULL, NULL FROM open
+    UNION ALL SELECT id, concurrency_key, priority, created_at, 0, cap_type, room FROM capped_reserved
+    UNION ALL SELECT id, concurrency_key, priority, created_at, 1, cap_type, room FROM capped_open
   ),
   picked AS (
-    SELECT id FROM (
-      SELECT *, row_number() OVER (PARTITION BY concurrency_key ORDER BY grp, ${order}) AS key_rank FROM candidates
+    SELECT id, row_number() OVER (ORDER BY grp, ${order}) AS claim_order FROM (
+      SELECT *, row_number() OVER (PARTITION BY cap_type ORDER BY grp, ${order}) AS cap_rank FROM (
+        SELECT *, row_number() OVER (PARTITION BY concurrency_key ORDER BY grp, ${order}) AS key_rank FROM candidates
+      ) k
+      WHERE concurrency_key IS NULL OR key_rank = 1
     ) c
-    WHERE concurrency_key IS NULL OR key_rank = 1
+    WHERE cap_type IS NULL OR cap_rank <= room
     ORDER BY grp, ${order}
     LIMIT $3
   ),
@@ -126,24 +180,28 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
         lease_expires_at = $2::timestamptz + make_interval(secs => $4::int), claimed_at = $2::timestamptz, last_heartbeat_at = $2::timestamptz,
         started_at = NULL, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
     FROM picked WHERE t.id = picked.id
-    RETURNING t.*
+    RETURNING t.*, picked.claim_order
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
     SELECT id, 'claimed', $1, jsonb_build_object('attempt', attempts), $2::timestamptz FROM claimed
   ),
   ${ASYNC_COMMIT}
-  SELECT claimed.* FROM claimed, async_commit`;
+  SELECT claimed.* FROM claimed, async_commit ORDER BY claimed.claim_order`;
 }
 
-/** $1 id, $2 worker_id, $3 now, $4 lease seconds. Claims one pending task regardless of its schedule. */
+/**
+ * $1 id, $2 worker_id, $3 now, $4 lease seconds. Claims one pending task regardless of its schedule,
+ * unless its type is at its max_running cap (checked under the type's lock, as in claimStatement).
+ */
 export const CLAIM_BY_ID = `
-  WITH claimed AS (
+  WITH ${cappedTypes("(SELECT task_type FROM tasks WHERE id = $1)")},
+  claimed AS (
     UPDATE tasks t
     SET status = 'claimed', worker_id = $2, lease_token = gen_random_uuid()::text, lease_seconds = $4::int,
         lease_expires_at = $3::timestamptz + make_interval(secs => $4::int), claimed_at = $3::timestamptz, last_heartbeat_at = $3::timestamptz,
         started_at = NULL, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $3::timestamptz
-    WHERE t.id = $1 AND t.status = 'pending'
+    WHERE t.id = $1 AND t.status = 'pending' AND NOT EXISTS (SELECT 1 FROM room WHERE room.room <= 0)
     RETURNING t.*
   ),
   logged AS (
@@ -154,7 +212,7 @@ export const CLAIM_BY_ID = `
   SELECT claimed.* FROM claimed, async_commit`;
 
 /** $1 id. The columns that explain a refused write (see refusal.ts). */
-export const LEASE_STATE = `SELECT status, worker_id, lease_token, concurrency_key FROM tasks WHERE id = $1`;
+export const LEASE_STATE = `SELECT status, worker_id, lease_token, concurrency_key, task_type FROM tasks WHERE id = $1`;
 
 /** $1 id, $2 worker_id, $3 token, $4 now. */
 export const START = `
@@ -312,15 +370,22 @@ export const RESERVE = `
 
 export const GET = `SELECT * FROM tasks WHERE id = $1`;
 
-/** $1 statuses or null, $2 type or null, $3 worker or null, $4 before id or null, $5 limit. */
-export const LIST = `
-  SELECT * FROM tasks
-  WHERE ($1::text[] IS NULL OR status = ANY($1::text[]))
-    AND ($2::text IS NULL OR task_type = $2)
-    AND ($3::text IS NULL OR worker_id = $3)
-    AND ($4::bigint IS NULL OR id < $4)
-  ORDER BY id DESC
-  LIMIT $5`;
+/**
+ * A task listing with only the filters given ($1 limit, then the filters in this order: statuses,
+ * type, worker, before-id). Built per combination rather than with "$n IS NULL OR …", because the
+ * pool plans prepared statements generically and a generic plan cannot drop absent filters.
+ */
+export function listStatement(filters: { statuses: boolean; taskType: boolean; workerId: boolean; beforeId: boolean }): string {
+  const conditions = [
+    filters.statuses && "status = ANY($?::text[])",
+    filters.taskType && "task_type = $?",
+    filters.workerId && "worker_id = $?",
+    filters.beforeId && "id < $?",
+  ]
+    .filter((c): c is string => typeof c === "string")
+    .map((c, i) => c.replace("$?", `$${i + 2}`));
+  return `SELECT * FROM tasks ${conditions.length > 0 ? `WHERE ${conditions.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $1`;
+}
 
 export const COUNTS = `SELECT task_type, status, count(*) AS n FROM tasks GROUP BY task_type, status`;
 

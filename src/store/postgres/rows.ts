@@ -6,6 +6,7 @@ import type { NewTask } from "../../core/new-task.js";
 export interface TaskRow {
   id: number;
   task_type: string;
+  task_type_version: number | null;
   params: JsonObject;
   status: TaskStatus;
   priority: number;
@@ -38,6 +39,7 @@ export function toTask(r: TaskRow): Task {
   return {
     id: r.id,
     taskType: r.task_type,
+    taskTypeVersion: r.task_type_version,
     params: r.params,
     status: r.status,
     priority: r.priority,
@@ -96,6 +98,7 @@ export function newTasksJson(tasks: NewTask[]): string {
   return JSON.stringify(
     tasks.map((t) => ({
       task_type: t.taskType,
+      task_type_version: t.taskTypeVersion,
       params: t.params,
       priority: t.priority,
       scheduled_for: t.scheduledFor.toISOString(),

@@ -82,13 +82,17 @@ export const MARK_DEAD = `
  * message, $5 lease-expired message.
  * Takes back every leased task of a dead worker and every task whose lease ran out. The `fail` policy
  * or exhausted attempts end it `failed`; otherwise it is pending again at once, checkpoint kept (the
- * attempt was already counted when it was claimed). The old holder comes back for events and
- * reassignment through the self-join, since RETURNING sees only the new row.
+ * attempt was already counted when it was claimed). The policy is the sweep's for the type if given,
+ * else that of the registered version the task was created under, else `retry`. The old holder comes
+ * back for events and reassignment through the self-join, since RETURNING sees only the new row.
  */
 export const RECOVER_TASKS = `
   WITH doomed AS (
     SELECT id, worker_id AS old_worker, (worker_id = ANY($1::text[])) AS worker_died,
-           (coalesce($3::jsonb->>task_type, 'retry') = 'fail' OR attempts >= max_attempts) AS give_up
+           (coalesce($3::jsonb->>task_type,
+                     (SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version),
+                     'retry') = 'fail'
+            OR attempts >= max_attempts) AS give_up
     FROM tasks
     WHERE status IN (${LEASED}) AND (worker_id = ANY($1::text[]) OR lease_expires_at < $2::timestamptz)
     FOR UPDATE

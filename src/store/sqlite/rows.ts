@@ -1,10 +1,14 @@
 import type { TaskEvent } from "../../core/event.js";
 import type { Task, TaskStatus } from "../../core/task.js";
+import type { TaskTypeRecord } from "../../core/task-type.js";
+import type { RecoveryPolicy } from "../../core/worker.js";
+import { toTaskType } from "../task-type-records.js";
 
 /** A tasks row as better-sqlite3 returns it: JSON and times as text. */
 export interface SqliteTaskRow {
   id: number;
   task_type: string;
+  task_type_version: number | null;
   params: string;
   status: TaskStatus;
   priority: number;
@@ -40,6 +44,7 @@ export function toTask(r: SqliteTaskRow): Task {
   return {
     id: r.id,
     taskType: r.task_type,
+    taskTypeVersion: r.task_type_version,
     params: JSON.parse(r.params),
     status: r.status,
     priority: r.priority,
@@ -119,4 +124,23 @@ export interface SqliteReassignmentRow {
   success: number;
   error_message: string | null;
   created_at: string;
+}
+
+/** A task_types row as better-sqlite3 returns it: JSON and times as text. */
+export interface SqliteTaskTypeRow {
+  name: string;
+  version: number;
+  description: string | null;
+  params_schema: string | null;
+  priority: number;
+  max_attempts: number;
+  backoff: string;
+  timeout_seconds: number | null;
+  recovery_policy: RecoveryPolicy;
+  max_running: number | null;
+  created_at: string;
+}
+
+export function decodeTaskType(r: SqliteTaskTypeRow): TaskTypeRecord {
+  return toTaskType({ ...r, params_schema: json(r.params_schema), backoff: JSON.parse(r.backoff), created_at: new Date(r.created_at) });
 }

@@ -2,9 +2,10 @@ import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
 import { retryDelayMs } from "../../core/backoff.js";
 import { type Clock, systemClock } from "../../core/clock.js";
-import { AlreadyClaimedError, ConcurrencyKeyBusyError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
-import { type NewTask, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
+import { checkEnqueueInput, checkEnqueueInputs, type NewTask, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
+import { ParamsValidators } from "../../core/params-schema.js";
 import type { TaskAction } from "../../core/state-machine.js";
 import {
   type ClaimedTask,
@@ -21,20 +22,31 @@ import {
   type TaskFilter,
   type TaskPage,
 } from "../../core/task.js";
-import { assertFiniteNumber, assertJson, LeaseSchema, validate, WorkerBeatSchema, WorkerId } from "../../core/validation.js";
+import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
+import { assertFiniteNumber, assertJson, LeaseSchema, TaskTypeName, validate, WorkerBeatSchema, WorkerId } from "../../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { toReassignment, toWorker } from "../worker-records.js";
 import { resolveClaim } from "../claim-options.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
-import type { CompleteResult, EnqueueResult, Store } from "../store.js";
+import type { CompleteResult, EnqueueResult, RegisterTaskTypeResult, Store } from "../store.js";
 import { type EventInput, SqliteConnection } from "./connection.js";
 import { channelOf, notifyLocal, subscribeLocal } from "./local-signal.js";
 import { migrateSqlite } from "./migrate.js";
 import { sweepSqlite } from "./sqlite-sweep.js";
 import * as sql from "./queries.js";
-import { type SqliteEventRow, type SqliteReassignmentRow, type SqliteTaskRow, type SqliteWorkerRow, toEvent, toTask } from "./rows.js";
+import {
+  decodeTaskType,
+  type SqliteEventRow,
+  type SqliteReassignmentRow,
+  type SqliteTaskRow,
+  type SqliteTaskTypeRow,
+  type SqliteWorkerRow,
+  toEvent,
+  toTask,
+} from "./rows.js";
+import * as typeSql from "./task-type-queries.js";
 import * as workerSql from "./worker-queries.js";
 
 export interface SqliteStoreOptions {
@@ -62,6 +74,7 @@ export class SqliteStore implements Store {
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly channel: string;
+  private readonly validators = new ParamsValidators();
 
   constructor(options: SqliteStoreOptions) {
     this.conn = new SqliteConnection(options.path, options.busyTimeoutMs ?? 5000);
@@ -84,15 +97,19 @@ export class SqliteStore implements Store {
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    const prepared = prepareNewTask(input, this.clock.now());
-    const result = this.conn.tx(true, () => this.insert(prepared, this.now()));
+    checkEnqueueInput(input);
+    const result = this.conn.tx(true, () => {
+      const prepared = prepareNewTask(input, this.clock.now(), this.latestTypes([input]).get(input.taskType), this.validators);
+      return this.insert(prepared, this.now());
+    });
     if (result.created) notifyLocal(this.channel, [result.task.taskType]);
     return result;
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
-    const prepared = prepareNewTasks(inputs, this.clock.now());
+    checkEnqueueInputs(inputs);
     const results = this.conn.tx(true, () => {
+      const prepared = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.validators);
       const now = this.now();
       return prepared.map((p) => this.insert(p, now));
     });
@@ -100,10 +117,22 @@ export class SqliteStore implements Store {
     return results;
   }
 
+  /**
+   * The latest registered version of each type among `inputs`, read inside the caller's write
+   * transaction, so the version whose schema and defaults apply is the latest one at commit.
+   */
+  private latestTypes(inputs: EnqueueInput[]): Map<string, TaskTypeRecord> {
+    if (inputs.length === 0) return new Map();
+    const names = JSON.stringify([...new Set(inputs.map((i) => i.taskType))]);
+    const rows = this.conn.stmt(typeSql.LATEST_TASK_TYPES).all({ names }) as SqliteTaskTypeRow[];
+    return new Map(rows.map((r) => [r.name, decodeTaskType(r)]));
+  }
+
   /** Inserts one task inside the caller's transaction, or returns the pending task holding its unique key. */
   private insert(t: NewTask, now: string): EnqueueResult {
     const row = this.conn.stmt(sql.INSERT_TASK).get({
       taskType: t.taskType,
+      taskTypeVersion: t.taskTypeVersion,
       params: JSON.stringify(t.params),
       priority: t.priority,
       scheduledFor: t.scheduledFor.toISOString(),
@@ -127,8 +156,7 @@ export class SqliteStore implements Store {
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
     const c = resolveClaim(options);
     const types = c.taskTypes ?? [];
-    const reserved = this.conn.stmt(sql.reservedCandidatesStatement(types.length));
-    const open = this.conn.stmt(sql.openCandidatesStatement(c.sortBy, c.sortOrder, types.length));
+    const capRoom = this.conn.stmt(typeSql.capRoomStatement(types.length));
     return this.conn.tx(false, () => {
       const now = this.clock.now();
       const params: Record<string, unknown> = {
@@ -138,19 +166,35 @@ export class SqliteStore implements Store {
         maxAttemptsRemaining: c.maxAttemptsRemaining,
       };
       types.forEach((t, i) => (params[`type${i}`] = t));
-      // The write lock is held: the NOT EXISTS key check in these queries cannot race with another claim.
-      const rows = [...reserved.all(params), ...open.all(params)] as { id: number; concurrency_key: string | null }[];
+      // The write lock is held: neither the NOT EXISTS key check nor the cap count can race with another claim.
+      const room = new Map((capRoom.all(params) as { name: string; room: number }[]).map((r) => [r.name, r.room]));
       const keys = new Set<string>();
       const claimed: ClaimedTask[] = [];
-      for (const row of rows) {
-        if (claimed.length === c.limit) break;
-        if (row.concurrency_key !== null) {
-          if (keys.has(row.concurrency_key)) continue;
-          keys.add(row.concurrency_key);
+      // Types at their cap are left out of the scans. A type that fills up during a pass is skipped, and
+      // when that left the batch short the scans run again without it (at most once per capped type).
+      for (;;) {
+        const full = [...room].filter(([, left]) => left <= 0).map(([type]) => type);
+        full.forEach((t, i) => (params[`full${i}`] = t));
+        const reserved = this.conn.stmt(sql.reservedCandidatesStatement(types.length, full.length));
+        const open = this.conn.stmt(sql.openCandidatesStatement(c.sortBy, c.sortOrder, types.length, full.length));
+        const rows = [...reserved.all(params), ...open.all(params)] as { id: number; task_type: string; concurrency_key: string | null }[];
+        let filledUp = false;
+        for (const row of rows) {
+          if (claimed.length === c.limit) break;
+          const left = room.get(row.task_type);
+          if (left !== undefined && left <= 0) {
+            filledUp = true;
+            continue;
+          }
+          if (row.concurrency_key !== null) {
+            if (keys.has(row.concurrency_key)) continue;
+            keys.add(row.concurrency_key);
+          }
+          claimed.push(this.claimRow(row.id, c.workerId, c.leaseSeconds, now) as ClaimedTask);
+          if (left !== undefined) room.set(row.task_type, left - 1);
         }
-        claimed.push(this.claimRow(row.id, c.workerId, c.leaseSeconds, now) as ClaimedTask);
+        if (!filledUp || claimed.length === c.limit) return claimed;
       }
-      return claimed;
     });
   }
 
@@ -172,9 +216,11 @@ export class SqliteStore implements Store {
   async claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask> {
     validate(WorkerId, options.workerId, "worker_id");
     return this.conn.tx(false, () => {
-      const state = this.conn.stmt(sql.LEASE_STATE).get(id) as (LeaseRow & { concurrency_key: string | null }) | undefined;
+      const state = this.conn.stmt(sql.LEASE_STATE).get(id) as (LeaseRow & { concurrency_key: string | null; task_type: string }) | undefined;
       if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id);
       if (!state || state.status !== "pending") throw refusalError(id, state, "claim");
+      const [cap] = this.conn.stmt(typeSql.capRoomStatement(1)).all({ type0: state.task_type }) as { room: number }[];
+      if (cap && cap.room <= 0) throw new TaskTypeAtCapacityError(id, state.task_type);
       try {
         return this.claimRow(id, options.workerId, options.leaseSeconds ?? DEFAULT_LEASE_SECONDS, this.clock.now()) as ClaimedTask;
       } catch (error) {
@@ -226,8 +272,10 @@ export class SqliteStore implements Store {
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     const result = options.result ?? null;
     assertJson(result, "result");
-    const followUps = prepareNewTasks(options.followUps ?? [], this.clock.now(), id);
+    const inputs = options.followUps ?? [];
+    checkEnqueueInputs(inputs);
     const done = this.conn.tx(true, () => {
+      const followUps = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.validators, id);
       const now = this.now();
       const row = this.guarded("complete", sql.COMPLETE, id, lease, { result: JSON.stringify(result) }, now);
       this.conn.logEvent({ taskId: id, event: "completed", fromWorkerId: lease.workerId }, now);
@@ -356,6 +404,36 @@ export class SqliteStore implements Store {
   private notifyCreated(results: EnqueueResult[]): void {
     const types = [...new Set(results.filter((r) => r.created).map((r) => r.task.taskType))];
     if (types.length > 0) notifyLocal(this.channel, types);
+  }
+
+  async registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {
+    const spec = resolveTaskType(definition);
+    return this.conn.tx(true, () => {
+      const [latest] = [...this.latestTypes([{ taskType: spec.name }]).values()];
+      if (latest && sameDefinition(latest, spec)) return { taskType: latest, created: false };
+      const row = this.conn.stmt(typeSql.INSERT_TASK_TYPE).get({
+        ...spec,
+        version: (latest?.version ?? 0) + 1,
+        paramsSchema: spec.paramsSchema === null ? null : JSON.stringify(spec.paramsSchema),
+        backoff: JSON.stringify(spec.backoff),
+        now: this.now(),
+      }) as SqliteTaskTypeRow;
+      return { taskType: decodeTaskType(row), created: true };
+    });
+  }
+
+  async getTaskType(name: string): Promise<TaskTypeRecord | null> {
+    validate(TaskTypeName, name, "task type name");
+    return this.latestTypes([{ taskType: name }]).get(name) ?? null;
+  }
+
+  async listTaskTypes(): Promise<TaskTypeRecord[]> {
+    return (this.conn.stmt(typeSql.LIST_TASK_TYPES).all() as SqliteTaskTypeRow[]).map(decodeTaskType);
+  }
+
+  async taskTypeVersions(name: string): Promise<TaskTypeRecord[]> {
+    validate(TaskTypeName, name, "task type name");
+    return (this.conn.stmt(typeSql.TASK_TYPE_VERSIONS).all(name) as SqliteTaskTypeRow[]).map(decodeTaskType);
   }
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {

@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, NO_HEALTHY_WORKER, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
+import { LEASE_EXPIRED, NO_HEALTHY_WORKER, type RecoveryPolicy, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
 import { planReassignments } from "../../core/worker-selection.js";
 import type { SqliteConnection } from "./connection.js";
 import * as sql from "./worker-queries.js";
@@ -10,6 +10,7 @@ interface RecoverRow {
   max_attempts: number;
   worker_id: string | null;
   checkpoint: string | null;
+  registered_policy: RecoveryPolicy | null;
 }
 
 /** One coordinator pass in one write transaction; see postgres-sweep.ts for the steps. */
@@ -33,7 +34,9 @@ export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: Swee
     const requeued = [];
     for (const row of rows) {
       const reason = row.worker_id !== null && deadWorkers.includes(row.worker_id) ? WORKER_DIED : LEASE_EXPIRED;
-      const giveUp = policies[row.task_type] === "fail" || row.attempts >= row.max_attempts;
+      // The sweep's policy for the type wins, then the registered version's (as RECOVER_TASKS on PostgreSQL).
+      const policy = Object.hasOwn(policies, row.task_type) ? policies[row.task_type] : (row.registered_policy ?? "retry");
+      const giveUp = policy === "fail" || row.attempts >= row.max_attempts;
       conn.stmt(giveUp ? sql.RECOVER_TO_FAILED : sql.RECOVER_TO_PENDING).run({ id: row.id, reason, now });
       const checkpoint = row.checkpoint === null ? null : JSON.parse(row.checkpoint);
       conn.logEvent({ taskId: row.id, event: giveUp ? "failed" : "requeued", fromWorkerId: row.worker_id, message: reason, data: checkpoint }, now);

@@ -42,9 +42,14 @@ export const MARK_DEAD = `
   WHERE status IN ('active', 'stale') AND last_seen_at < @deadBefore
   RETURNING worker_id, last_seen_at`;
 
-/** Leased tasks of the workers just declared dead, and any whose lease ran out. */
+/**
+ * Leased tasks of the workers just declared dead, and any whose lease ran out, with the recovery
+ * policy of the registered version each was created under (null if unregistered).
+ */
 export const TASKS_TO_RECOVER = `
-  SELECT id, task_type, priority, attempts, max_attempts, worker_id, checkpoint FROM tasks
+  SELECT id, task_type, priority, attempts, max_attempts, worker_id, checkpoint,
+         (SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version) AS registered_policy
+  FROM tasks
   WHERE status IN (${LEASED})
     AND (worker_id IN (SELECT value FROM json_each(@deadWorkers)) OR lease_expires_at < @now)
   ORDER BY priority DESC, id`;

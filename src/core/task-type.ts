@@ -1,0 +1,82 @@
+import { compileParamsSchema } from "./params-schema.js";
+import { type BackoffPolicy, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, type JsonObject } from "./task.js";
+import { assertJson, TaskTypeDefinitionSchema, validate } from "./validation.js";
+import type { RecoveryPolicy } from "./worker.js";
+
+/**
+ * What a producer registers for a task type: a schema its params must satisfy and the defaults and
+ * policy of its tasks. Registering is optional; unregistered types run on the built-in defaults.
+ */
+export interface TaskTypeDefinition {
+  name: string;
+  description?: string;
+  /** JSON Schema (draft-07) that every task's params must satisfy; omitted = any JSON object. */
+  paramsSchema?: JsonObject;
+  /** Defaults for the fields a producer leaves out of enqueue. */
+  priority?: number;
+  maxAttempts?: number;
+  backoff?: Partial<BackoffPolicy>;
+  timeoutSeconds?: number;
+  /** What the coordinator does with a task whose worker died (default `retry`). */
+  recoveryPolicy?: RecoveryPolicy;
+  /** At most this many tasks of the type claimed or running at once, across all workers; omitted = no cap. */
+  maxRunning?: number;
+}
+
+/** A definition with every default resolved: what one registered version holds. */
+export interface TaskTypeSpec {
+  name: string;
+  description: string | null;
+  paramsSchema: JsonObject | null;
+  priority: number;
+  maxAttempts: number;
+  backoff: BackoffPolicy;
+  timeoutSeconds: number | null;
+  recoveryPolicy: RecoveryPolicy;
+  maxRunning: number | null;
+}
+
+/** One registered version of a task type. Versions are immutable and numbered from 1. */
+export interface TaskTypeRecord extends TaskTypeSpec {
+  version: number;
+  createdAt: Date;
+}
+
+/**
+ * Validates a definition (including that its params schema compiles) and resolves its defaults, so
+ * that two definitions meaning the same thing compare equal.
+ */
+export function resolveTaskType(definition: TaskTypeDefinition): TaskTypeSpec {
+  validate<TaskTypeDefinition>(TaskTypeDefinitionSchema, definition, "task type");
+  const schema = definition.paramsSchema ?? null;
+  if (schema !== null) {
+    assertJson(schema, "paramsSchema");
+    compileParamsSchema(schema, definition.name);
+  }
+  return {
+    name: definition.name,
+    description: definition.description ?? null,
+    paramsSchema: schema,
+    priority: definition.priority ?? 0,
+    maxAttempts: definition.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    backoff: { ...DEFAULT_BACKOFF, ...definition.backoff },
+    timeoutSeconds: definition.timeoutSeconds ?? null,
+    recoveryPolicy: definition.recoveryPolicy ?? "retry",
+    maxRunning: definition.maxRunning ?? null,
+  };
+}
+
+/** True when registering `spec` again would change nothing (object key order does not matter). */
+export function sameDefinition(record: TaskTypeSpec, spec: TaskTypeSpec): boolean {
+  const pick = (s: TaskTypeSpec) => [
+    s.name, s.description, s.paramsSchema, s.priority, s.maxAttempts, s.backoff, s.timeoutSeconds, s.recoveryPolicy, s.maxRunning,
+  ];
+  return canonicalJson(pick(record)) === canonicalJson(pick(spec));
+}
+
+/** JSON with object keys sorted: stores may hand back a schema's keys in another order (jsonb does). */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_, v) =>
+    v !== null && typeof v === "object" && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+}
