@@ -18,6 +18,9 @@ export interface StoreOptions {
 /** A fresh, migrated, isolated store (its own schema or file) and a way to throw it away. */
 export interface TestStore<S extends Store = Store> {
   store: S;
+  /** Where another thread or process opens the same database. */
+  url: string;
+  schema?: string;
   /** Opens another store on the same database (another process would do the same). */
   another(options?: StoreOptions & { poolSize?: number }): Promise<S>;
   cleanup(): Promise<void>;
@@ -42,6 +45,8 @@ export async function createPostgres(options: StoreOptions = {}): Promise<TestSt
   await store.migrate();
   return {
     store,
+    url: PG_URL,
+    schema,
     another: (o = {}) => open({ clock: options.clock, random: options.random, ...o }),
     async cleanup() {
       await Promise.all(opened.map((s) => s.close().catch(() => {})));
@@ -69,6 +74,7 @@ export async function createSqlite(options: StoreOptions = {}): Promise<TestStor
   await store.migrate();
   return {
     store,
+    url: `sqlite:${path}`,
     another: (o = {}) => open({ clock: options.clock, random: options.random, ...o }),
     async cleanup() {
       await Promise.all(opened.map((s) => s.close().catch(() => {})));

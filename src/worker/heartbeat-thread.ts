@@ -1,0 +1,41 @@
+/** Entry point of the heartbeat thread (see ThreadHeartbeats): its own store, its own timer. */
+import { parentPort, workerData } from "node:worker_threads";
+import { openStore } from "../store/open-store.js";
+import { beatOf, type FromThread, type HeartbeatState, type ToThread } from "./heartbeats.js";
+
+const { url, schema, intervalMs } = workerData as { url: string; schema?: string; intervalMs: number };
+let state = (workerData as { state: HeartbeatState }).state;
+const port = parentPort!;
+const post = (msg: FromThread) => port.postMessage(msg);
+
+const store = await openStore(url, { schema, migrate: false });
+let failing = false;
+let beating: Promise<void> = Promise.resolve();
+
+const beat = async () => {
+  try {
+    const { lost } = await store.workerHeartbeat(beatOf(state, Date.now()));
+    if (failing) post({ type: "recovered" });
+    failing = false;
+    if (lost.length > 0) post({ type: "lost", taskIds: lost });
+  } catch (error) {
+    failing = true;
+    post({ type: "error", message: (error as Error).message });
+  }
+};
+await beat();
+post({ type: "ready" });
+const timer = setInterval(() => {
+  beating = beat();
+}, intervalMs);
+
+port.on("message", async (msg: ToThread) => {
+  if (msg.type === "state") {
+    state = msg.state;
+    return;
+  }
+  clearInterval(timer);
+  await beating;
+  await store.close();
+  port.close();
+});

@@ -1,0 +1,55 @@
+import type { Logger } from "pino";
+import { LeaseLostError } from "../core/errors.js";
+import type { ClaimedTask, EnqueueInput, Json, JsonObject, Task } from "../core/task.js";
+import type { Store } from "../store/store.js";
+
+/** Why a handler's signal fired. */
+export type AbortReason = "lease_lost" | "cancelled" | "timeout" | "shutdown";
+
+/** What a handler gets besides its params. */
+export interface TaskContext {
+  task: Task;
+  /** 1 for the first run; counts runs that ended in failure or a dead worker, not releases. */
+  attempt: number;
+  /** The last checkpoint saved by any earlier attempt (null if none): resume from here. */
+  checkpoint: Json | null;
+  /** Fires on lease loss, cancellation, timeout or shutdown; `signal.reason` is an AbortReason. */
+  signal: AbortSignal;
+  logger: Logger;
+  /** Saves a resume point; it survives retries and reassignment to another worker. */
+  saveCheckpoint(data: Json): Promise<void>;
+  progress(value: number): Promise<void>;
+  /** A follow-up task, created in the same transaction as this task's completion (none if it fails). */
+  enqueue(taskType: string, params?: JsonObject, options?: Omit<EnqueueInput, "taskType" | "params">): void;
+}
+
+/** Builds the context of one run; writes made through it are fenced by the run's lease. */
+export function createTaskContext(
+  store: Store,
+  task: ClaimedTask,
+  controller: AbortController,
+  logger: Logger,
+  followUps: EnqueueInput[],
+): TaskContext {
+  const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
+  const fenced = async <T>(write: () => Promise<T>): Promise<T> => {
+    try {
+      return await write();
+    } catch (error) {
+      if (error instanceof LeaseLostError) controller.abort("lease_lost");
+      throw error;
+    }
+  };
+  return {
+    task,
+    attempt: task.attempts,
+    checkpoint: task.checkpoint,
+    signal: controller.signal,
+    logger,
+    saveCheckpoint: (data) => fenced(() => store.checkpoint(task.id, lease, data)).then(() => undefined),
+    progress: (value) => fenced(() => store.progress(task.id, lease, value)).then(() => undefined),
+    enqueue: (taskType, params, options) => {
+      followUps.push({ ...options, taskType, params });
+    },
+  };
+}

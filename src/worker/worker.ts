@@ -1,0 +1,325 @@
+/**
+ * The worker runtime.
+ *
+ * One claim loop fills free capacity in batches (claim up to `concurrency - running`), then sleeps
+ * until the poll interval passes, a notification says tasks of its roles arrived, or a running task
+ * finishes. Each claimed task runs its handler with an AbortController whose signal fires when:
+ *   - the heartbeat learns the lease is gone (recovered by the coordinator, or the task cancelled),
+ *   - a write through the context is refused with lease_lost,
+ *   - the task's timeout passes (the lease then stops being renewed, so a handler that never
+ *     returns loses the task to the coordinator),
+ *   - shutdown's grace period ends.
+ * Heartbeats run apart from the handlers (a worker thread by default), so CPU-bound handlers do not
+ * make a live worker look dead. Any failure to reach the database is logged and retried with
+ * backoff; the worker stops claiming meanwhile but never crashes.
+ */
+import { hostname } from "node:os";
+import { pino, type Logger } from "pino";
+import { LeaseLostError, TaskpoolError } from "../core/errors.js";
+import type { ClaimedTask, EnqueueInput, Json } from "../core/task.js";
+import type { Store } from "../store/store.js";
+import { type Heartbeats, type HeartbeatState, InProcessHeartbeats, ThreadHeartbeats } from "./heartbeats.js";
+import { resolveWorkerOptions, type ResolvedWorkerOptions, type WorkerOptions } from "./options.js";
+import { type AbortReason, createTaskContext } from "./task-context.js";
+
+/** Throw this from a handler to fail the task for good, whatever attempts remain. */
+export class NonRetryableError extends Error {
+  override name = "NonRetryableError";
+}
+
+/** Where a worker can reopen its database from another thread. */
+export interface WorkerConnection {
+  url: string;
+  schema?: string;
+}
+
+interface Running {
+  task: ClaimedTask;
+  controller: AbortController;
+  done: Promise<void>;
+  renewUntil: number | null;
+  timeout: NodeJS.Timeout | null;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class Worker {
+  readonly id: string;
+  readonly options: ResolvedWorkerOptions;
+  private readonly logger: Logger;
+  private readonly running = new Map<number, Running>();
+  private tasksProcessed = 0;
+  private state: "idle" | "running" | "stopping" | "stopped" = "idle";
+  private wake: () => void = () => {};
+  private loop: Promise<void> | null = null;
+  private heartbeats: Heartbeats | null = null;
+  private unsubscribe: (() => Promise<void>) | null = null;
+  private signalHandler: ((signal: NodeJS.Signals) => void) | null = null;
+  private stopping: Promise<void> | null = null;
+
+  constructor(
+    private readonly store: Store,
+    options: WorkerOptions,
+    private readonly connection?: WorkerConnection,
+  ) {
+    this.options = resolveWorkerOptions(options);
+    this.id = this.options.workerId;
+    this.logger = (options.logger ?? pino({ name: "taskpool" })).child({ workerId: this.id });
+  }
+
+  /** Registers, starts heartbeats and the claim loop; resolves once the worker is claiming. */
+  async start(): Promise<void> {
+    if (this.state !== "idle") throw new TaskpoolError("invalid_state", `Worker ${this.id} was already started`);
+    this.state = "running";
+    await this.register();
+    const events = {
+      onLost: (ids: number[]) => void this.leasesLost(ids),
+      onError: (error: Error) => this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval"),
+      onRecovered: () => this.logger.info("Heartbeats reach the database again"),
+    };
+    const useThread = this.options.heartbeatThread ?? (this.connection !== undefined && !this.connection.url.endsWith(":memory:"));
+    this.heartbeats =
+      useThread && this.connection
+        ? new ThreadHeartbeats(this.connection.url, this.connection.schema, this.heartbeatState(), this.options.heartbeatIntervalMs, events)
+        : new InProcessHeartbeats(this.store, this.heartbeatState(), this.options.heartbeatIntervalMs, events);
+    // Claim only once heartbeats flow: a worker that claims but never beats would look dead.
+    await this.heartbeats.ready;
+    this.unsubscribe = await this.store
+      .subscribe((types) => {
+        if (types.length === 0 || types.some((t) => this.options.roles.includes(t))) this.wake();
+      })
+      .catch((error) => {
+        this.logger.warn({ err: error.message }, "No wake-up notifications; relying on polling");
+        return null;
+      });
+    if (this.options.handleSignals) this.installSignalHandlers();
+    this.logger.info({ roles: this.options.roles, concurrency: this.options.concurrency }, `Starting worker ${this.id} for roles: ${this.options.roles.join(", ")}`);
+    this.loop = this.claimLoop();
+  }
+
+  /** Graceful shutdown: stop claiming, let running tasks finish within the grace period, release the rest. */
+  stop(graceMs = this.options.shutdownGraceMs): Promise<void> {
+    this.stopping ??= this.shutdown(graceMs);
+    return this.stopping;
+  }
+
+  /** Tasks running right now. */
+  get load(): number {
+    return this.running.size;
+  }
+
+  /** First heartbeat, so the coordinator knows the worker before it claims; later beats retry. */
+  private async register(): Promise<void> {
+    try {
+      await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] });
+    } catch (error) {
+      if (error instanceof TaskpoolError) throw error; // bad options: retrying will not help
+      this.logger.error({ err: (error as Error).message }, "Cannot reach the database to register; will keep trying");
+    }
+  }
+
+  private heartbeatState(): HeartbeatState {
+    return {
+      beat: {
+        workerId: this.id,
+        roles: this.options.roles,
+        hostname: hostname(),
+        pid: process.pid,
+        version: this.options.version,
+        capacity: this.options.concurrency,
+        currentLoad: this.running.size,
+        tasksProcessed: this.tasksProcessed,
+        metadata: this.options.metadata,
+      },
+      leases: [...this.running.values()].map((r) => ({ taskId: r.task.id, leaseToken: r.task.leaseToken, renewUntil: r.renewUntil })),
+    };
+  }
+
+  private publishState(): void {
+    this.heartbeats?.update(this.heartbeatState());
+  }
+
+  private async claimLoop(): Promise<void> {
+    let failures = 0;
+    while (this.state === "running") {
+      const free = this.options.concurrency - this.running.size;
+      let claimed = 0;
+      if (free > 0) {
+        try {
+          const tasks = await this.store.claim({ workerId: this.id, taskTypes: this.options.roles, limit: free, leaseSeconds: this.options.leaseSeconds });
+          if (failures > 0) this.logger.info("Database reachable again; claiming");
+          failures = 0;
+          claimed = tasks.length;
+          for (const task of tasks) this.run(task);
+        } catch (error) {
+          failures++;
+          const delay = Math.min(30_000, 250 * 2 ** failures);
+          this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
+          await this.idle(delay);
+          continue;
+        }
+      }
+      if (claimed > 0 && claimed === free) continue; // there may be more right away
+      await this.idle();
+    }
+  }
+
+  /** Waits for the poll interval (or `ms`), a wake-up notification, a finished task or shutdown. */
+  private idle(ms = this.options.pollIntervalMs): Promise<void> {
+    if (this.state !== "running") return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wake = () => {};
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wake = done;
+    });
+  }
+
+  private run(task: ClaimedTask): void {
+    const controller = new AbortController();
+    const timeoutMs = task.timeoutSeconds === null ? null : task.timeoutSeconds * 1000;
+    const entry: Running = {
+      task,
+      controller,
+      renewUntil: timeoutMs === null ? null : Date.now() + timeoutMs,
+      timeout: timeoutMs === null ? null : setTimeout(() => controller.abort("timeout"), timeoutMs),
+      done: Promise.resolve(),
+    };
+    this.running.set(task.id, entry);
+    this.publishState();
+    this.logger.info({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
+    entry.done = this.execute(entry).finally(() => {
+      if (entry.timeout) clearTimeout(entry.timeout);
+      this.running.delete(task.id);
+      this.publishState();
+      this.wake();
+    });
+  }
+
+  private async execute({ task, controller }: Running): Promise<void> {
+    const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
+    const log = this.logger.child({ taskId: task.id, taskType: task.taskType });
+    const followUps: EnqueueInput[] = [];
+    let result: Json | void;
+    try {
+      await this.store.start(task.id, lease);
+      const handler = this.options.handlers[task.taskType];
+      result = await handler(task.params, createTaskContext(this.store, task, controller, log, followUps));
+    } catch (error) {
+      await this.afterFailure(task, controller, error, log);
+      return;
+    }
+    if (controller.signal.aborted && controller.signal.reason !== "timeout") {
+      log.warn(`Task ${task.id} finished after its lease ended (${controller.signal.reason}); result discarded`);
+      return;
+    }
+    await this.persist(log, `complete task ${task.id}`, async () => {
+      await this.store.complete(task.id, lease, { result: result ?? null, followUps });
+      this.tasksProcessed++;
+      log.info(`Task ${task.id} completed`);
+    });
+  }
+
+  private async afterFailure(task: ClaimedTask, controller: AbortController, error: unknown, log: Logger): Promise<void> {
+    const reason = controller.signal.aborted ? (controller.signal.reason as AbortReason) : null;
+    if (reason === "lease_lost" || reason === "cancelled" || error instanceof LeaseLostError) {
+      log.warn(`Task ${task.id} stopped: ${reason === "cancelled" ? "it was cancelled" : "its lease was lost to another worker"}`);
+      return;
+    }
+    if (reason === "shutdown") return; // shutdown releases it
+    const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : errorMessage(error);
+    const retryable = !(error instanceof NonRetryableError);
+    await this.persist(log, `record the failure of task ${task.id}`, async () => {
+      const failed = await this.store.fail(task.id, { workerId: task.workerId, leaseToken: task.leaseToken }, { error: message, retryable });
+      this.tasksProcessed++;
+      if (failed.status === "pending") log.warn({ err: message, retryAt: failed.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
+      else log.error({ err: message }, `Task ${task.id} failed for good`);
+    });
+  }
+
+  /**
+   * Writes a task's outcome, retrying while the database is unreachable: a lost completion would make
+   * the task run again. Gives up when the lease is gone (the outcome would be refused anyway).
+   */
+  private async persist(log: Logger, what: string, write: () => Promise<void>): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await write();
+        return;
+      } catch (error) {
+        if (error instanceof TaskpoolError) {
+          log.warn({ err: error.message }, `Could not ${what}: ${error.code}`);
+          return;
+        }
+        if (attempt >= 8 || this.state === "stopped") {
+          log.error({ err: (error as Error).message }, `Could not ${what}; its lease will expire and it will run again`);
+          return;
+        }
+        await sleep(Math.min(10_000, 200 * 2 ** attempt));
+      }
+    }
+  }
+
+  private async leasesLost(taskIds: number[]): Promise<void> {
+    for (const id of taskIds) {
+      const entry = this.running.get(id);
+      if (!entry || entry.controller.signal.aborted) continue;
+      const now = await this.store.get(id).catch(() => null);
+      entry.controller.abort(now?.status === "cancelled" ? "cancelled" : "lease_lost");
+    }
+  }
+
+  private installSignalHandlers(): void {
+    let received = 0;
+    this.signalHandler = (signal) => {
+      received++;
+      if (received > 1) {
+        this.logger.warn(`Second ${signal}: exiting now`);
+        process.exit(130);
+      }
+      this.logger.info(`${signal} received: finishing running tasks (grace ${this.options.shutdownGraceMs} ms); send again to exit at once`);
+      void this.stop().then(() => process.exit(0));
+    };
+    process.on("SIGTERM", this.signalHandler);
+    process.on("SIGINT", this.signalHandler);
+  }
+
+  private async shutdown(graceMs: number): Promise<void> {
+    if (this.state === "idle") {
+      this.state = "stopped";
+      return;
+    }
+    this.state = "stopping";
+    this.wake();
+    await this.loop;
+    const inFlight = [...this.running.values()];
+    if (inFlight.length > 0) {
+      const graceOver = sleep(graceMs).then(() => "timeout" as const);
+      await Promise.race([Promise.all(inFlight.map((r) => r.done)), graceOver]);
+    }
+    for (const entry of this.running.values()) {
+      entry.controller.abort("shutdown");
+      await this.store
+        .release(entry.task.id, entry.task, { reason: "worker shutting down" })
+        .then(() => this.logger.info({ taskId: entry.task.id }, `Released task ${entry.task.id} for another worker (checkpoint kept)`))
+        .catch((error) => this.logger.warn({ err: error.message }, `Could not release task ${entry.task.id}`));
+    }
+    await this.heartbeats?.stop();
+    await this.store.shutdownWorker(this.id).catch((error) => this.logger.warn({ err: error.message }, "Could not mark the worker inactive"));
+    await this.unsubscribe?.().catch(() => {});
+    if (this.signalHandler) {
+      process.off("SIGTERM", this.signalHandler);
+      process.off("SIGINT", this.signalHandler);
+    }
+    this.state = "stopped";
+    this.logger.info(`Worker ${this.id} stopped`);
+  }
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  return String(error);
+}

@@ -1,0 +1,159 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Coordinator, type CoordinatorOptions } from "../../src/coordinator/coordinator.js";
+import type { Store } from "../../src/store/store.js";
+import { eventually } from "../helpers/logs.js";
+import { createPostgres, createSqlite, type TestStore } from "../helpers/stores.js";
+import { killAll, startWorker, type WorkerProcess } from "./harness.js";
+
+/**
+ * Short intervals: heartbeats every 200 ms, dead after 2 s of silence (ten missed beats, so a loaded
+ * CI machine does not kill live workers), a sweep every 200 ms.
+ */
+const DEAD_AFTER_MS = 2000;
+const COORDINATION: CoordinatorOptions = { sweepIntervalMs: 200, staleAfterMs: 1000, deadAfterMs: DEAD_AFTER_MS, reservationMs: 10_000 };
+const silent = { logger: (await import("pino")).pino({ level: "silent" }) };
+
+describe.each([
+  ["postgres", createPostgres],
+  ["sqlite", createSqlite],
+] as const)("worker processes on %s", (_name, create) => {
+  let handle: TestStore;
+  let store: Store;
+  const procs: WorkerProcess[] = [];
+  const coordinators: Coordinator[] = [];
+  beforeEach(async () => {
+    handle = await create();
+    store = handle.store;
+  });
+  afterEach(async () => {
+    await Promise.all(coordinators.splice(0).map((c) => c.stop()));
+    await killAll(procs.splice(0));
+    await handle.cleanup();
+  });
+
+  const worker = async (id: string, env: Record<string, string>) => {
+    const p = await startWorker(handle, id, env);
+    procs.push(p);
+    return p;
+  };
+  const coordinator = async (options: CoordinatorOptions = {}) => {
+    const c = new Coordinator(await handle.another(), { ...COORDINATION, ...silent, ...options });
+    coordinators.push(c);
+    c.start();
+    return c;
+  };
+  const status = async (id: number) => (await store.get(id))?.status;
+
+  it("SIGKILL mid-task: dead, reserved for the least-loaded live worker, resumed from the checkpoint, completed once", async () => {
+    // The victim crawls slowly (it must still be mid-task when killed); survivors crawl fast.
+    const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
+    const victim = await worker("victim", { WORKER_ROLE: "crawl", PAGE_MS: "200" });
+    await victim.waitFor({ event: "page", page: 2 });
+    // Two survivors: "loaded" is busy with a hold task (1 of 2 slots), "idle" has nothing.
+    await store.enqueue({ taskType: "hold" });
+    const loaded = await worker("loaded", { WORKER_ROLE: "hold,crawl", CONCURRENCY: "2", PAGE_MS: "5" });
+    await loaded.waitFor({ event: "start" });
+    const idle = await worker("idle", { WORKER_ROLE: "crawl", CONCURRENCY: "2", PAGE_MS: "5" });
+    await coordinator();
+
+    victim.child.kill("SIGKILL");
+    const resumed = await idle.waitFor({ event: "start", taskId: task.id });
+    expect(resumed.attempt).toBe(2);
+    expect((resumed.checkpoint as { page: number }).page).toBeGreaterThanOrEqual(2);
+    await eventually(async () => (await status(task.id)) === "completed", 20_000, "completion");
+
+    const done = await store.get(task.id);
+    expect(done).toMatchObject({ attempts: 2, workerId: "idle", result: { pages: 100, resumedFrom: (resumed.checkpoint as { page: number }).page } });
+    expect(loaded.lines.filter((l) => l.taskId === task.id)).toEqual([]);
+    expect((await store.listWorkers()).find((w) => w.workerId === "victim")?.status).toBe("dead");
+    const story = (await store.events(task.id)).map((e) => [e.event, e.fromWorkerId ?? e.toWorkerId]);
+    const checkpoints = story.filter(([e]) => e === "checkpoint").length;
+    expect(story.filter(([e]) => e !== "checkpoint")).toEqual([
+      ["created", null], ["claimed", "victim"], ["started", "victim"], ["requeued", "victim"], ["reassigned", "victim"],
+      ["claimed", "idle"], ["started", "idle"], ["completed", "idle"],
+    ]);
+    expect(checkpoints).toBeGreaterThanOrEqual(100);
+    const [reassignment] = await store.reassignments({ taskId: task.id });
+    expect(reassignment).toMatchObject({ fromWorkerId: "victim", toWorkerId: "idle", success: true, reason: "Worker died unexpectedly" });
+  });
+
+  it("SIGSTOP: the frozen worker loses its lease; after SIGCONT its signal fires and its writes are refused", async () => {
+    const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
+    const frozen = await worker("frozen", { WORKER_ROLE: "crawl", PAGE_MS: "300" });
+    await frozen.waitFor({ event: "page", page: 1 });
+    await worker("rescuer", { WORKER_ROLE: "crawl", PAGE_MS: "5" });
+    await coordinator();
+
+    frozen.child.kill("SIGSTOP");
+    await eventually(async () => (await status(task.id)) === "completed", 20_000, "the rescuer to finish");
+    frozen.child.kill("SIGCONT");
+    const aborted = await frozen.waitFor({ event: "aborted", taskId: task.id });
+    expect(aborted.reason).toBe("lease_lost");
+    await new Promise((r) => setTimeout(r, 500)); // let the revived worker try whatever it would do
+    const done = await store.get(task.id);
+    expect(done).toMatchObject({ status: "completed", workerId: "rescuer", result: { pages: 100 } });
+    expect(frozen.lines.some((l) => l.event === "done")).toBe(false);
+    expect((await store.events(task.id)).filter((e) => e.event === "completed")).toHaveLength(1);
+  });
+
+  it("SIGTERM: running tasks are released with their checkpoint, no attempt charged, the worker inactive", async () => {
+    const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
+    const leaving = await worker("leaving", { WORKER_ROLE: "crawl", PAGE_MS: "100", SHUTDOWN_GRACE_MS: "300" });
+    await leaving.waitFor({ event: "page", page: 2 });
+    leaving.child.kill("SIGTERM");
+    expect(await leaving.exited).toBe(0);
+    const released = await store.get(task.id);
+    expect(released).toMatchObject({ status: "pending", attempts: 0, workerId: null });
+    expect((released?.checkpoint as { page: number }).page).toBeGreaterThanOrEqual(2);
+    expect((await store.listWorkers())[0]).toMatchObject({ workerId: "leaving", status: "inactive" });
+    expect((await store.events(task.id)).at(-1)).toMatchObject({ event: "released", fromWorkerId: "leaving" });
+  });
+
+  it("the fail policy ends a dead worker's task failed with 'Worker died unexpectedly'", async () => {
+    const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 50 } });
+    const victim = await worker("victim", { WORKER_ROLE: "crawl" });
+    await victim.waitFor({ event: "page", page: 1 });
+    await coordinator({ recoveryPolicies: { crawl: "fail" } });
+    victim.child.kill("SIGKILL");
+    await eventually(async () => (await status(task.id)) === "failed", 20_000, "the task to fail");
+    expect((await store.get(task.id))?.errorMessage).toBe("Worker died unexpectedly");
+  });
+
+  it("with no healthy worker the reassignment event says so, and the task still completes later", async () => {
+    const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 20 } });
+    const victim = await worker("victim", { WORKER_ROLE: "crawl" });
+    await victim.waitFor({ event: "page", page: 1 });
+    await coordinator();
+    victim.child.kill("SIGKILL");
+    const [event] = await eventually(() => store.reassignments({ taskId: task.id }).then((r) => (r.length > 0 ? r : null)), 20_000, "a reassignment event");
+    expect(event).toMatchObject({ success: false, toWorkerId: null, errorMessage: "No healthy worker available", fromWorkerId: "victim" });
+    const latecomer = await worker("latecomer", { WORKER_ROLE: "crawl", PAGE_MS: "5" });
+    expect((await latecomer.waitFor({ event: "start", taskId: task.id })).attempt).toBe(2);
+    await eventually(async () => (await status(task.id)) === "completed", 20_000, "completion");
+  });
+
+  it("two coordinators: each dead worker is handled once", async () => {
+    const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
+    const victim = await worker("victim", { WORKER_ROLE: "crawl", PAGE_MS: "200" });
+    await victim.waitFor({ event: "page", page: 1 });
+    await worker("survivor", { WORKER_ROLE: "crawl", PAGE_MS: "5" });
+    const [a, b] = [await coordinator(), await coordinator()];
+    victim.child.kill("SIGKILL");
+    await eventually(async () => (await status(task.id)) === "completed", 20_000, "completion");
+    await new Promise((r) => setTimeout(r, 600)); // a few more sweeps by whoever leads
+    expect([a.isLeader, b.isLeader].filter(Boolean)).toHaveLength(1);
+    expect(await store.reassignments({ taskId: task.id })).toHaveLength(1);
+    expect((await store.events(task.id)).filter((e) => e.event === "requeued")).toHaveLength(1);
+  });
+
+  it("a handler that busy-loops for 3× dead_after is not declared dead and completes once", async () => {
+    const { task } = await store.enqueue({ taskType: "busy" });
+    const cruncher = await worker("cruncher", { WORKER_ROLE: "busy", BUSY_MS: String(3 * DEAD_AFTER_MS) });
+    await coordinator();
+    await cruncher.waitFor({ event: "done", taskId: task.id }, 20_000);
+    await eventually(async () => (await status(task.id)) === "completed", 10_000, "completion");
+    expect(await store.get(task.id)).toMatchObject({ attempts: 1, workerId: "cruncher" });
+    expect((await store.listWorkers())[0].status).toBe("active");
+    expect((await store.events(task.id)).map((e) => e.event)).toEqual(["created", "claimed", "started", "completed"]);
+  });
+});

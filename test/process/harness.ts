@@ -1,0 +1,55 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { eventually } from "../helpers/logs.js";
+import type { TestStore } from "../helpers/stores.js";
+
+const FIXTURE = fileURLToPath(new URL("../fixtures/worker-process.ts", import.meta.url));
+
+/** A worker process under test, with the JSON lines it printed. */
+export interface WorkerProcess {
+  id: string;
+  child: ChildProcess;
+  lines: Record<string, unknown>[];
+  /** Waits until a printed line matches. */
+  waitFor(match: Record<string, unknown>, timeoutMs?: number): Promise<Record<string, unknown>>;
+  exited: Promise<number | null>;
+}
+
+export const FAST = { HEARTBEAT_INTERVAL_MS: "200", POLL_INTERVAL_MS: "200", LEASE_SECONDS: "5" };
+
+export async function startWorker(handle: TestStore, id: string, env: Record<string, string>): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], {
+    env: { ...process.env, ...FAST, TASKPOOL_URL: handle.url, TASKPOOL_SCHEMA: handle.schema ?? "", WORKER_ID: id, ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const lines: Record<string, unknown>[] = [];
+  let buffer = "";
+  child.stdout!.on("data", (chunk) => {
+    buffer += chunk.toString();
+    const parts = buffer.split("\n");
+    buffer = parts.pop() as string;
+    for (const p of parts) if (p.trim()) lines.push(JSON.parse(p));
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const proc: WorkerProcess = {
+    id,
+    child,
+    lines,
+    exited,
+    waitFor: (match, timeoutMs = 20_000) =>
+      eventually(() => lines.find((l) => Object.entries(match).every(([k, v]) => l[k] === v)), timeoutMs, `${id} to print ${JSON.stringify(match)}`),
+  };
+  await proc.waitFor({ event: "ready" }, 30_000);
+  return proc;
+}
+
+/** Kills whatever is still running at the end of a test. */
+export async function killAll(procs: WorkerProcess[]): Promise<void> {
+  for (const p of procs) {
+    if (p.child.exitCode === null && p.child.signalCode === null) {
+      p.child.kill("SIGCONT");
+      p.child.kill("SIGKILL");
+      await p.exited;
+    }
+  }
+}

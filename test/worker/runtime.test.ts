@@ -1,0 +1,163 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Store } from "../../src/store/store.js";
+import type { WorkerOptions } from "../../src/worker/options.js";
+import { NonRetryableError, Worker } from "../../src/worker/worker.js";
+import { captureLogs, eventually } from "../helpers/logs.js";
+import { postgresKind, sqliteKind, type TestStore } from "../helpers/stores.js";
+
+describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
+  let handle: TestStore;
+  let store: Store;
+  const workers: Worker[] = [];
+  beforeEach(async () => {
+    handle = await kind.create();
+    store = handle.store;
+  });
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop(0)));
+    await handle.cleanup();
+  });
+
+  const startWorker = async (options: Partial<WorkerOptions> & Pick<WorkerOptions, "handlers">) => {
+    const logs = captureLogs();
+    const worker = new Worker(
+      store,
+      // In-process heartbeats keep these tests fast; the heartbeat thread has its own tests (test/process/).
+      { roles: Object.keys(options.handlers), pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: logs.logger, ...options },
+      { url: handle.url, schema: handle.schema },
+    );
+    workers.push(worker);
+    await worker.start();
+    return { worker, logs };
+  };
+  const settled = (id: number, status = "completed") => eventually(async () => (await store.get(id))?.status === status, 10_000, `task ${id} ${status}`);
+
+  it("runs handlers concurrently up to its capacity and stores their results", async () => {
+    let running = 0;
+    let peak = 0;
+    const tasks = (await store.enqueueMany(Array.from({ length: 12 }, (_, i) => ({ taskType: "square", params: { n: i } })))).map((r) => r.task);
+    const { logs } = await startWorker({
+      concurrency: 4,
+      handlers: {
+        async square(params, ctx) {
+          running++;
+          peak = Math.max(peak, running);
+          await new Promise((r) => setTimeout(r, 30));
+          running--;
+          return { square: (params.n as number) ** 2, attempt: ctx.attempt };
+        },
+      },
+    });
+    for (const t of tasks) await settled(t.id);
+    expect((await store.get(tasks[3].id))?.result).toEqual({ square: 9, attempt: 1 });
+    expect(peak).toBe(4);
+    expect(logs.messages()).toContain(`Claimed task ${tasks[0].id} (square)`);
+    expect(logs.messages()).toContain(`Task ${tasks[0].id} completed`);
+    const [registered] = await store.listWorkers();
+    expect(registered).toMatchObject({ capacity: 4, roles: ["square"], status: "active", pid: process.pid });
+  });
+
+  it("retries a failed handler, which resumes from its checkpoint with the next attempt number", async () => {
+    const { task } = await store.enqueue({ taskType: "crawl", backoff: { baseSeconds: 0 } });
+    const seen: { attempt: number; checkpoint: unknown }[] = [];
+    await startWorker({
+      handlers: {
+        async crawl(_params, ctx) {
+          seen.push({ attempt: ctx.attempt, checkpoint: ctx.checkpoint });
+          if (ctx.attempt === 1) {
+            await ctx.saveCheckpoint({ page: 3 });
+            throw new Error("HTTP 503 on page 4");
+          }
+          return { from: ctx.checkpoint };
+        },
+      },
+    });
+    await settled(task.id);
+    expect(seen).toEqual([{ attempt: 1, checkpoint: null }, { attempt: 2, checkpoint: { page: 3 } }]);
+    expect((await store.get(task.id))?.result).toEqual({ from: { page: 3 } });
+    expect((await store.events(task.id)).find((e) => e.event === "retry_scheduled")?.message).toBe("HTTP 503 on page 4");
+  });
+
+  it("creates follow-ups with the completion, and none when the handler fails", async () => {
+    const { task: ok } = await store.enqueue({ taskType: "discover", params: { ok: true } });
+    const { task: bad } = await store.enqueue({ taskType: "discover", params: { ok: false }, maxAttempts: 1 });
+    await startWorker({
+      handlers: {
+        async discover(params, ctx) {
+          ctx.enqueue("entry_point_discovery", { from: ctx.task.id });
+          if (!params.ok) throw new Error("nope");
+        },
+      },
+    });
+    await settled(ok.id);
+    await settled(bad.id, "failed");
+    const followUps = (await store.list({ taskType: "entry_point_discovery" })).tasks;
+    expect(followUps.map((t) => [t.parentId, t.params])).toEqual([[ok.id, { from: ok.id }]]);
+  });
+
+  it("fails for good on NonRetryableError", async () => {
+    const { task } = await store.enqueue({ taskType: "x", maxAttempts: 5 });
+    await startWorker({ handlers: { x: async () => { throw new NonRetryableError("invalid store id"); } } });
+    await settled(task.id, "failed");
+    expect(await store.get(task.id)).toMatchObject({ attempts: 1, errorMessage: "invalid store id" });
+  });
+
+  it("tells a handler it was cancelled at the next heartbeat; the task stays cancelled", async () => {
+    const { task } = await store.enqueue({ taskType: "long" });
+    let reason: unknown = null;
+    await startWorker({
+      handlers: {
+        long: (_params, ctx) =>
+          new Promise((_resolve, reject) => {
+            ctx.signal.addEventListener("abort", () => {
+              reason = ctx.signal.reason;
+              reject(new Error("stopped"));
+            });
+          }),
+      },
+    });
+    await settled(task.id, "running");
+    await store.cancel(task.id);
+    await eventually(() => reason, 5000, "the abort signal");
+    expect(reason).toBe("cancelled");
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await store.get(task.id))?.status).toBe("cancelled");
+  });
+
+  it("aborts a handler at its timeout and records the failure", async () => {
+    const { task } = await store.enqueue({ taskType: "slow", timeoutSeconds: 1, maxAttempts: 1 });
+    await startWorker({
+      handlers: {
+        slow: (_params, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener("abort", () => reject(new Error(String(ctx.signal.reason))))),
+      },
+    });
+    await settled(task.id, "failed");
+    expect((await store.get(task.id))?.errorMessage).toBe("Timed out after 1 s");
+  });
+
+  it("wakes on new work at once instead of waiting for the poll interval", async () => {
+    const done: number[] = [];
+    await startWorker({ pollIntervalMs: 60_000, handlers: { ping: async (_p, ctx) => void done.push(ctx.task.id) } });
+    await new Promise((r) => setTimeout(r, 200)); // idle now, next poll in a minute
+    const started = Date.now();
+    const { task } = await store.enqueue({ taskType: "ping" });
+    await settled(task.id);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it("on stop, releases unfinished tasks with their checkpoint and no attempt charged, and turns inactive", async () => {
+    const { task } = await store.enqueue({ taskType: "long" });
+    const { worker } = await startWorker({
+      handlers: {
+        async long(_params, ctx) {
+          await ctx.saveCheckpoint({ page: 7 });
+          await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve));
+        },
+      },
+    });
+    await eventually(async () => (await store.get(task.id))?.checkpoint, 5000, "the checkpoint");
+    await worker.stop(100);
+    expect(await store.get(task.id)).toMatchObject({ status: "pending", attempts: 0, checkpoint: { page: 7 }, workerId: null });
+    expect((await store.listWorkers())[0]).toMatchObject({ workerId: worker.id, status: "inactive" });
+  });
+});
