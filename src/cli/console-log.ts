@@ -1,0 +1,17 @@
+import { Writable } from "node:stream";
+import { pino, type Logger } from "pino";
+
+/** A pino logger printing "12:00:01 message" lines, for humans watching `taskpool dev`. */
+export function consoleLogger(): Logger {
+  const out = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of chunk.toString().split("\n").filter(Boolean)) {
+        const entry = JSON.parse(line) as { time: number; level: number; msg: string; err?: string };
+        const mark = entry.level >= 50 ? "✖ " : entry.level >= 40 ? "! " : "";
+        process.stdout.write(`${new Date(entry.time).toISOString().slice(11, 19)} ${mark}${entry.msg}${entry.err ? ` (${entry.err})` : ""}\n`);
+      }
+      done();
+    },
+  });
+  return pino({ level: process.env.LOG_LEVEL ?? "info" }, out);
+}

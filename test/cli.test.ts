@@ -1,0 +1,45 @@
+import { execFile, spawn } from "node:child_process";
+import { rmSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterEach, describe, expect, it } from "vitest";
+import { eventually } from "./helpers/logs.js";
+import { sqlitePath } from "./helpers/stores.js";
+
+const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
+const run = promisify(execFile);
+const taskpool = (...args: string[]) => run(process.execPath, ["--import", "tsx", CLI, ...args]);
+
+describe("taskpool CLI", () => {
+  const path = sqlitePath();
+  const db = `sqlite:${path}`;
+  afterEach(() => ["", "-wal", "-shm"].forEach((ext) => rmSync(path + ext, { force: true })));
+
+  it("dev runs the demo pipeline to the end and stops gracefully on Ctrl-C", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, "dev", "--db", db, "--status-every", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (d) => (output += d));
+    child.stderr.on("data", (d) => (output += d));
+    // 1 discovery + 5 × (entry point, product discovery, resync) = 16 tasks, some retried after a simulated failure.
+    await eventually(() => (output.match(/Task \d+ completed/g) ?? []).length >= 16, 60_000, "16 completions");
+    child.kill("SIGINT");
+    const code = await new Promise((resolve) => child.on("exit", resolve));
+    expect(code).toBe(0);
+    expect(output).toMatch(/Enqueued demo pipeline: task 1 \(store_discovery\)/);
+    expect(output).toMatch(/Tasks: pending 0, claimed 0, running 0, completed 16, failed 0, cancelled 0/);
+    expect(output).toMatch(/dev-worker\s+inactive/);
+  }, 90_000);
+
+  it("enqueue and status work against a database; bad input is refused with a clear message", async () => {
+    await taskpool("migrate", "--db", db);
+    expect((await taskpool("enqueue", "product_resync", '{"storeId":42}', "--priority", "5", "--db", db)).stdout).toMatch(/Enqueued task 1 \(product_resync\)/);
+    expect((await taskpool("status", "--db", db)).stdout).toMatch(/product_resync\s+pending 1/);
+    const bad = await taskpool("enqueue", "product_resync", "{not json", "--db", db).catch((e) => e);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/params is not valid JSON/);
+    const badType = await taskpool("enqueue", "bad type", "--db", db).catch((e) => e);
+    expect(badType.stderr).toMatch(/taskpool: Invalid task: taskType/);
+    const badUrl = await taskpool("status", "--db", "mysql://x").catch((e) => e);
+    expect(badUrl.stderr).toMatch(/Unsupported database URL "mysql:\/\/x"/);
+  }, 60_000);
+});
