@@ -1,5 +1,5 @@
 import { execFile, spawn } from "node:child_process";
-import { rmSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
@@ -41,5 +41,22 @@ describe("taskpool CLI", () => {
     expect(badType.stderr).toMatch(/taskpool: Invalid task: taskType/);
     const badUrl = await taskpool("status", "--db", "mysql://x").catch((e) => e);
     expect(badUrl.stderr).toMatch(/Unsupported database URL "mysql:\/\/x"/);
+  }, 60_000);
+
+  it("types register, list and show the registry; enqueue then checks params against it", async () => {
+    const file = `${path}.type.json`;
+    writeFileSync(file, JSON.stringify({ name: "product_resync", paramsSchema: { type: "object", properties: { storeId: { type: "integer" } }, required: ["storeId"] }, maxRunning: 3 }));
+    try {
+      expect((await taskpool("types", "register", file, "--db", db)).stdout).toMatch(/Registered product_resync v1 .*at most 3 running, params schema/);
+      expect((await taskpool("types", "register", file, "--db", db)).stdout).toMatch(/Unchanged: product_resync v1/);
+      expect((await taskpool("types", "list", "--db", db)).stdout).toMatch(/^product_resync v1/);
+      expect(JSON.parse((await taskpool("types", "show", "product_resync", "--db", db)).stdout)[0]).toMatchObject({ name: "product_resync", version: 1, maxRunning: 3 });
+      const bad = await taskpool("enqueue", "product_resync", '{"storeId":"x"}', "--db", db).catch((e) => e);
+      expect(bad.stderr).toMatch(/taskpool: Invalid params for product_resync v1: params.storeId: must be integer/);
+      const missing = await taskpool("types", "show", "nope", "--db", db).catch((e) => e);
+      expect(missing.stderr).toMatch(/task type "nope" is not registered/);
+    } finally {
+      rmSync(file, { force: true });
+    }
   }, 60_000);
 });

@@ -4,17 +4,12 @@
  * chains a product_resync (one per store at a time, via its concurrency key). Crawls checkpoint
  * every page, and store 3's first attempt "times out" so a retry with backoff shows up in the audit trail.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import type { EnqueueInput } from "../core/task.js";
 import type { Handler } from "../worker/options.js";
 
-const pause = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      reject(new Error(`stopped: ${signal.reason}`));
-    });
-  });
+/** Simulated I/O that stops as soon as the task's signal fires (lease lost, timeout, shutdown). */
+const pause = (ms: number, signal: AbortSignal) => delay(ms, undefined, { signal });
 
 export const DEMO_ROLES = ["store_discovery", "entry_point_discovery", "product_discovery", "product_resync"];
 

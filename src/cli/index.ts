@@ -6,10 +6,11 @@ import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
 import { migrateCommand } from "./migrate.js";
 import { statusCommand } from "./status.js";
+import { typesCommand } from "./types.js";
 import { workerCommand } from "./worker.js";
 
 const program = new Command("taskpool").version(VERSION).description("a task queue and worker coordinator on SQLite or PostgreSQL");
-for (const add of [devCommand, workerCommand, coordinatorCommand, migrateCommand, enqueueCommand, statusCommand]) add(program);
+for (const add of [devCommand, workerCommand, coordinatorCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand]) add(program);
 
 program.parseAsync().catch((error: unknown) => {
   // Our own errors already say what was wrong and how to fix it; anything else is a bug worth a stack.

@@ -1,0 +1,65 @@
+import { readFileSync } from "node:fs";
+import { type Command, InvalidArgumentError } from "commander";
+import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
+import { openStore } from "../store/open-store.js";
+import type { Store } from "../store/store.js";
+import { dbOption, schemaOption } from "./database.js";
+
+const summary = (t: TaskTypeRecord) =>
+  `${t.name} v${t.version}  priority ${t.priority}, ${t.maxAttempts} attempts, recovery ${t.recoveryPolicy}` +
+  `${t.timeoutSeconds === null ? "" : `, timeout ${t.timeoutSeconds} s`}${t.maxRunning === null ? "" : `, at most ${t.maxRunning} running`}` +
+  `${t.paramsSchema === null ? "" : ", params schema"}${t.description ? ` — ${t.description}` : ""}`;
+
+async function withStore(opts: { db: string; schema?: string }, fn: (store: Store) => Promise<void>): Promise<void> {
+  const store = await openStore(opts.db, { schema: opts.schema });
+  try {
+    await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+export function typesCommand(program: Command): void {
+  const types = program.command("types").description("the task type registry: versions, params schemas, defaults and policy");
+  types
+    .command("list")
+    .description("the latest version of every registered type")
+    .addOption(dbOption())
+    .addOption(schemaOption())
+    .action((opts) =>
+      withStore(opts, async (store) => {
+        const all = await store.listTaskTypes();
+        if (all.length === 0) console.log("No registered task types (unregistered types run on the built-in defaults)");
+        for (const t of all) console.log(summary(t));
+      }),
+    );
+  types
+    .command("show <name>")
+    .description("every version of one type, as JSON")
+    .addOption(dbOption())
+    .addOption(schemaOption())
+    .action((name: string, opts) =>
+      withStore(opts, async (store) => {
+        const versions = await store.taskTypeVersions(name);
+        if (versions.length === 0) throw new InvalidArgumentError(`task type "${name}" is not registered`);
+        console.log(JSON.stringify(versions, null, 2));
+      }),
+    );
+  types
+    .command("register <file>")
+    .description("register a definition from a JSON file ({ name, paramsSchema?, priority?, maxAttempts?, backoff?, timeoutSeconds?, recoveryPolicy?, maxRunning? })")
+    .addOption(dbOption())
+    .addOption(schemaOption())
+    .action((file: string, opts) =>
+      withStore(opts, async (store) => {
+        let definition: TaskTypeDefinition;
+        try {
+          definition = JSON.parse(readFileSync(file, "utf8"));
+        } catch (error) {
+          throw new InvalidArgumentError(`cannot read a JSON definition from ${file}: ${(error as Error).message}`);
+        }
+        const { taskType, created } = await store.registerTaskType(definition);
+        console.log(created ? `Registered ${summary(taskType)}` : `Unchanged: ${summary(taskType)}`);
+      }),
+    );
+}
