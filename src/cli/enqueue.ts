@@ -1,6 +1,5 @@
 import { type Command, InvalidArgumentError } from "commander";
-import { openStore } from "../store/open-store.js";
-import { dbOption, schemaOption } from "./database.js";
+import { dbOption, schemaOption, withStore } from "./database.js";
 import { integer } from "./parse.js";
 
 export function enqueueCommand(program: Command): void {
@@ -21,8 +20,7 @@ export function enqueueCommand(program: Command): void {
       } catch {
         throw new InvalidArgumentError(`params is not valid JSON: ${params}`);
       }
-      const store = await openStore(opts.db, { schema: opts.schema });
-      try {
+      await withStore(opts, async (store) => {
         const { task, created } = await store.enqueue({
           taskType,
           params: parsed as Record<string, never>,
@@ -33,8 +31,6 @@ export function enqueueCommand(program: Command): void {
           scheduledFor: opts.delay === undefined ? undefined : new Date(Date.now() + opts.delay * 1000),
         });
         console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);
-      } finally {
-        await store.close();
-      }
+      });
     });
 }

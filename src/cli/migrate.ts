@@ -1,6 +1,5 @@
 import type { Command } from "commander";
-import { openStore } from "../store/open-store.js";
-import { dbOption, schemaOption } from "./database.js";
+import { dbOption, schemaOption, withStore } from "./database.js";
 
 export function migrateCommand(program: Command): void {
   program
@@ -8,9 +7,6 @@ export function migrateCommand(program: Command): void {
     .description("apply pending database migrations (safe to run from several machines at once)")
     .addOption(dbOption())
     .addOption(schemaOption())
-    .action(async (opts: { db: string; schema?: string }) => {
-      const store = await openStore(opts.db, { schema: opts.schema });
-      await store.close();
-      console.log(`Migrated ${opts.db}`);
-    });
+    // Opening a store migrates it.
+    .action((opts: { db: string; schema?: string }) => withStore(opts, async () => console.log(`Migrated ${opts.db}`)));
 }

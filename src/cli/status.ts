@@ -1,7 +1,6 @@
 import type { Command } from "commander";
 import type { Store } from "../store/store.js";
-import { openStore } from "../store/open-store.js";
-import { dbOption, schemaOption } from "./database.js";
+import { dbOption, schemaOption, withStore } from "./database.js";
 
 /** Task counts and the worker registry as plain tables. */
 export async function printStatus(store: Store, out: (line: string) => void = console.log): Promise<void> {
@@ -23,12 +22,5 @@ export function statusCommand(program: Command): void {
     .description("task counts by status and type, and the worker registry")
     .addOption(dbOption())
     .addOption(schemaOption())
-    .action(async (opts: { db: string; schema?: string }) => {
-      const store = await openStore(opts.db, { schema: opts.schema });
-      try {
-        await printStatus(store);
-      } finally {
-        await store.close();
-      }
-    });
+    .action((opts: { db: string; schema?: string }) => withStore(opts, (store) => printStatus(store)));
 }

@@ -1,23 +1,12 @@
 import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import { openStore } from "../store/open-store.js";
-import type { Store } from "../store/store.js";
-import { dbOption, schemaOption } from "./database.js";
+import { dbOption, schemaOption, withStore } from "./database.js";
 
 const summary = (t: TaskTypeRecord) =>
   `${t.name} v${t.version}  priority ${t.priority}, ${t.maxAttempts} attempts, recovery ${t.recoveryPolicy}` +
   `${t.timeoutSeconds === null ? "" : `, timeout ${t.timeoutSeconds} s`}${t.maxRunning === null ? "" : `, at most ${t.maxRunning} running`}` +
   `${t.paramsSchema === null ? "" : ", params schema"}${t.description ? ` — ${t.description}` : ""}`;
-
-async function withStore(opts: { db: string; schema?: string }, fn: (store: Store) => Promise<void>): Promise<void> {
-  const store = await openStore(opts.db, { schema: opts.schema });
-  try {
-    await fn(store);
-  } finally {
-    await store.close();
-  }
-}
 
 export function typesCommand(program: Command): void {
   const types = program.command("types").description("the task type registry: versions, params schemas, defaults and policy");

@@ -67,8 +67,12 @@ export class Coordinator {
   start(): void {
     if (this.timer) return;
     this.logger.info({ sweepIntervalMs: this.sweepIntervalMs, ...this.sweepOptions }, "Coordinator started");
+    let busy = false;
     const tick = () => {
-      this.ticking = this.tick();
+      // A sweep slower than the interval is not stacked on: the tick that would overlap it is skipped.
+      if (busy) return;
+      busy = true;
+      this.ticking = this.tick().finally(() => (busy = false));
     };
     tick();
     this.timer = setInterval(tick, this.sweepIntervalMs);
