@@ -1,5 +1,6 @@
 import type { Clock } from "./core/clock.js";
 import type { EnqueueInput, JsonObject, Task } from "./core/task.js";
+import type { TaskTypeDefinition, TaskTypeRecord } from "./core/task-type.js";
 import { Coordinator, type CoordinatorOptions } from "./coordinator/coordinator.js";
 import { openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
@@ -29,6 +30,14 @@ export class Taskpool {
   /** Puts one task in the pool; with a unique key already pending, returns that task instead. */
   async enqueue(taskType: string, params: JsonObject = {}, options: Omit<EnqueueInput, "taskType" | "params"> = {}): Promise<Task> {
     return (await this.store.enqueue({ ...options, taskType, params })).task;
+  }
+
+  /**
+   * Registers (or re-registers) a task type: its params schema, defaults and policy. An unchanged
+   * definition keeps its version; a changed one becomes the next version.
+   */
+  async registerTaskType(definition: TaskTypeDefinition): Promise<TaskTypeRecord> {
+    return (await this.store.registerTaskType(definition)).taskType;
   }
 
   /** A worker on this pool (call start()). Its heartbeats use their own connection to the same database. */
