@@ -109,6 +109,18 @@ describe.each([
     expect((await store.events(task.id)).at(-1)).toMatchObject({ event: "released", fromWorkerId: "leaving" });
   });
 
+  it("a second SIGTERM exits at once, without waiting for the grace period", async () => {
+    await store.enqueue({ taskType: "hold" });
+    const stubborn = await worker("stubborn", { WORKER_ROLE: "hold", SHUTDOWN_GRACE_MS: "60000" });
+    await stubborn.waitFor({ event: "start" });
+    stubborn.child.kill("SIGTERM");
+    await new Promise((r) => setTimeout(r, 200)); // the first signal is being handled: grace period running
+    const sent = Date.now();
+    stubborn.child.kill("SIGTERM");
+    expect(await stubborn.exited).toBe(130);
+    expect(Date.now() - sent).toBeLessThan(5000);
+  });
+
   it("the fail policy ends a dead worker's task failed with 'Worker died unexpectedly'", async () => {
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 50 } });
     const victim = await worker("victim", { WORKER_ROLE: "crawl" });
