@@ -91,6 +91,8 @@ export interface ClaimOptions {
   limit?: number;
   /** How long the lease lasts without a heartbeat (default 120 s). */
   leaseSeconds?: number;
+  /** Start the claimed tasks at once (status `running`, a `started` event each), saving a round trip per task. */
+  start?: boolean;
 }
 
 export interface CompleteOptions {

@@ -67,6 +67,7 @@ export const ClaimOptionsSchema = Type.Object(
     sortOrder: Type.Optional(Type.Union([Type.Literal("asc"), Type.Literal("desc")])),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     leaseSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
+    start: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

@@ -10,6 +10,7 @@ export interface ResolvedClaim {
   sortOrder: SortOrder;
   limit: number;
   leaseSeconds: number;
+  start: boolean;
 }
 
 export function resolveClaim(options: ClaimOptions): ResolvedClaim {
@@ -23,5 +24,6 @@ export function resolveClaim(options: ClaimOptions): ResolvedClaim {
     sortOrder: options.sortOrder ?? (sortBy === "created_at" ? "asc" : "desc"),
     limit: options.limit ?? 1,
     leaseSeconds: options.leaseSeconds ?? DEFAULT_LEASE_SECONDS,
+    start: options.start ?? false,
   };
 }

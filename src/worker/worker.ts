@@ -146,7 +146,7 @@ export class Worker {
       let claimed = 0;
       if (free > 0) {
         try {
-          const tasks = await this.store.claim({ workerId: this.id, taskTypes: this.options.roles, limit: free, leaseSeconds: this.options.leaseSeconds });
+          const tasks = await this.store.claim({ workerId: this.id, taskTypes: this.options.roles, limit: free, leaseSeconds: this.options.leaseSeconds, start: true });
           if (failures > 0) this.logger.info("Database reachable again; claiming");
           failures = 0;
           claimed = tasks.length;
@@ -205,7 +205,6 @@ export class Worker {
     const followUps: EnqueueInput[] = [];
     let result: Json | void;
     try {
-      await this.store.start(task.id, lease);
       const handler = this.options.handlers[task.taskType];
       result = await handler(task.params, createTaskContext(this.store, task, controller, log, followUps));
     } catch (error) {

@@ -33,6 +33,22 @@ export function claimContract(kind: StoreKind) {
       ]);
     });
 
+    it("claims and starts in one step when asked", async () => {
+      await ctx.store.enqueueMany([{ taskType: "a" }, { taskType: "a" }]);
+      const batch = await ctx.store.claim({ workerId: "w1", limit: 2, start: true });
+      expect(batch.map((t) => [t.status, t.startedAt])).toEqual([
+        ["running", ctx.clock.now()],
+        ["running", ctx.clock.now()],
+      ]);
+      expect((await ctx.store.events(batch[0].id)).map((e) => [e.event, e.toWorkerId])).toEqual([
+        ["created", null],
+        ["claimed", "w1"],
+        ["started", "w1"],
+      ]);
+      await expect(ctx.store.start(batch[0].id, batch[0])).rejects.toThrow(/it is running/);
+      expect((await ctx.store.complete(batch[0].id, batch[0])).task.status).toBe("completed");
+    });
+
     it("returns nothing when nothing is ready", async () => {
       expect(await ctx.store.claim({ workerId: "w1" })).toEqual([]);
     });

@@ -158,12 +158,12 @@ export class PostgresStore implements Store {
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
     const c = resolveClaim(options);
     const typed = c.taskTypes !== null;
-    const name = `tp_claim_${c.sortBy}_${c.sortOrder}_${typed ? "typed" : "any"}`;
+    const name = `tp_claim_${c.sortBy}_${c.sortOrder}_${typed ? "typed" : "any"}${c.start ? "_start" : ""}`;
     const values: unknown[] = [c.workerId, this.clock.now(), c.limit, c.leaseSeconds, c.maxAttemptsRemaining];
     if (typed) values.push(c.taskTypes);
     for (let attempt = 1; ; attempt++) {
       try {
-        const rows = await this.rows<TaskRow>(name, sql.claimStatement(c.sortBy, c.sortOrder, typed), values);
+        const rows = await this.rows<TaskRow>(name, sql.claimStatement(c.sortBy, c.sortOrder, typed, c.start), values);
         return rows.map(toTask) as ClaimedTask[];
       } catch (error) {
         // Lost a race for a concurrency key (see claimStatement); the retry sees the winner and skips the key.

@@ -97,6 +97,7 @@ const UNCAPPED = `AND t.task_type <> ALL (ARRAY(SELECT name FROM capped))`;
 
 /**
  * The claim. $1 worker_id, $2 now, $3 limit, $4 lease seconds, $5 max_attempts_remaining, [$6 types].
+ * With `start`, the tasks go straight to running (claimed and started events both logged).
  *
  * Locked scans of the candidates (tasks reserved for this worker, then the open pool in the requested
  * order) are merged, at most one task per concurrency key is kept, and the winners are updated and
@@ -111,7 +112,7 @@ const UNCAPPED = `AND t.task_type <> ALL (ARRAY(SELECT name FROM capped))`;
  * ones before it (see migration 003). When no capped type is in scope `capped` is empty: the
  * function is not called, the capped scans run zero times, and the claim takes no lock.
  */
-export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: boolean): string {
+export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: boolean, start: boolean): string {
   const order = ORDER_BY[sortBy][sortOrder];
   const reservedForMe = `t.reserved_for = $1 AND t.reserved_until > $2::timestamptz AND t.scheduled_for <= $2::timestamptz`;
   const openToAll = `t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS NULL OR t.reserved_until <= $2::timestamptz)`;
@@ -176,15 +177,17 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
   ),
   claimed AS (
     UPDATE tasks t
-    SET status = 'claimed', worker_id = $1, lease_token = gen_random_uuid()::text, lease_seconds = $4::int,
+    SET status = '${start ? "running" : "claimed"}', worker_id = $1, lease_token = gen_random_uuid()::text, lease_seconds = $4::int,
         lease_expires_at = $2::timestamptz + make_interval(secs => $4::int), claimed_at = $2::timestamptz, last_heartbeat_at = $2::timestamptz,
-        started_at = NULL, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
+        started_at = ${start ? "$2::timestamptz" : "NULL"}, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
     FROM picked WHERE t.id = picked.id
     RETURNING t.*, picked.claim_order
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
-    SELECT id, 'claimed', $1, jsonb_build_object('attempt', attempts), $2::timestamptz FROM claimed
+    SELECT c.id, e.event, $1, CASE WHEN e.event = 'claimed' THEN jsonb_build_object('attempt', c.attempts) END, $2::timestamptz
+    FROM claimed c CROSS JOIN (VALUES (1, 'claimed')${start ? ", (2, 'started')" : ""}) AS e(ord, event)
+    ORDER BY c.id, e.ord
   ),
   ${ASYNC_COMMIT}
   SELECT claimed.* FROM claimed, async_commit ORDER BY claimed.claim_order`;

@@ -88,8 +88,9 @@ export function openCandidatesStatement(sortBy: SortBy, sortOrder: SortOrder, ty
 /** Claims one task; `status = 'pending'` keeps it safe even outside the candidate query. */
 export const CLAIM_ONE = `
   UPDATE tasks
-  SET status = 'claimed', worker_id = @workerId, lease_token = @leaseToken, lease_seconds = @leaseSeconds,
-      lease_expires_at = @leaseExpiresAt, claimed_at = @now, last_heartbeat_at = @now, started_at = NULL,
+  SET status = CASE WHEN @start THEN 'running' ELSE 'claimed' END, worker_id = @workerId, lease_token = @leaseToken,
+      lease_seconds = @leaseSeconds, lease_expires_at = @leaseExpiresAt, claimed_at = @now, last_heartbeat_at = @now,
+      started_at = CASE WHEN @start THEN @now END,
       attempts = attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = @now
   WHERE id = @id AND status = 'pending'
   RETURNING *`;

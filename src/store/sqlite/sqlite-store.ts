@@ -190,7 +190,7 @@ export class SqliteStore implements Store {
             if (keys.has(row.concurrency_key)) continue;
             keys.add(row.concurrency_key);
           }
-          claimed.push(this.claimRow(row.id, c.workerId, c.leaseSeconds, now) as ClaimedTask);
+          claimed.push(this.claimRow(row.id, c.workerId, c.leaseSeconds, now, c.start) as ClaimedTask);
           if (left !== undefined) room.set(row.task_type, left - 1);
         }
         if (!filledUp || claimed.length === c.limit) return claimed;
@@ -199,7 +199,7 @@ export class SqliteStore implements Store {
   }
 
   /** Claims one pending row inside the caller's transaction; undefined if it is not pending. */
-  private claimRow(id: number, workerId: string, leaseSeconds: number, now: Date): Task | undefined {
+  private claimRow(id: number, workerId: string, leaseSeconds: number, now: Date, start = false): Task | undefined {
     const row = this.conn.stmt(sql.CLAIM_ONE).get({
       id,
       workerId,
@@ -207,9 +207,11 @@ export class SqliteStore implements Store {
       leaseSeconds,
       leaseExpiresAt: new Date(now.getTime() + leaseSeconds * 1000).toISOString(),
       now: now.toISOString(),
+      start: start ? 1 : 0,
     }) as SqliteTaskRow | undefined;
     if (!row) return undefined;
     this.conn.logEvent({ taskId: id, event: "claimed", toWorkerId: workerId, data: { attempt: row.attempts } }, now.toISOString());
+    if (start) this.conn.logEvent({ taskId: id, event: "started", toWorkerId: workerId }, now.toISOString());
     return toTask(row);
   }
 
