@@ -33,7 +33,6 @@ export type TaskAction = keyof typeof TRANSITIONS;
 
 /** Statuses that hold a lease (a worker owns the task). */
 export const LEASED_STATUSES = ["claimed", "running"] as const satisfies readonly TaskStatus[];
-export const TERMINAL_STATUSES = ["completed", "failed", "cancelled"] as const satisfies readonly TaskStatus[];
 
 export function canPerform(action: TaskAction, status: TaskStatus): boolean {
   return (TRANSITIONS[action].from as readonly TaskStatus[]).includes(status);
@@ -42,8 +41,4 @@ export function canPerform(action: TaskAction, status: TaskStatus): boolean {
 /** Throws the typed error for an action the task's current status does not allow. */
 export function assertCanPerform(action: TaskAction, status: TaskStatus, taskId: number | null = null): void {
   if (!canPerform(action, status)) throw new InvalidTransitionError(taskId, status, action);
-}
-
-export function isTerminal(status: TaskStatus): boolean {
-  return (TERMINAL_STATUSES as readonly TaskStatus[]).includes(status);
 }
