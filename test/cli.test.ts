@@ -59,4 +59,27 @@ describe("taskpool CLI", () => {
       rmSync(file, { force: true });
     }
   }, 60_000);
+
+  it("worker runs the handlers a module exports until SIGTERM", async () => {
+    const module = `${path}.handlers.mjs`;
+    writeFileSync(module, "export const handlers = { greet: async (params) => ({ hello: params.name }) };\n");
+    try {
+      await taskpool("enqueue", "greet", '{"name":"taskpool"}', "--db", db);
+      const child = spawn(process.execPath, ["--import", "tsx", CLI, "worker", "--handlers", module, "--id", "cli-worker", "--db", db], {
+        env: { ...process.env, POLL_INTERVAL_MS: "100" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let output = "";
+      child.stdout.on("data", (d) => (output += d));
+      await eventually(() => output.includes("Task 1 completed"), 30_000, "the task to complete");
+      child.kill("SIGTERM");
+      expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
+      expect((await taskpool("status", "--db", db)).stdout).toMatch(/greet\s+completed 1[\s\S]*cli-worker\s+inactive/);
+      const missing = await taskpool("worker", "--handlers", `${path}.nothing.mjs`, "--db", db).catch((e) => e);
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toMatch(/^taskpool: cannot load handlers from .*nothing\.mjs: /);
+    } finally {
+      rmSync(module, { force: true });
+    }
+  }, 60_000);
 });

@@ -17,7 +17,9 @@ export function workerCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(schemaOption())
     .action(async (opts) => {
-      const module = await import(pathToFileURL(resolve(opts.handlers)).href);
+      const module = await import(pathToFileURL(resolve(opts.handlers)).href).catch((error: Error) => {
+        throw new InvalidArgumentError(`cannot load handlers from ${opts.handlers}: ${error.message}`);
+      });
       const handlers = module.handlers as Record<string, Handler> | undefined;
       if (!handlers || typeof handlers !== "object") throw new InvalidArgumentError(`${opts.handlers} does not export "handlers"`);
       const roles = (opts.role ?? process.env.WORKER_ROLE ?? Object.keys(handlers).join(",")).split(",").filter(Boolean);
