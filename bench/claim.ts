@@ -11,7 +11,6 @@
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,10 +26,10 @@ import { claimUntilDrained, type ClaimerSamples } from "./lib/claim-loop.js";
 import { envInt, envList } from "./lib/env.js";
 import { type Percentiles, round, summarize } from "./lib/stats.js";
 import { formatTable } from "./lib/table.js";
+import { dropSchema, PG_URL, postgresServer, removeSqliteFiles } from "./lib/database.js";
 
 type StoreName = "postgres" | "sqlite";
 
-const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const config = {
   completed: envInt("BENCH_COMPLETED", 100_000, 0),
   pending: envInt("BENCH_PENDING", 10_000),
@@ -140,11 +139,7 @@ async function benchPostgres(signal: AbortSignal): Promise<{ result: StoreResult
   await admin.connect();
   let opened: Store | undefined;
   try {
-    const server: PostgresServer = {
-      // "15.20 (Debian 15.20-0+deb12u1)": the packaging suffix is noise in a table header.
-      version: String((await admin.query("SHOW server_version")).rows[0].server_version).split(" ")[0],
-      synchronousCommit: (await admin.query("SHOW synchronous_commit")).rows[0].synchronous_commit,
-    };
+    const server: PostgresServer = await postgresServer(admin);
     opened = await openStore(PG_URL, { schema });
     if (!(opened instanceof PostgresStore)) throw new Error(`openStore(${PG_URL}) did not return a PostgresStore`);
     const store = opened;
@@ -170,8 +165,8 @@ async function benchPostgres(signal: AbortSignal): Promise<{ result: StoreResult
   } finally {
     // Close first: a claimer session still holding row locks would make DROP SCHEMA wait.
     await opened?.close().catch(() => {});
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch((error) => log(`could not drop schema ${schema}: ${error}`));
     await admin.end().catch(() => {});
+    await dropSchema(schema).catch((error) => log(`could not drop schema ${schema}: ${error}`));
   }
 }
 
@@ -229,7 +224,7 @@ async function benchSqlite(signal: AbortSignal): Promise<StoreResult> {
     return toResult("sqlite", samples, seconds);
   } finally {
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill();
-    for (const ext of ["", "-wal", "-shm"]) rmSync(path + ext, { force: true });
+    removeSqliteFiles(path);
   }
 }
 

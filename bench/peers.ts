@@ -31,11 +31,11 @@ import type { Worker } from "../src/worker/worker.js";
 import { envInt, envList } from "./lib/env.js";
 import { round } from "./lib/stats.js";
 import { formatTable } from "./lib/table.js";
+import { PG_URL, postgresServer } from "./lib/database.js";
 
 const SYSTEMS = ["taskpool", "pg-boss", "graphile-worker"] as const;
 type SystemName = (typeof SYSTEMS)[number];
 
-const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const CONCURRENCY = 8;
 const QUEUE = "noop";
 /** How often the completion poller counts; the drain time is exact to about this. */
@@ -249,10 +249,7 @@ async function main(): Promise<void> {
   const runs = new Map<SystemName, RunResult[]>(config.systems.map((s) => [s, []]));
   let server: { version: string; synchronousCommit: string };
   try {
-    server = {
-      version: String((await admin.query("SHOW server_version")).rows[0].server_version).split(" ")[0],
-      synchronousCommit: (await admin.query("SHOW synchronous_commit")).rows[0].synchronous_commit,
-    };
+    server = await postgresServer(admin);
     for (let pass = 0; pass < config.runs; pass++) {
       const order = config.systems.map((_, i) => config.systems[(i + pass) % config.systems.length]);
       for (const name of order) {

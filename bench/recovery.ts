@@ -28,11 +28,9 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import pg from "pg";
 import { pino } from "pino";
 import { Coordinator } from "../src/coordinator/coordinator.js";
 import { openStore } from "../src/store/open-store.js";
@@ -41,10 +39,10 @@ import { envInt, envList } from "./lib/env.js";
 import { round, summarize } from "./lib/stats.js";
 import { formatTable } from "./lib/table.js";
 import type { WorkerLine } from "./recovery-worker.js";
+import { dropSchema, PG_URL, removeSqliteFiles } from "./lib/database.js";
 
 type StoreName = "postgres" | "sqlite";
 
-const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const WORKER_SCRIPT = fileURLToPath(new URL("./recovery-worker.ts", import.meta.url));
 const TIMING = { heartbeatMs: 1000, sweepIntervalMs: 1000, staleAfterMs: 2000, deadAfterMs: 3000 };
 const TARGET_MS = 5000;
@@ -170,7 +168,7 @@ async function spawnWorker(target: Target, id: string): Promise<WorkerProcess> {
 async function openTarget(name: StoreName): Promise<Target> {
   if (name === "sqlite") {
     const path = join(tmpdir(), `taskpool-bench-recovery-${suffix()}.db`);
-    const remove = () => ["", "-wal", "-shm"].forEach((ext) => rmSync(path + ext, { force: true }));
+    const remove = () => removeSqliteFiles(path);
     const store = await openStore(`sqlite:${path}`).catch((error) => {
       remove();
       throw error;
@@ -182,14 +180,8 @@ async function openTarget(name: StoreName): Promise<Target> {
     return { store, url: `sqlite:${path}`, cleanup };
   }
   const schema = `tp_bench_${suffix()}`;
-  const dropSchema = async () => {
-    // A session of its own: it can drop the schema whatever state the store is in.
-    const admin = new pg.Client({ connectionString: PG_URL });
-    await admin.connect();
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => admin.end());
-  };
   const store = await openStore(PG_URL, { schema }).catch(async (error) => {
-    await dropSchema().catch(() => {});
+    await dropSchema(schema).catch(() => {});
     throw error;
   });
   return {
@@ -198,7 +190,7 @@ async function openTarget(name: StoreName): Promise<Target> {
     schema,
     cleanup: async () => {
       await store.close().catch(() => {});
-      await dropSchema().catch((error) => log(`could not drop schema ${schema}: ${error}`));
+      await dropSchema(schema).catch((error) => log(`could not drop schema ${schema}: ${error}`));
     },
   };
 }

@@ -12,7 +12,6 @@
  * Progress goes to stderr; the table and a JSON line to stdout.
  */
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -26,10 +25,10 @@ import type { Store } from "../src/store/store.js";
 import { envInt, envList } from "./lib/env.js";
 import { round, summarize } from "./lib/stats.js";
 import { formatTable } from "./lib/table.js";
+import { dropSchema, PG_URL, removeSqliteFiles } from "./lib/database.js";
 
 type StoreName = "postgres" | "sqlite";
 
-const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const config = {
   workers: envInt("BENCH_WORKERS", 1000, 100),
   tasks: envInt("BENCH_TASKS", 100_000, 10_000),
@@ -250,13 +249,7 @@ async function runPostgres(): Promise<RunResult> {
     return await sweepRun(store, clock, (data) => seedPostgres(pool, data));
   } finally {
     await store?.close().catch(() => {});
-    // A session of its own: it can drop the schema whatever state the store is in.
-    const admin = new pg.Client({ connectionString: PG_URL });
-    await admin.connect();
-    await admin
-      .query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-      .catch((error) => log(`could not drop schema ${schema}: ${error}`))
-      .finally(() => admin.end());
+    await dropSchema(schema).catch((error) => log(`could not drop schema ${schema}: ${error}`));
   }
 }
 
@@ -271,7 +264,7 @@ async function runSqlite(): Promise<RunResult> {
     return await sweepRun(store, clock, async (data) => seedSqlite(db, data));
   } finally {
     await store?.close().catch(() => {});
-    for (const ext of ["", "-wal", "-shm"]) rmSync(path + ext, { force: true });
+    removeSqliteFiles(path);
   }
 }
 

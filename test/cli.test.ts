@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { eventually } from "./helpers/logs.js";
-import { sqlitePath } from "./helpers/stores.js";
+import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 
 const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
 const run = promisify(execFile);
@@ -13,7 +13,7 @@ const taskpool = (...args: string[]) => run(process.execPath, ["--import", "tsx"
 describe("taskpool CLI", () => {
   const path = sqlitePath();
   const db = `sqlite:${path}`;
-  afterEach(() => ["", "-wal", "-shm"].forEach((ext) => rmSync(path + ext, { force: true })));
+  afterEach(() => removeSqliteFiles(path));
 
   it("dev runs the demo pipeline to the end and stops gracefully on Ctrl-C", async () => {
     const child = spawn(process.execPath, ["--import", "tsx", CLI, "dev", "--db", db, "--status-every", "0"], { stdio: ["ignore", "pipe", "pipe"] });

@@ -1,14 +1,12 @@
 import { execFile } from "node:child_process";
-import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { UnsupportedUrlError } from "../src/core/errors.js";
 import { loadMigrations } from "../src/store/migrations.js";
 import { openStore } from "../src/store/open-store.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
-import { PG_URL, sqlitePath } from "./helpers/stores.js";
+import { dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 
 const run = promisify(execFile);
 const MIGRATOR = fileURLToPath(new URL("./helpers/migrate-sqlite.ts", import.meta.url));
@@ -24,10 +22,7 @@ describe("migrations", () => {
     const stores = Array.from({ length: 4 }, () => new PostgresStore({ url: PG_URL, schema, poolSize: 1 }));
     cleanups.push(async () => {
       await Promise.all(stores.map((s) => s.close()));
-      const admin = new pg.Client({ connectionString: PG_URL });
-      await admin.connect();
-      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await admin.end();
+      await dropSchema(schema);
     });
     await Promise.all(stores.map((s) => s.migrate()));
     await stores[0].migrate(); // and again later: nothing to do
@@ -39,7 +34,7 @@ describe("migrations", () => {
 
   it("SQLite: four processes migrating one new file at once all succeed", async () => {
     const path = sqlitePath();
-    cleanups.push(() => ["", "-wal", "-shm"].forEach((ext) => rmSync(path + ext, { force: true })));
+    cleanups.push(() => removeSqliteFiles(path));
     const outputs = await Promise.all(Array.from({ length: 4 }, () => run(process.execPath, ["--import", "tsx", MIGRATOR, path])));
     const latest = String(loadMigrations(new URL("../src/store/sqlite/migrations/", import.meta.url)).at(-1)?.version);
     expect(outputs.map((o) => o.stdout.trim())).toEqual([latest, latest, latest, latest]);

@@ -50,12 +50,25 @@ export async function createPostgres(options: StoreOptions = {}): Promise<TestSt
     another: (o = {}) => open({ clock: options.clock, random: options.random, ...o }),
     async cleanup() {
       await Promise.all(opened.map((s) => s.close().catch(() => {})));
-      const admin = new pg.Client({ connectionString: PG_URL });
-      await admin.connect();
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
+      await dropSchema(schema);
     },
   };
+}
+
+/** Drops a test schema from a session of its own (the stores on it are closed first). */
+export async function dropSchema(schema: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  try {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** A SQLite database is up to three files. */
+export function removeSqliteFiles(path: string): void {
+  for (const ext of ["", "-wal", "-shm"]) rmSync(path + ext, { force: true });
 }
 
 export function sqlitePath(): string {
@@ -78,7 +91,7 @@ export async function createSqlite(options: StoreOptions = {}): Promise<TestStor
     another: (o = {}) => open({ clock: options.clock, random: options.random, ...o }),
     async cleanup() {
       await Promise.all(opened.map((s) => s.close().catch(() => {})));
-      for (const ext of ["", "-wal", "-shm"]) rmSync(path + ext, { force: true });
+      removeSqliteFiles(path);
     },
   };
 }
