@@ -25,7 +25,7 @@ import { Logger as GraphileLogger, makeWorkerUtils, run as runGraphile, type Run
 import pg from "pg";
 import PgBoss from "pg-boss";
 import { pino } from "pino";
-import { connect, type Taskpool } from "../src/taskpool.js";
+import { connect, type Taskpool } from "../src/api/taskpool.js";
 import { VERSION } from "../src/version.js";
 import type { Worker } from "../src/worker/worker.js";
 import { envInt, envList } from "./lib/env.js";
@@ -78,8 +78,8 @@ function taskpool(schema: string): Contender {
       pool = await connect(PG_URL, { schema });
     },
     async enqueue(count) {
-      // The facade has no batch call; the store's enqueueMany is one INSERT for the whole batch.
-      await pool!.store.enqueueMany(Array.from({ length: count }, () => ({ taskType: QUEUE, params: {} })));
+      // One INSERT for the whole batch.
+      await pool!.enqueueMany(Array.from({ length: count }, () => ({ taskType: QUEUE, params: {} })));
     },
     async start() {
       worker = pool!.worker({
@@ -93,7 +93,7 @@ function taskpool(schema: string): Contender {
       await worker.start();
     },
     async remaining() {
-      const { byStatus } = await pool!.store.counts();
+      const { byStatus } = await pool!.counts();
       const total = Object.values(byStatus).reduce((sum, n) => sum + n, 0);
       return total - byStatus.completed;
     },

@@ -1,7 +1,7 @@
 /**
  * One worker process of bench/recovery.ts (not meant to be run by hand), modelled on
  * test/fixtures/worker-process.ts. Configured by environment: TASKPOOL_URL, TASKPOOL_SCHEMA, WORKER_ID,
- * HEARTBEAT_INTERVAL_MS and POLL_INTERVAL_MS (read by the worker itself), PAGE_MS.
+ * HEARTBEAT_INTERVAL_MS, POLL_INTERVAL_MS and PAGE_MS.
  *
  * Its one role, `crawl`, pages from the checkpoint on, PAGE_MS per page, saving a checkpoint after
  * every page, so it is always mid-task with a resume point when the bench kills it. It reports on
@@ -9,7 +9,7 @@
  * parent's: both use performance.timeOrigin + performance.now() on the same machine.
  */
 import { pino } from "pino";
-import { connect } from "../src/taskpool.js";
+import { connect } from "../src/api/taskpool.js";
 
 export type WorkerLine =
   | { event: "ready"; workerId: string; at: number }
@@ -24,6 +24,9 @@ const pageMs = Number(env.PAGE_MS ?? 100);
 const pool = await connect(env.TASKPOOL_URL as string, { schema: env.TASKPOOL_SCHEMA || undefined, migrate: false });
 const worker = pool.worker({
   roles: ["crawl"],
+  workerId: env.WORKER_ID,
+  pollIntervalMs: env.POLL_INTERVAL_MS === undefined ? undefined : Number(env.POLL_INTERVAL_MS),
+  heartbeatIntervalMs: env.HEARTBEAT_INTERVAL_MS === undefined ? undefined : Number(env.HEARTBEAT_INTERVAL_MS),
   logger: pino({ level: "silent" }),
   handlers: {
     async crawl(_params, ctx) {

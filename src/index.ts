@@ -1,39 +1,37 @@
-// The public API of taskpool. Everything not exported here is private and may change.
-export { connect, type ConnectOptions, Taskpool } from "./taskpool.js";
+// The public API of taskpool. Everything not exported here is private and may change; the stores
+// behind the API are internal (connect() picks one from the URL).
+export { connect, type ConnectOptions, Taskpool } from "./api/taskpool.js";
+export { type CheckedStore, DEFAULT_LIMITS, type Limits } from "./api/checked-store.js";
 export { Worker, NonRetryableError } from "./worker/worker.js";
 export type { WorkerOptions, Handler } from "./worker/options.js";
 export type { TaskContext, AbortReason } from "./worker/task-context.js";
 export { Coordinator, type CoordinatorOptions } from "./coordinator/coordinator.js";
-export type { RecoveryPolicy, ReassignmentEvent, SweepOptions, SweepResult, WorkerRecord, WorkerStatus } from "./core/worker.js";
-export { openStore, type OpenStoreOptions } from "./store/open-store.js";
-export type { Store, EnqueueResult, CompleteResult, RegisterTaskTypeResult } from "./store/store.js";
-export { PostgresStore, type PostgresStoreOptions } from "./store/postgres/postgres-store.js";
-export { SqliteStore, type SqliteStoreOptions } from "./store/sqlite/sqlite-store.js";
+export type { RecoveryPolicy, ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord, WorkerStatus } from "./core/worker.js";
+export type { CapacityRow, ReassignmentStats } from "./core/monitoring.js";
+export type { EnqueueResult, CompleteResult, RegisterTaskTypeResult } from "./store/store.js";
 export type {
-  BackoffPolicy,
-  ClaimedTask,
+  CancelOptions,
+  ClaimByIdOptions,
   ClaimOptions,
   CompleteOptions,
   EnqueueInput,
+  EnqueueOptions,
   FailOptions,
-  Json,
-  JsonObject,
+  HeartbeatOptions,
   Lease,
   Page,
-  SortBy,
-  SortOrder,
-  Task,
-  TaskCounts,
+  ReassignmentQuery,
+  ReleaseOptions,
   TaskFilter,
-  TaskPage,
-  TaskStatus,
-} from "./core/task.js";
+} from "./core/schemas.js";
+export type { BackoffPolicy, ClaimedTask, Json, JsonObject, SortBy, SortOrder, Task, TaskCounts, TaskPage, TaskStatus } from "./core/task.js";
 export type { EventType, TaskEvent } from "./core/event.js";
 export type { TaskTypeDefinition, TaskTypeRecord } from "./core/task-type.js";
 export { type Clock, ManualClock, systemClock } from "./core/clock.js";
 export {
   AlreadyClaimedError,
   ConcurrencyKeyBusyError,
+  type FieldIssue,
   InvalidTransitionError,
   LeaseLostError,
   TaskNotFoundError,

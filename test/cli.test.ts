@@ -3,6 +3,9 @@ import { rmSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
+import { connect } from "../src/api/taskpool.js";
+import { printStatus } from "../src/cli/status.js";
+import { ManualClock } from "../src/core/clock.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 
@@ -33,7 +36,9 @@ describe("taskpool CLI", () => {
   it("enqueue and status work against a database; bad input is refused with a clear message", async () => {
     await taskpool("migrate", "--db", db);
     expect((await taskpool("enqueue", "product_resync", '{"storeId":42}', "--priority", "5", "--db", db)).stdout).toMatch(/Enqueued task 1 \(product_resync\)/);
-    expect((await taskpool("status", "--db", db)).stdout).toMatch(/product_resync\s+pending 1/);
+    const status = (await taskpool("status", "--db", db)).stdout;
+    expect(status).toMatch(/product_resync\s+pending 1/);
+    expect(status).toMatch(/Coordinator: WARNING no coordinator leads and none has ever swept/);
     const bad = await taskpool("enqueue", "product_resync", "{not json", "--db", db).catch((e) => e);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/params is not valid JSON/);
@@ -42,6 +47,33 @@ describe("taskpool CLI", () => {
     const badUrl = await taskpool("status", "--db", "mysql://x").catch((e) => e);
     expect(badUrl.stderr).toMatch(/Unsupported database URL "mysql:\/\/x"/);
   }, 60_000);
+
+  it("status says who leads and when it last swept, and warns when no coordinator has swept for a while", async () => {
+    const clock = new ManualClock(new Date("2030-01-01T00:00:00.000Z"));
+    const pool = await connect(db, { clock });
+    const coordinatorLine = async () => {
+      const out: string[] = [];
+      await printStatus(pool, (line) => out.push(line));
+      return out.find((line) => line.startsWith("Coordinator:"));
+    };
+    try {
+      expect(await coordinatorLine()).toBe("Coordinator: no coordinator leads; no sweep yet");
+      await pool.enqueue("greet");
+      expect(await coordinatorLine()).toBe(
+        "Coordinator: WARNING no coordinator leads and none has ever swept: dead workers are not being detected and expired leases not recovered (start one: taskpool coordinator)",
+      );
+      await pool.protocol.tryLead("coordinator", "c1", 180);
+      await pool.protocol.recordSweep("coordinator", "c1");
+      clock.advance(30_000);
+      expect(await coordinatorLine()).toBe("Coordinator: c1 leads (lease until 2030-01-01T00:03:00.000Z); last sweep by c1 at 2030-01-01T00:00:00.000Z, 30 s ago");
+      clock.advance(91_000); // 2 × the default 60 s interval without a sweep: the leader is stuck
+      expect(await coordinatorLine()).toBe(
+        "Coordinator: WARNING no coordinator has swept for 121 s (c1 leads (lease until 2030-01-01T00:03:00.000Z); last sweep by c1 at 2030-01-01T00:00:00.000Z): dead workers are not being detected and expired leases not recovered",
+      );
+    } finally {
+      await pool.close();
+    }
+  });
 
   it("types register, list and show the registry; enqueue then checks params against it", async () => {
     const file = `${path}.type.json`;

@@ -3,8 +3,9 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../src/core/clock.js";
 import { ValidationError } from "../src/core/errors.js";
 import { Coordinator } from "../src/coordinator/coordinator.js";
-import { eventually } from "./helpers/logs.js";
-import { createSqlite, type TestStore } from "./helpers/stores.js";
+import type { Store } from "../src/store/store.js";
+import { captureLogs, eventually } from "./helpers/logs.js";
+import { createPostgres, createSqlite, type TestStore } from "./helpers/stores.js";
 
 describe("coordinator", () => {
   let handle: TestStore;
@@ -18,6 +19,12 @@ describe("coordinator", () => {
   it("refuses thresholds that cannot work", () => {
     expect(() => new Coordinator(handle.store, { staleAfterMs: 60_000, deadAfterMs: 30_000 })).toThrow(ValidationError);
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 0 })).toThrow(/sweepIntervalMs: 0/);
+    expect(() => new Coordinator(handle.store, { staleAfterMs: 60_000, deadAfterMs: 30_000 })).toThrow(/raise deadAfterMs or lower staleAfterMs/);
+    // setInterval would fire every millisecond instead of waiting that long.
+    expect(() => new Coordinator(handle.store, { sweepIntervalMs: 2 ** 31 })).toThrow(/sweepIntervalMs: 2147483648 is longer than a Node.js timer can wait/);
+    // What works is accepted: fractional milliseconds, sweeps rarer than dead-worker detection (only slower).
+    expect(() => new Coordinator(handle.store, { sweepIntervalMs: 1500.5, staleAfterMs: 1000.25, deadAfterMs: 1000.25, logger })).not.toThrow();
+    expect(() => new Coordinator(handle.store, { sweepIntervalMs: 300_000, deadAfterMs: 120_000, logger })).not.toThrow();
   });
 
   it("sweeps with its thresholds (time moved by the clock, not by sleeping) and reports each sweep", async () => {
@@ -42,5 +49,90 @@ describe("coordinator", () => {
     await a.stop();
     await eventually(() => b.isLeader, 5000, "b to take over");
     await b.stop();
+  });
+
+  it("raises the alarm after 3 failed ticks in a row, and says when it recovers", async () => {
+    let down = true;
+    const flaky: Store = Object.assign(Object.create(handle.store), {
+      tryLead: async (name: string, holder: string, ttl: number) => {
+        if (down) throw new Error("connect ECONNREFUSED 127.0.0.1:5432");
+        return handle.store.tryLead(name, holder, ttl);
+      },
+    });
+    const logs = captureLogs();
+    const coordinator = new Coordinator(flaky, { sweepIntervalMs: 20, logger: logs.logger });
+    coordinator.start();
+    try {
+      const alarm = await eventually(() => logs.lines().find((l) => l.level === 50), 5000, "the alarm");
+      expect(alarm.msg).toMatch(/^Coordinator has failed 3 ticks in a row since \d{4}-\d\d-\d\dT.*Z: /);
+      expect(alarm.msg).toMatch(/dead workers are not being detected and expired leases not recovered\. Last error: connect ECONNREFUSED/);
+      expect(alarm).toMatchObject({ failedTicks: 3, err: "connect ECONNREFUSED 127.0.0.1:5432" });
+      // The first two were a blip as far as anyone could tell then.
+      expect(logs.lines().filter((l) => /tick failed/.test(l.msg)).map((l) => l.level)).toEqual([40, 40]);
+      down = false;
+      const recovered = await eventually(() => logs.lines().find((l) => l.msg.startsWith("Coordinator recovered")), 5000, "the recovery");
+      expect(recovered).toMatchObject({ level: 40, failingSince: alarm.failingSince });
+      expect(recovered.msg).toMatch(/^Coordinator recovered: ticks succeed again after \d+ failed in a row since /);
+      await eventually(() => coordinator.isLeader, 5000, "leading");
+    } finally {
+      await coordinator.stop();
+    }
+  });
+
+  it("logs a sweep that only marked workers stale at info, and warns when tasks were taken back", async () => {
+    const logs = captureLogs();
+    const coordinator = new Coordinator(handle.store, { logger: logs.logger });
+    const beat = (workerId: string) => handle.store.workerHeartbeat({ workerId, roles: ["a"], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
+    await beat("w1");
+    await handle.store.enqueue({ taskType: "a" });
+    await handle.store.claim({ workerId: "w1" });
+    clock.advance(61_000);
+    await coordinator.sweepOnce();
+    clock.advance(60_000);
+    await coordinator.sweepOnce();
+    const sweeps = logs.lines().filter((l) => l.msg.startsWith("Sweep:"));
+    expect(sweeps.map((l) => [l.level, l.msg])).toEqual([
+      [30, "Sweep: 1 workers stale, 0 dead; 0 tasks requeued, 0 failed, 0 reassigned, 0 without a worker with room"],
+      [40, "Sweep: 0 workers stale, 1 dead; 1 tasks requeued, 0 failed, 0 reassigned, 1 without a worker with room"],
+    ]);
+  });
+
+  it("records each sweep it runs as leader", async () => {
+    const coordinator = new Coordinator(handle.store, { sweepIntervalMs: 20, logger });
+    coordinator.start();
+    try {
+      const status = await eventually(async () => {
+        const s = await handle.store.leadershipStatus("coordinator");
+        return s.lastSweptAt && s;
+      }, 5000, "a recorded sweep");
+      expect(status).toMatchObject({ holder: coordinator.id, lastSweptBy: coordinator.id, lastSweptAt: clock.now(), secondsSinceSweep: 0 });
+    } finally {
+      await coordinator.stop();
+    }
+  });
+});
+
+describe("coordinator on PostgreSQL", () => {
+  let handle: TestStore;
+  const clock = new ManualClock();
+  beforeEach(async () => {
+    handle = await createPostgres({ clock });
+  });
+  afterEach(() => handle.cleanup());
+
+  // 3 × 500 ms is a 1.5 s lease: PostgreSQL refused fractional lease times, and the coordinator never led.
+  it("leads and sweeps with a 500 ms interval", async () => {
+    const swept: string[][] = [];
+    const coordinator = new Coordinator(handle.store, { sweepIntervalMs: 500, logger: pino({ level: "silent" }), onSweep: (r) => swept.push(r.deadWorkers) });
+    await handle.store.workerHeartbeat({ workerId: "w1", roles: ["a"], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
+    clock.advance(121_000);
+    coordinator.start();
+    try {
+      await eventually(() => coordinator.isLeader && swept.length > 0, 5000, "a sweep as leader");
+      expect(swept[0]).toEqual(["w1"]);
+      expect(await handle.store.leadershipStatus("coordinator")).toMatchObject({ holder: coordinator.id, lastSweptBy: coordinator.id });
+    } finally {
+      await coordinator.stop();
+    }
   });
 });

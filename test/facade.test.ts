@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import { ValidationError } from "../src/core/errors.js";
-import { connect } from "../src/taskpool.js";
+import { connect } from "../src/api/taskpool.js";
 
 it("connect() gives producers and operators the registry and enqueue in a few words", async () => {
   const pool = await connect("sqlite::memory:");

@@ -1,6 +1,5 @@
 import type { Command } from "commander";
-import { connect } from "../taskpool.js";
-import { dbOption, schemaOption } from "./database.js";
+import { dbOption, openPool, schemaOption } from "./database.js";
 import { positiveInteger } from "./parse.js";
 
 export function coordinatorCommand(program: Command): void {
@@ -13,7 +12,7 @@ export function coordinatorCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(schemaOption())
     .action(async (opts) => {
-      const pool = await connect(opts.db, { schema: opts.schema });
+      const pool = await openPool(opts);
       const coordinator = pool.coordinator({ sweepIntervalMs: opts.sweepInterval, staleAfterMs: opts.staleAfter, deadAfterMs: opts.deadAfter });
       coordinator.start();
       const stop = async () => {

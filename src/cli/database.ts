@@ -1,6 +1,6 @@
 import { Option } from "commander";
-import { openStore } from "../store/open-store.js";
-import type { Store } from "../store/store.js";
+import { type ConnectOptions, connect, type Taskpool } from "../api/taskpool.js";
+import { explainConnectError } from "./errors.js";
 
 /** The --db option every command shares: a flag, else $TASKPOOL_DATABASE_URL, else the embedded file. */
 export const dbOption = () =>
@@ -8,14 +8,23 @@ export const dbOption = () =>
     .env("TASKPOOL_DATABASE_URL")
     .default("sqlite:./taskpool.db");
 
-export const schemaOption = () => new Option("--schema <name>", "PostgreSQL schema").env("TASKPOOL_SCHEMA");
+export const schemaOption = () => new Option("--schema <name>", "PostgreSQL schema (default taskpool)").env("TASKPOOL_SCHEMA");
 
-/** Opens the store the options name, runs `fn`, and closes it whatever happens. */
-export async function withStore(opts: { db: string; schema?: string }, fn: (store: Store) => Promise<void>): Promise<void> {
-  const store = await openStore(opts.db, { schema: opts.schema });
+/** Connects to the database the options name; a failure becomes one line saying what to fix. */
+export async function openPool(opts: { db: string; schema?: string }, options: ConnectOptions = {}): Promise<Taskpool> {
   try {
-    await fn(store);
+    return await connect(opts.db, { schema: opts.schema, ...options });
+  } catch (error) {
+    throw explainConnectError(error, opts.db);
+  }
+}
+
+/** Connects, runs `fn`, and closes the pool whatever happens. */
+export async function withPool(opts: { db: string; schema?: string }, fn: (pool: Taskpool) => Promise<void>, options: ConnectOptions = {}): Promise<void> {
+  const pool = await openPool(opts, options);
+  try {
+    await fn(pool);
   } finally {
-    await store.close();
+    await pool.close();
   }
 }

@@ -1,7 +1,6 @@
 import type { Command } from "commander";
-import { connect } from "../taskpool.js";
 import { consoleLogger } from "./console-log.js";
-import { dbOption } from "./database.js";
+import { dbOption, openPool } from "./database.js";
 import { DEMO_ROLES, DEMO_SEED, demoHandlers } from "./demo.js";
 import { positiveInteger } from "./parse.js";
 import { printStatus } from "./status.js";
@@ -16,7 +15,7 @@ export function devCommand(program: Command): void {
     .option("--status-every <seconds>", "print the status table this often (0: never)", Number, 10)
     .action(async (opts: { db: string; demo: boolean; concurrency: number; statusEvery: number }) => {
       const logger = consoleLogger();
-      const pool = await connect(opts.db);
+      const pool = await openPool(opts);
       logger.info(`taskpool dev on ${opts.db}; Ctrl-C stops gracefully`);
       const coordinator = pool.coordinator({ sweepIntervalMs: 5000, staleAfterMs: 10_000, deadAfterMs: 20_000, reservationMs: 10_000, logger });
       coordinator.start();
@@ -33,10 +32,10 @@ export function devCommand(program: Command): void {
       });
       await worker.start();
       if (opts.demo) {
-        const { task, created } = await pool.store.enqueue(DEMO_SEED);
+        const [{ task, created }] = await pool.enqueueMany([DEMO_SEED]);
         logger.info(created ? `Enqueued demo pipeline: task ${task.id} (store_discovery)` : `Demo pipeline already pending as task ${task.id}`);
       }
-      const status = opts.statusEvery > 0 ? setInterval(() => void printStatus(pool.store, (l) => logger.info(l)), opts.statusEvery * 1000) : null;
+      const status = opts.statusEvery > 0 ? setInterval(() => void printStatus(pool, (l) => logger.info(l)), opts.statusEvery * 1000) : null;
 
       let stopping = false;
       const stop = async () => {
@@ -46,7 +45,7 @@ export function devCommand(program: Command): void {
         if (status) clearInterval(status);
         await worker.stop();
         await coordinator.stop();
-        await printStatus(pool.store, (l) => logger.info(l));
+        await printStatus(pool, (l) => logger.info(l));
         await pool.close();
         process.exit(0);
       };

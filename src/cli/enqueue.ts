@@ -1,5 +1,7 @@
-import { type Command, InvalidArgumentError } from "commander";
-import { dbOption, schemaOption, withStore } from "./database.js";
+import { type Command, InvalidArgumentError, Option } from "commander";
+import type { Taskpool } from "../api/taskpool.js";
+import type { Task } from "../core/task.js";
+import { dbOption, schemaOption, withPool } from "./database.js";
 import { integer } from "./parse.js";
 
 export function enqueueCommand(program: Command): void {
@@ -11,6 +13,7 @@ export function enqueueCommand(program: Command): void {
     .option("--concurrency-key <key>", "at most one claimed/running task per key")
     .option("--unique-key <key>", "return the pending task holding this key instead of adding another")
     .option("--delay <seconds>", "not claimable before this many seconds from now", integer)
+    .addOption(new Option("--require-registered", "refuse a task type that was never registered (catches typos)").env("TASKPOOL_REQUIRE_REGISTERED"))
     .addOption(dbOption())
     .addOption(schemaOption())
     .action(async (taskType: string, params: string | undefined, opts) => {
@@ -20,17 +23,37 @@ export function enqueueCommand(program: Command): void {
       } catch {
         throw new InvalidArgumentError(`params is not valid JSON: ${params}`);
       }
-      await withStore(opts, async (store) => {
-        const { task, created } = await store.enqueue({
-          taskType,
-          params: parsed as Record<string, never>,
-          priority: opts.priority,
-          maxAttempts: opts.maxAttempts,
-          concurrencyKey: opts.concurrencyKey,
-          uniqueKey: opts.uniqueKey,
-          scheduledFor: opts.delay === undefined ? undefined : new Date(Date.now() + opts.delay * 1000),
-        });
-        console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);
-      });
+      const requireRegistered = opts.requireRegistered !== undefined && opts.requireRegistered !== "false";
+      await withPool(
+        opts,
+        async (pool) => {
+          const [{ task, created }] = await pool.enqueueMany([
+            {
+              taskType,
+              params: parsed as Record<string, never>,
+              priority: opts.priority,
+              maxAttempts: opts.maxAttempts,
+              concurrencyKey: opts.concurrencyKey,
+              uniqueKey: opts.uniqueKey,
+              scheduledFor: opts.delay === undefined ? undefined : new Date(Date.now() + opts.delay * 1000),
+            },
+          ]);
+          console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);
+          const warning = await nobodyServes(pool, task);
+          if (warning) console.error(`warning: ${warning}`);
+        },
+        { requireRegistered },
+      );
     });
+}
+
+/** Why a task of an unregistered type may wait forever: no registration and no live worker with its role. */
+async function nobodyServes(pool: Taskpool, task: Task): Promise<string | null> {
+  if (task.taskTypeVersion !== null) return null;
+  const workers = await pool.workers();
+  if (workers.some((w) => w.status === "active" && w.roles.includes(task.taskType))) return null;
+  return (
+    `task type "${task.taskType}" is not registered and no live worker has that role, so the task waits until one starts. ` +
+    `Check the name for a typo, register the type (taskpool types register), or pass --require-registered to refuse unregistered types.`
+  );
 }

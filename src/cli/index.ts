@@ -9,11 +9,17 @@ import { statusCommand } from "./status.js";
 import { typesCommand } from "./types.js";
 import { workerCommand } from "./worker.js";
 
-const program = new Command("taskpool").version(VERSION).description("a task queue and worker coordinator on SQLite or PostgreSQL");
+const program = new Command("taskpool")
+  .version(VERSION)
+  .description("a task queue and worker coordinator on SQLite or PostgreSQL")
+  .option("--verbose", "print the stack trace of an unexpected error");
 for (const add of [devCommand, workerCommand, coordinatorCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand]) add(program);
 
 program.parseAsync().catch((error: unknown) => {
-  // Our own errors already say what was wrong and how to fix it; anything else is a bug worth a stack.
-  console.error(error instanceof TaskpoolError || error instanceof CommanderError ? `taskpool: ${error.message}` : error);
+  // One line for newcomers: what failed and how to fix it. The stack only on request.
+  const known = error instanceof TaskpoolError || error instanceof CommanderError;
+  console.error(`taskpool: ${error instanceof Error ? error.message : String(error)}`);
+  if (program.opts().verbose && error instanceof Error) console.error(error.stack);
+  else if (!known) console.error("(run again with --verbose for the stack trace)");
   process.exit(1);
 });

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { dbOption, schemaOption, withStore } from "./database.js";
+import { dbOption, schemaOption, withPool } from "./database.js";
 
 export function migrateCommand(program: Command): void {
   program
@@ -7,6 +7,6 @@ export function migrateCommand(program: Command): void {
     .description("apply pending database migrations (safe to run from several machines at once)")
     .addOption(dbOption())
     .addOption(schemaOption())
-    // Opening a store migrates it.
-    .action((opts: { db: string; schema?: string }) => withStore(opts, async () => console.log(`Migrated ${opts.db}`)));
+    // Connecting migrates.
+    .action((opts: { db: string; schema?: string }) => withPool(opts, async () => console.log(`Migrated ${opts.db}`)));
 }

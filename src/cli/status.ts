@@ -1,19 +1,39 @@
 import type { Command } from "commander";
-import type { Store } from "../store/store.js";
-import { dbOption, schemaOption, withStore } from "./database.js";
+import type { Taskpool } from "../api/taskpool.js";
+import { COORDINATOR_LEADERSHIP, DEFAULT_SWEEP_INTERVAL_MS } from "../coordinator/coordinator.js";
+import type { LeadershipStatus } from "../store/store.js";
+import { dbOption, schemaOption, withPool } from "./database.js";
 
-/** Task counts and the worker registry as plain tables. */
-export async function printStatus(store: Store, out: (line: string) => void = console.log): Promise<void> {
-  const counts = await store.counts();
+/** A sweep older than this means no coordinator is sweeping (the status cannot know a custom interval). */
+const OVERDUE_SECONDS = (2 * DEFAULT_SWEEP_INTERVAL_MS) / 1000;
+const NOT_SWEEPING = "dead workers are not being detected and expired leases not recovered";
+
+/** Task counts, the worker registry as plain tables, and whether a coordinator is sweeping. */
+export async function printStatus(pool: Taskpool, out: (line: string) => void = console.log): Promise<void> {
+  const counts = await pool.counts();
   out(`Tasks: ${Object.entries(counts.byStatus).map(([s, n]) => `${s} ${n}`).join(", ")}`);
   for (const [type, byStatus] of Object.entries(counts.byType).sort()) {
     out(`  ${type.padEnd(24)} ${Object.entries(byStatus).map(([s, n]) => `${s} ${n}`).join(", ")}`);
   }
-  const workers = await store.listWorkers();
+  const workers = await pool.workers();
   out(`Workers: ${workers.length}`);
   for (const w of workers) {
     out(`  ${w.workerId.padEnd(32)} ${w.status.padEnd(8)} load ${w.currentLoad}/${w.capacity} (${w.loadPercent}%)  active ${w.activeTasks}  seen ${w.secondsSinceHeartbeat}s ago  roles ${w.roles.join(",")}`);
   }
+  const inUse = workers.length > 0 || Object.values(counts.byStatus).some((n) => n > 0);
+  out(coordinatorLine(await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP), inUse));
+}
+
+function coordinatorLine(s: LeadershipStatus, inUse: boolean): string {
+  const leader = s.holder === null ? "no coordinator leads" : `${s.holder} leads (lease until ${s.leaseExpiresAt?.toISOString()})`;
+  if (s.lastSweptAt === null) {
+    return inUse ? `Coordinator: WARNING ${leader} and none has ever swept: ${NOT_SWEEPING} (start one: taskpool coordinator)` : `Coordinator: ${leader}; no sweep yet`;
+  }
+  const last = `last sweep by ${s.lastSweptBy} at ${s.lastSweptAt.toISOString()}`;
+  if ((s.secondsSinceSweep ?? 0) > OVERDUE_SECONDS) {
+    return `Coordinator: WARNING no coordinator has swept for ${s.secondsSinceSweep} s (${leader}; ${last}): ${NOT_SWEEPING}`;
+  }
+  return `Coordinator: ${leader}; ${last}, ${s.secondsSinceSweep} s ago`;
 }
 
 export function statusCommand(program: Command): void {
@@ -22,5 +42,5 @@ export function statusCommand(program: Command): void {
     .description("task counts by status and type, and the worker registry")
     .addOption(dbOption())
     .addOption(schemaOption())
-    .action((opts: { db: string; schema?: string }) => withStore(opts, (store) => printStatus(store)));
+    .action((opts: { db: string; schema?: string }) => withPool(opts, (pool) => printStatus(pool)));
 }

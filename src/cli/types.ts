@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import { dbOption, schemaOption, withStore } from "./database.js";
+import { dbOption, schemaOption, withPool } from "./database.js";
 
 const summary = (t: TaskTypeRecord) =>
   `${t.name} v${t.version}  priority ${t.priority}, ${t.maxAttempts} attempts, recovery ${t.recoveryPolicy}` +
@@ -16,8 +16,8 @@ export function typesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(schemaOption())
     .action((opts) =>
-      withStore(opts, async (store) => {
-        const all = await store.listTaskTypes();
+      withPool(opts, async (pool) => {
+        const all = await pool.taskTypes();
         if (all.length === 0) console.log("No registered task types (unregistered types run on the built-in defaults)");
         for (const t of all) console.log(summary(t));
       }),
@@ -28,8 +28,8 @@ export function typesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(schemaOption())
     .action((name: string, opts) =>
-      withStore(opts, async (store) => {
-        const versions = await store.taskTypeVersions(name);
+      withPool(opts, async (pool) => {
+        const versions = await pool.taskTypeVersions(name);
         if (versions.length === 0) throw new InvalidArgumentError(`task type "${name}" is not registered`);
         console.log(JSON.stringify(versions, null, 2));
       }),
@@ -40,14 +40,14 @@ export function typesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(schemaOption())
     .action((file: string, opts) =>
-      withStore(opts, async (store) => {
+      withPool(opts, async (pool) => {
         let definition: TaskTypeDefinition;
         try {
           definition = JSON.parse(readFileSync(file, "utf8"));
         } catch (error) {
           throw new InvalidArgumentError(`cannot read a JSON definition from ${file}: ${(error as Error).message}`);
         }
-        const { taskType, created } = await store.registerTaskType(definition);
+        const { taskType, created } = await pool.protocol.registerTaskType(definition);
         console.log(created ? `Registered ${summary(taskType)}` : `Unchanged: ${summary(taskType)}`);
       }),
     );

@@ -1,9 +1,8 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { type Command, InvalidArgumentError } from "commander";
-import { connect } from "../taskpool.js";
+import { type Command, InvalidArgumentError, Option } from "commander";
 import type { Handler } from "../worker/options.js";
-import { dbOption, schemaOption } from "./database.js";
+import { dbOption, openPool, schemaOption } from "./database.js";
 import { positiveInteger } from "./parse.js";
 
 export function workerCommand(program: Command): void {
@@ -11,9 +10,11 @@ export function workerCommand(program: Command): void {
     .command("worker")
     .description("run a worker with the handlers a module exports (export const handlers = { task_type: async (params, ctx) => … })")
     .requiredOption("--handlers <module>", "path of an ES module exporting `handlers`")
-    .option("--role <roles>", "comma-separated task types to claim (default: $WORKER_ROLE, else every handler)")
+    .addOption(new Option("--role <roles>", "comma-separated task types to claim (default: every handler)").env("WORKER_ROLE"))
     .option("--concurrency <n>", "tasks at once", positiveInteger, 1)
-    .option("--id <workerId>", "worker id (default: $WORKER_ID, else generated)")
+    .addOption(new Option("--id <workerId>", "worker id (default: generated)").env("WORKER_ID"))
+    .addOption(new Option("--poll-interval <ms>", "how often an idle worker looks for work").env("POLL_INTERVAL_MS").argParser(positiveInteger))
+    .addOption(new Option("--heartbeat-interval <ms>", "time between heartbeats").env("HEARTBEAT_INTERVAL_MS").argParser(positiveInteger))
     .addOption(dbOption())
     .addOption(schemaOption())
     .action(async (opts) => {
@@ -22,9 +23,17 @@ export function workerCommand(program: Command): void {
       });
       const handlers = module.handlers as Record<string, Handler> | undefined;
       if (!handlers || typeof handlers !== "object") throw new InvalidArgumentError(`${opts.handlers} does not export "handlers"`);
-      const roles = (opts.role ?? process.env.WORKER_ROLE ?? Object.keys(handlers).join(",")).split(",").filter(Boolean);
-      const pool = await connect(opts.db, { schema: opts.schema });
-      const worker = pool.worker({ roles, handlers, concurrency: opts.concurrency, workerId: opts.id });
+      const roles = (opts.role ?? Object.keys(handlers).join(",")).split(",").filter(Boolean);
+      const pool = await openPool(opts);
+      const worker = pool.worker({
+        roles,
+        handlers,
+        concurrency: opts.concurrency,
+        workerId: opts.id,
+        pollIntervalMs: opts.pollInterval,
+        heartbeatIntervalMs: opts.heartbeatInterval,
+        handleSignals: true,
+      });
       await worker.start();
     });
 }

@@ -4,6 +4,9 @@
  * number may run — inside servers or alone — and only one acts at a time; the others stand by and
  * take over within a lease time (3 sweep intervals) if the leader disappears. The sweep itself is
  * idempotent, so even two leaders in a clock-skew corner would handle each dead worker once.
+ *
+ * A failing tick is only logged, since the next may succeed; a run of them raises an error-level alarm,
+ * and the leader records each finished sweep, so `taskpool status` can tell when nobody is sweeping.
  */
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
@@ -13,7 +16,7 @@ import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
 import type { Store } from "../store/store.js";
 
 export interface CoordinatorOptions {
-  /** Default 60000. */
+  /** Default 60000 (DEFAULT_SWEEP_INTERVAL_MS). */
   sweepIntervalMs?: number;
   /** A worker silent this long turns stale and gets no reassigned work. Default 60000. */
   staleAfterMs?: number;
@@ -29,7 +32,13 @@ export interface CoordinatorOptions {
   onSweep?: (result: SweepResult, durationMs: number) => void;
 }
 
-const LEADERSHIP = "coordinator";
+/** The leadership the coordinators compete for, and under which the leader records its sweeps. */
+export const COORDINATOR_LEADERSHIP = "coordinator";
+export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
+/** Failed ticks in a row after which the coordinator raises the alarm: one or two are a passing blip. */
+const FAILED_TICKS_ALARM = 3;
+/** The longest delay setInterval honours; a longer one fires every millisecond instead. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 export class Coordinator {
   readonly id: string;
@@ -39,20 +48,31 @@ export class Coordinator {
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> = Promise.resolve();
   private leading = false;
+  private failedTicks = 0;
+  private failingSince: Date | null = null;
 
   constructor(
     private readonly store: Store,
     private readonly options: CoordinatorOptions = {},
   ) {
-    this.sweepIntervalMs = options.sweepIntervalMs ?? 60_000;
+    this.sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
     const staleAfterMs = options.staleAfterMs ?? 60_000;
     const deadAfterMs = options.deadAfterMs ?? 120_000;
     const reservationMs = options.reservationMs ?? 30_000;
     for (const [name, value] of Object.entries({ sweepIntervalMs: this.sweepIntervalMs, staleAfterMs, deadAfterMs, reservationMs })) {
       if (!Number.isFinite(value) || value < 10) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at least 10 ms)`, [{ path: name, message: "out of range" }]);
     }
+    if (this.sweepIntervalMs > MAX_TIMER_MS) {
+      throw new ValidationError(
+        `Invalid coordinator option sweepIntervalMs: ${this.sweepIntervalMs} is longer than a Node.js timer can wait (${MAX_TIMER_MS} ms, about 24.8 days); sweep more often`,
+        [{ path: "sweepIntervalMs", message: "above the timer limit" }],
+      );
+    }
     if (deadAfterMs < staleAfterMs) {
-      throw new ValidationError(`Invalid coordinator options: deadAfterMs (${deadAfterMs}) must not be shorter than staleAfterMs (${staleAfterMs})`, [{ path: "deadAfterMs", message: "below staleAfterMs" }]);
+      throw new ValidationError(
+        `Invalid coordinator options: deadAfterMs (${deadAfterMs}) must not be shorter than staleAfterMs (${staleAfterMs}); raise deadAfterMs or lower staleAfterMs`,
+        [{ path: "deadAfterMs", message: "below staleAfterMs" }],
+      );
     }
     this.sweepOptions = {
       staleAfterSeconds: staleAfterMs / 1000,
@@ -82,7 +102,7 @@ export class Coordinator {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.ticking;
-    if (this.leading) await this.store.resign(LEADERSHIP, this.id).catch(() => {});
+    if (this.leading) await this.store.resign(COORDINATOR_LEADERSHIP, this.id).catch(() => {});
     this.leading = false;
   }
 
@@ -103,22 +123,57 @@ export class Coordinator {
 
   private async tick(): Promise<void> {
     try {
+      // Fractional seconds are fine (500 ms sweeps give 1.5 s); the floor keeps tiny test intervals leadable.
       const ttlSeconds = Math.max(1, (3 * this.sweepIntervalMs) / 1000);
-      const leading = await this.store.tryLead(LEADERSHIP, this.id, ttlSeconds);
+      const leading = await this.store.tryLead(COORDINATOR_LEADERSHIP, this.id, ttlSeconds);
       if (leading !== this.leading) this.logger.info(leading ? "Leading: this coordinator sweeps" : "Standing by: another coordinator leads");
       this.leading = leading;
-      if (leading) await this.sweepOnce();
+      if (leading) {
+        await this.sweepOnce();
+        await this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id);
+      }
+      this.tickSucceeded();
     } catch (error) {
-      this.logger.error({ err: (error as Error).message }, "Sweep failed; trying again next interval");
+      this.tickFailed(error as Error);
     }
   }
 
+  private tickFailed(error: Error): void {
+    this.failedTicks++;
+    this.failingSince ??= new Date();
+    const details = { err: error.message, failedTicks: this.failedTicks, failingSince: this.failingSince.toISOString() };
+    if (this.failedTicks < FAILED_TICKS_ALARM) {
+      this.logger.warn(details, `Coordinator tick failed (${this.failedTicks} in a row); trying again next interval: ${error.message}`);
+      return;
+    }
+    this.logger.error(
+      details,
+      `Coordinator has failed ${this.failedTicks} ticks in a row since ${details.failingSince}: unless another coordinator leads, ` +
+        `dead workers are not being detected and expired leases not recovered. Last error: ${error.message}`,
+    );
+  }
+
+  private tickSucceeded(): void {
+    if (this.failedTicks === 0) return;
+    const details = { failedTicks: this.failedTicks, failingSince: this.failingSince?.toISOString() };
+    // At the alarm's level or near it, so whoever saw the alarm sees it end.
+    this.logger[this.failedTicks >= FAILED_TICKS_ALARM ? "warn" : "info"](
+      details,
+      `Coordinator recovered: ticks succeed again after ${this.failedTicks} failed in a row since ${details.failingSince}`,
+    );
+    this.failedTicks = 0;
+    this.failingSince = null;
+  }
+
+  /** Warn only when tasks changed hands or found no worker; workers merely going stale is routine. */
   private report(r: SweepResult, durationMs: number): void {
     for (const w of r.deadWorkers) this.logger.error({ worker: w }, `Dead worker detected: ${w}`);
-    if (r.requeued.length + r.failed.length + r.staleWorkers.length === 0) return;
-    this.logger.warn(
+    const tasksMoved = r.requeued.length + r.failed.length + r.unassigned.length > 0;
+    if (!tasksMoved && r.staleWorkers.length === 0 && r.deadWorkers.length === 0) return;
+    this.logger[tasksMoved ? "warn" : "info"](
       { durationMs: Math.round(durationMs), stale: r.staleWorkers, dead: r.deadWorkers, requeued: r.requeued, failed: r.failed, reassigned: r.reassigned, unassigned: r.unassigned },
-      `Sweep: ${r.requeued.length} requeued, ${r.failed.length} failed, ${r.reassigned.length} reassigned, ${r.unassigned.length} without a healthy worker`,
+      `Sweep: ${r.staleWorkers.length} workers stale, ${r.deadWorkers.length} dead; ${r.requeued.length} tasks requeued, ${r.failed.length} failed, ` +
+        `${r.reassigned.length} reassigned, ${r.unassigned.length} without a worker with room`,
     );
   }
 }

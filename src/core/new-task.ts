@@ -1,7 +1,20 @@
 import type { ParamsValidators } from "./params-schema.js";
 import { type BackoffPolicy, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, type EnqueueInput, type JsonObject } from "./task.js";
 import type { TaskTypeRecord } from "./task-type.js";
-import { assertJson, EnqueueInputSchema, validate } from "./validation.js";
+import { ValidationError } from "./errors.js";
+
+/** What a store applies to each new task besides the input's own checks. */
+export interface NewTaskRules {
+  validators: ParamsValidators;
+  requireRegistered: boolean;
+}
+
+function unregistered(taskType: string): ValidationError {
+  return new ValidationError(
+    `Task type "${taskType}" is not registered, and this pool requires registered types (requireRegistered): register it first (pool.registerTaskType or \`taskpool types register\`) or check the name for a typo`,
+    [{ path: "taskType", message: "not registered" }],
+  );
+}
 
 /** A validated task row, with every default filled in, ready for a store to insert. */
 export interface NewTask {
@@ -19,31 +32,22 @@ export interface NewTask {
   parentId: number | null;
 }
 
-/** The shape checks of producer input, which need no database; throws ValidationError naming the field. */
-export function checkEnqueueInput(input: EnqueueInput): void {
-  validate<EnqueueInput>(EnqueueInputSchema, input, "task");
-  assertJson(input.params ?? {}, "params");
-}
-
-/** checkEnqueueInput for a batch, naming the index of the bad item. */
-export function checkEnqueueInputs(inputs: EnqueueInput[]): void {
-  inputs.forEach((input, index) => atItem(index, () => checkEnqueueInput(input)));
-}
-
 /**
  * Builds the row of a checked input. Each field comes from the producer if given, else from the
  * latest registered version of the task's type (`type`, absent when unregistered), else from the
- * built-in defaults. Params must satisfy that version's schema.
+ * built-in defaults. Params must satisfy that version's schema. With `requireRegistered`, an
+ * unregistered type is refused (producers that want typos caught instead of tasks waiting forever).
  */
 export function prepareNewTask(
   input: EnqueueInput,
   now: Date,
   type: TaskTypeRecord | undefined,
-  validators: ParamsValidators,
+  rules: NewTaskRules,
   parentId: number | null = null,
 ): NewTask {
   const params = input.params ?? {};
-  if (type) validators.check(type, params);
+  if (type) rules.validators.check(type, params);
+  else if (rules.requireRegistered) throw unregistered(input.taskType);
   return {
     taskType: input.taskType,
     taskTypeVersion: type?.version ?? null,
@@ -64,13 +68,14 @@ export function prepareNewTasks(
   inputs: EnqueueInput[],
   now: Date,
   types: ReadonlyMap<string, TaskTypeRecord>,
-  validators: ParamsValidators,
+  rules: NewTaskRules,
   parentId: number | null = null,
 ): NewTask[] {
-  return inputs.map((input, index) => atItem(index, () => prepareNewTask(input, now, types.get(input.taskType), validators, parentId)));
+  return inputs.map((input, index) => atItem(index, () => prepareNewTask(input, now, types.get(input.taskType), rules, parentId)));
 }
 
-function atItem<T>(index: number, fn: () => T): T {
+/** Runs a check of one item of a batch, prefixing its error with the item's index. */
+export function atItem<T>(index: number, fn: () => T): T {
   try {
     return fn();
   } catch (error) {

@@ -1,27 +1,8 @@
-import { compileParamsSchema } from "./params-schema.js";
 import { type BackoffPolicy, DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, type JsonObject } from "./task.js";
-import { assertJson, TaskTypeDefinitionSchema, validate } from "./validation.js";
+import type { TaskTypeDefinition } from "./schemas.js";
 import type { RecoveryPolicy } from "./worker.js";
 
-/**
- * What a producer registers for a task type: a schema its params must satisfy and the defaults and
- * policy of its tasks. Registering is optional; unregistered types run on the built-in defaults.
- */
-export interface TaskTypeDefinition {
-  name: string;
-  description?: string;
-  /** JSON Schema (draft-07) that every task's params must satisfy; omitted = any JSON object. */
-  paramsSchema?: JsonObject;
-  /** Defaults for the fields a producer leaves out of enqueue. */
-  priority?: number;
-  maxAttempts?: number;
-  backoff?: Partial<BackoffPolicy>;
-  timeoutSeconds?: number;
-  /** What the coordinator does with a task whose worker died (default `retry`). */
-  recoveryPolicy?: RecoveryPolicy;
-  /** At most this many tasks of the type claimed or running at once, across all workers; omitted = no cap. */
-  maxRunning?: number;
-}
+export type { TaskTypeDefinition } from "./schemas.js";
 
 /** A definition with every default resolved: what one registered version holds. */
 export interface TaskTypeSpec {
@@ -42,21 +23,12 @@ export interface TaskTypeRecord extends TaskTypeSpec {
   createdAt: Date;
 }
 
-/**
- * Validates a definition (including that its params schema compiles) and resolves its defaults, so
- * that two definitions meaning the same thing compare equal.
- */
+/** Resolves the defaults of a checked definition, so that two definitions meaning the same thing compare equal. */
 export function resolveTaskType(definition: TaskTypeDefinition): TaskTypeSpec {
-  validate<TaskTypeDefinition>(TaskTypeDefinitionSchema, definition, "task type");
-  const schema = definition.paramsSchema ?? null;
-  if (schema !== null) {
-    assertJson(schema, "paramsSchema");
-    compileParamsSchema(schema, definition.name);
-  }
   return {
     name: definition.name,
     description: definition.description ?? null,
-    paramsSchema: schema,
+    paramsSchema: definition.paramsSchema ?? null,
     priority: definition.priority ?? 0,
     maxAttempts: definition.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
     backoff: { ...DEFAULT_BACKOFF, ...definition.backoff },

@@ -1,3 +1,5 @@
+export type { ClaimOptions, CompleteOptions, EnqueueInput, EnqueueOptions, FailOptions, Lease, Page, TaskFilter } from "./schemas.js";
+
 /** JSON values as stored in params, checkpoints and results. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -52,73 +54,9 @@ export interface Task {
 /** A claimed task: the lease token is what every later call must present. */
 export type ClaimedTask = Task & { workerId: string; leaseToken: string };
 
-/** What a producer supplies; everything but the type is optional. */
-export interface EnqueueInput {
-  taskType: string;
-  params?: JsonObject;
-  priority?: number;
-  scheduledFor?: Date;
-  /** At most one claimed/running task per key (e.g. one crawl per store). */
-  concurrencyKey?: string;
-  /** While a pending task holds this key, enqueueing another with it returns the existing task. */
-  uniqueKey?: string;
-  maxAttempts?: number;
-  backoff?: Partial<BackoffPolicy>;
-  timeoutSeconds?: number;
-}
-
-/** Proof of ownership: the worker and the token its claim returned. */
-export interface Lease {
-  workerId: string;
-  leaseToken: string;
-}
-
 export const SORT_BY = ["priority", "created_at", "random"] as const;
 export type SortBy = (typeof SORT_BY)[number];
 export type SortOrder = "asc" | "desc";
-
-/** Filters and limits of a claim (seed 002's contract plus a batch limit). */
-export interface ClaimOptions {
-  workerId: string;
-  /** Task types this worker may run; omitted = any type. */
-  taskTypes?: string[];
-  /** Only tasks with at least this many attempts left (max_attempts - attempts). */
-  maxAttemptsRemaining?: number;
-  sortBy?: SortBy;
-  /** Default: desc for priority (higher first), asc for created_at (oldest first). */
-  sortOrder?: SortOrder;
-  /** How many tasks to claim at most (default 1). */
-  limit?: number;
-  /** How long the lease lasts without a heartbeat (default 120 s). */
-  leaseSeconds?: number;
-  /** Start the claimed tasks at once (status `running`, a `started` event each), saving a round trip per task. */
-  start?: boolean;
-}
-
-export interface CompleteOptions {
-  result?: Json;
-  /** Tasks created in the same transaction as the completion, with this task as parent. */
-  followUps?: EnqueueInput[];
-}
-
-export interface FailOptions {
-  error: string;
-  /** false = go straight to `failed`, whatever attempts remain. */
-  retryable?: boolean;
-}
-
-export interface TaskFilter {
-  status?: TaskStatus | TaskStatus[];
-  taskType?: string;
-  workerId?: string;
-}
-
-export interface Page {
-  /** Opaque cursor from a previous page's `nextCursor`. */
-  cursor?: string;
-  /** 1..1000, default 100. */
-  limit?: number;
-}
 
 export interface TaskPage {
   tasks: Task[];

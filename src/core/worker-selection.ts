@@ -9,8 +9,9 @@ export interface Candidate {
 /**
  * Seed 003's choice: among healthy workers of the task's role with spare capacity, the lowest load
  * percentage (ties: fewer tasks, then the id, so the choice is deterministic). The caller passes
- * only active workers with a recent heartbeat and adds the task to the winner's load before the
- * next pick, so one sweep spreads a dead worker's tasks instead of piling them on one survivor.
+ * only active workers with a recent heartbeat (full ones included, see whyUnassigned) and adds the
+ * task to the winner's load before the next pick, so one sweep spreads a dead worker's tasks instead
+ * of piling them on one survivor.
  */
 export function pickWorker(candidates: Candidate[], taskType: string, exclude: string | null): Candidate | null {
   let best: Candidate | null = null;
@@ -37,7 +38,8 @@ export interface RecoveredTask {
 
 export interface ReassignmentPlan {
   assigned: (RecoveredTask & { workerId: string })[];
-  unassigned: RecoveredTask[];
+  /** `errorMessage` says why no worker took it; both stores record it as the reassignment's error. */
+  unassigned: (RecoveredTask & { errorMessage: string })[];
 }
 
 /** Chooses a worker for each task, in the order given (highest priority first). */
@@ -47,11 +49,22 @@ export function planReassignments(tasks: RecoveredTask[], candidates: Candidate[
   for (const task of tasks) {
     const chosen = pickWorker(pool, task.taskType, task.fromWorkerId);
     if (!chosen) {
-      plan.unassigned.push(task);
+      plan.unassigned.push({ ...task, errorMessage: whyUnassigned(pool, task) });
       continue;
     }
     chosen.load++;
     plan.assigned.push({ ...task, workerId: chosen.workerId });
   }
   return plan;
+}
+
+/** An operator must tell "start workers of this role" from "add capacity to them". */
+function whyUnassigned(pool: Candidate[], task: RecoveredTask): string {
+  const role = task.taskType;
+  const ofRole = pool.filter((c) => c.roles.includes(role));
+  const others = ofRole.filter((c) => c.workerId !== task.fromWorkerId);
+  if (others.length === 1) return `The only healthy worker for role ${role} is at capacity`;
+  if (others.length > 1) return `All ${others.length} healthy workers for role ${role} are at capacity`;
+  // The previous holder is healthy only when its lease expired; it is never given the task back.
+  return ofRole.length > 0 ? `No healthy worker available for role ${role} besides its previous holder ${task.fromWorkerId}` : `No healthy worker available for role ${role}`;
 }

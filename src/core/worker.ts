@@ -4,21 +4,7 @@ import type { Json, JsonObject } from "./task.js";
 export const WORKER_STATUSES = ["active", "stale", "dead", "inactive"] as const;
 export type WorkerStatus = (typeof WORKER_STATUSES)[number];
 
-/** What a worker says about itself on every heartbeat (seed 000's payload, plus its leases). */
-export interface WorkerBeat {
-  workerId: string;
-  roles: string[];
-  hostname?: string;
-  pid?: number;
-  version?: string;
-  /** Max concurrent tasks. */
-  capacity: number;
-  currentLoad: number;
-  tasksProcessed: number;
-  metadata?: JsonObject;
-  /** The leases of its running tasks, renewed by the same call. */
-  leases?: { taskId: number; leaseToken: string }[];
-}
+export type { SweepOptions, WorkerBeat } from "./schemas.js";
 
 export interface WorkerBeatResult {
   /** Tasks among `leases` the worker no longer holds (taken back, re-claimed or cancelled): stop them. */
@@ -50,19 +36,6 @@ export interface WorkerRecord {
 export const RECOVERY_POLICIES = ["retry", "fail"] as const;
 export type RecoveryPolicy = (typeof RECOVERY_POLICIES)[number];
 
-/** Thresholds of one sweep (see coordinator/). */
-export interface SweepOptions {
-  staleAfterSeconds: number;
-  deadAfterSeconds: number;
-  /** How long a reassigned task stays reserved for the worker chosen for it. */
-  reservationSeconds: number;
-  /**
-   * Per task type; wins over the registry. A type not listed uses the recovery policy of the registered
-   * version its task was created under, and `retry` if it was created unregistered.
-   */
-  recoveryPolicies?: Record<string, RecoveryPolicy>;
-}
-
 export interface SweepResult {
   staleWorkers: string[];
   deadWorkers: string[];
@@ -71,7 +44,7 @@ export interface SweepResult {
   /** Tasks failed by policy or out of attempts. */
   failed: number[];
   reassigned: { taskId: number; workerId: string }[];
-  /** Requeued tasks for which no healthy worker was available. */
+  /** Requeued tasks no healthy worker of their role had room for (why: the reassignment event's errorMessage). */
   unassigned: number[];
 }
 
@@ -88,6 +61,5 @@ export interface ReassignmentEvent {
   createdAt: Date;
 }
 
-export const NO_HEALTHY_WORKER = "No healthy worker available";
 export const WORKER_DIED = "Worker died unexpectedly";
 export const LEASE_EXPIRED = "Lease expired: the worker stopped renewing it";

@@ -1,7 +1,6 @@
 import { type ClaimOptions, DEFAULT_LEASE_SECONDS, type SortBy, type SortOrder } from "../core/task.js";
-import { ClaimOptionsSchema, validate } from "../core/validation.js";
 
-/** Claim options after validation, with every default applied. */
+/** Checked claim options with every default applied. */
 export interface ResolvedClaim {
   workerId: string;
   taskTypes: string[] | null;
@@ -14,7 +13,6 @@ export interface ResolvedClaim {
 }
 
 export function resolveClaim(options: ClaimOptions): ResolvedClaim {
-  validate(ClaimOptionsSchema, options, "claim options");
   const sortBy = options.sortBy ?? "priority";
   return {
     workerId: options.workerId,

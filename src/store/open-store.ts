@@ -4,9 +4,18 @@ import { PostgresStore } from "./postgres/postgres-store.js";
 import { SqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
 
+/** What another thread needs to open the same database with the same settings (plain data: it is posted to the thread). */
+export interface DatabaseConfig {
+  url: string;
+  /** PostgreSQL schema (default "taskpool"). */
+  schema?: string;
+}
+
 export interface OpenStoreOptions {
   /** PostgreSQL schema (default "taskpool"). */
   schema?: string;
+  /** Refuse tasks of unregistered types. */
+  requireRegistered?: boolean;
   clock?: Clock;
   random?: () => number;
   /** Apply pending migrations before returning (default true). */
@@ -34,10 +43,10 @@ function createStore(url: string, options: OpenStoreOptions): Store {
   if (url.startsWith("sqlite:")) {
     const path = url.slice("sqlite:".length);
     if (path === "") throw new UnsupportedUrlError(url);
-    return new SqliteStore({ path, clock: options.clock, random: options.random });
+    return new SqliteStore({ path, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
   }
   if (/^postgres(ql)?:\/\//.test(url)) {
-    return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random });
+    return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
   }
   throw new UnsupportedUrlError(url);
 }

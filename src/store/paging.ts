@@ -1,33 +1,25 @@
 import { ValidationError } from "../core/errors.js";
-import type { Page, TaskFilter } from "../core/task.js";
-import { TASK_STATUSES, type TaskStatus } from "../core/task.js";
+import type { Page, TaskFilter, TaskStatus } from "../core/task.js";
 
-/** A list request after validation: newest first, ids below `beforeId`. */
+/** A checked list request with its defaults: ids past the cursor's, in the page's order. */
 export interface ResolvedList {
   statuses: TaskStatus[] | null;
   taskType: string | null;
   workerId: string | null;
-  beforeId: number | null;
+  /** Newest first (ids below the cursor) or oldest first (ids above it). */
+  order: "newest" | "oldest";
+  afterCursor: number | null;
   limit: number;
 }
 
 export function resolveList(filter: TaskFilter = {}, page: Page = {}): ResolvedList {
-  const statuses = filter.status === undefined ? null : [filter.status].flat();
-  for (const s of statuses ?? []) {
-    if (!TASK_STATUSES.includes(s)) {
-      throw new ValidationError(`Invalid status "${s}": use one of ${TASK_STATUSES.join(", ")}`, [{ path: "status", message: "unknown status" }]);
-    }
-  }
-  const limit = page.limit ?? 100;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-    throw new ValidationError(`Invalid limit ${limit}: use an integer from 1 to 1000`, [{ path: "limit", message: "out of range" }]);
-  }
   return {
-    statuses,
+    statuses: filter.status === undefined ? null : [filter.status].flat(),
     taskType: filter.taskType ?? null,
     workerId: filter.workerId ?? null,
-    beforeId: page.cursor === undefined ? null : decodeCursor(page.cursor),
-    limit,
+    order: page.order ?? "newest",
+    afterCursor: page.cursor === undefined ? null : decodeCursor(page.cursor),
+    limit: page.limit ?? 100,
   };
 }
 
@@ -36,8 +28,8 @@ export function encodeCursor(lastId: number): string {
   return Buffer.from(`id:${lastId}`).toString("base64url");
 }
 
-function decodeCursor(cursor: string): number {
-  const match = /^id:(\d+)$/.exec(Buffer.from(cursor, "base64url").toString());
+export function decodeCursor(cursor: string): number {
+  const match = /^id:(\d{1,15})$/.exec(Buffer.from(cursor, "base64url").toString());
   if (!match) throw new ValidationError("Invalid cursor: pass back the nextCursor of a previous page unchanged", [{ path: "cursor", message: "not a cursor" }]);
   return Number(match[1]);
 }

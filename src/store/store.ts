@@ -1,5 +1,7 @@
 import type { TaskEvent } from "../core/event.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
+import type { CancelOptions, ClaimByIdOptions, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../core/schemas.js";
+import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import type {
   ClaimedTask,
@@ -41,7 +43,8 @@ export interface CompleteResult {
  * - Each method is atomic: the change and its audit event commit together or not at all.
  * - Calls that act on a lease check `worker_id` and `lease_token` in the statement that writes, so a
  *   stale holder gets LeaseLostError and changes nothing.
- * - Invalid input throws ValidationError before anything is written.
+ * - Input reaching a store was checked by the API layer (src/api/checked-store.ts): stores trust it
+ *   and check only what needs the database (a registered params schema, the state machine, leases).
  * - "Now" comes from the store's Clock, never from the database server.
  */
 export interface Store {
@@ -68,11 +71,11 @@ export interface Store {
    * Claims one pending task by id, ready or not; AlreadyClaimedError when another worker holds it,
    * TaskTypeAtCapacityError when its type is at its max_running cap.
    */
-  claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask>;
+  claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask>;
 
   start(id: number, lease: Lease): Promise<Task>;
   /** Extends the lease by `leaseSeconds` (default: the claim's lease length) and records liveness. */
-  heartbeat(id: number, lease: Lease, options?: { leaseSeconds?: number; progress?: number }): Promise<Task>;
+  heartbeat(id: number, lease: Lease, options?: HeartbeatOptions): Promise<Task>;
   /** Saves the handler's resume point; it survives retries, release and reassignment. */
   checkpoint(id: number, lease: Lease, data: Json): Promise<Task>;
   progress(id: number, lease: Lease, progress: number): Promise<Task>;
@@ -80,16 +83,16 @@ export interface Store {
   /** Retries after backoff while attempts remain and `retryable` is not false; else `failed`. */
   fail(id: number, lease: Lease, options: FailOptions): Promise<Task>;
   /** Back to pending without charging an attempt, keeping (or replacing) the checkpoint. */
-  release(id: number, lease: Lease, options?: { checkpoint?: Json; reason?: string }): Promise<Task>;
+  release(id: number, lease: Lease, options?: ReleaseOptions): Promise<Task>;
 
-  cancel(id: number, options?: { reason?: string }): Promise<Task>;
+  cancel(id: number, options?: CancelOptions): Promise<Task>;
   /** Manual retry of a failed (dead-letter) task: pending again with a fresh attempt budget. */
   retry(id: number): Promise<Task>;
   /** Holds a pending task for one worker until `seconds` pass; that worker's next claim takes it first. */
   reserve(id: number, workerId: string, seconds: number): Promise<Task>;
 
   get(id: number): Promise<Task | null>;
-  /** Newest first; pass `nextCursor` back as `cursor` for the next page. */
+  /** Newest first unless `page.order` says oldest; pass `nextCursor` back as `cursor` for the next page. */
   list(filter?: TaskFilter, page?: Page): Promise<TaskPage>;
   counts(): Promise<TaskCounts>;
   /** The audit trail of one task, oldest first. */
@@ -119,10 +122,30 @@ export interface Store {
   tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean>;
   resign(name: string, holder: string): Promise<void>;
   /** Reassignment history, newest first. */
-  reassignments(options?: { limit?: number; taskId?: number }): Promise<ReassignmentEvent[]>;
+  reassignments(options?: ReassignmentQuery): Promise<ReassignmentEvent[]>;
+  /** Seed 003's statistics: 24-hour success rate, the workers whose tasks were recovered most, tasks reassigned more than once. */
+  reassignmentStats(): Promise<ReassignmentStats>;
+  /** Seed 004's capacity planning, one row per task type with work, workers, recent throughput or a registration. */
+  capacity(): Promise<CapacityRow[]>;
   /**
    * Calls `listener` with task types when tasks become ready, so idle workers wake at once instead of
    * at their next poll. PostgreSQL: LISTEN/NOTIFY across machines; SQLite: within this process.
    */
   subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>>;
+  /** Records that `holder`, leading `name`, just finished a sweep (see leadershipStatus). */
+  recordSweep(name: string, holder: string): Promise<void>;
+  /** Who leads `name` now and when its last sweep was recorded, by the store's clock. */
+  leadershipStatus(name: string): Promise<LeadershipStatus>;
+}
+
+/** What `taskpool status` says about the coordinator: is anyone leading, and is anyone sweeping? */
+export interface LeadershipStatus {
+  /** The holder of the unexpired lease; null when nobody leads (never did, resigned, or lapsed). */
+  holder: string | null;
+  leaseExpiresAt: Date | null;
+  /** The last recorded sweep: kept across resignations and changes of leader; null if none ever ran. */
+  lastSweptBy: string | null;
+  lastSweptAt: Date | null;
+  /** Whole seconds from lastSweptAt to the store's clock. */
+  secondsSinceSweep: number | null;
 }

@@ -1,5 +1,6 @@
 import type { Json, JsonObject } from "../core/task.js";
 import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
+import type { LeadershipStatus } from "./store.js";
 
 // Decoded registry rows (PostgreSQL returns them like this; SQLite's are parsed into this shape first).
 
@@ -63,5 +64,23 @@ export function toReassignment(r: ReassignmentRow): ReassignmentEvent {
     success: r.success,
     errorMessage: r.error_message,
     createdAt: r.created_at,
+  };
+}
+
+/** The row of LEADERSHIP_STATUS once decoded (SQLite's timestamps parsed first). */
+export interface LeadershipRow {
+  holder: string | null;
+  expires_at: Date | null;
+  swept_by: string | null;
+  swept_at: Date | null;
+}
+
+export function toLeadershipStatus(r: LeadershipRow, now: Date): LeadershipStatus {
+  return {
+    holder: r.holder,
+    leaseExpiresAt: r.expires_at,
+    lastSweptBy: r.swept_by,
+    lastSweptAt: r.swept_at,
+    secondsSinceSweep: r.swept_at === null ? null : Math.max(0, Math.round((now.getTime() - r.swept_at.getTime()) / 1000)),
   };
 }

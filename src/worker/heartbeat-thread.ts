@@ -1,14 +1,16 @@
 /** Entry point of the heartbeat thread (see ThreadHeartbeats): its own store, its own timer. */
 import { parentPort, workerData } from "node:worker_threads";
 import { openStore } from "../store/open-store.js";
-import { beatOf, type FromThread, type HeartbeatState, type ToThread } from "./heartbeats.js";
+import { beatOf, type FromThread, type ThreadData, type ToThread } from "./heartbeats.js";
 
-const { url, schema, intervalMs } = workerData as { url: string; schema?: string; intervalMs: number };
-let state = (workerData as { state: HeartbeatState }).state;
+const { database, intervalMs, state: initial } = workerData as ThreadData;
+let state = initial;
 const port = parentPort!;
 const post = (msg: FromThread) => port.postMessage(msg);
 
-const store = await openStore(url, { schema, migrate: false });
+// The beats it sends were built by the worker from options the checked store already accepted at
+// registration, so this raw store is enough (and the thread stays small).
+const store = await openStore(database.url, { schema: database.schema, migrate: false });
 let failing = false;
 let beating: Promise<void> = Promise.resolve();
 

@@ -1,5 +1,6 @@
 import { Worker as Thread } from "node:worker_threads";
 import type { WorkerBeat } from "../core/worker.js";
+import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
 
 /** A lease the worker wants renewed, until `renewUntil` (epoch ms; the task's timeout) if set. */
@@ -41,8 +42,8 @@ export function beatOf(state: HeartbeatState, now: number): WorkerBeat {
 }
 
 /**
- * Beats from a timer on the worker's own event loop. Used when there is no URL to open a second
- * connection from (a Store object was passed in); a handler that blocks the loop blocks these too.
+ * Beats from a timer on the worker's own event loop. Used when the pool cannot give a thread a
+ * connection of its own (in-memory database, custom clock); a handler that blocks the loop blocks these too.
  */
 export class InProcessHeartbeats implements Heartbeats {
   readonly ready = Promise.resolve();
@@ -74,6 +75,13 @@ export class InProcessHeartbeats implements Heartbeats {
   }
 }
 
+/** What the heartbeat thread starts with: everything it needs, explicitly (it reads no environment). */
+export interface ThreadData {
+  database: DatabaseConfig;
+  intervalMs: number;
+  state: HeartbeatState;
+}
+
 /** Messages between the worker and its heartbeat thread. */
 export type ToThread = { type: "state"; state: HeartbeatState } | { type: "stop" };
 export type FromThread = { type: "ready" } | { type: "lost"; taskIds: number[] } | { type: "error"; message: string } | { type: "recovered" };
@@ -88,8 +96,8 @@ export class ThreadHeartbeats implements Heartbeats {
   private readonly thread: Thread;
   private readonly exited: Promise<void>;
 
-  constructor(url: string, schema: string | undefined, initial: HeartbeatState, intervalMs: number, events: HeartbeatEvents) {
-    const workerData = { url, schema, intervalMs, state: initial };
+  constructor(database: DatabaseConfig, initial: HeartbeatState, intervalMs: number, events: HeartbeatEvents) {
+    const workerData: ThreadData = { database, intervalMs, state: initial };
     const entry = new URL(`./heartbeat-thread.${import.meta.url.endsWith(".ts") ? "ts" : "js"}`, import.meta.url);
     this.thread = entry.pathname.endsWith(".ts")
       ? // Running from TypeScript sources (tests, tsx): the thread registers the same loader first.

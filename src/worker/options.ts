@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { ValidationError } from "../core/errors.js";
 import type { Json, JsonObject, Task } from "../core/task.js";
-import { TASK_TYPE_PATTERN, WORKER_ID_PATTERN } from "../core/validation.js";
+import { TASK_TYPE_PATTERN, WORKER_ID_PATTERN } from "../core/schemas.js";
 import { VERSION } from "../version.js";
 import type { TaskContext } from "./task-context.js";
 
@@ -14,23 +14,28 @@ export interface WorkerOptions {
   roles: string[];
   /** One handler per role. */
   handlers: Record<string, Handler>;
-  /** Default: $WORKER_ID, else worker-<first role>-<random>. */
+  /** Default: worker-<first role>-<random>. */
   workerId?: string;
   /** Max tasks at once; also the capacity the coordinator sees. Default 1. */
   concurrency?: number;
-  /** How often an idle worker looks for work when no notification wakes it. Default $POLL_INTERVAL_MS or 5000. */
+  /** How often an idle worker looks for work when no notification wakes it. Default 5000. */
   pollIntervalMs?: number;
-  /** Default $HEARTBEAT_INTERVAL_MS or 30000. */
+  /** Default 30000. */
   heartbeatIntervalMs?: number;
-  /** Lease length without a heartbeat. Default 4 heartbeat intervals (at least 10 s). */
+  /** Lease length without a heartbeat; at least 2 heartbeat intervals. Default 4 heartbeat intervals (at least 10 s). */
   leaseSeconds?: number;
   /** On shutdown, how long in-flight tasks may finish before they are released. Default 30000. */
   shutdownGraceMs?: number;
-  /** Install SIGTERM/SIGINT handlers for graceful shutdown. Default true. */
+  /**
+   * Install SIGTERM/SIGINT handlers that stop the worker gracefully and then exit the process (a
+   * second signal exits at once). Default false: an application embedding a worker owns its process
+   * and calls stop() itself; `taskpool worker` turns this on.
+   */
   handleSignals?: boolean;
   /**
-   * Send heartbeats from a separate thread, so a handler that blocks the event loop does not look
-   * dead. Needs a database URL the thread can open; default true when there is one.
+   * Send heartbeats from a separate thread with its own connection, so a handler that blocks the
+   * event loop does not look dead. Default true when the pool can give the thread a connection (not
+   * for `sqlite::memory:` or a pool on a custom clock, which beat from the event loop).
    */
   heartbeatThread?: boolean;
   logger?: Logger;
@@ -49,9 +54,7 @@ const positive = (name: string, value: number, min = 1) => {
   return value;
 };
 
-const envNumber = (name: string) => (process.env[name] === undefined ? undefined : Number(process.env[name]));
-
-/** Applies defaults (and the environment of seed 004) and refuses options that cannot work. */
+/** Applies defaults and refuses options that cannot work. */
 export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOptions {
   const roles = options.roles;
   if (!Array.isArray(roles) || roles.length === 0) {
@@ -63,21 +66,29 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
       throw new ValidationError(`No handler for role "${role}": add handlers.${role} = async (params, ctx) => { ... }`, [{ path: `handlers.${role}`, message: "missing" }]);
     }
   }
-  const workerId = options.workerId ?? process.env.WORKER_ID ?? `worker-${roles[0]}-${randomBytes(4).toString("hex")}`;
+  const workerId = options.workerId ?? `worker-${roles[0]}-${randomBytes(4).toString("hex")}`;
   if (!new RegExp(WORKER_ID_PATTERN).test(workerId)) {
     throw new ValidationError(`Invalid worker id "${workerId}": letters, digits, _ . - only, 1 to 128 characters`, [{ path: "workerId", message: "bad format" }]);
   }
-  const heartbeatIntervalMs = positive("heartbeatIntervalMs", options.heartbeatIntervalMs ?? envNumber("HEARTBEAT_INTERVAL_MS") ?? 30_000, 10);
+  const heartbeatIntervalMs = positive("heartbeatIntervalMs", options.heartbeatIntervalMs ?? 30_000, 10);
+  const leaseSeconds = positive("leaseSeconds", options.leaseSeconds ?? Math.max(10, Math.ceil((4 * heartbeatIntervalMs) / 1000)));
+  // A lease shorter than two heartbeats would run out between them: every task would be taken back.
+  if (leaseSeconds * 1000 < 2 * heartbeatIntervalMs) {
+    throw new ValidationError(
+      `Invalid worker options: leaseSeconds (${leaseSeconds}) must last at least two heartbeats (2 × heartbeatIntervalMs ${heartbeatIntervalMs} ms); raise leaseSeconds or beat more often`,
+      [{ path: "leaseSeconds", message: "shorter than two heartbeat intervals" }],
+    );
+  }
   return {
     roles,
     handlers: options.handlers,
     workerId,
     concurrency: positive("concurrency", options.concurrency ?? 1),
-    pollIntervalMs: positive("pollIntervalMs", options.pollIntervalMs ?? envNumber("POLL_INTERVAL_MS") ?? 5000, 10),
+    pollIntervalMs: positive("pollIntervalMs", options.pollIntervalMs ?? 5000, 10),
     heartbeatIntervalMs,
-    leaseSeconds: positive("leaseSeconds", options.leaseSeconds ?? Math.max(10, Math.ceil((4 * heartbeatIntervalMs) / 1000))),
+    leaseSeconds,
     shutdownGraceMs: positive("shutdownGraceMs", options.shutdownGraceMs ?? 30_000, 0),
-    handleSignals: options.handleSignals ?? true,
+    handleSignals: options.handleSignals ?? false,
     heartbeatThread: options.heartbeatThread,
     version: options.version ?? VERSION,
     metadata: options.metadata ?? {},

@@ -15,8 +15,10 @@
  */
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
-import { LeaseLostError, TaskpoolError } from "../core/errors.js";
+import { LeaseLostError, TaskpoolError, ValidationError } from "../core/errors.js";
+import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
 import type { ClaimedTask, EnqueueInput, Json } from "../core/task.js";
+import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
 import { type Heartbeats, type HeartbeatState, InProcessHeartbeats, ThreadHeartbeats } from "./heartbeats.js";
 import { resolveWorkerOptions, type ResolvedWorkerOptions, type WorkerOptions } from "./options.js";
@@ -25,12 +27,6 @@ import { type AbortReason, createTaskContext } from "./task-context.js";
 /** Throw this from a handler to fail the task for good, whatever attempts remain. */
 export class NonRetryableError extends Error {
   override name = "NonRetryableError";
-}
-
-/** Where a worker can reopen its database from another thread. */
-export interface WorkerConnection {
-  url: string;
-  schema?: string;
 }
 
 interface Running {
@@ -57,10 +53,15 @@ export class Worker {
   private signalHandler: ((signal: NodeJS.Signals) => void) | null = null;
   private stopping: Promise<void> | null = null;
 
+  /**
+   * `store` is the pool's checked store. `heartbeatDatabase`, when given, is where the heartbeat
+   * thread opens its own connection (the same database and settings); without it heartbeats run on
+   * this event loop.
+   */
   constructor(
     private readonly store: Store,
     options: WorkerOptions,
-    private readonly connection?: WorkerConnection,
+    private readonly heartbeatDatabase: DatabaseConfig | null = null,
   ) {
     this.options = resolveWorkerOptions(options);
     this.id = this.options.workerId;
@@ -77,10 +78,13 @@ export class Worker {
       onError: (error: Error) => this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval"),
       onRecovered: () => this.logger.info("Heartbeats reach the database again"),
     };
-    const useThread = this.options.heartbeatThread ?? (this.connection !== undefined && !this.connection.url.endsWith(":memory:"));
+    const thread = this.options.heartbeatThread === false ? null : this.heartbeatDatabase;
+    if (this.options.heartbeatThread === true && thread === null) {
+      this.logger.warn("heartbeatThread: this pool cannot open a second connection (in-memory or custom clock); beating from the event loop");
+    }
     this.heartbeats =
-      useThread && this.connection
-        ? new ThreadHeartbeats(this.connection.url, this.connection.schema, this.heartbeatState(), this.options.heartbeatIntervalMs, events)
+      thread !== null
+        ? new ThreadHeartbeats(thread, this.heartbeatState(), this.options.heartbeatIntervalMs, events)
         : new InProcessHeartbeats(this.store, this.heartbeatState(), this.options.heartbeatIntervalMs, events);
     // Claim only once heartbeats flow: a worker that claims but never beats would look dead.
     await this.heartbeats.ready;
@@ -216,7 +220,17 @@ export class Worker {
       return;
     }
     await this.persist(log, `complete task ${task.id}`, async () => {
-      await this.store.complete(task.id, lease, { result: result ?? null, followUps });
+      try {
+        await this.store.complete(task.id, lease, { result: result ?? null, followUps });
+      } catch (error) {
+        if (!(error instanceof ValidationError)) throw error;
+        // The result or a follow-up cannot be stored: running the handler again would do the work
+        // again and fail the same way, so the task fails now, saying what to fix.
+        await this.store.fail(task.id, lease, { error: storable(`Handler output rejected, task not completed: ${error.message}`), retryable: false });
+        this.tasksProcessed++;
+        log.error({ err: error.message }, `Task ${task.id} failed: its handler's output cannot be stored`);
+        return;
+      }
       this.tasksProcessed++;
       log.info(`Task ${task.id} completed`);
     });
@@ -229,7 +243,7 @@ export class Worker {
       return;
     }
     if (reason === "shutdown") return; // shutdown releases it
-    const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : errorMessage(error);
+    const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : storable(errorMessage(error));
     const retryable = !(error instanceof NonRetryableError);
     await this.persist(log, `record the failure of task ${task.id}`, async () => {
       const failed = await this.store.fail(task.id, { workerId: task.workerId, leaseToken: task.leaseToken }, { error: message, retryable });
@@ -316,6 +330,12 @@ export class Worker {
     this.state = "stopped";
     this.logger.info(`Worker ${this.id} stopped`);
   }
+}
+
+/** A message the store accepts whatever the handler threw: no NUL, well-formed, not too long. */
+function storable(message: string): string {
+  const clean = message.replaceAll("\0", "\\0").toWellFormed();
+  return clean.length <= MAX_MESSAGE_LENGTH ? clean : `${clean.slice(0, MAX_MESSAGE_LENGTH - 20)}… (truncated)`;
 }
 
 function errorMessage(error: unknown): string {

@@ -1,9 +1,10 @@
 import { afterEach, beforeEach } from "vitest";
+import { CheckedStore } from "../../src/api/checked-store.js";
 import { ManualClock } from "../../src/core/clock.js";
 import type { Store } from "../../src/store/store.js";
 import type { StoreKind, TestStore } from "../helpers/stores.js";
 
-/** What each contract test gets: a fresh store on a manual clock with a fixed jitter draw. */
+/** What each contract test gets: a fresh checked store on a manual clock with a fixed jitter draw. */
 export interface ContractContext {
   store: Store;
   clock: ManualClock;
@@ -18,8 +19,9 @@ export function useStore(kind: StoreKind): ContractContext {
   beforeEach(async () => {
     ctx.clock = new ManualClock();
     handle = await kind.create({ clock: ctx.clock, random: () => ctx.jitter.value });
-    ctx.store = handle.store;
-    ctx.another = () => handle.another();
+    // The contract is what users get: the checked API layer in front of each store.
+    ctx.store = new CheckedStore(handle.store);
+    ctx.another = async () => new CheckedStore(await handle.another());
     ctx.jitter.value = 0.5;
   });
   afterEach(async () => {

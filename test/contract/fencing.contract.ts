@@ -42,6 +42,23 @@ export function fencingContract(kind: StoreKind) {
       expect((await ctx.store.complete(current.id, current)).task.status).toBe("completed");
     });
 
+    // The same worker id holds the task again, so only the token tells the stale lease from the current one.
+    it.each(GUARDED)("refuses %s from the same worker's earlier lease", async (_, call) => {
+      await ctx.store.enqueue({ taskType: "a" });
+      const old = await claimOne(ctx.store, "w1");
+      await ctx.store.release(old.id, old);
+      const current = await claimOne(ctx.store, "w1");
+      await ctx.store.start(current.id, current);
+      const before = await ctx.store.get(old.id);
+      const eventsBefore = await ctx.store.events(old.id);
+
+      ctx.clock.advance(1000);
+      await expect(call(ctx.store, old.id, old)).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await ctx.store.get(old.id)).toEqual(before);
+      expect(await ctx.store.events(old.id)).toEqual(eventsBefore);
+      expect((await ctx.store.complete(current.id, current)).task.status).toBe("completed");
+    });
+
     it.each(GUARDED)("refuses %s after recovery put the task back in the pool", async (_, call) => {
       await ctx.store.enqueue({ taskType: "a" });
       const old = await claimOne(ctx.store, "w1");

@@ -2,13 +2,14 @@ import type { StoreKind } from "../helpers/stores.js";
 import { claimContract } from "./claim.contract.js";
 import { enqueueContract } from "./enqueue.contract.js";
 import { fencingContract } from "./fencing.contract.js";
+import { hostileInputContract } from "./hostile-input.contract.js";
 import { lifecycleContract } from "./lifecycle.contract.js";
 import { queriesContract } from "./queries.contract.js";
 import { taskTypesContract } from "./task-types.contract.js";
 import { viewsContract } from "./views.contract.js";
 import { workersContract } from "./workers.contract.js";
 
-/** The definition of a correct store: every backend runs exactly this, unchanged. */
+/** The definition of a correct store behind the checked API: every backend runs exactly this, unchanged. */
 export function storeContract(kind: StoreKind): void {
   enqueueContract(kind);
   claimContract(kind);
@@ -18,4 +19,5 @@ export function storeContract(kind: StoreKind): void {
   workersContract(kind);
   taskTypesContract(kind);
   viewsContract(kind);
+  hostileInputContract(kind);
 }

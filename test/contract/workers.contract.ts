@@ -102,16 +102,38 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w-dead")).toMatchObject({ status: "dead", activeTasks: 0 });
     });
 
-    it("records 'No healthy worker available' and leaves the task to the pool", async () => {
+    it("records 'No healthy worker available for role …' and leaves the task to the pool", async () => {
       await beat("quiet"); // falls silent along with the dead worker: not a candidate either
       const lease = await deadWorkerWithTask();
-      await beat("full", { currentLoad: 10 });
       await beat("other-role", { roles: ["analytics"] });
       const result = await ctx.store.sweep(SWEEP);
       expect(result).toMatchObject({ requeued: [lease.id], reassigned: [], unassigned: [lease.id] });
       const [event] = await ctx.store.reassignments({ taskId: lease.id });
-      expect(event).toMatchObject({ success: false, toWorkerId: null, errorMessage: "No healthy worker available", checkpoint: { page: 5 } });
+      expect(event).toMatchObject({ success: false, toWorkerId: null, errorMessage: "No healthy worker available for role crawl", checkpoint: { page: 5 } });
       expect((await claimOne(ctx.store, "latecomer")).id).toBe(lease.id);
+    });
+
+    it("says when the role's healthy workers exist but are all at capacity", async () => {
+      await beat("w-dead");
+      await ctx.store.enqueueMany([{ taskType: "crawl", priority: 9 }, { taskType: "crawl", priority: 1 }]);
+      const [first, second] = await ctx.store.claim({ workerId: "w-dead", limit: 2 });
+      ctx.clock.advance(121_000);
+      await beat("full-a", { currentLoad: 10 });
+      await beat("full-b", { capacity: 2, currentLoad: 1 }); // takes one task, then is full for the next
+      const result = await ctx.store.sweep(SWEEP);
+      expect(result).toMatchObject({ reassigned: [{ taskId: first.id, workerId: "full-b" }], unassigned: [second.id] });
+      const [event] = await ctx.store.reassignments({ taskId: second.id });
+      expect(event).toMatchObject({ success: false, errorMessage: "All 2 healthy workers for role crawl are at capacity" });
+    });
+
+    it("names a live previous holder when it is the only worker of the role", async () => {
+      await ctx.store.enqueue({ taskType: "crawl" });
+      const lease = await claimOne(ctx.store, "hung", { leaseSeconds: 30 });
+      ctx.clock.advance(31_000);
+      await beat("hung");
+      expect((await ctx.store.sweep(SWEEP)).unassigned).toEqual([lease.id]);
+      const [event] = await ctx.store.reassignments({ taskId: lease.id });
+      expect(event.errorMessage).toBe("No healthy worker available for role crawl besides its previous holder hung");
     });
 
     it("reassigns higher-priority tasks first when capacity is short", async () => {
@@ -163,6 +185,33 @@ export function workersContract(kind: StoreKind) {
       expect(await ctx.store.tryLead("coordinator", "a", 10)).toBe(false);
       await ctx.store.resign("coordinator", "b");
       expect(await ctx.store.tryLead("coordinator", "a", 10)).toBe(true);
+    });
+
+    it("leads for fractional seconds, by the store's clock", async () => {
+      expect(await ctx.store.tryLead("coordinator", "c1", 1.5)).toBe(true);
+      expect(await ctx.store.tryLead("coordinator", "c2", 1.5)).toBe(false);
+      ctx.clock.advance(1_499);
+      expect(await ctx.store.tryLead("coordinator", "c2", 1.5)).toBe(false);
+      ctx.clock.advance(1);
+      expect(await ctx.store.tryLead("coordinator", "c2", 1.5)).toBe(true);
+      expect(await ctx.store.leadershipStatus("coordinator")).toMatchObject({ holder: "c2", leaseExpiresAt: new Date(ctx.clock.now().getTime() + 1_500) });
+    });
+
+    it("records the last sweep, which outlives its leader's lease", async () => {
+      expect(await ctx.store.leadershipStatus("coordinator")).toEqual({ holder: null, leaseExpiresAt: null, lastSweptBy: null, lastSweptAt: null, secondsSinceSweep: null });
+      await ctx.store.tryLead("coordinator", "c1", 10);
+      await ctx.store.recordSweep("coordinator", "c1");
+      const sweptAt = ctx.clock.now();
+      ctx.clock.advance(4_000);
+      expect(await ctx.store.leadershipStatus("coordinator")).toEqual({
+        holder: "c1", leaseExpiresAt: new Date(sweptAt.getTime() + 10_000), lastSweptBy: "c1", lastSweptAt: sweptAt, secondsSinceSweep: 4,
+      });
+      await ctx.store.resign("coordinator", "c1");
+      ctx.clock.advance(300_000);
+      expect(await ctx.store.leadershipStatus("coordinator")).toEqual({ holder: null, leaseExpiresAt: null, lastSweptBy: "c1", lastSweptAt: sweptAt, secondsSinceSweep: 304 });
+      await ctx.store.tryLead("coordinator", "c2", 10);
+      await ctx.store.recordSweep("coordinator", "c2");
+      expect(await ctx.store.leadershipStatus("coordinator")).toMatchObject({ holder: "c2", lastSweptBy: "c2", lastSweptAt: ctx.clock.now(), secondsSinceSweep: 0 });
     });
 
     it("wakes subscribers when tasks are enqueued", async () => {

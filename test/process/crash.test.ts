@@ -138,7 +138,7 @@ describe.each([
     await coordinator();
     victim.child.kill("SIGKILL");
     const [event] = await eventually(() => store.reassignments({ taskId: task.id }).then((r) => (r.length > 0 ? r : null)), 20_000, "a reassignment event");
-    expect(event).toMatchObject({ success: false, toWorkerId: null, errorMessage: "No healthy worker available", fromWorkerId: "victim" });
+    expect(event).toMatchObject({ success: false, toWorkerId: null, errorMessage: "No healthy worker available for role crawl", fromWorkerId: "victim" });
     const latecomer = await worker("latecomer", { WORKER_ROLE: "crawl", PAGE_MS: "5" });
     expect((await latecomer.waitFor({ event: "start", taskId: task.id })).attempt).toBe(2);
     await eventually(async () => (await status(task.id)) === "completed", 20_000, "completion");

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CheckedStore } from "../../src/api/checked-store.js";
 import type { Store } from "../../src/store/store.js";
 import type { WorkerOptions } from "../../src/worker/options.js";
 import { NonRetryableError, Worker } from "../../src/worker/worker.js";
@@ -11,7 +12,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
   const workers: Worker[] = [];
   beforeEach(async () => {
     handle = await kind.create();
-    store = handle.store;
+    store = new CheckedStore(handle.store);
   });
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.stop(0)));
@@ -143,6 +144,60 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     const { task } = await store.enqueue({ taskType: "ping" });
     await settled(task.id);
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it("fails a task at once, naming the field, when its handler's result cannot be stored; the handler is not run again", async () => {
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    const results: Record<string, unknown> = { date: { at: new Date() }, bigint: { n: 10n }, circular, huge: { blob: "x".repeat(1024 * 1024 + 1) } };
+    const runs: Record<string, number> = {};
+    const tasks = await Promise.all(Object.keys(results).map(async (kind) => (await store.enqueue({ taskType: "out", params: { kind }, maxAttempts: 3 })).task));
+    await startWorker({
+      concurrency: 4,
+      handlers: {
+        out: async (params) => {
+          runs[params.kind as string] = (runs[params.kind as string] ?? 0) + 1;
+          return results[params.kind as string] as never;
+        },
+      },
+    });
+    for (const t of tasks) await settled(t.id, "failed");
+    const errors = Object.fromEntries(await Promise.all(tasks.map(async (t) => [t.params.kind, (await store.get(t.id))?.errorMessage])));
+    expect(errors.date).toMatch(/^Handler output rejected, task not completed: Invalid result: result\.at is a Date; pass plain JSON/);
+    expect(errors.bigint).toMatch(/result\.n is a bigint, which JSON cannot hold/);
+    expect(errors.circular).toMatch(/result\.self contains a cycle/);
+    expect(errors.huge).toMatch(/result is 1\.0 MiB as JSON, over the limit of 1\.0 MiB \(limits\.resultBytes\)/);
+    expect(runs).toEqual({ date: 1, bigint: 1, circular: 1, huge: 1 });
+    for (const t of tasks) expect((await store.get(t.id))?.attempts).toBe(1);
+  });
+
+  it("stores a result with undefined fields as JSON.stringify would, leaving them out", async () => {
+    const { task } = await store.enqueue({ taskType: "out" });
+    await startWorker({ handlers: { out: async () => ({ kept: 1, dropped: undefined }) as never } });
+    await settled(task.id);
+    expect((await store.get(task.id))?.result).toEqual({ kept: 1 });
+  });
+
+  it("records a handler error whose message the database could not store as such (NUL, lone surrogate, huge)", async () => {
+    const { task } = await store.enqueue({ taskType: "boom", maxAttempts: 1 });
+    await startWorker({ handlers: { boom: async () => { throw new Error(`bad\u0000byte \ud800 ${"y".repeat(20_000)}`); } } });
+    await settled(task.id, "failed");
+    const message = (await store.get(task.id))?.errorMessage ?? "";
+    expect(message.startsWith("bad\\0byte \ufffd y")).toBe(true);
+    expect(message.endsWith("… (truncated)")).toBe(true);
+    expect(message.length).toBeLessThanOrEqual(10_000);
+  });
+
+  it("leaves the process alone when embedded: no signal handlers, no environment read", async () => {
+    const before = [process.listenerCount("SIGTERM"), process.listenerCount("SIGINT")];
+    process.env.WORKER_ID = "from-the-environment";
+    try {
+      const { worker } = await startWorker({ handlers: { x: async () => {} }, handleSignals: undefined });
+      expect(worker.id).not.toBe("from-the-environment");
+      expect([process.listenerCount("SIGTERM"), process.listenerCount("SIGINT")]).toEqual(before);
+    } finally {
+      delete process.env.WORKER_ID;
+    }
   });
 
   it("on stop, releases unfinished tasks with their checkpoint and no attempt charged, and turns inactive", async () => {

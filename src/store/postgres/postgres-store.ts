@@ -2,7 +2,7 @@ import pg from "pg";
 import { type Clock, systemClock } from "../../core/clock.js";
 import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
-import { checkEnqueueInput, checkEnqueueInputs, prepareNewTask, prepareNewTasks, type NewTask } from "../../core/new-task.js";
+import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
 import type { TaskAction } from "../../core/state-machine.js";
 import {
@@ -21,20 +21,22 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import { assertFiniteNumber, assertJson, LeaseSchema, TaskTypeName, validate, WorkerBeatSchema, WorkerId } from "../../core/validation.js";
+import type { CancelOptions, ClaimByIdOptions, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { resolveClaim } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
-import type { CompleteResult, EnqueueResult, RegisterTaskTypeResult, Store } from "../store.js";
+import type { CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
 import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
+import type { CapacityRow, ReassignmentStats } from "../../core/monitoring.js";
+import { type CapacityViewRow, type ReassignmentViewRows, toCapacity, toReassignmentStats, VIEW_READS } from "../monitoring-records.js";
 import { PgListener } from "./listener.js";
 import { migratePostgres } from "./migrate.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import * as sql from "./queries.js";
-import { type ReassignmentRow, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
+import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
 import { type EventRow, newTasksJson, type TaskRow, toEvent, toTask } from "./rows.js";
 import * as typeSql from "./task-type-queries.js";
 import * as workerSql from "./worker-queries.js";
@@ -49,6 +51,8 @@ export interface PostgresStoreOptions {
   random?: () => number;
   /** Connections in the pool (default 10). */
   poolSize?: number;
+  /** Refuse tasks of unregistered types (see prepareNewTask). */
+  requireRegistered?: boolean;
 }
 
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -71,7 +75,7 @@ export class PostgresStore implements Store {
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly listener: PgListener;
-  private readonly validators = new ParamsValidators();
+  private readonly rules: NewTaskRules;
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? "taskpool";
@@ -82,6 +86,7 @@ export class PostgresStore implements Store {
     }
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
+    this.rules = { validators: new ParamsValidators(), requireRegistered: options.requireRegistered ?? false };
     this.pool = new pg.Pool({
       connectionString: options.url,
       max: options.poolSize ?? 10,
@@ -115,16 +120,14 @@ export class PostgresStore implements Store {
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    checkEnqueueInput(input);
     const types = await this.latestTypes([input]);
-    const [result] = await this.insert([prepareNewTask(input, this.clock.now(), types.get(input.taskType), this.validators)]);
+    const [result] = await this.insert([prepareNewTask(input, this.clock.now(), types.get(input.taskType), this.rules)]);
     return result;
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
-    checkEnqueueInputs(inputs);
-    return this.insert(prepareNewTasks(inputs, this.clock.now(), await this.latestTypes(inputs), this.validators));
+    return this.insert(prepareNewTasks(inputs, this.clock.now(), await this.latestTypes(inputs), this.rules));
   }
 
   /**
@@ -174,8 +177,7 @@ export class PostgresStore implements Store {
     }
   }
 
-  async claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask> {
-    validate(WorkerId, options.workerId, "worker_id");
+  async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
     const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
     let rows: TaskRow[];
     try {
@@ -195,7 +197,6 @@ export class PostgresStore implements Store {
 
   /** Runs a lease-guarded statement; on zero rows, explains why with a typed error. */
   private async guarded(action: TaskAction, name: string, text: string, id: number, lease: Lease, extra: unknown[]): Promise<TaskRow[]> {
-    validate(LeaseSchema, lease, "lease");
     const rows = await this.rows<TaskRow>(name, text, [id, lease.workerId, lease.leaseToken, this.clock.now(), ...extra]);
     if (rows.length > 0) return rows;
     const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
@@ -206,7 +207,7 @@ export class PostgresStore implements Store {
     return toTask((await this.guarded("start", "tp_start", sql.START, id, lease, []))[0]);
   }
 
-  async heartbeat(id: number, lease: Lease, options: { leaseSeconds?: number; progress?: number } = {}): Promise<Task> {
+  async heartbeat(id: number, lease: Lease, options: HeartbeatOptions = {}): Promise<Task> {
     const rows = await this.guarded("heartbeat", "tp_heartbeat", sql.HEARTBEAT, id, lease, [
       options.leaseSeconds ?? null,
       options.progress ?? null,
@@ -215,22 +216,18 @@ export class PostgresStore implements Store {
   }
 
   async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
-    assertJson(data, "checkpoint");
     return toTask((await this.guarded("checkpoint", "tp_checkpoint", sql.CHECKPOINT, id, lease, [JSON.stringify(data)]))[0]);
   }
 
   async progress(id: number, lease: Lease, progress: number): Promise<Task> {
-    assertFiniteNumber(progress, "progress");
     return toTask((await this.guarded("progress", "tp_progress", sql.PROGRESS, id, lease, [progress]))[0]);
   }
 
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     const result = options.result ?? null;
-    assertJson(result, "result");
     const inputs = options.followUps ?? [];
-    checkEnqueueInputs(inputs);
     const types = inputs.length > 0 ? await this.latestTypes(inputs) : new Map<string, TaskTypeRecord>();
-    const followUps = prepareNewTasks(inputs, this.clock.now(), types, this.validators, id);
+    const followUps = prepareNewTasks(inputs, this.clock.now(), types, this.rules, id);
     const rows = await this.guarded("complete", "tp_complete", sql.COMPLETE, id, lease, [
       JSON.stringify(result),
       newTasksJson(followUps),
@@ -244,14 +241,12 @@ export class PostgresStore implements Store {
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
-    if (typeof options?.error !== "string") throw new ValidationError("Invalid failure: error must be a string saying what went wrong", [{ path: "error", message: "required string" }]);
     const rows = await this.guarded("fail", "tp_fail", sql.FAIL, id, lease, [options.error, options.retryable !== false, this.random()]);
     return toTask(rows[0]);
   }
 
-  async release(id: number, lease: Lease, options: { checkpoint?: Json; reason?: string } = {}): Promise<Task> {
+  async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
     const replace = options.checkpoint !== undefined;
-    if (replace) assertJson(options.checkpoint, "checkpoint");
     const rows = await this.guarded("release", "tp_release", sql.RELEASE, id, lease, [
       replace,
       replace ? JSON.stringify(options.checkpoint) : null,
@@ -268,7 +263,7 @@ export class PostgresStore implements Store {
     throw refusalError(id, state, action);
   }
 
-  async cancel(id: number, options: { reason?: string } = {}): Promise<Task> {
+  async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
     return this.operatorAction("cancel", "tp_cancel", sql.CANCEL, id, [id, this.clock.now(), options.reason ?? null]);
   }
 
@@ -282,7 +277,6 @@ export class PostgresStore implements Store {
   }
 
   async reserve(id: number, workerId: string, seconds: number): Promise<Task> {
-    validate(WorkerId, workerId, "worker_id");
     return this.operatorAction("reserve", "tp_reserve", sql.RESERVE, id, [id, workerId, this.clock.now(), seconds]);
   }
 
@@ -293,10 +287,10 @@ export class PostgresStore implements Store {
 
   async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
     const q = resolveList(filter, page);
-    const present = { statuses: q.statuses !== null, taskType: q.taskType !== null, workerId: q.workerId !== null, beforeId: q.beforeId !== null };
-    const name = `tp_list_${Object.values(present).map(Number).join("")}`;
-    const values = [q.limit, q.statuses, q.taskType, q.workerId, q.beforeId].filter((v) => v !== null);
-    const tasks = (await this.rows<TaskRow>(name, sql.listStatement(present), values)).map(toTask);
+    const present = { statuses: q.statuses !== null, taskType: q.taskType !== null, workerId: q.workerId !== null, cursor: q.afterCursor !== null };
+    const name = `tp_list_${q.order}_${Object.values(present).map(Number).join("")}`;
+    const values = [q.limit, q.statuses, q.taskType, q.workerId, q.afterCursor].filter((v) => v !== null);
+    const tasks = (await this.rows<TaskRow>(name, sql.listStatement(present, q.order), values)).map(toTask);
     return { tasks, nextCursor: tasks.length === q.limit ? encodeCursor(tasks[tasks.length - 1].id) : null };
   }
 
@@ -333,7 +327,6 @@ export class PostgresStore implements Store {
   }
 
   async getTaskType(name: string): Promise<TaskTypeRecord | null> {
-    validate(TaskTypeName, name, "task type name");
     const [row] = await this.rows<TaskTypeRow>("tp_latest_task_types", typeSql.LATEST_TASK_TYPES, [[name]]);
     return row ? toTaskType(row) : null;
   }
@@ -343,12 +336,10 @@ export class PostgresStore implements Store {
   }
 
   async taskTypeVersions(name: string): Promise<TaskTypeRecord[]> {
-    validate(TaskTypeName, name, "task type name");
     return (await this.rows<TaskTypeRow>("tp_task_type_versions", typeSql.TASK_TYPE_VERSIONS, [name])).map(toTaskType);
   }
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
-    validate(WorkerBeatSchema, beat, "worker heartbeat");
     const leases = beat.leases ?? [];
     const [row] = await this.rows<{ held: number[] }>("tp_worker_heartbeat", workerSql.WORKER_HEARTBEAT, [
       beat.workerId,
@@ -369,7 +360,6 @@ export class PostgresStore implements Store {
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {
-    validate(WorkerId, workerId, "worker_id");
     const rows = await this.rows<{ id: number }>("tp_worker_shutdown", workerSql.WORKER_SHUTDOWN, [workerId, this.clock.now()]);
     if (rows.length > 0) await this.notify("");
     return rows.map((r) => r.id);
@@ -394,9 +384,22 @@ export class PostgresStore implements Store {
     await this.rows("tp_resign", workerSql.RESIGN, [name, holder]);
   }
 
-  async reassignments(options: { limit?: number; taskId?: number } = {}): Promise<ReassignmentEvent[]> {
+  async reassignments(options: ReassignmentQuery = {}): Promise<ReassignmentEvent[]> {
     const rows = await this.rows<ReassignmentRow>("tp_list_reassignments", workerSql.LIST_REASSIGNMENTS, [options.limit ?? 100, options.taskId ?? null]);
     return rows.map(toReassignment);
+  }
+
+  async reassignmentStats(): Promise<ReassignmentStats> {
+    const [[rate], failing, repeated] = await Promise.all([
+      this.rows<ReassignmentViewRows["rate"]>("tp_reassignment_rate", VIEW_READS.reassignmentRate, []),
+      this.rows<ReassignmentViewRows["failing"][number]>("tp_failing_workers", VIEW_READS.failingWorkers, []),
+      this.rows<ReassignmentViewRows["repeated"][number]>("tp_repeated_reassignments", VIEW_READS.repeatedReassignments, []),
+    ]);
+    return toReassignmentStats({ rate, failing, repeated });
+  }
+
+  async capacity(): Promise<CapacityRow[]> {
+    return (await this.rows<CapacityViewRow>("tp_capacity", VIEW_READS.capacity, [])).map(toCapacity);
   }
 
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
@@ -406,6 +409,16 @@ export class PostgresStore implements Store {
   /** An empty payload means "something changed, any type": listeners re-check. */
   private async notify(payload: string): Promise<void> {
     await this.rows("tp_notify", workerSql.NOTIFY, [this.channel, payload]);
+  }
+
+  async recordSweep(name: string, holder: string): Promise<void> {
+    await this.rows("tp_record_sweep", workerSql.RECORD_SWEEP, [name, holder, this.clock.now()]);
+  }
+
+  async leadershipStatus(name: string): Promise<LeadershipStatus> {
+    const now = this.clock.now();
+    const [row] = await this.rows<LeadershipRow>("tp_leadership_status", workerSql.LEADERSHIP_STATUS, [name, now]);
+    return toLeadershipStatus(row, now);
   }
 }
 

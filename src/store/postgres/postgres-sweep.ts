@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { LEASE_EXPIRED, NO_HEALTHY_WORKER, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
+import { LEASE_EXPIRED, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
 import { planReassignments } from "../../core/worker-selection.js";
 import * as sql from "./worker-queries.js";
 
@@ -64,7 +64,7 @@ export async function sweepPostgres(pool: pg.Pool, now: Date, options: SweepOpti
         await client.query({
           name: "tp_log_unassigned",
           text: sql.LOG_UNASSIGNED,
-          values: [u.map((t) => t.id), u.map((t) => t.fromWorkerId), u.map((t) => t.reason), u.map((t) => checkpoints.get(t.id)), NO_HEALTHY_WORKER, now],
+          values: [u.map((t) => t.id), u.map((t) => t.fromWorkerId), u.map((t) => t.reason), u.map((t) => checkpoints.get(t.id)), u.map((t) => t.errorMessage), now],
         });
       }
       result.reassigned = plan.assigned.map((t) => ({ taskId: t.id, workerId: t.workerId }));

@@ -378,16 +378,16 @@ export const GET = `SELECT * FROM tasks WHERE id = $1`;
  * type, worker, before-id). Built per combination rather than with "$n IS NULL OR …", because the
  * pool plans prepared statements generically and a generic plan cannot drop absent filters.
  */
-export function listStatement(filters: { statuses: boolean; taskType: boolean; workerId: boolean; beforeId: boolean }): string {
+export function listStatement(filters: { statuses: boolean; taskType: boolean; workerId: boolean; cursor: boolean }, order: "newest" | "oldest"): string {
   const conditions = [
     filters.statuses && "status = ANY($?::text[])",
     filters.taskType && "task_type = $?",
     filters.workerId && "worker_id = $?",
-    filters.beforeId && "id < $?",
+    filters.cursor && (order === "newest" ? "id < $?" : "id > $?"),
   ]
     .filter((c): c is string => typeof c === "string")
     .map((c, i) => c.replace("$?", `$${i + 2}`));
-  return `SELECT * FROM tasks ${conditions.length > 0 ? `WHERE ${conditions.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $1`;
+  return `SELECT * FROM tasks ${conditions.length > 0 ? `WHERE ${conditions.join(" AND ")}` : ""} ORDER BY id ${order === "newest" ? "DESC" : "ASC"} LIMIT $1`;
 }
 
 export const COUNTS = `SELECT task_type, status, count(*) AS n FROM tasks GROUP BY task_type, status`;

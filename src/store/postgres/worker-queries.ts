@@ -119,10 +119,13 @@ export const RECOVER_TASKS = `
   )
   SELECT * FROM recovered ORDER BY priority DESC, id`;
 
-/** $1 stale-before. Workers that may receive reassigned tasks: active, recently seen, not full. */
+/**
+ * $1 stale-before. Workers that may receive reassigned tasks: active and recently seen. Full ones come
+ * too, so that a task left unassigned can say whether its role has no worker or only busy ones.
+ */
 export const REASSIGNMENT_CANDIDATES = `
   SELECT worker_id, roles, capacity, current_load FROM workers
-  WHERE status = 'active' AND last_seen_at >= $1::timestamptz AND current_load < capacity`;
+  WHERE status = 'active' AND last_seen_at >= $1::timestamptz`;
 
 /**
  * $1 task ids, $2 chosen workers, $3 previous holders, $4 reasons, $5 reserved until, $6 now.
@@ -146,24 +149,39 @@ export const RESERVE_MANY = `
   )
   SELECT id FROM reserved`;
 
-/** $1 task ids, $2 from workers, $3 reasons, $4 checkpoints (JSON text), $5 error, $6 now. Failed reassignments. */
+/** $1 task ids, $2 from workers, $3 reasons, $4 checkpoints (JSON text), $5 why each found no worker, $6 now. Failed reassignments. */
 export const LOG_UNASSIGNED = `
   INSERT INTO reassignment_events (task_id, from_worker_id, to_worker_id, reason, checkpoint, success, error_message, created_at)
-  SELECT task_id, from_worker, NULL, reason, checkpoint::jsonb, false, $5, $6::timestamptz
-  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS u(task_id, from_worker, reason, checkpoint)`;
+  SELECT task_id, from_worker, NULL, reason, checkpoint::jsonb, false, error, $6::timestamptz
+  FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[]) AS u(task_id, from_worker, reason, checkpoint, error)`;
 
 /** $1 limit, $2 task id or null. Newest first. */
 export const LIST_REASSIGNMENTS = `
   SELECT * FROM reassignment_events WHERE ($2::bigint IS NULL OR task_id = $2) ORDER BY id DESC LIMIT $1`;
 
-/** $1 name, $2 holder, $3 now, $4 ttl seconds. Returns a row when $2 holds (or just took) the lease. */
+/**
+ * $1 name, $2 holder, $3 now, $4 ttl seconds (fractions allowed: 3 sweep intervals of 500 ms is 1.5).
+ * Returns a row when $2 holds (or just took) the lease.
+ */
 export const TRY_LEAD = `
-  INSERT INTO leader_leases AS l (name, holder, expires_at) VALUES ($1, $2, $3::timestamptz + make_interval(secs => $4::int))
+  INSERT INTO leader_leases AS l (name, holder, expires_at) VALUES ($1, $2, $3::timestamptz + make_interval(secs => $4::float8))
   ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
   WHERE l.holder = EXCLUDED.holder OR l.expires_at <= $3::timestamptz
   RETURNING holder`;
 
 export const RESIGN = `DELETE FROM leader_leases WHERE name = $1 AND holder = $2`;
+
+/** $1 name, $2 holder, $3 now. A table apart from leader_leases, because resigning deletes the lease row. */
+export const RECORD_SWEEP = `
+  INSERT INTO last_sweeps (name, holder, swept_at) VALUES ($1, $2, $3::timestamptz)
+  ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, swept_at = EXCLUDED.swept_at`;
+
+/** $1 name, $2 now. Always one row: the unexpired lease (if any) and the last recorded sweep (if any). */
+export const LEADERSHIP_STATUS = `
+  SELECT l.holder, l.expires_at, s.holder AS swept_by, s.swept_at
+  FROM (SELECT $1::text AS name) n
+  LEFT JOIN leader_leases l ON l.name = n.name AND l.expires_at > $2::timestamptz
+  LEFT JOIN last_sweeps s ON s.name = n.name`;
 
 /** $1 channel, $2 payload. */
 export const NOTIFY = `SELECT pg_notify($1, $2)`;

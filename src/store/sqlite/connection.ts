@@ -67,3 +67,9 @@ export class SqliteConnection {
     this.db.close();
   }
 }
+
+/** True when `error` is SQLite refusing a second row in a unique index on tasks.`column`. */
+export function isUniqueViolation(error: unknown, column: string): boolean {
+  const e = error as { code?: string; message?: string };
+  return e?.code === "SQLITE_CONSTRAINT_UNIQUE" && (e.message ?? "").includes(`tasks.${column}`);
+}

@@ -1,10 +1,8 @@
-import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
-import { retryDelayMs } from "../../core/backoff.js";
 import { type Clock, systemClock } from "../../core/clock.js";
-import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import { UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
-import { checkEnqueueInput, checkEnqueueInputs, type NewTask, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
+import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
 import type { TaskAction } from "../../core/state-machine.js";
 import {
@@ -23,15 +21,19 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import { assertFiniteNumber, assertJson, LeaseSchema, TaskTypeName, validate, WorkerBeatSchema, WorkerId } from "../../core/validation.js";
+import type { CancelOptions, ClaimByIdOptions, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
-import { toReassignment, toWorker } from "../worker-records.js";
+import type { CapacityRow, ReassignmentStats } from "../../core/monitoring.js";
+import { type CapacityViewRow, type ReassignmentViewRows, toCapacity, toReassignmentStats, VIEW_READS } from "../monitoring-records.js";
+import { toLeadershipStatus, toReassignment, toWorker } from "../worker-records.js";
 import { resolveClaim } from "../claim-options.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
-import type { CompleteResult, EnqueueResult, RegisterTaskTypeResult, Store } from "../store.js";
-import { type EventInput, SqliteConnection } from "./connection.js";
+import type { CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
+import { claimTaskById, claimTasks } from "./claim.js";
+import { CommitWatcher } from "./commit-watcher.js";
+import { type EventInput, isUniqueViolation, SqliteConnection } from "./connection.js";
 import { channelOf, notifyLocal, subscribeLocal } from "./local-signal.js";
 import { migrateSqlite } from "./migrate.js";
 import { sweepSqlite } from "./sqlite-sweep.js";
@@ -57,6 +59,8 @@ export interface SqliteStoreOptions {
   random?: () => number;
   /** How long to wait for another process's write lock before failing (default 5000 ms). */
   busyTimeoutMs?: number;
+  /** Refuse tasks of unregistered types (see prepareNewTask). */
+  requireRegistered?: boolean;
 }
 
 /**
@@ -74,7 +78,9 @@ export class SqliteStore implements Store {
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly channel: string;
-  private readonly validators = new ParamsValidators();
+  /** Hears other processes' commits while anyone subscribes (made at the first subscribe on a file). */
+  private commits: CommitWatcher | null = null;
+  private readonly rules: NewTaskRules;
 
   constructor(options: SqliteStoreOptions) {
     this.conn = new SqliteConnection(options.path, options.busyTimeoutMs ?? 5000);
@@ -82,6 +88,7 @@ export class SqliteStore implements Store {
     this.db = this.conn.db;
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
+    this.rules = { validators: new ParamsValidators(), requireRegistered: options.requireRegistered ?? false };
   }
 
   async migrate(): Promise<void> {
@@ -89,6 +96,7 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.commits?.stop();
     this.conn.close();
   }
 
@@ -97,9 +105,8 @@ export class SqliteStore implements Store {
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    checkEnqueueInput(input);
     const result = this.conn.tx(true, () => {
-      const prepared = prepareNewTask(input, this.clock.now(), this.latestTypes([input]).get(input.taskType), this.validators);
+      const prepared = prepareNewTask(input, this.clock.now(), this.latestTypes([input]).get(input.taskType), this.rules);
       return this.insert(prepared, this.now());
     });
     if (result.created) notifyLocal(this.channel, [result.task.taskType]);
@@ -107,9 +114,8 @@ export class SqliteStore implements Store {
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
-    checkEnqueueInputs(inputs);
     const results = this.conn.tx(true, () => {
-      const prepared = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.validators);
+      const prepared = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.rules);
       const now = this.now();
       return prepared.map((p) => this.insert(p, now));
     });
@@ -154,87 +160,15 @@ export class SqliteStore implements Store {
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
-    const c = resolveClaim(options);
-    const types = c.taskTypes ?? [];
-    const capRoom = this.conn.stmt(typeSql.capRoomStatement(types.length));
-    return this.conn.tx(false, () => {
-      const now = this.clock.now();
-      const params: Record<string, unknown> = {
-        workerId: c.workerId,
-        now: now.toISOString(),
-        limit: c.limit,
-        maxAttemptsRemaining: c.maxAttemptsRemaining,
-      };
-      types.forEach((t, i) => (params[`type${i}`] = t));
-      // The write lock is held: neither the NOT EXISTS key check nor the cap count can race with another claim.
-      const room = new Map((capRoom.all(params) as { name: string; room: number }[]).map((r) => [r.name, r.room]));
-      const keys = new Set<string>();
-      const claimed: ClaimedTask[] = [];
-      // Types at their cap are left out of the scans. A type that fills up during a pass is skipped, and
-      // when that left the batch short the scans run again without it (at most once per capped type).
-      for (;;) {
-        const full = [...room].filter(([, left]) => left <= 0).map(([type]) => type);
-        full.forEach((t, i) => (params[`full${i}`] = t));
-        const reserved = this.conn.stmt(sql.reservedCandidatesStatement(types.length, full.length));
-        const open = this.conn.stmt(sql.openCandidatesStatement(c.sortBy, c.sortOrder, types.length, full.length));
-        const rows = [...reserved.all(params), ...open.all(params)] as { id: number; task_type: string; concurrency_key: string | null }[];
-        let filledUp = false;
-        for (const row of rows) {
-          if (claimed.length === c.limit) break;
-          const left = room.get(row.task_type);
-          if (left !== undefined && left <= 0) {
-            filledUp = true;
-            continue;
-          }
-          if (row.concurrency_key !== null) {
-            if (keys.has(row.concurrency_key)) continue;
-            keys.add(row.concurrency_key);
-          }
-          claimed.push(this.claimRow(row.id, c.workerId, c.leaseSeconds, now, c.start) as ClaimedTask);
-          if (left !== undefined) room.set(row.task_type, left - 1);
-        }
-        if (!filledUp || claimed.length === c.limit) return claimed;
-      }
-    });
+    return claimTasks(this.conn, this.clock, resolveClaim(options));
   }
 
-  /** Claims one pending row inside the caller's transaction; undefined if it is not pending. */
-  private claimRow(id: number, workerId: string, leaseSeconds: number, now: Date, start = false): Task | undefined {
-    const row = this.conn.stmt(sql.CLAIM_ONE).get({
-      id,
-      workerId,
-      leaseToken: randomUUID(),
-      leaseSeconds,
-      leaseExpiresAt: new Date(now.getTime() + leaseSeconds * 1000).toISOString(),
-      now: now.toISOString(),
-      start: start ? 1 : 0,
-    }) as SqliteTaskRow | undefined;
-    if (!row) return undefined;
-    this.conn.logEvent({ taskId: id, event: "claimed", toWorkerId: workerId, data: { attempt: row.attempts } }, now.toISOString());
-    if (start) this.conn.logEvent({ taskId: id, event: "started", toWorkerId: workerId }, now.toISOString());
-    return toTask(row);
-  }
-
-  async claimById(id: number, options: { workerId: string; leaseSeconds?: number }): Promise<ClaimedTask> {
-    validate(WorkerId, options.workerId, "worker_id");
-    return this.conn.tx(false, () => {
-      const state = this.conn.stmt(sql.LEASE_STATE).get(id) as (LeaseRow & { concurrency_key: string | null; task_type: string }) | undefined;
-      if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id);
-      if (!state || state.status !== "pending") throw refusalError(id, state, "claim");
-      const [cap] = this.conn.stmt(typeSql.capRoomStatement(1)).all({ type0: state.task_type }) as { room: number }[];
-      if (cap && cap.room <= 0) throw new TaskTypeAtCapacityError(id, state.task_type);
-      try {
-        return this.claimRow(id, options.workerId, options.leaseSeconds ?? DEFAULT_LEASE_SECONDS, this.clock.now()) as ClaimedTask;
-      } catch (error) {
-        if (isUniqueViolation(error, "concurrency_key")) throw new ConcurrencyKeyBusyError(id, state.concurrency_key as string);
-        throw error;
-      }
-    });
+  async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
+    return claimTaskById(this.conn, this.clock, id, options.workerId, options.leaseSeconds ?? DEFAULT_LEASE_SECONDS);
   }
 
   /** Runs a lease-guarded update inside `tx`; on zero rows, explains why with a typed error. */
   private guarded(action: TaskAction, text: string, id: number, lease: Lease, extra: Record<string, unknown>, now: string): SqliteTaskRow {
-    validate(LeaseSchema, lease, "lease");
     const row = this.conn.stmt(text).get({ id, workerId: lease.workerId, leaseToken: lease.leaseToken, now, ...extra }) as SqliteTaskRow | undefined;
     if (row) return row;
     throw refusalError(id, this.conn.stmt(sql.LEASE_STATE).get(id) as LeaseRow | undefined, action, lease);
@@ -249,15 +183,13 @@ export class SqliteStore implements Store {
     });
   }
 
-  async heartbeat(id: number, lease: Lease, options: { leaseSeconds?: number; progress?: number } = {}): Promise<Task> {
-    if (options.progress !== undefined) assertFiniteNumber(options.progress, "progress");
+  async heartbeat(id: number, lease: Lease, options: HeartbeatOptions = {}): Promise<Task> {
     return this.conn.tx(false, () =>
       toTask(this.guarded("heartbeat", sql.HEARTBEAT, id, lease, { leaseSeconds: options.leaseSeconds ?? null, progress: options.progress ?? null }, this.now())),
     );
   }
 
   async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
-    assertJson(data, "checkpoint");
     return this.conn.tx(true, () => {
       const now = this.now();
       const row = this.guarded("checkpoint", sql.CHECKPOINT, id, lease, { checkpoint: JSON.stringify(data) }, now);
@@ -267,17 +199,14 @@ export class SqliteStore implements Store {
   }
 
   async progress(id: number, lease: Lease, progress: number): Promise<Task> {
-    assertFiniteNumber(progress, "progress");
     return this.conn.tx(false, () => toTask(this.guarded("progress", sql.PROGRESS, id, lease, { progress }, this.now())));
   }
 
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     const result = options.result ?? null;
-    assertJson(result, "result");
     const inputs = options.followUps ?? [];
-    checkEnqueueInputs(inputs);
     const done = this.conn.tx(true, () => {
-      const followUps = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.validators, id);
+      const followUps = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.rules, id);
       const now = this.now();
       const row = this.guarded("complete", sql.COMPLETE, id, lease, { result: JSON.stringify(result) }, now);
       this.conn.logEvent({ taskId: id, event: "completed", fromWorkerId: lease.workerId }, now);
@@ -293,25 +222,17 @@ export class SqliteStore implements Store {
       throw new ValidationError("Invalid failure: error must be a string saying what went wrong", [{ path: "error", message: "required string" }]);
     }
     return this.conn.tx(true, () => {
-      const nowDate = this.clock.now();
-      const now = nowDate.toISOString();
-      const current = toTask(this.guarded("fail", sql.LEASED_ROW, id, lease, {}, now));
-      const willRetry = options.retryable !== false && current.attempts < current.maxAttempts;
-      let row: SqliteTaskRow;
-      if (willRetry) {
-        const retryAt = new Date(nowDate.getTime() + retryDelayMs(current.backoff, current.attempts, this.random)).toISOString();
-        row = this.conn.stmt(sql.FAIL_RETRY).get({ id, retryAt, error: options.error, now }) as SqliteTaskRow;
-      } else {
-        row = this.conn.stmt(sql.FAIL_FINAL).get({ id, error: options.error, now }) as SqliteTaskRow;
-      }
-      const task = toTask(row);
+      const now = this.now();
+      const extra = { error: options.error, retryable: options.retryable === false ? 0 : 1, jitterDraw: this.random() };
+      const task = toTask(this.guarded("fail", sql.FAIL, id, lease, extra, now));
+      const retrying = task.status === "pending";
       this.conn.logEvent(
         {
           taskId: id,
-          event: willRetry ? "retry_scheduled" : "failed",
+          event: retrying ? "retry_scheduled" : "failed",
           fromWorkerId: lease.workerId,
           message: options.error,
-          data: { attempt: task.attempts, max_attempts: task.maxAttempts, retry_at: willRetry ? task.scheduledFor.toISOString() : null },
+          data: { attempt: task.attempts, max_attempts: task.maxAttempts, retry_at: retrying ? task.scheduledFor.toISOString() : null },
         },
         now,
       );
@@ -319,9 +240,8 @@ export class SqliteStore implements Store {
     });
   }
 
-  async release(id: number, lease: Lease, options: { checkpoint?: Json; reason?: string } = {}): Promise<Task> {
+  async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
     const replace = options.checkpoint !== undefined;
-    if (replace) assertJson(options.checkpoint, "checkpoint");
     return this.conn.tx(true, () => {
       const now = this.now();
       const row = this.guarded("release", sql.RELEASE, id, lease, { replace: replace ? 1 : 0, checkpoint: replace ? JSON.stringify(options.checkpoint) : null }, now);
@@ -343,7 +263,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  async cancel(id: number, options: { reason?: string } = {}): Promise<Task> {
+  async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
     return this.operatorAction(
       "cancel",
       id,
@@ -367,7 +287,6 @@ export class SqliteStore implements Store {
   }
 
   async reserve(id: number, workerId: string, seconds: number): Promise<Task> {
-    validate(WorkerId, workerId, "worker_id");
     const reservedUntil = new Date(this.clock.now().getTime() + seconds * 1000).toISOString();
     return this.operatorAction(
       "reserve",
@@ -384,11 +303,11 @@ export class SqliteStore implements Store {
 
   async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
     const q = resolveList(filter, page);
-    const rows = this.conn.stmt(sql.LIST).all({
+    const rows = this.conn.stmt(sql.LIST[q.order]).all({
       statuses: q.statuses === null ? null : JSON.stringify(q.statuses),
       taskType: q.taskType,
       workerId: q.workerId,
-      beforeId: q.beforeId,
+      cursor: q.afterCursor,
       limit: q.limit,
     }) as SqliteTaskRow[];
     const tasks = rows.map(toTask);
@@ -425,7 +344,6 @@ export class SqliteStore implements Store {
   }
 
   async getTaskType(name: string): Promise<TaskTypeRecord | null> {
-    validate(TaskTypeName, name, "task type name");
     return this.latestTypes([{ taskType: name }]).get(name) ?? null;
   }
 
@@ -434,12 +352,10 @@ export class SqliteStore implements Store {
   }
 
   async taskTypeVersions(name: string): Promise<TaskTypeRecord[]> {
-    validate(TaskTypeName, name, "task type name");
     return (this.conn.stmt(typeSql.TASK_TYPE_VERSIONS).all(name) as SqliteTaskTypeRow[]).map(decodeTaskType);
   }
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
-    validate(WorkerBeatSchema, beat, "worker heartbeat");
     const leases = beat.leases ?? [];
     return this.conn.tx(false, () => {
       const now = this.now();
@@ -462,7 +378,6 @@ export class SqliteStore implements Store {
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {
-    validate(WorkerId, workerId, "worker_id");
     const released = this.conn.tx(true, () => {
       const now = this.now();
       const rows = this.conn.stmt(workerSql.RELEASE_WORKER_TASKS).all({ workerId, now }) as { id: number; checkpoint: string | null }[];
@@ -499,20 +414,49 @@ export class SqliteStore implements Store {
     this.conn.stmt(workerSql.RESIGN).run({ name, holder });
   }
 
-  async reassignments(options: { limit?: number; taskId?: number } = {}): Promise<ReassignmentEvent[]> {
+  async reassignments(options: ReassignmentQuery = {}): Promise<ReassignmentEvent[]> {
     const rows = this.conn.stmt(workerSql.LIST_REASSIGNMENTS).all({ limit: options.limit ?? 100, taskId: options.taskId ?? null }) as SqliteReassignmentRow[];
     return rows.map((r) =>
       toReassignment({ ...r, success: r.success === 1, checkpoint: r.checkpoint === null ? null : JSON.parse(r.checkpoint), created_at: new Date(r.created_at) }),
     );
   }
 
-  async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
-    const unsubscribe = subscribeLocal(this.channel, listener);
-    return async () => unsubscribe();
+  async reassignmentStats(): Promise<ReassignmentStats> {
+    return toReassignmentStats({
+      rate: this.conn.stmt(VIEW_READS.reassignmentRate).get() as ReassignmentViewRows["rate"],
+      failing: this.conn.stmt(VIEW_READS.failingWorkers).all() as ReassignmentViewRows["failing"],
+      repeated: this.conn.stmt(VIEW_READS.repeatedReassignments).all() as ReassignmentViewRows["repeated"],
+    });
   }
-}
 
-function isUniqueViolation(error: unknown, column: string): boolean {
-  const e = error as { code?: string; message?: string };
-  return e?.code === "SQLITE_CONSTRAINT_UNIQUE" && (e.message ?? "").includes(`tasks.${column}`);
+  async capacity(): Promise<CapacityRow[]> {
+    return (this.conn.stmt(VIEW_READS.capacity).all() as CapacityViewRow[]).map(toCapacity);
+  }
+
+  async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
+    // A private in-memory database has no other connection to hear from.
+    if (!this.db.memory) this.commits ??= new CommitWatcher(this.conn);
+    const unwatch = this.commits?.add(listener);
+    const unsubscribe = subscribeLocal(this.channel, listener);
+    return async () => {
+      unsubscribe();
+      unwatch?.();
+    };
+  }
+
+  async recordSweep(name: string, holder: string): Promise<void> {
+    this.conn.stmt(workerSql.RECORD_SWEEP).run({ name, holder, now: this.now() });
+  }
+
+  async leadershipStatus(name: string): Promise<LeadershipStatus> {
+    const now = this.clock.now();
+    const row = this.conn.stmt(workerSql.LEADERSHIP_STATUS).get({ name, now: now.toISOString() }) as {
+      holder: string | null;
+      expires_at: string | null;
+      swept_by: string | null;
+      swept_at: string | null;
+    };
+    const date = (s: string | null) => (s === null ? null : new Date(s));
+    return toLeadershipStatus({ ...row, expires_at: date(row.expires_at), swept_at: date(row.swept_at) }, now);
+  }
 }

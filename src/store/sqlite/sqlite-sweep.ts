@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, NO_HEALTHY_WORKER, type RecoveryPolicy, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
+import { LEASE_EXPIRED, type RecoveryPolicy, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
 import { planReassignments } from "../../core/worker-selection.js";
 import type { SqliteConnection } from "./connection.js";
 import * as sql from "./worker-queries.js";
@@ -58,7 +58,7 @@ export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: Swee
     }
     for (const [t, toWorkerId, errorMessage] of [
       ...plan.assigned.map((t) => [t, t.workerId, null] as const),
-      ...plan.unassigned.map((t) => [t, null, NO_HEALTHY_WORKER] as const),
+      ...plan.unassigned.map((t) => [t, null, t.errorMessage] as const),
     ]) {
       conn.stmt(sql.INSERT_REASSIGNMENT).run({
         taskId: t.id,

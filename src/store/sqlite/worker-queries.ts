@@ -63,9 +63,10 @@ export const RECOVER_TO_FAILED = `
   UPDATE tasks SET status = 'failed', error_message = @reason, lease_expires_at = NULL, completed_at = @now, updated_at = @now
   WHERE id = @id`;
 
+/** Full workers come too, so that a task left unassigned can say whether its role has no worker or only busy ones. */
 export const REASSIGNMENT_CANDIDATES = `
   SELECT worker_id, roles, capacity, current_load FROM workers
-  WHERE status = 'active' AND last_seen_at >= @staleBefore AND current_load < capacity`;
+  WHERE status = 'active' AND last_seen_at >= @staleBefore`;
 
 export const RESERVE_FOR = `UPDATE tasks SET reserved_for = @workerId, reserved_until = @reservedUntil, updated_at = @now WHERE id = @id`;
 
@@ -83,3 +84,15 @@ export const TRY_LEAD = `
   RETURNING holder`;
 
 export const RESIGN = `DELETE FROM leader_leases WHERE name = @name AND holder = @holder`;
+
+/** A table apart from leader_leases, because resigning deletes the lease row. */
+export const RECORD_SWEEP = `
+  INSERT INTO last_sweeps (name, holder, swept_at) VALUES (@name, @holder, @now)
+  ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, swept_at = excluded.swept_at`;
+
+/** Always one row: the unexpired lease (if any) and the last recorded sweep (if any). */
+export const LEADERSHIP_STATUS = `
+  SELECT l.holder, l.expires_at, s.holder AS swept_by, s.swept_at
+  FROM (SELECT @name AS name) n
+  LEFT JOIN leader_leases l ON l.name = n.name AND l.expires_at > @now
+  LEFT JOIN last_sweeps s ON s.name = n.name`;

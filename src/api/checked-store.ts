@@ -1,0 +1,305 @@
+/**
+ * The one place input is checked. Everything above the store seam (the Taskpool facade, the worker
+ * runtime, the coordinator, the CLI and the HTTP server) holds a CheckedStore; it checks each call's
+ * input against its schema (core/schemas.ts) and the JSON rules (core/validation.ts), throwing a
+ * ValidationError that names the field, and only then calls the store, which trusts what it gets.
+ * So every store accepts exactly the same input, and a rejected call changes nothing.
+ */
+import { ValidationError } from "../core/errors.js";
+import { compileParamsSchema } from "../core/params-schema.js";
+import { atItem } from "../core/new-task.js";
+import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
+import {
+  CancelOptionsSchema,
+  ClaimByIdOptionsSchema,
+  ClaimOptionsSchema,
+  CompleteOptionsSchema,
+  EnqueueBatchSchema,
+  EnqueueInputSchema,
+  FailOptionsSchema,
+  HeartbeatOptionsSchema,
+  LeadershipSchema,
+  LeaseSchema,
+  PageSchema,
+  ProgressSchema,
+  ReassignmentQuerySchema,
+  ReleaseOptionsSchema,
+  SweepOptionsSchema,
+  TaskFilterSchema,
+  TaskId,
+  TaskTypeDefinitionSchema,
+  TaskTypeName,
+  WorkerBeatSchema,
+  WorkerId,
+  type CancelOptions,
+  type ClaimByIdOptions,
+  type HeartbeatOptions,
+  type ReassignmentQuery,
+  type ReleaseOptions,
+} from "../core/schemas.js";
+import type { TaskEvent } from "../core/event.js";
+import type {
+  ClaimedTask,
+  ClaimOptions,
+  CompleteOptions,
+  EnqueueInput,
+  FailOptions,
+  Json,
+  Lease,
+  Page,
+  Task,
+  TaskCounts,
+  TaskFilter,
+  TaskPage,
+} from "../core/task.js";
+import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
+import { checkJson, validate } from "../core/validation.js";
+import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
+import { decodeCursor } from "../store/paging.js";
+import type { CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
+
+/** Size limits of stored JSON, in bytes once serialized. */
+export interface Limits {
+  /** A task's params (default 1 MiB): every claim returns them, so keep them small. */
+  paramsBytes: number;
+  /** A checkpoint (default 1 MiB). */
+  checkpointBytes: number;
+  /** A handler's result (default 1 MiB). */
+  resultBytes: number;
+  /** A worker's metadata (default 64 KiB): sent with every heartbeat. */
+  metadataBytes: number;
+}
+
+const MiB = 1024 * 1024;
+export const DEFAULT_LIMITS: Limits = { paramsBytes: MiB, checkpointBytes: MiB, resultBytes: MiB, metadataBytes: 64 * 1024 };
+
+/** The limits with their defaults; refuses a limit that is not a positive whole number of bytes. */
+export function resolveLimits(limits: Partial<Limits> = {}): Limits {
+  const resolved = { ...DEFAULT_LIMITS, ...limits };
+  for (const [name, value] of Object.entries(resolved)) {
+    if (!Number.isInteger(value) || value < 1) {
+      throw new ValidationError(`Invalid limits.${name}: ${value} (a whole number of bytes, at least 1)`, [{ path: `limits.${name}`, message: "not a positive integer" }]);
+    }
+  }
+  return resolved;
+}
+
+export class CheckedStore implements Store {
+  readonly dialect: Store["dialect"];
+
+  constructor(
+    private readonly store: Store,
+    readonly limits: Limits = DEFAULT_LIMITS,
+  ) {
+    this.dialect = store.dialect;
+  }
+
+  migrate(): Promise<void> {
+    return this.store.migrate();
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
+  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
+    this.checkEnqueue(input);
+    return this.store.enqueue(input);
+  }
+
+  async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    validate(EnqueueBatchSchema, inputs, "tasks");
+    // Each item is checked on its own so the error names its index.
+    inputs.forEach((input, index) => atItem(index, () => this.checkEnqueue(input)));
+    return inputs.length === 0 ? [] : this.store.enqueueMany(inputs);
+  }
+
+  async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
+    validate(ClaimOptionsSchema, options, "claim options");
+    return this.store.claim(options);
+  }
+
+  async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
+    checkId(id);
+    validate(ClaimByIdOptionsSchema, options, "claim options");
+    return this.store.claimById(id, options);
+  }
+
+  async start(id: number, lease: Lease): Promise<Task> {
+    checkLease(id, lease);
+    return this.store.start(id, lease);
+  }
+
+  async heartbeat(id: number, lease: Lease, options: HeartbeatOptions = {}): Promise<Task> {
+    checkLease(id, lease);
+    validate(HeartbeatOptionsSchema, options, "heartbeat");
+    return this.store.heartbeat(id, lease, options);
+  }
+
+  async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
+    checkLease(id, lease);
+    checkJson(data, "checkpoint", this.limits.checkpointBytes, "limits.checkpointBytes");
+    return this.store.checkpoint(id, lease, data);
+  }
+
+  async progress(id: number, lease: Lease, progress: number): Promise<Task> {
+    checkLease(id, lease);
+    validate(ProgressSchema, progress, "progress");
+    return this.store.progress(id, lease, progress);
+  }
+
+  async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
+    checkLease(id, lease);
+    validate(CompleteOptionsSchema, options, "completion");
+    checkJson(options.result ?? null, "result", this.limits.resultBytes, "limits.resultBytes");
+    (options.followUps ?? []).forEach((input, index) => atItem(index, () => this.checkEnqueue(input, "followUps")));
+    return this.store.complete(id, lease, options);
+  }
+
+  async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
+    checkLease(id, lease);
+    validate(FailOptionsSchema, options, "failure");
+    return this.store.fail(id, lease, options);
+  }
+
+  async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
+    checkLease(id, lease);
+    validate(ReleaseOptionsSchema, options, "release");
+    if (options.checkpoint !== undefined) checkJson(options.checkpoint, "checkpoint", this.limits.checkpointBytes, "limits.checkpointBytes");
+    return this.store.release(id, lease, options);
+  }
+
+  async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
+    checkId(id);
+    validate(CancelOptionsSchema, options, "cancel options");
+    return this.store.cancel(id, options);
+  }
+
+  async retry(id: number): Promise<Task> {
+    checkId(id);
+    return this.store.retry(id);
+  }
+
+  async reserve(id: number, workerId: string, seconds: number): Promise<Task> {
+    checkId(id);
+    validate(WorkerId, workerId, "worker_id");
+    validate(LeadershipSchema.properties.ttlSeconds, seconds, "seconds");
+    return this.store.reserve(id, workerId, seconds);
+  }
+
+  async get(id: number): Promise<Task | null> {
+    checkId(id);
+    return this.store.get(id);
+  }
+
+  async list(filter: TaskFilter = {}, page: Page = {}): Promise<TaskPage> {
+    validate(TaskFilterSchema, filter, "task filter");
+    validate(PageSchema, page, "page");
+    if (page.cursor !== undefined) decodeCursor(page.cursor);
+    return this.store.list(filter, page);
+  }
+
+  counts(): Promise<TaskCounts> {
+    return this.store.counts();
+  }
+
+  async events(taskId: number): Promise<TaskEvent[]> {
+    checkId(taskId);
+    return this.store.events(taskId);
+  }
+
+  async registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {
+    validate(TaskTypeDefinitionSchema, definition, "task type");
+    if (definition.paramsSchema !== undefined) {
+      checkJson(definition.paramsSchema, "paramsSchema", this.limits.paramsBytes, "limits.paramsBytes");
+      compileParamsSchema(definition.paramsSchema, definition.name);
+    }
+    return this.store.registerTaskType(definition);
+  }
+
+  async getTaskType(name: string): Promise<TaskTypeRecord | null> {
+    validate(TaskTypeName, name, "task type name");
+    return this.store.getTaskType(name);
+  }
+
+  listTaskTypes(): Promise<TaskTypeRecord[]> {
+    return this.store.listTaskTypes();
+  }
+
+  async taskTypeVersions(name: string): Promise<TaskTypeRecord[]> {
+    validate(TaskTypeName, name, "task type name");
+    return this.store.taskTypeVersions(name);
+  }
+
+  async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
+    validate(WorkerBeatSchema, beat, "worker heartbeat");
+    if (beat.metadata !== undefined) checkJson(beat.metadata, "metadata", this.limits.metadataBytes, "limits.metadataBytes");
+    return this.store.workerHeartbeat(beat);
+  }
+
+  async shutdownWorker(workerId: string): Promise<number[]> {
+    validate(WorkerId, workerId, "worker_id");
+    return this.store.shutdownWorker(workerId);
+  }
+
+  listWorkers(): Promise<WorkerRecord[]> {
+    return this.store.listWorkers();
+  }
+
+  async sweep(options: SweepOptions): Promise<SweepResult> {
+    validate(SweepOptionsSchema, options, "sweep options");
+    return this.store.sweep(options);
+  }
+
+  async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {
+    validate(LeadershipSchema, { name, holder, ttlSeconds }, "leadership");
+    return this.store.tryLead(name, holder, ttlSeconds);
+  }
+
+  async resign(name: string, holder: string): Promise<void> {
+    validate(LeadershipSchema, { name, holder, ttlSeconds: 1 }, "leadership");
+    return this.store.resign(name, holder);
+  }
+
+  async reassignments(options: ReassignmentQuery = {}): Promise<ReassignmentEvent[]> {
+    validate(ReassignmentQuerySchema, options, "reassignment query");
+    return this.store.reassignments(options);
+  }
+
+  reassignmentStats(): Promise<ReassignmentStats> {
+    return this.store.reassignmentStats();
+  }
+
+  capacity(): Promise<CapacityRow[]> {
+    return this.store.capacity();
+  }
+
+  subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
+    return this.store.subscribe(listener);
+  }
+
+  async recordSweep(name: string, holder: string): Promise<void> {
+    validate(LeadershipSchema, { name, holder, ttlSeconds: 1 }, "leadership");
+    return this.store.recordSweep(name, holder);
+  }
+
+  async leadershipStatus(name: string): Promise<LeadershipStatus> {
+    validate(LeadershipSchema.properties.name, name, "leadership name");
+    return this.store.leadershipStatus(name);
+  }
+
+  private checkEnqueue(input: EnqueueInput, what = "task"): void {
+    validate(EnqueueInputSchema, input, what);
+    checkJson(input.params ?? {}, "params", this.limits.paramsBytes, "limits.paramsBytes");
+  }
+}
+
+function checkId(id: number): void {
+  validate(TaskId, id, "task id");
+}
+
+/** Other fields of the lease object are ignored: callers may pass the claimed task itself. */
+function checkLease(id: number, lease: Lease): void {
+  checkId(id);
+  validate(LeaseSchema, lease, "lease");
+}

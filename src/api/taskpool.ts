@@ -1,0 +1,150 @@
+import { type Clock, systemClock } from "../core/clock.js";
+import type { TaskEvent } from "../core/event.js";
+import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
+import { type CancelOptions, type EnqueueOptions, type ReassignmentQuery, TaskTypeName } from "../core/schemas.js";
+import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
+import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
+import { validate } from "../core/validation.js";
+import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
+import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
+import { type DatabaseConfig, openStore } from "../store/open-store.js";
+import type { EnqueueResult, Store } from "../store/store.js";
+import type { WorkerOptions } from "../worker/options.js";
+import { Worker } from "../worker/worker.js";
+import { CheckedStore, type Limits, resolveLimits } from "./checked-store.js";
+
+export interface ConnectOptions {
+  /** PostgreSQL schema (default "taskpool"). */
+  schema?: string;
+  /** Where "now" comes from (tests); workers on a custom clock beat from their own event loop. */
+  clock?: Clock;
+  /** Apply pending migrations on connect (default true). */
+  migrate?: boolean;
+  /** Size limits of params, checkpoints, results and worker metadata (default 1 MiB, 64 KiB for metadata). */
+  limits?: Partial<Limits>;
+  /** Refuse to enqueue tasks of task types that were never registered (default false: typos wait forever). */
+  requireRegistered?: boolean;
+}
+
+/**
+ * A connected pool: what producers, operators and workers call. The same code runs on
+ * `sqlite:./file.db` and `postgres://…`. Every input is checked here once (see CheckedStore) before
+ * the database sees it.
+ */
+export class Taskpool {
+  constructor(
+    /**
+     * The lease protocol and coordination calls (claim, start, heartbeat, checkpoint, progress,
+     * complete, fail, release, workerHeartbeat, sweep, tryLead…), checked like everything else. It is
+     * what the worker runtime, the coordinator and the HTTP server serving remote workers use; to run
+     * tasks, use `worker()`.
+     */
+    readonly protocol: CheckedStore,
+    /** Where a worker's heartbeat thread opens its own connection; null when it cannot (in-memory, custom clock). */
+    private readonly heartbeatDatabase: DatabaseConfig | null,
+  ) {}
+
+  /** Puts one task in the pool; with a unique key already pending, returns that task instead. */
+  async enqueue(taskType: string, params: JsonObject = {}, options: EnqueueOptions = {}): Promise<Task> {
+    return (await this.protocol.enqueue({ ...options, taskType, params })).task;
+  }
+
+  /** All or nothing: one bad item refuses the batch, naming its index. `created` is false for unique-key hits. */
+  enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    return this.protocol.enqueueMany(inputs);
+  }
+
+  /**
+   * Registers (or re-registers) a task type: its params schema, defaults and policy. An unchanged
+   * definition keeps its version; a changed one becomes the next version.
+   */
+  async registerTaskType(definition: TaskTypeDefinition): Promise<TaskTypeRecord> {
+    return (await this.protocol.registerTaskType(definition)).taskType;
+  }
+
+  /** The latest version of a task type, or null if it was never registered. */
+  taskType(name: string): Promise<TaskTypeRecord | null> {
+    return this.protocol.getTaskType(name);
+  }
+
+  /** The latest version of every registered task type. */
+  taskTypes(): Promise<TaskTypeRecord[]> {
+    return this.protocol.listTaskTypes();
+  }
+
+  taskTypeVersions(name: string): Promise<TaskTypeRecord[]> {
+    return this.protocol.taskTypeVersions(name);
+  }
+
+  get(id: number): Promise<Task | null> {
+    return this.protocol.get(id);
+  }
+
+  /** Filtered and paged; pass `nextCursor` back as `page.cursor` for the next page. */
+  list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
+    return this.protocol.list(filter, page);
+  }
+
+  /** A task's audit trail, oldest first. */
+  events(taskId: number): Promise<TaskEvent[]> {
+    return this.protocol.events(taskId);
+  }
+
+  cancel(id: number, options?: CancelOptions): Promise<Task> {
+    return this.protocol.cancel(id, options);
+  }
+
+  /** Puts a failed (dead-letter) task back in the pool with a fresh attempt budget. */
+  retry(id: number): Promise<Task> {
+    return this.protocol.retry(id);
+  }
+
+  counts(): Promise<TaskCounts> {
+    return this.protocol.counts();
+  }
+
+  /** The worker registry: status, load, seconds since heartbeat, active tasks. */
+  workers(): Promise<WorkerRecord[]> {
+    return this.protocol.listWorkers();
+  }
+
+  /** Reassignment history, newest first. */
+  reassignments(query?: ReassignmentQuery): Promise<ReassignmentEvent[]> {
+    return this.protocol.reassignments(query);
+  }
+
+  reassignmentStats(): Promise<ReassignmentStats> {
+    return this.protocol.reassignmentStats();
+  }
+
+  /** Capacity planning per role (seed 004), or for one role. */
+  async capacity(taskType?: string): Promise<CapacityRow[]> {
+    if (taskType !== undefined) validate(TaskTypeName, taskType, "task type name");
+    const rows = await this.protocol.capacity();
+    return taskType === undefined ? rows : rows.filter((r) => r.taskType === taskType);
+  }
+
+  /** A worker on this pool (call start()). */
+  worker(options: WorkerOptions): Worker {
+    return new Worker(this.protocol, options, this.heartbeatDatabase);
+  }
+
+  /** A coordinator on this pool (call start()). */
+  coordinator(options?: CoordinatorOptions): Coordinator {
+    return new Coordinator(this.protocol, options);
+  }
+
+  close(): Promise<void> {
+    return this.protocol.close();
+  }
+}
+
+/** Opens (and by default migrates) the database a URL names: `sqlite:./path.db`, `sqlite::memory:`, `postgres://…`. */
+export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
+  const { schema, clock, migrate, requireRegistered } = options;
+  const limits = resolveLimits(options.limits);
+  const store: Store = await openStore(url, { schema, clock, migrate, requireRegistered });
+  // A heartbeat thread opens the same database with the same settings; it has the system clock only.
+  const threadable = url !== "sqlite::memory:" && (options.clock ?? systemClock) === systemClock;
+  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema } : null);
+}

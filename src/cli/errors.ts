@@ -1,0 +1,47 @@
+import { dirname } from "node:path";
+import { TaskpoolError } from "../core/errors.js";
+
+/** An error the CLI prints as one line: what failed and how to fix it. */
+export class CliError extends TaskpoolError {
+  constructor(message: string) {
+    super("cli_error", message);
+  }
+}
+
+/** The URL with its password replaced, fit to print. */
+export function redactUrl(url: string): string {
+  return url.replace(/^([a-z]+:\/\/[^:/@]+):[^@]*@/i, "$1:***@");
+}
+
+/**
+ * Turns a failure to open or migrate a database into a CliError naming the URL (password hidden) and
+ * the likely fix. Errors taskpool raised on purpose already say that and pass through.
+ */
+export function explainConnectError(error: unknown, url: string): Error {
+  if (error instanceof TaskpoolError) return error;
+  const e = error as { code?: string; message?: string; errors?: { code?: string }[] };
+  const code = e?.code ?? e?.errors?.[0]?.code;
+  const where = redactUrl(url);
+  const reason = e?.message ?? String(error);
+  if (url.startsWith("sqlite:")) {
+    const path = url.slice("sqlite:".length);
+    if (/directory does not exist/.test(reason)) return new CliError(`cannot open ${where}: the directory ${dirname(path)} does not exist; create it (mkdir -p ${dirname(path)}) or pass another --db`);
+    return new CliError(`cannot open ${where}: ${reason}; check the path and its permissions`);
+  }
+  switch (code) {
+    case "ECONNREFUSED":
+      return new CliError(`cannot connect to ${where}: connection refused; is PostgreSQL running and listening there? Fix --db or TASKPOOL_DATABASE_URL`);
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new CliError(`cannot connect to ${where}: the host name does not resolve; fix the host in --db or TASKPOOL_DATABASE_URL`);
+    case "3D000":
+      return new CliError(`cannot connect to ${where}: ${reason}; create it (createdb) or name an existing database in the URL`);
+    case "28P01":
+    case "28000":
+      return new CliError(`cannot connect to ${where}: ${reason}; check the user and password in the URL`);
+    case "42501":
+      return new CliError(`cannot set up taskpool in ${where}: ${reason}; the user needs CREATE on the database (or run \`taskpool migrate\` once as its owner)`);
+    default:
+      return new CliError(`cannot open ${where}: ${reason}`);
+  }
+}

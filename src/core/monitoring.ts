@@ -1,0 +1,30 @@
+/** Seed 004's capacity planning for one task type (role). */
+export interface CapacityRow {
+  taskType: string;
+  pendingTasks: number;
+  /** Pending and due now (not scheduled later, not waiting for a retry). */
+  readyTasks: number;
+  /** Claimed or running. */
+  runningTasks: number;
+  /** Active workers of this role heard from within 2 minutes. */
+  activeWorkers: number;
+  completedLastHour: number;
+  /** The registered cap on claimed + running tasks; null = none. */
+  maxRunning: number | null;
+  /** Completed in the last hour per active worker. */
+  tasksPerWorkerHour: number | null;
+  /** Pending / completed in the last hour; 0 with nothing pending, null without throughput. */
+  estimatedHoursToDrain: number | null;
+  /** Workers needed at today's rate to drain the pending tasks in 1, 4 and 8 hours; null without throughput. */
+  workersNeeded: { for1Hour: number | null; for4Hours: number | null; for8Hours: number | null };
+}
+
+/** Seed 003's reassignment statistics. */
+export interface ReassignmentStats {
+  /** Reassignment attempts over the last 24 hours and how many found a worker. */
+  last24Hours: { total: number; successful: number; successRatePercent: number | null };
+  /** Workers whose tasks had to be taken back over the last 7 days, most first. */
+  failingWorkers: { workerId: string | null; failureCount: number; lastFailureAt: Date }[];
+  /** Tasks reassigned more than once, most first. */
+  repeatedTasks: { taskId: number; reassignmentCount: number; lastReassignmentAt: Date }[];
+}

@@ -1,0 +1,248 @@
+/**
+ * One schema per input (TypeBox). The checked API (src/api/) validates every input against these
+ * before any store sees it, the TypeScript types of those inputs are derived from them, and the HTTP
+ * routes will reuse them, so there is one definition of what is accepted.
+ *
+ * Values stored as JSON (params, checkpoints, results, metadata) are typed as Json here and checked
+ * by the JSON rules in validation.ts, which name the bad field and apply the size limits.
+ */
+import { type Static, Type } from "@sinclair/typebox";
+import { SORT_BY, TASK_STATUSES, type Json, type JsonObject } from "./task.js";
+import { RECOVERY_POLICIES } from "./worker.js";
+
+/** Task types name roles: a letter first, then letters, digits, `_ . : -`. */
+export const TASK_TYPE_PATTERN = "^[A-Za-z][A-Za-z0-9_.:-]{0,127}$";
+export const WORKER_ID_PATTERN = "^[A-Za-z0-9_.-]{1,128}$";
+
+/** A choice among fixed values, whose error lists them. */
+const OneOf = <T extends string>(values: readonly T[]) => Type.Union(values.map((v) => Type.Literal(v)), { description: `one of ${values.join(", ")}` });
+
+/** Text PostgreSQL and SQLite both store unchanged: no NUL character, no unpaired UTF-16 surrogate. */
+export const TEXT_FORMAT = "storable-text";
+const Text = (options: { minLength?: number; maxLength: number; description?: string }) => Type.String({ ...options, format: TEXT_FORMAT });
+
+const Int32 = { minimum: -2147483648, maximum: 2147483647 };
+/** Dates both stores can hold: PostgreSQL's timestamptz and ISO-8601 text with a 4-digit year. */
+const StorableDate = Type.Date({ minimumTimestamp: Date.UTC(1970, 0, 1), maximumTimestamp: Date.UTC(9999, 11, 31, 23, 59, 59, 999) });
+
+/** JSON checked by the JSON rules, not by the schema (they name the bad field and apply size limits). */
+const JsonValue = Type.Unsafe<Json>(Type.Unknown({ description: "any JSON value" }));
+const JsonObjectValue = Type.Unsafe<JsonObject>(Type.Record(Type.String(), Type.Unknown(), { description: "a JSON object" }));
+
+export const TaskId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: "a task id" });
+export const TaskTypeName = Type.String({ pattern: TASK_TYPE_PATTERN, description: "a letter, then letters, digits, _ . : - (128 at most), e.g. product_resync" });
+export const WorkerId = Type.String({ pattern: WORKER_ID_PATTERN, description: "letters, digits, _ . - (1 to 128), e.g. worker-1" });
+export const LeaseToken = Type.String({ minLength: 1, maxLength: 64, pattern: "^[A-Za-z0-9-]+$", description: "the lease_token the claim returned" });
+/** Seconds of a lease or a leadership term; fractions are fine. */
+const Seconds = Type.Number({ minimum: 0.001, maximum: 86400 });
+
+export const BackoffInputSchema = Type.Object(
+  {
+    baseSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 86400 })),
+    factor: Type.Optional(Type.Number({ minimum: 1, maximum: 10 })),
+    maxSeconds: Type.Optional(Type.Number({ minimum: 0, maximum: 30 * 86400 })),
+    jitter: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+// Task fields a producer may set on a task and a registered type may default.
+const Priority = Type.Integer(Int32);
+const MaxAttempts = Type.Integer({ minimum: 1, maximum: 1000 });
+const TimeoutSeconds = Type.Integer({ minimum: 1, maximum: 7 * 86400 });
+
+export const EnqueueInputSchema = Type.Object(
+  {
+    taskType: TaskTypeName,
+    params: Type.Optional(JsonObjectValue),
+    priority: Type.Optional(Priority),
+    scheduledFor: Type.Optional(StorableDate),
+    /** At most one claimed/running task per key (e.g. one crawl per store). */
+    concurrencyKey: Type.Optional(Text({ minLength: 1, maxLength: 255 })),
+    /** While a pending task holds this key, enqueueing another with it returns the existing task. */
+    uniqueKey: Type.Optional(Text({ minLength: 1, maxLength: 255 })),
+    maxAttempts: Type.Optional(MaxAttempts),
+    backoff: Type.Optional(BackoffInputSchema),
+    timeoutSeconds: Type.Optional(TimeoutSeconds),
+  },
+  { additionalProperties: false },
+);
+/** What a producer supplies; everything but the type is optional. */
+export type EnqueueInput = Static<typeof EnqueueInputSchema>;
+/** enqueue's options: everything of EnqueueInput but the type and params. */
+export type EnqueueOptions = Omit<EnqueueInput, "taskType" | "params">;
+
+/** A batch's shape; each item is then checked against EnqueueInputSchema, so an error names its index. */
+export const EnqueueBatchSchema = Type.Array(Type.Unknown(), { maxItems: 10_000, description: "a list of tasks" });
+
+export const TaskTypeDefinitionSchema = Type.Object(
+  {
+    name: TaskTypeName,
+    description: Type.Optional(Text({ maxLength: 2000 })),
+    /** JSON Schema (draft-07) that every task's params must satisfy; omitted = any JSON object. */
+    paramsSchema: Type.Optional(Type.Unsafe<JsonObject>(Type.Record(Type.String(), Type.Unknown(), { description: "a JSON Schema (draft-07) object" }))),
+    /** Defaults for the fields a producer leaves out of enqueue. */
+    priority: Type.Optional(Priority),
+    maxAttempts: Type.Optional(MaxAttempts),
+    backoff: Type.Optional(BackoffInputSchema),
+    timeoutSeconds: Type.Optional(TimeoutSeconds),
+    /** What the coordinator does with a task whose worker died (default `retry`). */
+    recoveryPolicy: Type.Optional(OneOf(RECOVERY_POLICIES)),
+    /** At most this many tasks of the type claimed or running at once, across all workers; omitted = no cap. */
+    maxRunning: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+  },
+  { additionalProperties: false },
+);
+/**
+ * What a producer registers for a task type: a schema its params must satisfy and the defaults and
+ * policy of its tasks. Registering is optional; unregistered types run on the built-in defaults.
+ */
+export type TaskTypeDefinition = Static<typeof TaskTypeDefinitionSchema>;
+
+export const ClaimOptionsSchema = Type.Object(
+  {
+    workerId: WorkerId,
+    /** Task types this worker may run; omitted = any type. */
+    taskTypes: Type.Optional(Type.Array(TaskTypeName, { minItems: 1, maxItems: 100 })),
+    /** Only tasks with at least this many attempts left (max_attempts - attempts). */
+    maxAttemptsRemaining: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+    sortBy: Type.Optional(OneOf(SORT_BY)),
+    /** Default: desc for priority (higher first), asc for created_at (oldest first). */
+    sortOrder: Type.Optional(OneOf(["asc", "desc"])),
+    /** How many tasks to claim at most (default 1). */
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    /** How long the lease lasts without a heartbeat (default 120 s). */
+    leaseSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
+    /** Start the claimed tasks at once (status `running`, a `started` event each), saving a round trip per task. */
+    start: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+/** Filters and limits of a claim (seed 002's contract plus a batch limit). */
+export type ClaimOptions = Static<typeof ClaimOptionsSchema>;
+
+export const ClaimByIdOptionsSchema = Type.Object({ workerId: WorkerId, leaseSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })) }, { additionalProperties: false });
+export type ClaimByIdOptions = Static<typeof ClaimByIdOptionsSchema>;
+
+export const LeaseSchema = Type.Object({ workerId: WorkerId, leaseToken: LeaseToken });
+/** Proof of ownership: the worker and the token its claim returned. */
+export type Lease = Static<typeof LeaseSchema>;
+
+export const HeartbeatOptionsSchema = Type.Object(
+  {
+    leaseSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
+    progress: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: "0 to 1" })),
+  },
+  { additionalProperties: false },
+);
+export type HeartbeatOptions = Static<typeof HeartbeatOptionsSchema>;
+
+export const ProgressSchema = Type.Number({ minimum: 0, maximum: 1, description: "0 to 1" });
+
+/** Longest failure message or reason stored; the worker runtime truncates handler errors to it. */
+export const MAX_MESSAGE_LENGTH = 10_000;
+
+export const CompleteOptionsSchema = Type.Object(
+  {
+    result: Type.Optional(JsonValue),
+    /** Tasks created in the same transaction as the completion, with this task as parent. */
+    followUps: Type.Optional(Type.Array(EnqueueInputSchema, { maxItems: 1000 })),
+  },
+  { additionalProperties: false },
+);
+export type CompleteOptions = Static<typeof CompleteOptionsSchema>;
+
+export const FailOptionsSchema = Type.Object(
+  {
+    error: Text({ maxLength: MAX_MESSAGE_LENGTH, description: "what went wrong" }),
+    /** false = go straight to `failed`, whatever attempts remain. */
+    retryable: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type FailOptions = Static<typeof FailOptionsSchema>;
+
+export const ReleaseOptionsSchema = Type.Object(
+  { checkpoint: Type.Optional(JsonValue), reason: Type.Optional(Text({ maxLength: MAX_MESSAGE_LENGTH })) },
+  { additionalProperties: false },
+);
+export type ReleaseOptions = Static<typeof ReleaseOptionsSchema>;
+
+export const CancelOptionsSchema = Type.Object({ reason: Type.Optional(Text({ maxLength: MAX_MESSAGE_LENGTH })) }, { additionalProperties: false });
+export type CancelOptions = Static<typeof CancelOptionsSchema>;
+
+const TaskStatusSchema = OneOf(TASK_STATUSES);
+/** The orders a task list can be read in (an allowlist: the order is never built from input). */
+export const LIST_ORDERS = ["newest", "oldest"] as const;
+
+export const TaskFilterSchema = Type.Object(
+  {
+    status: Type.Optional(
+      Type.Union([TaskStatusSchema, Type.Array(TaskStatusSchema, { minItems: 1, maxItems: TASK_STATUSES.length })], {
+        description: `one of ${TASK_STATUSES.join(", ")}, or a list of them`,
+      }),
+    ),
+    taskType: Type.Optional(TaskTypeName),
+    workerId: Type.Optional(WorkerId),
+  },
+  { additionalProperties: false },
+);
+export type TaskFilter = Static<typeof TaskFilterSchema>;
+
+export const PageSchema = Type.Object(
+  {
+    /** Opaque cursor from a previous page's `nextCursor`. */
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    /** 1..1000, default 100. */
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    /** `newest` first (default) or `oldest` first. */
+    order: Type.Optional(OneOf(LIST_ORDERS)),
+  },
+  { additionalProperties: false },
+);
+export type Page = Static<typeof PageSchema>;
+
+export const ReassignmentQuerySchema = Type.Object(
+  { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), taskId: Type.Optional(TaskId) },
+  { additionalProperties: false },
+);
+export type ReassignmentQuery = Static<typeof ReassignmentQuerySchema>;
+
+export const WorkerBeatSchema = Type.Object(
+  {
+    workerId: WorkerId,
+    roles: Type.Array(TaskTypeName, { minItems: 1, maxItems: 100 }),
+    hostname: Type.Optional(Text({ maxLength: 255 })),
+    pid: Type.Optional(Type.Integer({ minimum: 0, maximum: Int32.maximum })),
+    version: Type.Optional(Text({ maxLength: 64 })),
+    /** Max concurrent tasks. */
+    capacity: Type.Integer({ minimum: 1, maximum: 10_000 }),
+    currentLoad: Type.Integer({ minimum: 0, maximum: 10_000 }),
+    tasksProcessed: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+    metadata: Type.Optional(JsonObjectValue),
+    /** The leases of its running tasks, renewed by the same call. */
+    leases: Type.Optional(Type.Array(Type.Object({ taskId: TaskId, leaseToken: LeaseToken }, { additionalProperties: false }), { maxItems: 10_000 })),
+  },
+  { additionalProperties: false },
+);
+/** What a worker says about itself on every heartbeat (seed 000's payload, plus its leases). */
+export type WorkerBeat = Static<typeof WorkerBeatSchema>;
+
+export const SweepOptionsSchema = Type.Object(
+  {
+    staleAfterSeconds: Seconds,
+    deadAfterSeconds: Seconds,
+    /** How long a reassigned task stays reserved for the worker chosen for it. */
+    reservationSeconds: Seconds,
+    /**
+     * Per task type; wins over the registry. A type not listed uses the recovery policy of the registered
+     * version its task was created under, and `retry` if it was created unregistered.
+     */
+    recoveryPolicies: Type.Optional(Type.Record(Type.String({ pattern: TASK_TYPE_PATTERN }), OneOf(RECOVERY_POLICIES))),
+  },
+  { additionalProperties: false },
+);
+/** Thresholds of one sweep (see coordinator/). */
+export type SweepOptions = Static<typeof SweepOptionsSchema>;
+
+export const LeadershipSchema = Type.Object({ name: Type.String({ pattern: "^[a-z_]{1,64}$" }), holder: Text({ minLength: 1, maxLength: 255 }), ttlSeconds: Seconds });

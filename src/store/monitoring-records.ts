@@ -1,0 +1,57 @@
+import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
+
+/**
+ * The monitoring views (migration 003 of each dialect) have the same columns on both databases, so
+ * they are read with the same statements and decoded here. They use the database's clock: they
+ * describe the present, for operators reading them with plain SQL as much as for the API.
+ */
+export const VIEW_READS = {
+  capacity: "SELECT * FROM v_worker_capacity ORDER BY task_type",
+  reassignmentRate: "SELECT * FROM v_reassignment_stats",
+  failingWorkers: "SELECT * FROM v_failing_workers ORDER BY failure_count DESC, from_worker_id LIMIT 20",
+  repeatedReassignments: "SELECT * FROM v_repeated_reassignments ORDER BY reassignment_count DESC, task_id LIMIT 100",
+};
+
+export interface CapacityViewRow {
+  task_type: string;
+  pending_tasks: number;
+  ready_tasks: number;
+  running_tasks: number;
+  active_workers: number;
+  completed_last_hour: number;
+  max_running: number | null;
+  tasks_per_worker_hour: number | null;
+  estimated_hours_to_drain: number | null;
+  workers_needed_1h: number | null;
+  workers_needed_4h: number | null;
+  workers_needed_8h: number | null;
+}
+
+export function toCapacity(r: CapacityViewRow): CapacityRow {
+  return {
+    taskType: r.task_type,
+    pendingTasks: Number(r.pending_tasks),
+    readyTasks: Number(r.ready_tasks),
+    runningTasks: Number(r.running_tasks),
+    activeWorkers: Number(r.active_workers),
+    completedLastHour: Number(r.completed_last_hour),
+    maxRunning: r.max_running,
+    tasksPerWorkerHour: r.tasks_per_worker_hour,
+    estimatedHoursToDrain: r.estimated_hours_to_drain,
+    workersNeeded: { for1Hour: r.workers_needed_1h, for4Hours: r.workers_needed_4h, for8Hours: r.workers_needed_8h },
+  };
+}
+
+export interface ReassignmentViewRows {
+  rate: { total: number; successful: number; success_rate_percent: number | null };
+  failing: { from_worker_id: string | null; failure_count: number; last_failure_at: Date | string }[];
+  repeated: { task_id: number; reassignment_count: number; last_reassignment_at: Date | string }[];
+}
+
+export function toReassignmentStats(v: ReassignmentViewRows): ReassignmentStats {
+  return {
+    last24Hours: { total: Number(v.rate.total), successful: Number(v.rate.successful), successRatePercent: v.rate.success_rate_percent },
+    failingWorkers: v.failing.map((r) => ({ workerId: r.from_worker_id, failureCount: Number(r.failure_count), lastFailureAt: new Date(r.last_failure_at) })),
+    repeatedTasks: v.repeated.map((r) => ({ taskId: Number(r.task_id), reassignmentCount: Number(r.reassignment_count), lastReassignmentAt: new Date(r.last_reassignment_at) })),
+  };
+}

@@ -1,0 +1,50 @@
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import Database from "better-sqlite3";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { eventually } from "../helpers/logs.js";
+import { createSqlite, type TestStore } from "../helpers/stores.js";
+
+const run = promisify(execFile);
+const ENQUEUER = fileURLToPath(new URL("./sqlite-enqueuer.ts", import.meta.url));
+
+describe("SQLite wake-ups from other connections to the file", () => {
+  let handle: TestStore<SqliteStore>;
+  beforeEach(async () => {
+    handle = await createSqlite();
+  });
+  afterEach(() => handle.cleanup());
+
+  it("a subscriber hears another process's enqueue within 500 ms", async () => {
+    const heard: { at: number; types: string[] }[] = [];
+    const unsubscribe = await handle.store.subscribe((types) => heard.push({ at: Date.now(), types }));
+    const { stdout } = await run(process.execPath, ["--import", "tsx", ENQUEUER, handle.store.db.name, "crawl"], { timeout: 60_000 });
+    const { id, committedAt } = JSON.parse(stdout.trim().split("\n").at(-1) as string) as { id: number; committedAt: number };
+    const first = await eventually(() => heard[0], 2_000, "a wake-up");
+    await unsubscribe();
+
+    // Which types the commit touched cannot be told from another process: [] means "re-check".
+    expect(first.types).toEqual([]);
+    expect(first.at - committedAt).toBeLessThan(500);
+    expect((await handle.store.get(id))?.status).toBe("pending");
+  }, 60_000);
+
+  it("stops watching when the last subscriber leaves", async () => {
+    // A bare connection, not a store: only the data_version watcher can hear its commits.
+    const other = new Database(handle.store.db.name);
+    try {
+      const heard: string[][] = [];
+      const unsubscribe = await handle.store.subscribe((types) => heard.push(types));
+      other.pragma("user_version = 1");
+      await eventually(() => heard.length === 1, 2_000, "a wake-up");
+      await unsubscribe();
+      other.pragma("user_version = 2");
+      await new Promise((r) => setTimeout(r, 200)); // four watcher ticks: nothing may arrive
+      expect(heard).toEqual([[]]);
+    } finally {
+      other.close();
+    }
+  });
+});
