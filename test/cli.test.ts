@@ -43,7 +43,7 @@ describe("taskpool CLI", () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/params is not valid JSON/);
     const badType = await taskpool("enqueue", "bad type", "--db", db).catch((e) => e);
-    expect(badType.stderr).toMatch(/taskpool: Invalid task: taskType/);
+    expect(badType.stderr).toMatch(/taskpool: Invalid task: taskType: must be a letter, then letters/);
     const badUrl = await taskpool("status", "--db", "mysql://x").catch((e) => e);
     expect(badUrl.stderr).toMatch(/Unsupported database URL "mysql:\/\/x"/);
   }, 60_000);
@@ -74,6 +74,33 @@ describe("taskpool CLI", () => {
       await pool.close();
     }
   });
+
+  it("explains a database it cannot open in one line, with the password hidden; the stack only with --verbose", async () => {
+    const failures: [string[], RegExp][] = [
+      [["status", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres"], /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused; is PostgreSQL running/],
+      [["status", "--db", "postgres://postgres@127.0.0.1:5432/no_such_database_here"], /^taskpool: cannot connect to .*: database "no_such_database_here" does not exist; create it \(createdb\)/],
+      [["migrate", "--db", "sqlite:./no/such/dir/tp.db"], /^taskpool: cannot open sqlite:\.\/no\/such\/dir\/tp\.db: the directory \.\/no\/such\/dir does not exist; create it \(mkdir -p/],
+    ];
+    for (const [args, message] of failures) {
+      const error = await taskpool(...args).catch((e) => e);
+      expect(error.code).toBe(1);
+      expect(error.stderr).toMatch(message);
+      expect(error.stderr).not.toMatch(/s3cret|\n\s+at /);
+      expect(error.stderr.trim().split("\n")).toHaveLength(1);
+    }
+    const verbose = await taskpool("status", "--verbose", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres").catch((e) => e);
+    expect(verbose.stderr).toMatch(/\n\s+at /);
+  }, 60_000);
+
+  it("enqueue warns when nobody serves an unregistered type, and --require-registered refuses it", async () => {
+    const typo = await taskpool("enqueue", "prodcut_resync", "--db", db);
+    expect(typo.stdout).toMatch(/Enqueued task 1 \(prodcut_resync\)/);
+    expect(typo.stderr).toMatch(/^warning: task type "prodcut_resync" is not registered and no live worker has that role/);
+    const strict = await taskpool("enqueue", "prodcut_resync", "--require-registered", "--db", db).catch((e) => e);
+    expect(strict.code).toBe(1);
+    expect(strict.stderr).toMatch(/^taskpool: Task type "prodcut_resync" is not registered, and this pool requires registered types/);
+    expect((await taskpool("status", "--db", db)).stdout).toMatch(/prodcut_resync\s+pending 1\n/);
+  }, 60_000);
 
   it("types register, list and show the registry; enqueue then checks params against it", async () => {
     const file = `${path}.type.json`;

@@ -1,6 +1,10 @@
 import { expect, it } from "vitest";
 import { ValidationError } from "../src/core/errors.js";
+import { pino } from "pino";
 import { connect } from "../src/api/taskpool.js";
+import { ManualClock } from "../src/core/clock.js";
+import { eventually } from "./helpers/logs.js";
+import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 
 it("connect() gives producers and operators the registry and enqueue in a few words", async () => {
   const pool = await connect("sqlite::memory:");
@@ -18,5 +22,47 @@ it("connect() gives producers and operators the registry and enqueue in a few wo
     expect(error.message).toBe("Invalid params for product_resync v1: params.storeId: must be integer");
   } finally {
     await pool.close();
+  }
+});
+
+it("requireRegistered refuses unregistered types, for tasks and follow-ups alike; limits are the pool's to set", async () => {
+  const pool = await connect("sqlite::memory:", { requireRegistered: true, limits: { paramsBytes: 100 } });
+  try {
+    const refused = await pool.enqueue("prodcut_resync", {}).catch((e) => e);
+    expect(refused).toBeInstanceOf(ValidationError);
+    expect(refused.message).toMatch(/^Task type "prodcut_resync" is not registered, and this pool requires registered types/);
+    await pool.registerTaskType({ name: "product_resync" });
+    expect((await pool.enqueue("product_resync", { storeId: 1 })).taskTypeVersion).toBe(1);
+    const big = await pool.enqueue("product_resync", { blob: "x".repeat(100) }).catch((e) => e);
+    expect(big.message).toMatch(/^Invalid params: params is 111 bytes as JSON, over the limit of 100 bytes \(limits\.paramsBytes\)/);
+    expect((await pool.counts()).byStatus.pending).toBe(1);
+  } finally {
+    await pool.close();
+  }
+  await expect(connect("sqlite::memory:", { limits: { resultBytes: 0 } })).rejects.toThrow(/Invalid limits\.resultBytes: 0/);
+});
+
+it("a worker on a pool with its own clock beats on that clock, not the system's", async () => {
+  const path = sqlitePath();
+  const clock = new ManualClock(new Date("2040-01-01T00:00:00Z"));
+  const pool = await connect(`sqlite:${path}`, { clock });
+  try {
+    const task = await pool.enqueue("hold", {});
+    const worker = pool.worker({
+      roles: ["hold"],
+      heartbeatIntervalMs: 50,
+      leaseSeconds: 30,
+      logger: pino({ level: "silent" }),
+      handlers: { hold: (_params, ctx) => new Promise((resolve) => ctx.signal.addEventListener("abort", resolve)) },
+    });
+    await worker.start();
+    await eventually(async () => (await pool.get(task.id))?.status === "running", 5000, "the task to run");
+    clock.advance(60_000);
+    // The next beats renew the lease from the pool's clock (a thread on the system clock would set it to 2026).
+    await eventually(async () => ((await pool.get(task.id))?.leaseExpiresAt?.getTime() ?? 0) >= Date.parse("2040-01-01T00:01:00Z"), 5000, "a beat on the pool's clock");
+    await worker.stop(0);
+  } finally {
+    await pool.close();
+    removeSqliteFiles(path);
   }
 });

@@ -32,7 +32,7 @@ export function devCommand(program: Command): void {
       });
       await worker.start();
       if (opts.demo) {
-        const [{ task, created }] = await pool.enqueueMany([DEMO_SEED]);
+        const { task, created } = await pool.protocol.enqueue(DEMO_SEED);
         logger.info(created ? `Enqueued demo pipeline: task ${task.id} (store_discovery)` : `Demo pipeline already pending as task ${task.id}`);
       }
       const status = opts.statusEvery > 0 ? setInterval(() => void printStatus(pool, (l) => logger.info(l)), opts.statusEvery * 1000) : null;

@@ -27,17 +27,15 @@ export function enqueueCommand(program: Command): void {
       await withPool(
         opts,
         async (pool) => {
-          const [{ task, created }] = await pool.enqueueMany([
-            {
-              taskType,
-              params: parsed as Record<string, never>,
-              priority: opts.priority,
-              maxAttempts: opts.maxAttempts,
-              concurrencyKey: opts.concurrencyKey,
-              uniqueKey: opts.uniqueKey,
-              scheduledFor: opts.delay === undefined ? undefined : new Date(Date.now() + opts.delay * 1000),
-            },
-          ]);
+          const { task, created } = await pool.protocol.enqueue({
+            taskType,
+            params: parsed as Record<string, never>,
+            priority: opts.priority,
+            maxAttempts: opts.maxAttempts,
+            concurrencyKey: opts.concurrencyKey,
+            uniqueKey: opts.uniqueKey,
+            scheduledFor: opts.delay === undefined ? undefined : new Date(Date.now() + opts.delay * 1000),
+          });
           console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);
           const warning = await nobodyServes(pool, task);
           if (warning) console.error(`warning: ${warning}`);
