@@ -53,7 +53,7 @@ it("a worker on a pool with its own clock beats on that clock, not the system's"
       heartbeatIntervalMs: 50,
       leaseSeconds: 30,
       logger: pino({ level: "silent" }),
-      handlers: { hold: (_params, ctx) => new Promise((resolve) => ctx.signal.addEventListener("abort", resolve)) },
+      handlers: { hold: (_params, ctx) => new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve())) },
     });
     await worker.start();
     await eventually(async () => (await pool.get(task.id))?.status === "running", 5000, "the task to run");
