@@ -23,6 +23,7 @@ import {
   PageSchema,
   ProgressSchema,
   ReassignmentQuerySchema,
+  Seconds,
   ReleaseOptionsSchema,
   SweepOptionsSchema,
   TaskFilterSchema,
@@ -183,7 +184,7 @@ export class CheckedStore implements Store {
   async reserve(id: number, workerId: string, seconds: number): Promise<Task> {
     checkId(id);
     validate(WorkerId, workerId, "worker_id");
-    validate(LeadershipSchema.properties.ttlSeconds, seconds, "seconds");
+    validate(Seconds, seconds, "seconds");
     return this.store.reserve(id, workerId, seconds);
   }
 

@@ -34,7 +34,7 @@ export const TaskTypeName = Type.String({ pattern: TASK_TYPE_PATTERN, descriptio
 export const WorkerId = Type.String({ pattern: WORKER_ID_PATTERN, description: "letters, digits, _ . - (1 to 128), e.g. worker-1" });
 export const LeaseToken = Type.String({ minLength: 1, maxLength: 64, pattern: "^[A-Za-z0-9-]+$", description: "the lease_token the claim returned" });
 /** Seconds of a lease or a leadership term; fractions are fine. */
-const Seconds = Type.Number({ minimum: 0.001, maximum: 86400 });
+export const Seconds = Type.Number({ minimum: 0.001, maximum: 86400 });
 
 export const BackoffInputSchema = Type.Object(
   {

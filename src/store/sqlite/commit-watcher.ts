@@ -3,9 +3,9 @@ import type { SqliteConnection } from "./connection.js";
 type Listener = (taskTypes: string[]) => void;
 
 /**
- * How often a subscribed store looks for other connections' commits. One look costs about 3 µs (a
- * read of the WAL index in shared memory), so 50 ms is ~0.01 % of a core for wake-ups far below any
- * poll interval.
+ * How often a subscribed store looks for other connections' commits: wake-ups within ~50 ms, far below
+ * any poll interval. Measured: one look takes ~3 µs (it reads the WAL index in shared memory); an idle
+ * subscribed store spent 2–5 ms of CPU per second, about what an empty 50 ms interval costs alone.
  */
 const CHECK_MS = 50;
 

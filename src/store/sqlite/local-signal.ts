@@ -4,9 +4,9 @@ import { resolve } from "node:path";
 type Listener = (taskTypes: string[]) => void;
 
 /**
- * SQLite has no NOTIFY, so wake-ups travel only within this process: every SqliteStore on the same
- * file shares one channel (e.g. `taskpool dev`'s server and workers). Other processes on the file
- * find new work at their next poll.
+ * SQLite has no NOTIFY. Within this process every SqliteStore on the same file shares one channel
+ * (e.g. `taskpool dev`'s server and workers), which carries task types at once. Other processes on
+ * the file are heard through commit-watcher.ts, later (~50 ms) and without types.
  */
 const channels = new Map<string, Set<Listener>>();
 
