@@ -6,7 +6,7 @@
  * Values stored as JSON (params, checkpoints, results, metadata) are typed as Json here and checked
  * by the JSON rules in validation.ts, which name the bad field and apply the size limits.
  */
-import { type Static, Type } from "@sinclair/typebox";
+import { FormatRegistry, type Static, Type } from "@sinclair/typebox";
 import { SORT_BY, TASK_STATUSES, type Json, type JsonObject } from "./task.js";
 import { RECOVERY_POLICIES } from "./worker.js";
 
@@ -17,8 +17,11 @@ export const WORKER_ID_PATTERN = "^[A-Za-z0-9_.-]{1,128}$";
 /** A choice among fixed values, whose error lists them. */
 const OneOf = <T extends string>(values: readonly T[]) => Type.Union(values.map((v) => Type.Literal(v)), { description: `one of ${values.join(", ")}` });
 
-/** Text PostgreSQL and SQLite both store unchanged: no NUL character, no unpaired UTF-16 surrogate. */
+/** Text PostgreSQL and SQLite both store unchanged: no NUL character (PostgreSQL refuses it in text and jsonb), no unpaired UTF-16 surrogate (not valid UTF-8 anywhere). */
 export const TEXT_FORMAT = "storable-text";
+export const isStorableText = (s: string) => !s.includes("\0") && s.isWellFormed();
+// Registered with the schemas, so whatever compiles them (the checked API, Fastify) knows the format.
+FormatRegistry.Set(TEXT_FORMAT, isStorableText);
 const Text = (options: { minLength?: number; maxLength: number; description?: string }) => Type.String({ ...options, format: TEXT_FORMAT });
 
 const Int32 = { minimum: -2147483648, maximum: 2147483647 };

@@ -1,13 +1,9 @@
-import { FormatRegistry, type TSchema } from "@sinclair/typebox";
+import type { TSchema } from "@sinclair/typebox";
 import { TypeCompiler, type ValueError, ValueErrorType } from "@sinclair/typebox/compiler";
 import { type FieldIssue, ValidationError } from "./errors.js";
-import { TEXT_FORMAT } from "./schemas.js";
+import { isStorableText, TEXT_FORMAT } from "./schemas.js";
 
-/** PostgreSQL refuses NUL in text and jsonb, and unpaired surrogates are not valid UTF-8 anywhere. */
-const isStorableText = (s: string) => !s.includes("\0") && s.isWellFormed();
 const TEXT_RULE = "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate";
-
-FormatRegistry.Set(TEXT_FORMAT, isStorableText);
 
 const compiled = new WeakMap<TSchema, ReturnType<typeof TypeCompiler.Compile>>();
 
