@@ -20,8 +20,10 @@ describe("coordinator", () => {
     expect(() => new Coordinator(handle.store, { staleAfterMs: 60_000, deadAfterMs: 30_000 })).toThrow(ValidationError);
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 0 })).toThrow(/sweepIntervalMs: 0/);
     expect(() => new Coordinator(handle.store, { staleAfterMs: 60_000, deadAfterMs: 30_000 })).toThrow(/raise deadAfterMs or lower staleAfterMs/);
-    // setInterval would fire every millisecond instead of waiting that long.
-    expect(() => new Coordinator(handle.store, { sweepIntervalMs: 2 ** 31 })).toThrow(/sweepIntervalMs: 2147483648 is longer than a Node.js timer can wait/);
+    // The leadership lease (3 intervals) and the sweep thresholds must be ones the checked store accepts (at most a day).
+    expect(() => new Coordinator(handle.store, { sweepIntervalMs: 28_800_001 })).toThrow(/sweepIntervalMs: 28800001 \(at most 28800000 ms: the leadership lease lasts 3 sweep intervals/);
+    expect(() => new Coordinator(handle.store, { deadAfterMs: 86_400_001 })).toThrow(/deadAfterMs: 86400001 \(at most 86400000 ms: a store accepts sweep thresholds/);
+    expect(() => new Coordinator(handle.store, { sweepIntervalMs: 28_800_000, staleAfterMs: 86_400_000, deadAfterMs: 86_400_000, reservationMs: 86_400_000, logger })).not.toThrow();
     // What works is accepted: fractional milliseconds, sweeps rarer than dead-worker detection (only slower).
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 1500.5, staleAfterMs: 1000.25, deadAfterMs: 1000.25, logger })).not.toThrow();
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 300_000, deadAfterMs: 120_000, logger })).not.toThrow();

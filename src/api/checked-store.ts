@@ -13,7 +13,12 @@ import {
   CancelOptionsSchema,
   ClaimByIdOptionsSchema,
   ClaimOptionsSchema,
+  BatchSchema,
   CompleteOptionsSchema,
+  CompletionSchema,
+  FailureSchema,
+  type Completion,
+  type Failure,
   EnqueueBatchSchema,
   EnqueueInputSchema,
   FailOptionsSchema,
@@ -57,7 +62,7 @@ import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { checkJson, validate } from "../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import { decodeCursor } from "../store/paging.js";
-import type { CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
+import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
 
 /** Size limits of stored JSON, in bytes once serialized. */
 export interface Limits {
@@ -155,6 +160,18 @@ export class CheckedStore implements Store {
     checkJson(options.result ?? null, "result", this.limits.resultBytes, "limits.resultBytes");
     (options.followUps ?? []).forEach((input, index) => atItem(index, () => this.checkEnqueue(input, "followUps")));
     return this.store.complete(id, lease, options);
+  }
+
+  /** A bad item (or a repeated id) is refused on its own, as its outcome; the others are written. */
+  async completeMany(items: Completion[]): Promise<BatchOutcome[]> {
+    return this.batch(items, (item) => {
+      validate(CompletionSchema, item, "completion");
+      checkJson(item.result ?? null, "result", this.limits.resultBytes, "limits.resultBytes");
+    }, (valid) => this.store.completeMany(valid));
+  }
+
+  async failMany(items: Failure[]): Promise<BatchOutcome[]> {
+    return this.batch(items, (item) => validate(FailureSchema, item, "failure"), (valid) => this.store.failMany(valid));
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
@@ -287,6 +304,25 @@ export class CheckedStore implements Store {
   async leadershipStatus(name: string): Promise<LeadershipStatus> {
     validate(LeadershipSchema.properties.name, name, "leadership name");
     return this.store.leadershipStatus(name);
+  }
+
+  private async batch<T extends { id: number }>(items: T[], check: (item: T) => void, write: (valid: T[]) => Promise<BatchOutcome[]>): Promise<BatchOutcome[]> {
+    validate(BatchSchema, items, "batch");
+    const seen = new Set<number>();
+    const refused = new Map<number, BatchOutcome>();
+    items.forEach((item, index) => {
+      try {
+        check(item);
+        if (seen.has(item.id)) throw new ValidationError(`Invalid batch: task ${item.id} appears more than once`, [{ path: `${index}.id`, message: "repeated" }]);
+        seen.add(item.id);
+      } catch (error) {
+        if (!(error instanceof ValidationError)) throw error;
+        refused.set(index, { id: item?.id, ok: false, error });
+      }
+    });
+    const valid = items.filter((_, index) => !refused.has(index));
+    const written = valid.length > 0 ? await write(valid) : [];
+    return items.map((_, index) => refused.get(index) ?? (written.shift() as BatchOutcome));
   }
 
   private checkEnqueue(input: EnqueueInput, what = "task"): void {

@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
 import { ValidationError } from "../core/errors.js";
+import { LeadershipSchema, SweepOptionsSchema } from "../core/schemas.js";
 import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
 import type { Store } from "../store/store.js";
 
@@ -37,8 +38,13 @@ export const COORDINATOR_LEADERSHIP = "coordinator";
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 /** Failed ticks in a row after which the coordinator raises the alarm: one or two are a passing blip. */
 const FAILED_TICKS_ALARM = 3;
+/** The leadership lease lasts this many sweep intervals, so a missed tick or two does not lose it. */
+const LEASE_INTERVALS = 3;
 /** The longest delay setInterval honours; a longer one fires every millisecond instead. */
 const MAX_TIMER_MS = 2_147_483_647;
+// The checked store refuses longer leases and sweep thresholds (core/schemas.ts): every tick would fail.
+const MAX_LEASE_MS = (LeadershipSchema.properties.ttlSeconds.maximum ?? Infinity) * 1000;
+const MAX_THRESHOLD_MS = (SweepOptionsSchema.properties.deadAfterSeconds.maximum ?? Infinity) * 1000;
 
 export class Coordinator {
   readonly id: string;
@@ -59,14 +65,20 @@ export class Coordinator {
     const staleAfterMs = options.staleAfterMs ?? 60_000;
     const deadAfterMs = options.deadAfterMs ?? 120_000;
     const reservationMs = options.reservationMs ?? 30_000;
-    for (const [name, value] of Object.entries({ sweepIntervalMs: this.sweepIntervalMs, staleAfterMs, deadAfterMs, reservationMs })) {
+    const thresholdLimit = `a store accepts sweep thresholds of at most ${MAX_THRESHOLD_MS} ms`;
+    const limits: Record<string, [number, number, string]> = {
+      sweepIntervalMs: [
+        this.sweepIntervalMs,
+        Math.min(MAX_TIMER_MS, MAX_LEASE_MS / LEASE_INTERVALS),
+        `the leadership lease lasts ${LEASE_INTERVALS} sweep intervals and a store accepts at most ${MAX_LEASE_MS} ms; a Node.js timer waits at most ${MAX_TIMER_MS} ms`,
+      ],
+      staleAfterMs: [staleAfterMs, MAX_THRESHOLD_MS, thresholdLimit],
+      deadAfterMs: [deadAfterMs, MAX_THRESHOLD_MS, thresholdLimit],
+      reservationMs: [reservationMs, MAX_THRESHOLD_MS, thresholdLimit],
+    };
+    for (const [name, [value, max, why]] of Object.entries(limits)) {
       if (!Number.isFinite(value) || value < 10) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at least 10 ms)`, [{ path: name, message: "out of range" }]);
-    }
-    if (this.sweepIntervalMs > MAX_TIMER_MS) {
-      throw new ValidationError(
-        `Invalid coordinator option sweepIntervalMs: ${this.sweepIntervalMs} is longer than a Node.js timer can wait (${MAX_TIMER_MS} ms, about 24.8 days); sweep more often`,
-        [{ path: "sweepIntervalMs", message: "above the timer limit" }],
-      );
+      if (value > max) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at most ${max} ms: ${why})`, [{ path: name, message: "out of range" }]);
     }
     if (deadAfterMs < staleAfterMs) {
       throw new ValidationError(
@@ -124,7 +136,7 @@ export class Coordinator {
   private async tick(): Promise<void> {
     try {
       // Fractional seconds are fine (500 ms sweeps give 1.5 s); the floor keeps tiny test intervals leadable.
-      const ttlSeconds = Math.max(1, (3 * this.sweepIntervalMs) / 1000);
+      const ttlSeconds = Math.max(1, (LEASE_INTERVALS * this.sweepIntervalMs) / 1000);
       const leading = await this.store.tryLead(COORDINATOR_LEADERSHIP, this.id, ttlSeconds);
       if (leading !== this.leading) this.logger.info(leading ? "Leading: this coordinator sweeps" : "Standing by: another coordinator leads");
       this.leading = leading;

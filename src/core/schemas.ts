@@ -165,6 +165,20 @@ export const FailOptionsSchema = Type.Object(
 );
 export type FailOptions = Static<typeof FailOptionsSchema>;
 
+/** One completion of a batch (see Store.completeMany); follow-ups go through complete(). */
+export const CompletionSchema = Type.Object({ id: TaskId, lease: LeaseSchema, result: Type.Optional(JsonValue) }, { additionalProperties: false });
+export type Completion = Static<typeof CompletionSchema>;
+
+/** One failure of a batch (see Store.failMany). */
+export const FailureSchema = Type.Object(
+  { id: TaskId, lease: LeaseSchema, error: FailOptionsSchema.properties.error, retryable: Type.Optional(Type.Boolean()) },
+  { additionalProperties: false },
+);
+export type Failure = Static<typeof FailureSchema>;
+
+/** A batched write's shape; each item is then checked on its own, so one bad item refuses only itself. */
+export const BatchSchema = Type.Array(Type.Unknown(), { maxItems: 1000, description: "a list of at most 1000 items" });
+
 export const ReleaseOptionsSchema = Type.Object(
   { checkpoint: Type.Optional(JsonValue), reason: Type.Optional(Text({ maxLength: MAX_MESSAGE_LENGTH })) },
   { additionalProperties: false },

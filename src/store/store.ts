@@ -1,6 +1,6 @@
 import type { TaskEvent } from "../core/event.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../core/schemas.js";
 import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import type {
@@ -16,6 +16,7 @@ import type {
   TaskCounts,
   TaskFilter,
   TaskPage,
+  TaskStatus,
 } from "../core/task.js";
 
 /** What enqueue did: `created` is false when a pending task with the same unique key was returned instead. */
@@ -29,6 +30,15 @@ export interface RegisterTaskTypeResult {
   taskType: TaskTypeRecord;
   created: boolean;
 }
+
+/**
+ * What one item of a batched write came to: applied (with the task's status after it, and when a
+ * retry is due), or refused with the error a single call would have thrown. A refused item changes
+ * nothing and does not affect the others.
+ */
+export type BatchOutcome =
+  | { id: number; ok: true; status: TaskStatus; scheduledFor: Date }
+  | { id: number; ok: false; error: Error };
 
 export interface CompleteResult {
   task: Task;
@@ -80,8 +90,15 @@ export interface Store {
   checkpoint(id: number, lease: Lease, data: Json): Promise<Task>;
   progress(id: number, lease: Lease, progress: number): Promise<Task>;
   complete(id: number, lease: Lease, options?: CompleteOptions): Promise<CompleteResult>;
+  /**
+   * Completes many tasks in one transaction (one statement on PostgreSQL), each fenced by its own
+   * lease and logged with its event. Outcomes are in input order; ids are distinct.
+   */
+  completeMany(items: Completion[]): Promise<BatchOutcome[]>;
   /** Retries after backoff while attempts remain and `retryable` is not false; else `failed`. */
   fail(id: number, lease: Lease, options: FailOptions): Promise<Task>;
+  /** fail() for many tasks in one transaction, as completeMany. */
+  failMany(items: Failure[]): Promise<BatchOutcome[]>;
   /** Back to pending without charging an attempt, keeping (or replacing) the checkpoint. */
   release(id: number, lease: Lease, options?: ReleaseOptions): Promise<Task>;
 

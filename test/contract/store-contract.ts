@@ -1,4 +1,5 @@
 import type { StoreKind } from "../helpers/stores.js";
+import { batchContract } from "./batch.contract.js";
 import { claimContract } from "./claim.contract.js";
 import { enqueueContract } from "./enqueue.contract.js";
 import { fencingContract } from "./fencing.contract.js";
@@ -15,6 +16,7 @@ export function storeContract(kind: StoreKind): void {
   claimContract(kind);
   lifecycleContract(kind);
   fencingContract(kind);
+  batchContract(kind);
   queriesContract(kind);
   workersContract(kind);
   taskTypesContract(kind);

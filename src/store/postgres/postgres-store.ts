@@ -21,14 +21,14 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { resolveClaim } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
-import type { CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
+import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
 import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
 import type { CapacityRow, ReassignmentStats } from "../../core/monitoring.js";
 import { type CapacityViewRow, type ReassignmentViewRows, toCapacity, toReassignmentStats, VIEW_READS } from "../monitoring-records.js";
@@ -240,6 +240,39 @@ export class PostgresStore implements Store {
     };
   }
 
+  async completeMany(items: Completion[]): Promise<BatchOutcome[]> {
+    const applied = await this.rows<AppliedRow>("tp_complete_many", sql.COMPLETE_MANY, [
+      ...leaseColumns(items),
+      this.clock.now(),
+      items.map((i) => JSON.stringify(i.result ?? null)),
+    ]);
+    return this.outcomes("complete", items, applied);
+  }
+
+  async failMany(items: Failure[]): Promise<BatchOutcome[]> {
+    const applied = await this.rows<AppliedRow>("tp_fail_many", sql.FAIL_MANY, [
+      ...leaseColumns(items),
+      this.clock.now(),
+      items.map((i) => i.error),
+      items.map((i) => i.retryable !== false),
+      items.map(() => this.random()),
+    ]);
+    return this.outcomes("fail", items, applied);
+  }
+
+  /** Matches a batch's applied rows to its items; each refused item gets the error a single call would throw. */
+  private async outcomes(action: TaskAction, items: (Completion | Failure)[], applied: AppliedRow[]): Promise<BatchOutcome[]> {
+    const byId = new Map(applied.map((r) => [r.id, r]));
+    return Promise.all(
+      items.map(async ({ id, lease }): Promise<BatchOutcome> => {
+        const row = byId.get(id);
+        if (row) return { id, ok: true, status: row.status, scheduledFor: row.scheduled_for };
+        const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
+        return { id, ok: false, error: refusalError(id, state, action, lease) };
+      }),
+    );
+  }
+
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
     const rows = await this.guarded("fail", "tp_fail", sql.FAIL, id, lease, [options.error, options.retryable !== false, this.random()]);
     return toTask(rows[0]);
@@ -420,6 +453,18 @@ export class PostgresStore implements Store {
     const [row] = await this.rows<LeadershipRow>("tp_leadership_status", workerSql.LEADERSHIP_STATUS, [name, now]);
     return toLeadershipStatus(row, now);
   }
+}
+
+/** A row a batched write applied. */
+interface AppliedRow {
+  id: number;
+  status: Task["status"];
+  scheduled_for: Date;
+}
+
+/** The three lease arrays of a batch: ids, worker ids, tokens. */
+function leaseColumns(items: { id: number; lease: Lease }[]): [number[], string[], string[]] {
+  return [items.map((i) => i.id), items.map((i) => i.lease.workerId), items.map((i) => i.lease.leaseToken)];
 }
 
 function isUniqueViolation(error: unknown, constraint: string): boolean {

@@ -281,37 +281,84 @@ export const COMPLETE = `
 
 /**
  * Backoff delay in seconds of the attempt that just failed; the same formula as core/backoff.ts
- * (retryDelayMs), written in SQL so a failure stays one round trip. $7 is the jitter draw in [0, 1).
+ * (retryDelayMs), written in SQL so a failure stays one round trip. `jitter` is the draw in [0, 1).
  */
-const BACKOFF_SECONDS = `
+const backoffSeconds = (jitter: string) => `
   LEAST((t.backoff->>'maxSeconds')::float8,
         (t.backoff->>'baseSeconds')::float8 * power((t.backoff->>'factor')::float8, GREATEST(0, t.attempts - 1)))
-  * (1 - (t.backoff->>'jitter')::float8 * $7)`;
+  * (1 - (t.backoff->>'jitter')::float8 * ${jitter})`;
+
+/** The columns a failure sets, for one item whose retryability is `retry` and jitter draw `jitter`. */
+const failedColumns = (now: string, error: string, retryable: string, jitter: string) => {
+  const retry = `${retryable} AND t.attempts < t.max_attempts`;
+  return `
+      status = CASE WHEN ${retry} THEN 'pending' ELSE 'failed' END,
+      scheduled_for = CASE WHEN ${retry}
+                           THEN ${now} + make_interval(secs => round((${backoffSeconds(jitter)}) * 1000) / 1000)
+                           ELSE t.scheduled_for END,
+      worker_id = CASE WHEN ${retry} THEN NULL ELSE t.worker_id END,
+      lease_token = CASE WHEN ${retry} THEN NULL ELSE t.lease_token END,
+      completed_at = CASE WHEN ${retry} THEN NULL ELSE ${now} END,
+      lease_expires_at = NULL, error_message = ${error}, updated_at = ${now}`;
+};
+
+/** A time as the ISO-8601 text JavaScript writes (what SQLite stores), so event data is the same on both stores. */
+export const ISO_TIME = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** The event of each failed row: retry_scheduled or failed, with the attempt figures. */
+const logFailures = (workerId: string, error: string, now: string) => `
+  logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
+    SELECT id, CASE WHEN status = 'pending' THEN 'retry_scheduled' ELSE 'failed' END, ${workerId}, ${error},
+           jsonb_build_object('attempt', attempts, 'max_attempts', max_attempts,
+                              'retry_at', CASE WHEN status = 'pending' THEN ${ISO_TIME("scheduled_for")} END),
+           ${now}
+    FROM failed
+  )`;
 
 /** $1 id, $2 worker_id, $3 token, $4 now, $5 error message, $6 retryable, $7 jitter draw. */
 export const FAIL = `
   WITH failed AS (
-    UPDATE tasks t SET
-      status = CASE WHEN $6 AND t.attempts < t.max_attempts THEN 'pending' ELSE 'failed' END,
-      scheduled_for = CASE WHEN $6 AND t.attempts < t.max_attempts
-                           THEN $4::timestamptz + make_interval(secs => round((${BACKOFF_SECONDS}) * 1000) / 1000)
-                           ELSE t.scheduled_for END,
-      worker_id = CASE WHEN $6 AND t.attempts < t.max_attempts THEN NULL ELSE t.worker_id END,
-      lease_token = CASE WHEN $6 AND t.attempts < t.max_attempts THEN NULL ELSE t.lease_token END,
-      completed_at = CASE WHEN $6 AND t.attempts < t.max_attempts THEN NULL ELSE $4::timestamptz END,
-      lease_expires_at = NULL, error_message = $5, updated_at = $4::timestamptz
+    UPDATE tasks t SET ${failedColumns("$4::timestamptz", "$5", "$6", "$7")}
     WHERE ${LEASE_HELD("fail")}
     RETURNING t.*
   ),
-  logged AS (
-    INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
-    SELECT id, CASE WHEN status = 'pending' THEN 'retry_scheduled' ELSE 'failed' END, $2, $5,
-           jsonb_build_object('attempt', attempts, 'max_attempts', max_attempts,
-                              'retry_at', CASE WHEN status = 'pending' THEN scheduled_for END),
-           $4::timestamptz
-    FROM failed
-  )
+  ${logFailures("$2", "$5", "$4::timestamptz")}
   SELECT * FROM failed`;
+
+/** Lease check of each item of a batched write (`items i`), as LEASE_HELD does for one call. */
+const BATCH_LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
+  `t.id = i.id AND t.worker_id = i.worker_id AND t.lease_token = i.lease_token AND t.status IN (${sqlList(TRANSITIONS[action].from)})`;
+
+/**
+ * $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 results (JSON text each). Many completions in one
+ * statement and one commit; the ids it returns were applied, the others refused.
+ */
+export const COMPLETE_MANY = `
+  WITH items AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $5::text[]) AS i(id, worker_id, lease_token, result)),
+  done AS (
+    UPDATE tasks t SET status = 'completed', result = i.result::jsonb, completed_at = $4::timestamptz, lease_expires_at = NULL, updated_at = $4::timestamptz
+    FROM items i
+    WHERE ${BATCH_LEASE_HELD("complete")}
+    RETURNING t.id, t.status, t.scheduled_for, i.worker_id
+  ),
+  logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', worker_id, $4::timestamptz FROM done)
+  SELECT id, status, scheduled_for FROM done`;
+
+/** $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 error messages, $6 retryable flags, $7 jitter draws: FAIL for many. */
+export const FAIL_MANY = `
+  WITH items AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $5::text[], $6::boolean[], $7::float8[])
+      AS i(id, worker_id, lease_token, error, retryable, jitter)
+  ),
+  failed AS (
+    UPDATE tasks t SET ${failedColumns("$4::timestamptz", "i.error", "i.retryable", "i.jitter")}
+    FROM items i
+    WHERE ${BATCH_LEASE_HELD("fail")}
+    RETURNING t.*, i.worker_id AS failed_by, i.error AS failure
+  ),
+  ${logFailures("failed_by", "failure", "$4::timestamptz")}
+  SELECT id, status, scheduled_for FROM failed`;
 
 /**
  * $1 id, $2 worker_id, $3 token, $4 now, $5 replace checkpoint?, $6 checkpoint, $7 reason.
@@ -361,13 +408,13 @@ export const RETRY = `
 /** $1 id, $2 worker_id, $3 now, $4 seconds. */
 export const RESERVE = `
   WITH reserved AS (
-    UPDATE tasks t SET reserved_for = $2, reserved_until = $3::timestamptz + make_interval(secs => $4::int), updated_at = $3::timestamptz
+    UPDATE tasks t SET reserved_for = $2, reserved_until = $3::timestamptz + make_interval(secs => $4::float8), updated_at = $3::timestamptz
     WHERE t.id = $1 AND t.status = 'pending'
     RETURNING t.*
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
-    SELECT id, 'reassigned', $2, jsonb_build_object('reserved_until', reserved_until), $3::timestamptz FROM reserved
+    SELECT id, 'reassigned', $2, jsonb_build_object('reserved_until', ${ISO_TIME("reserved_until")}), $3::timestamptz FROM reserved
   )
   SELECT * FROM reserved`;
 

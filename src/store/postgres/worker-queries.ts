@@ -3,6 +3,7 @@
  * Conventions as in queries.ts: "now" is a parameter, one statement per operation where possible.
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
+import { ISO_TIME } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -140,7 +141,7 @@ export const RESERVE_MANY = `
   ),
   task_logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, to_worker_id, message, data, created_at)
-    SELECT id, 'reassigned', from_worker, worker_id, reason, jsonb_build_object('reserved_until', $5::timestamptz), $6::timestamptz
+    SELECT id, 'reassigned', from_worker, worker_id, reason, jsonb_build_object('reserved_until', ${ISO_TIME("$5::timestamptz")}), $6::timestamptz
     FROM reserved
   ),
   logged AS (

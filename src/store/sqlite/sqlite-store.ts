@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { type Clock, systemClock } from "../../core/clock.js";
-import { UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import { TaskpoolError, UniqueKeyTakenError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
@@ -21,7 +21,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import type { CapacityRow, ReassignmentStats } from "../../core/monitoring.js";
 import { type CapacityViewRow, type ReassignmentViewRows, toCapacity, toReassignmentStats, VIEW_READS } from "../monitoring-records.js";
@@ -30,7 +30,7 @@ import { resolveClaim } from "../claim-options.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
-import type { CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
+import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
 import { claimTaskById, claimTasks } from "./claim.js";
 import { CommitWatcher } from "./commit-watcher.js";
 import { type EventInput, isUniqueViolation, SqliteConnection } from "./connection.js";
@@ -218,26 +218,45 @@ export class SqliteStore implements Store {
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
-    if (typeof options?.error !== "string") {
-      throw new ValidationError("Invalid failure: error must be a string saying what went wrong", [{ path: "error", message: "required string" }]);
-    }
+    return this.conn.tx(true, () => this.failOne({ id, lease, ...options }, this.now()));
+  }
+
+  async completeMany(items: Completion[]): Promise<BatchOutcome[]> {
     return this.conn.tx(true, () => {
       const now = this.now();
-      const extra = { error: options.error, retryable: options.retryable === false ? 0 : 1, jitterDraw: this.random() };
-      const task = toTask(this.guarded("fail", sql.FAIL, id, lease, extra, now));
-      const retrying = task.status === "pending";
-      this.conn.logEvent(
-        {
-          taskId: id,
-          event: retrying ? "retry_scheduled" : "failed",
-          fromWorkerId: lease.workerId,
-          message: options.error,
-          data: { attempt: task.attempts, max_attempts: task.maxAttempts, retry_at: retrying ? task.scheduledFor.toISOString() : null },
-        },
-        now,
+      return items.map(({ id, lease, result }) =>
+        outcome(id, () => {
+          const row = this.guarded("complete", sql.COMPLETE, id, lease, { result: JSON.stringify(result ?? null) }, now);
+          this.conn.logEvent({ taskId: id, event: "completed", fromWorkerId: lease.workerId }, now);
+          return toTask(row);
+        }),
       );
-      return task;
     });
+  }
+
+  async failMany(items: Failure[]): Promise<BatchOutcome[]> {
+    return this.conn.tx(true, () => {
+      const now = this.now();
+      return items.map((item) => outcome(item.id, () => this.failOne(item, now)));
+    });
+  }
+
+  /** One lease-guarded failure and its event, inside the caller's transaction. */
+  private failOne({ id, lease, error, retryable }: Failure, now: string): Task {
+    const extra = { error, retryable: retryable === false ? 0 : 1, jitterDraw: this.random() };
+    const task = toTask(this.guarded("fail", sql.FAIL, id, lease, extra, now));
+    const retrying = task.status === "pending";
+    this.conn.logEvent(
+      {
+        taskId: id,
+        event: retrying ? "retry_scheduled" : "failed",
+        fromWorkerId: lease.workerId,
+        message: error,
+        data: { attempt: task.attempts, max_attempts: task.maxAttempts, retry_at: retrying ? task.scheduledFor.toISOString() : null },
+      },
+      now,
+    );
+    return task;
   }
 
   async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
@@ -458,5 +477,16 @@ export class SqliteStore implements Store {
     };
     const date = (s: string | null) => (s === null ? null : new Date(s));
     return toLeadershipStatus({ ...row, expires_at: date(row.expires_at), swept_at: date(row.swept_at) }, now);
+  }
+}
+
+/** One item of a batch inside its transaction: a refusal (a TaskpoolError) is its outcome; anything else aborts the batch. */
+function outcome(id: number, write: () => Task): BatchOutcome {
+  try {
+    const task = write();
+    return { id, ok: true, status: task.status, scheduledFor: task.scheduledFor };
+  } catch (error) {
+    if (error instanceof TaskpoolError) return { id, ok: false, error };
+    throw error;
   }
 }
