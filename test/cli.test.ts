@@ -125,7 +125,7 @@ describe("taskpool CLI", () => {
     try {
       await taskpool("enqueue", "greet", '{"name":"taskpool"}', "--db", db);
       const child = spawn(process.execPath, ["--import", "tsx", CLI, "worker", "--handlers", module, "--id", "cli-worker", "--db", db], {
-        env: { ...process.env, POLL_INTERVAL_MS: "100" },
+        env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" },
         stdio: ["ignore", "pipe", "pipe"],
       });
       let output = "";

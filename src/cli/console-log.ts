@@ -1,8 +1,11 @@
 import { Writable } from "node:stream";
 import { pino, type Logger } from "pino";
 
-/** A pino logger printing "12:00:01 message" lines, for humans watching `taskpool dev`. */
-export function consoleLogger(): Logger {
+/**
+ * A pino logger printing "12:00:01 message" lines, for humans watching `taskpool dev`. `level` is
+ * the default when LOG_LEVEL is not set (debug shows every task claimed and completed).
+ */
+export function consoleLogger(level = "info"): Logger {
   const out = new Writable({
     write(chunk, _encoding, done) {
       for (const line of chunk.toString().split("\n").filter(Boolean)) {
@@ -13,5 +16,5 @@ export function consoleLogger(): Logger {
       done();
     },
   });
-  return pino({ level: process.env.LOG_LEVEL ?? "info" }, out);
+  return pino({ level: process.env.LOG_LEVEL ?? level }, out);
 }

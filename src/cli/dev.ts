@@ -14,7 +14,8 @@ export function devCommand(program: Command): void {
     .option("--concurrency <n>", "tasks the worker runs at once", positiveInteger, 4)
     .option("--status-every <seconds>", "print the status table this often (0: never)", Number, 10)
     .action(async (opts: { db: string; demo: boolean; concurrency: number; statusEvery: number }) => {
-      const logger = consoleLogger();
+      // The tour shows every task move; a worker in production logs them at debug only.
+      const logger = consoleLogger("debug");
       const pool = await openPool(opts);
       logger.info(`taskpool dev on ${opts.db}; Ctrl-C stops gracefully`);
       const coordinator = pool.coordinator({ sweepIntervalMs: 5000, staleAfterMs: 10_000, deadAfterMs: 20_000, reservationMs: 10_000, logger });

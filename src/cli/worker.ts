@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { type Command, InvalidArgumentError, Option } from "commander";
+import { pino } from "pino";
 import type { Handler } from "../worker/options.js";
 import { dbOption, openPool, schemaOption } from "./database.js";
 import { positiveInteger } from "./parse.js";
@@ -33,6 +34,8 @@ export function workerCommand(program: Command): void {
         pollIntervalMs: opts.pollInterval,
         heartbeatIntervalMs: opts.heartbeatInterval,
         handleSignals: true,
+        // JSON lines on stdout; LOG_LEVEL=debug adds a line per task claimed and completed.
+        logger: pino({ name: "taskpool", level: process.env.LOG_LEVEL ?? "info" }),
       });
       await worker.start();
     });

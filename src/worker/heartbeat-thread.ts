@@ -1,7 +1,7 @@
 /** Entry point of the heartbeat thread (see ThreadHeartbeats): its own store, its own timer. */
 import { parentPort, workerData } from "node:worker_threads";
 import { openStore } from "../store/open-store.js";
-import { beatOf, type FromThread, type ThreadData, type ToThread } from "./heartbeats.js";
+import { beatOf, type FromThread, lostLeases, type ThreadData, type ToThread } from "./heartbeats.js";
 
 const { database, intervalMs, state: initial } = workerData as ThreadData;
 let state = initial;
@@ -16,10 +16,11 @@ let beating: Promise<void> = Promise.resolve();
 
 const beat = async () => {
   try {
-    const { lost } = await store.workerHeartbeat(beatOf(state, Date.now()));
+    const sent = beatOf(state, Date.now());
+    const { lost } = await store.workerHeartbeat(sent);
     if (failing) post({ type: "recovered" });
     failing = false;
-    if (lost.length > 0) post({ type: "lost", taskIds: lost });
+    if (lost.length > 0) post({ type: "lost", leases: lostLeases(sent, lost) });
   } catch (error) {
     failing = true;
     post({ type: "error", message: (error as Error).message });

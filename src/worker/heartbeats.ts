@@ -15,18 +15,37 @@ export interface HeartbeatState {
   leases: HeldLease[];
 }
 
+/**
+ * A lease the store said this worker no longer holds. The token says which run of the task it was:
+ * by the time the answer arrives the worker may be running the same task again under a new lease.
+ */
+export interface LostLease {
+  taskId: number;
+  leaseToken: string;
+}
+
+/** The leases of `beat` among the task ids the store reported lost. */
+export function lostLeases(beat: WorkerBeat, lost: number[]): LostLease[] {
+  const ids = new Set(lost);
+  return (beat.leases ?? []).filter((l) => ids.has(l.taskId));
+}
+
 export interface HeartbeatEvents {
   /** Leases the store says this worker no longer holds. */
-  onLost(taskIds: number[]): void;
+  onLost(leases: LostLease[]): void;
   onError(error: Error): void;
   onRecovered(): void;
 }
 
-/** Sends the worker's heartbeat (registry row + lease renewals) every interval. */
+/**
+ * Sends the worker's heartbeat (registry row + lease renewals) every interval, reading the worker's
+ * state when it beats: a task starting or finishing costs nothing here but a call to changed().
+ */
 export interface Heartbeats {
   /** Resolves once the first heartbeat went out. */
   readonly ready: Promise<void>;
-  update(state: HeartbeatState): void;
+  /** The worker's state changed (a task started or finished); `now`: tell the heartbeats before returning. */
+  changed(now?: boolean): void;
   stop(): Promise<void>;
 }
 
@@ -47,18 +66,17 @@ export function beatOf(state: HeartbeatState, now: number): WorkerBeat {
  */
 export class InProcessHeartbeats implements Heartbeats {
   readonly ready = Promise.resolve();
-  private state: HeartbeatState;
   private readonly timer: NodeJS.Timeout;
   private failing = false;
 
-  constructor(store: Store, initial: HeartbeatState, intervalMs: number, events: HeartbeatEvents) {
-    this.state = initial;
+  constructor(store: Store, state: () => HeartbeatState, intervalMs: number, events: HeartbeatEvents) {
     this.timer = setInterval(async () => {
       try {
-        const { lost } = await store.workerHeartbeat(beatOf(this.state, Date.now()));
+        const beat = beatOf(state(), Date.now());
+        const { lost } = await store.workerHeartbeat(beat);
         if (this.failing) events.onRecovered();
         this.failing = false;
-        if (lost.length > 0) events.onLost(lost);
+        if (lost.length > 0) events.onLost(lostLeases(beat, lost));
       } catch (error) {
         this.failing = true;
         events.onError(error as Error);
@@ -66,14 +84,14 @@ export class InProcessHeartbeats implements Heartbeats {
     }, intervalMs);
   }
 
-  update(state: HeartbeatState): void {
-    this.state = state;
-  }
+  changed(): void {}
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
   }
 }
+
+const POST_STATE_MS = 100;
 
 /** What the heartbeat thread starts with: everything it needs, explicitly (it reads no environment). */
 export interface ThreadData {
@@ -84,7 +102,7 @@ export interface ThreadData {
 
 /** Messages between the worker and its heartbeat thread. */
 export type ToThread = { type: "state"; state: HeartbeatState } | { type: "stop" };
-export type FromThread = { type: "ready" } | { type: "lost"; taskIds: number[] } | { type: "error"; message: string } | { type: "recovered" };
+export type FromThread = { type: "ready" } | { type: "lost"; leases: LostLease[] } | { type: "error"; message: string } | { type: "recovered" };
 
 /**
  * Beats from a worker thread with its own database connection, so heartbeats keep going while a
@@ -96,8 +114,15 @@ export class ThreadHeartbeats implements Heartbeats {
   private readonly thread: Thread;
   private readonly exited: Promise<void>;
 
-  constructor(database: DatabaseConfig, initial: HeartbeatState, intervalMs: number, events: HeartbeatEvents) {
-    const workerData: ThreadData = { database, intervalMs, state: initial };
+  private posting: NodeJS.Timeout | null = null;
+
+  constructor(
+    database: DatabaseConfig,
+    private readonly state: () => HeartbeatState,
+    intervalMs: number,
+    events: HeartbeatEvents,
+  ) {
+    const workerData: ThreadData = { database, intervalMs, state: state() };
     const entry = new URL(`./heartbeat-thread.${import.meta.url.endsWith(".ts") ? "ts" : "js"}`, import.meta.url);
     this.thread = entry.pathname.endsWith(".ts")
       ? // Running from TypeScript sources (tests, tsx): the thread registers the same loader first.
@@ -109,18 +134,36 @@ export class ThreadHeartbeats implements Heartbeats {
       void this.exited.then(resolve);
     });
     this.thread.on("message", (msg: FromThread) => {
-      if (msg.type === "lost") events.onLost(msg.taskIds);
+      if (msg.type === "lost") events.onLost(msg.leases);
       else if (msg.type === "error") events.onError(new Error(msg.message));
       else if (msg.type === "recovered") events.onRecovered();
     });
     this.thread.on("error", (error) => events.onError(error as Error));
   }
 
-  update(state: HeartbeatState): void {
-    this.thread.postMessage({ type: "state", state } satisfies ToThread);
+  /**
+   * Posts the state at most every POST_STATE_MS, not per task (posting to a thread costs more than
+   * running a no-op task), except for new leases, which the thread must know before their handlers
+   * run. A lease the thread learns of that much later is still renewed in time
+   * (leases last at least two heartbeat intervals), and renewing one that just finished is refused
+   * harmlessly.
+   */
+  changed(now = false): void {
+    if (now) {
+      this.post();
+      return;
+    }
+    this.posting ??= setTimeout(() => this.post(), POST_STATE_MS);
+  }
+
+  private post(): void {
+    if (this.posting) clearTimeout(this.posting);
+    this.posting = null;
+    this.thread.postMessage({ type: "state", state: this.state() } satisfies ToThread);
   }
 
   async stop(): Promise<void> {
+    if (this.posting) clearTimeout(this.posting);
     this.thread.postMessage({ type: "stop" } satisfies ToThread);
     const timeout = setTimeout(() => void this.thread.terminate(), 5000);
     await this.exited;

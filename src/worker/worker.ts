@@ -18,9 +18,10 @@ import { pino, type Logger } from "pino";
 import { LeaseLostError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
 import type { ClaimedTask, EnqueueInput, Json } from "../core/task.js";
+import { WriteBatcher } from "../api/write-batcher.js";
 import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
-import { type Heartbeats, type HeartbeatState, InProcessHeartbeats, ThreadHeartbeats } from "./heartbeats.js";
+import { type Heartbeats, type HeartbeatState, InProcessHeartbeats, type LostLease, ThreadHeartbeats } from "./heartbeats.js";
 import { resolveWorkerOptions, type ResolvedWorkerOptions, type WorkerOptions } from "./options.js";
 import { type AbortReason, createTaskContext } from "./task-context.js";
 
@@ -43,8 +44,12 @@ export class Worker {
   readonly id: string;
   readonly options: ResolvedWorkerOptions;
   private readonly logger: Logger;
+  /** Completions and failures of concurrent handlers share a statement (group commit). */
+  private readonly outcomes: WriteBatcher;
   private readonly running = new Map<number, Running>();
   private tasksProcessed = 0;
+  /** Handlers running; `running` also holds tasks whose outcome is being written. */
+  private handling = 0;
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
   private wake: () => void = () => {};
   private loop: Promise<void> | null = null;
@@ -66,6 +71,7 @@ export class Worker {
     this.options = resolveWorkerOptions(options);
     this.id = this.options.workerId;
     this.logger = (options.logger ?? pino({ name: "taskpool" })).child({ workerId: this.id });
+    this.outcomes = new WriteBatcher(store);
   }
 
   /** Registers, starts heartbeats and the claim loop; resolves once the worker is claiming. */
@@ -74,7 +80,7 @@ export class Worker {
     this.state = "running";
     await this.register();
     const events = {
-      onLost: (ids: number[]) => void this.leasesLost(ids),
+      onLost: (leases: LostLease[]) => void this.leasesLost(leases),
       onError: (error: Error) => this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval"),
       onRecovered: () => this.logger.info("Heartbeats reach the database again"),
     };
@@ -82,10 +88,11 @@ export class Worker {
     if (this.options.heartbeatThread === true && thread === null) {
       this.logger.warn("heartbeatThread: this pool cannot open a second connection (in-memory or custom clock); beating from the event loop");
     }
+    const state = () => this.heartbeatState();
     this.heartbeats =
       thread !== null
-        ? new ThreadHeartbeats(thread, this.heartbeatState(), this.options.heartbeatIntervalMs, events)
-        : new InProcessHeartbeats(this.store, this.heartbeatState(), this.options.heartbeatIntervalMs, events);
+        ? new ThreadHeartbeats(thread, state, this.options.heartbeatIntervalMs, events)
+        : new InProcessHeartbeats(this.store, state, this.options.heartbeatIntervalMs, events);
     // Claim only once heartbeats flow: a worker that claims but never beats would look dead.
     await this.heartbeats.ready;
     this.unsubscribe = await this.store
@@ -107,9 +114,9 @@ export class Worker {
     return this.stopping;
   }
 
-  /** Tasks running right now. */
+  /** Handlers running right now. */
   get load(): number {
-    return this.running.size;
+    return this.handling;
   }
 
   /** First heartbeat, so the coordinator knows the worker before it claims; later beats retry. */
@@ -131,7 +138,7 @@ export class Worker {
         pid: process.pid,
         version: this.options.version,
         capacity: this.options.concurrency,
-        currentLoad: this.running.size,
+        currentLoad: this.handling,
         tasksProcessed: this.tasksProcessed,
         metadata: this.options.metadata,
       },
@@ -140,13 +147,15 @@ export class Worker {
   }
 
   private publishState(): void {
-    this.heartbeats?.update(this.heartbeatState());
+    this.heartbeats?.changed();
   }
 
   private async claimLoop(): Promise<void> {
     let failures = 0;
     while (this.state === "running") {
-      const free = this.options.concurrency - this.running.size;
+      // A slot frees when its handler returns, while the outcome is still being written (the write
+      // and the next claim overlap); at most `concurrency` outcomes may be waiting on the database.
+      const free = Math.min(this.options.concurrency - this.handling, 2 * this.options.concurrency - this.running.size);
       let claimed = 0;
       if (free > 0) {
         try {
@@ -154,7 +163,11 @@ export class Worker {
           if (failures > 0) this.logger.info("Database reachable again; claiming");
           failures = 0;
           claimed = tasks.length;
-          for (const task of tasks) this.run(task);
+          const admitted = tasks.map((task) => this.admit(task));
+          // The heartbeat thread learns the new leases before any handler runs: a handler that
+          // blocks the event loop must not keep its own lease from being renewed.
+          this.heartbeats?.changed(true);
+          for (const entry of admitted) this.run(entry);
         } catch (error) {
           failures++;
           const delay = Math.min(30_000, 250 * 2 ** failures);
@@ -182,7 +195,8 @@ export class Worker {
     });
   }
 
-  private run(task: ClaimedTask): void {
+  /** Takes a claimed task into the worker's care (its lease is renewed from now on). */
+  private admit(task: ClaimedTask): Running {
     const controller = new AbortController();
     const timeoutMs = task.timeoutSeconds === null ? null : task.timeoutSeconds * 1000;
     const entry: Running = {
@@ -193,8 +207,13 @@ export class Worker {
       done: Promise.resolve(),
     };
     this.running.set(task.id, entry);
-    this.publishState();
-    this.logger.info({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
+    this.handling++;
+    return entry;
+  }
+
+  private run(entry: Running): void {
+    const { task } = entry;
+    this.logger.debug({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
     entry.done = this.execute(entry).finally(() => {
       if (entry.timeout) clearTimeout(entry.timeout);
       this.running.delete(task.id);
@@ -208,11 +227,17 @@ export class Worker {
     const log = this.logger.child({ taskId: task.id, taskType: task.taskType });
     const followUps: EnqueueInput[] = [];
     let result: Json | void;
+    let thrown: { error: unknown } | null = null;
     try {
       const handler = this.options.handlers[task.taskType];
       result = await handler(task.params, createTaskContext(this.store, task, controller, log, followUps));
     } catch (error) {
-      await this.afterFailure(task, controller, error, log);
+      thrown = { error };
+    }
+    this.handling--;
+    this.wake();
+    if (thrown) {
+      await this.afterFailure(task, controller, thrown.error, log);
       return;
     }
     if (controller.signal.aborted && controller.signal.reason !== "timeout") {
@@ -221,7 +246,9 @@ export class Worker {
     }
     await this.persist(log, `complete task ${task.id}`, async () => {
       try {
-        await this.store.complete(task.id, lease, { result: result ?? null, followUps });
+        // Follow-ups are created in the completion's transaction, so those completions go one by one.
+        if (followUps.length > 0) await this.store.complete(task.id, lease, { result: result ?? null, followUps });
+        else await this.outcomes.complete({ id: task.id, lease, result: result ?? null });
       } catch (error) {
         if (!(error instanceof ValidationError)) throw error;
         // The result or a follow-up cannot be stored: running the handler again would do the work
@@ -232,7 +259,7 @@ export class Worker {
         return;
       }
       this.tasksProcessed++;
-      log.info(`Task ${task.id} completed`);
+      log.debug(`Task ${task.id} completed`);
     });
   }
 
@@ -246,7 +273,7 @@ export class Worker {
     const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : storable(errorMessage(error));
     const retryable = !(error instanceof NonRetryableError);
     await this.persist(log, `record the failure of task ${task.id}`, async () => {
-      const failed = await this.store.fail(task.id, { workerId: task.workerId, leaseToken: task.leaseToken }, { error: message, retryable });
+      const failed = await this.outcomes.fail({ id: task.id, lease: { workerId: task.workerId, leaseToken: task.leaseToken }, error: message, retryable });
       this.tasksProcessed++;
       if (failed.status === "pending") log.warn({ err: message, retryAt: failed.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
       else log.error({ err: message }, `Task ${task.id} failed for good`);
@@ -276,11 +303,12 @@ export class Worker {
     }
   }
 
-  private async leasesLost(taskIds: number[]): Promise<void> {
-    for (const id of taskIds) {
-      const entry = this.running.get(id);
-      if (!entry || entry.controller.signal.aborted) continue;
-      const now = await this.store.get(id).catch(() => null);
+  private async leasesLost(leases: LostLease[]): Promise<void> {
+    for (const { taskId, leaseToken } of leases) {
+      const entry = this.running.get(taskId);
+      // Another run of the same task (re-claimed since that beat) holds a lease of its own.
+      if (!entry || entry.task.leaseToken !== leaseToken || entry.controller.signal.aborted) continue;
+      const now = await this.store.get(taskId).catch(() => null);
       entry.controller.abort(now?.status === "cancelled" ? "cancelled" : "lease_lost");
     }
   }

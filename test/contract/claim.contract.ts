@@ -40,10 +40,10 @@ export function claimContract(kind: StoreKind) {
         ["running", ctx.clock.now()],
         ["running", ctx.clock.now()],
       ]);
-      expect((await ctx.store.events(batch[0].id)).map((e) => [e.event, e.toWorkerId])).toEqual([
-        ["created", null],
-        ["claimed", "w1"],
-        ["started", "w1"],
+      // One transition, one event.
+      expect((await ctx.store.events(batch[0].id)).map((e) => [e.event, e.toWorkerId, e.data])).toEqual([
+        ["created", null, null],
+        ["claimed", "w1", { attempt: 1, started: true }],
       ]);
       await expect(ctx.store.start(batch[0].id, batch[0])).rejects.toThrow(/it is running/);
       expect((await ctx.store.complete(batch[0].id, batch[0])).task.status).toBe("completed");

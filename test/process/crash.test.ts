@@ -69,8 +69,8 @@ describe.each([
     const story = (await store.events(task.id)).map((e) => [e.event, e.fromWorkerId ?? e.toWorkerId]);
     const checkpoints = story.filter(([e]) => e === "checkpoint").length;
     expect(story.filter(([e]) => e !== "checkpoint")).toEqual([
-      ["created", null], ["claimed", "victim"], ["started", "victim"], ["requeued", "victim"], ["reassigned", "victim"],
-      ["claimed", "idle"], ["started", "idle"], ["completed", "idle"],
+      ["created", null], ["claimed", "victim"], ["requeued", "victim"], ["reassigned", "victim"],
+      ["claimed", "idle"], ["completed", "idle"],
     ]);
     expect(checkpoints).toBeGreaterThanOrEqual(100);
     const [reassignment] = await store.reassignments({ taskId: task.id });
@@ -166,6 +166,6 @@ describe.each([
     await eventually(async () => (await status(task.id)) === "completed", 10_000, "completion");
     expect(await store.get(task.id)).toMatchObject({ attempts: 1, workerId: "cruncher" });
     expect((await store.listWorkers())[0].status).toBe("active");
-    expect((await store.events(task.id)).map((e) => e.event)).toEqual(["created", "claimed", "started", "completed"]);
+    expect((await store.events(task.id)).map((e) => e.event)).toEqual(["created", "claimed", "completed"]);
   });
 });

@@ -183,11 +183,11 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
     FROM picked WHERE t.id = picked.id
     RETURNING t.*, picked.claim_order
   ),
+  -- Claimed and started in one step is one transition, so one event: 'claimed' with started: true.
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
-    SELECT c.id, e.event, $1, CASE WHEN e.event = 'claimed' THEN jsonb_build_object('attempt', c.attempts) END, $2::timestamptz
-    FROM claimed c CROSS JOIN (VALUES (1, 'claimed')${start ? ", (2, 'started')" : ""}) AS e(ord, event)
-    ORDER BY c.id, e.ord
+    SELECT c.id, 'claimed', $1, jsonb_build_object('attempt', c.attempts${start ? ", 'started', true" : ""}), $2::timestamptz
+    FROM claimed c ORDER BY c.id
   ),
   ${ASYNC_COMMIT}
   SELECT claimed.* FROM claimed, async_commit ORDER BY claimed.claim_order`;

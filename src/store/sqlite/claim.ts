@@ -16,7 +16,7 @@ import { randomUUID } from "node:crypto";
 import type { Clock } from "../../core/clock.js";
 import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError } from "../../core/errors.js";
 import { LEASED_STATUSES } from "../../core/state-machine.js";
-import type { ClaimedTask, SortBy, SortOrder } from "../../core/task.js";
+import type { ClaimedTask, JsonObject, SortBy, SortOrder } from "../../core/task.js";
 import type { ResolvedClaim } from "../claim-options.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
 import { isUniqueViolation, type SqliteConnection } from "./connection.js";
@@ -183,7 +183,8 @@ function claimRow(conn: SqliteConnection, id: number, workerId: string, leaseSec
     start: start ? 1 : 0,
   }) as SqliteTaskRow | undefined;
   if (!row) return undefined;
-  conn.logEvent({ taskId: id, event: "claimed", toWorkerId: workerId, data: { attempt: row.attempts } }, now.toISOString());
-  if (start) conn.logEvent({ taskId: id, event: "started", toWorkerId: workerId }, now.toISOString());
+  // Claimed and started in one step is one transition, so one event (see claimStatement on PostgreSQL).
+  const data: JsonObject = start ? { attempt: row.attempts, started: true } : { attempt: row.attempts };
+  conn.logEvent({ taskId: id, event: "claimed", toWorkerId: workerId, data }, now.toISOString());
   return toTask(row) as ClaimedTask;
 }
