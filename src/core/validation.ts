@@ -20,7 +20,8 @@ export function validate<T>(schema: TSchema, value: unknown, what: string): T {
 }
 
 function explain(e: ValueError): string {
-  if (e.schema.format === TEXT_FORMAT) return TEXT_RULE;
+  // Only the format's own failure: an empty or too long text says so.
+  if (e.type === ValueErrorType.StringFormat && e.schema.format === TEXT_FORMAT) return TEXT_RULE;
   // A pattern means nothing to most readers; its description says what is expected.
   if ((e.type === ValueErrorType.StringPattern || e.type === ValueErrorType.Union) && e.schema.description) {
     return `must be ${e.schema.description} (got ${describe(e.value)})`;
@@ -36,6 +37,7 @@ function invalid(what: string, issues: FieldIssue[], separator = ": "): Validati
 function describe(value: unknown): string {
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? "Invalid Date" : value.toISOString();
   if (typeof value === "bigint") return `${value}n`;
+  if (Array.isArray(value)) return `a list of ${value.length}`;
   let text: string;
   try {
     text = JSON.stringify(value) ?? String(value);

@@ -18,6 +18,12 @@ export interface WorkerOptions {
   workerId?: string;
   /** Max tasks at once; also the capacity the coordinator sees. Default 1. */
   concurrency?: number;
+  /**
+   * Most claimed tasks held ready beyond those running, so a finished slot is refilled without a
+   * round trip. The worker holds only what its handlers get through in about 50 ms at their recent
+   * pace (none until one has finished), so long tasks are never hoarded. Default 4 × concurrency; 0 turns it off.
+   */
+  prefetch?: number;
   /** How often an idle worker looks for work when no notification wakes it. Default 5000. */
   pollIntervalMs?: number;
   /** Default 30000. */
@@ -70,6 +76,7 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
   if (!new RegExp(WORKER_ID_PATTERN).test(workerId)) {
     throw new ValidationError(`Invalid worker id "${workerId}": letters, digits, _ . - only, 1 to 128 characters`, [{ path: "workerId", message: "bad format" }]);
   }
+  const concurrency = positive("concurrency", options.concurrency ?? 1);
   const heartbeatIntervalMs = positive("heartbeatIntervalMs", options.heartbeatIntervalMs ?? 30_000, 10);
   const leaseSeconds = positive("leaseSeconds", options.leaseSeconds ?? Math.max(10, Math.ceil((4 * heartbeatIntervalMs) / 1000)));
   // A lease shorter than two heartbeats would run out between them: every task would be taken back.
@@ -83,7 +90,8 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     roles,
     handlers: options.handlers,
     workerId,
-    concurrency: positive("concurrency", options.concurrency ?? 1),
+    concurrency,
+    prefetch: positive("prefetch", options.prefetch ?? 10 * concurrency, 0),
     pollIntervalMs: positive("pollIntervalMs", options.pollIntervalMs ?? 5000, 10),
     heartbeatIntervalMs,
     leaseSeconds,

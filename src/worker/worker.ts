@@ -23,6 +23,7 @@ import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
 import { type Heartbeats, type HeartbeatState, InProcessHeartbeats, type LostLease, ThreadHeartbeats } from "./heartbeats.js";
 import { resolveWorkerOptions, type ResolvedWorkerOptions, type WorkerOptions } from "./options.js";
+import { Prefetch } from "./prefetch.js";
 import { type AbortReason, createTaskContext } from "./task-context.js";
 
 /** Throw this from a handler to fail the task for good, whatever attempts remain. */
@@ -48,8 +49,11 @@ export class Worker {
   private readonly outcomes: WriteBatcher;
   private readonly running = new Map<number, Running>();
   private tasksProcessed = 0;
-  /** Handlers running; `running` also holds tasks whose outcome is being written. */
+  /** Handlers running; `running` also holds the tasks in `ready` and those whose outcome is being written. */
   private handling = 0;
+  /** Claimed tasks waiting for a free slot, in claim order. */
+  private readonly ready: Running[] = [];
+  private readonly prefetch: Prefetch;
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
   private wake: () => void = () => {};
   private loop: Promise<void> | null = null;
@@ -72,6 +76,7 @@ export class Worker {
     this.id = this.options.workerId;
     this.logger = (options.logger ?? pino({ name: "taskpool" })).child({ workerId: this.id });
     this.outcomes = new WriteBatcher(store);
+    this.prefetch = new Prefetch(this.options.concurrency, this.options.prefetch);
   }
 
   /** Registers, starts heartbeats and the claim loop; resolves once the worker is claiming. */
@@ -153,9 +158,11 @@ export class Worker {
   private async claimLoop(): Promise<void> {
     let failures = 0;
     while (this.state === "running") {
-      // A slot frees when its handler returns, while the outcome is still being written (the write
-      // and the next claim overlap); at most `concurrency` outcomes may be waiting on the database.
-      const free = Math.min(this.options.concurrency - this.handling, 2 * this.options.concurrency - this.running.size);
+      // Room for tasks to run now and to hold ready (see Prefetch). A slot frees when its handler
+      // returns, while the outcome is still being written (the write and the next claim overlap); at
+      // most as many outcomes as it may run and hold may be waiting on the database.
+      const window = this.options.concurrency + this.prefetch.target;
+      const free = Math.min(window - this.handling - this.ready.length, 2 * window - this.running.size);
       let claimed = 0;
       if (free > 0) {
         try {
@@ -163,11 +170,11 @@ export class Worker {
           if (failures > 0) this.logger.info("Database reachable again; claiming");
           failures = 0;
           claimed = tasks.length;
-          const admitted = tasks.map((task) => this.admit(task));
+          for (const task of tasks) this.admit(task);
           // The heartbeat thread learns the new leases before any handler runs: a handler that
           // blocks the event loop must not keep its own lease from being renewed.
           this.heartbeats?.changed(true);
-          for (const entry of admitted) this.run(entry);
+          this.startReady();
         } catch (error) {
           failures++;
           const delay = Math.min(30_000, 250 * 2 ** failures);
@@ -195,24 +202,33 @@ export class Worker {
     });
   }
 
-  /** Takes a claimed task into the worker's care (its lease is renewed from now on). */
-  private admit(task: ClaimedTask): Running {
-    const controller = new AbortController();
-    const timeoutMs = task.timeoutSeconds === null ? null : task.timeoutSeconds * 1000;
-    const entry: Running = {
-      task,
-      controller,
-      renewUntil: timeoutMs === null ? null : Date.now() + timeoutMs,
-      timeout: timeoutMs === null ? null : setTimeout(() => controller.abort("timeout"), timeoutMs),
-      done: Promise.resolve(),
-    };
+  /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */
+  private admit(task: ClaimedTask): void {
+    const entry: Running = { task, controller: new AbortController(), renewUntil: null, timeout: null, done: Promise.resolve() };
     this.running.set(task.id, entry);
-    this.handling++;
-    return entry;
+    this.ready.push(entry);
+  }
+
+  /** Starts queued tasks while slots are free; a queued task whose lease was lost meanwhile is dropped. */
+  private startReady(): void {
+    while (this.handling < this.options.concurrency && this.ready.length > 0) {
+      const entry = this.ready.shift() as Running;
+      if (entry.controller.signal.aborted) {
+        this.running.delete(entry.task.id);
+        continue;
+      }
+      this.run(entry);
+    }
   }
 
   private run(entry: Running): void {
-    const { task } = entry;
+    const { task, controller } = entry;
+    this.handling++;
+    if (task.timeoutSeconds !== null) {
+      // The timeout runs from the handler's start, and the lease is renewed until then, no longer.
+      entry.renewUntil = Date.now() + task.timeoutSeconds * 1000;
+      entry.timeout = setTimeout(() => controller.abort("timeout"), task.timeoutSeconds * 1000);
+    }
     this.logger.debug({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
     entry.done = this.execute(entry).finally(() => {
       if (entry.timeout) clearTimeout(entry.timeout);
@@ -228,13 +244,16 @@ export class Worker {
     const followUps: EnqueueInput[] = [];
     let result: Json | void;
     let thrown: { error: unknown } | null = null;
+    const started = performance.now();
     try {
       const handler = this.options.handlers[task.taskType];
       result = await handler(task.params, createTaskContext(this.store, task, controller, log, followUps));
     } catch (error) {
       thrown = { error };
     }
+    this.prefetch.finished(performance.now() - started);
     this.handling--;
+    this.startReady();
     this.wake();
     if (thrown) {
       await this.afterFailure(task, controller, thrown.error, log);
@@ -328,6 +347,13 @@ export class Worker {
     process.on("SIGINT", this.signalHandler);
   }
 
+  private async release({ task }: Running): Promise<void> {
+    await this.store
+      .release(task.id, task, { reason: "worker shutting down" })
+      .then(() => this.logger.info({ taskId: task.id }, `Released task ${task.id} for another worker (checkpoint kept)`))
+      .catch((error) => this.logger.warn({ err: error.message }, `Could not release task ${task.id}`));
+  }
+
   private async shutdown(graceMs: number): Promise<void> {
     if (this.state === "idle") {
       this.state = "stopped";
@@ -336,6 +362,11 @@ export class Worker {
     this.state = "stopping";
     this.wake();
     await this.loop;
+    // Tasks that never started go back at once, for other workers.
+    for (const entry of this.ready.splice(0)) {
+      this.running.delete(entry.task.id);
+      await this.release(entry);
+    }
     const inFlight = [...this.running.values()];
     if (inFlight.length > 0) {
       const graceOver = sleep(graceMs).then(() => "timeout" as const);
@@ -343,10 +374,7 @@ export class Worker {
     }
     for (const entry of this.running.values()) {
       entry.controller.abort("shutdown");
-      await this.store
-        .release(entry.task.id, entry.task, { reason: "worker shutting down" })
-        .then(() => this.logger.info({ taskId: entry.task.id }, `Released task ${entry.task.id} for another worker (checkpoint kept)`))
-        .catch((error) => this.logger.warn({ err: error.message }, `Could not release task ${entry.task.id}`));
+      await this.release(entry);
     }
     await this.heartbeats?.stop();
     await this.store.shutdownWorker(this.id).catch((error) => this.logger.warn({ err: error.message }, "Could not mark the worker inactive"));

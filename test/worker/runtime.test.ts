@@ -200,6 +200,47 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     }
   });
 
+  it("holds claimed tasks ready while handlers are quick, none while they are slow; stop releases the ones never started", async () => {
+    const held = async (workerId: string) => (await store.list({ workerId, status: ["claimed", "running"] })).tasks.length;
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    await store.enqueue({ taskType: "quick", priority: 10 });
+    const { worker } = await startWorker({
+      concurrency: 1,
+      prefetch: 5,
+      handlers: { quick: async () => {}, gated: async () => gate },
+    });
+    await eventually(async () => (await store.list({ status: "completed" })).tasks.length === 1, 5000, "the quick task");
+    await store.enqueueMany(Array.from({ length: 20 }, () => ({ taskType: "gated" })));
+    // One running, five held ready: the quick handler taught the worker its tasks are short.
+    await eventually(async () => (await held(worker.id)) === 6, 5000, "a full buffer");
+    await worker.stop(0);
+    release();
+    const tasks = (await store.list({ taskType: "gated" }, { limit: 100 })).tasks;
+    expect(tasks.filter((t) => t.status === "pending" && t.attempts === 0)).toHaveLength(20);
+  });
+
+  it("does not hoard slow tasks: one held per slot when handlers take longer than the prefetch horizon", async () => {
+    await store.enqueueMany(Array.from({ length: 6 }, () => ({ taskType: "slow" })));
+    let peak = 0;
+    const finished = new Set<number>();
+    const { worker } = await startWorker({
+      concurrency: 1,
+      prefetch: 5,
+      handlers: {
+        slow: async (_params, ctx) => {
+          // Leased and not finished (a finished one may still be having its completion written).
+          const leased = (await store.list({ workerId: worker.id, status: ["claimed", "running"] })).tasks.filter((t) => !finished.has(t.id));
+          peak = Math.max(peak, leased.length);
+          await new Promise((r) => setTimeout(r, 120));
+          finished.add(ctx.task.id);
+        },
+      },
+    });
+    await eventually(async () => (await store.list({ status: "completed" })).tasks.length === 6, 10_000, "all six");
+    expect(peak).toBe(1);
+  });
+
   it("on stop, releases unfinished tasks with their checkpoint and no attempt charged, and turns inactive", async () => {
     const { task } = await store.enqueue({ taskType: "long" });
     const { worker } = await startWorker({

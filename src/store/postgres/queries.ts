@@ -112,6 +112,23 @@ const UNCAPPED = `AND t.task_type <> ALL (ARRAY(SELECT name FROM capped))`;
  * ones before it (see migration 003). When no capped type is in scope `capped` is empty: the
  * function is not called, the capped scans run zero times, and the claim takes no lock.
  */
+/**
+ * The open pool of a typed claim, scanned per type: each scan walks its type's claim index in order
+ * and stops after `limit` rows, so the cost does not grow with the backlog. One scan over
+ * `task_type = ANY(...)` cannot use the index order and sorted every pending row of the types
+ * (10 ms per claim at 10,000 pending). The merge in `picked` keeps the best `limit` of them.
+ */
+const openPerType = (openToAll: string, order: string) => `
+    SELECT o.* FROM (SELECT DISTINCT unnest($6::text[]) AS task_type) AS wanted CROSS JOIN LATERAL (
+      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
+      WHERE t.status = 'pending' AND t.task_type = wanted.task_type AND ${openToAll}
+      ${claimFilters(false)}
+      ${UNCAPPED}
+      ORDER BY ${order}
+      LIMIT $3
+      FOR UPDATE SKIP LOCKED
+    ) o`;
+
 export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: boolean, start: boolean): string {
   const order = ORDER_BY[sortBy][sortOrder];
   const reservedForMe = `t.reserved_for = $1 AND t.reserved_until > $2::timestamptz AND t.scheduled_for <= $2::timestamptz`;
@@ -127,14 +144,14 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
     LIMIT $3
     FOR UPDATE SKIP LOCKED
   ),
-  open AS (
+  open AS (${typed ? openPerType(openToAll, order) : `
     SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
     WHERE t.status = 'pending' AND ${openToAll}
-    ${claimFilters(typed)}
+    ${claimFilters(false)}
     ${UNCAPPED}
     ORDER BY ${order}
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE SKIP LOCKED`}
   ),
   capped_reserved AS (
     SELECT c.*, r.cap_type, r.room FROM room r CROSS JOIN LATERAL (
