@@ -55,7 +55,9 @@ export class Worker {
   private readonly ready: Running[] = [];
   private readonly prefetch: Prefetch;
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
-  private wake: () => void = () => {};
+  /** Set while the claim loop waits (see idle). */
+  private resumeLoop: (() => void) | null = null;
+  private wokenWhileBusy = false;
   private loop: Promise<void> | null = null;
   private heartbeats: Heartbeats | null = null;
   private unsubscribe: (() => Promise<void>) | null = null;
@@ -188,18 +190,31 @@ export class Worker {
     }
   }
 
-  /** Waits for the poll interval (or `ms`), a wake-up notification, a finished task or shutdown. */
+  /**
+   * Waits for the poll interval (or `ms`), a wake-up notification, a finished task or shutdown. A
+   * wake-up that came while the loop was busy (say, a notification during a claim that had already
+   * read the table) makes the next wait return at once: dropping it left new work waiting for the
+   * next poll.
+   */
   private idle(ms = this.options.pollIntervalMs): Promise<void> {
-    if (this.state !== "running") return Promise.resolve();
+    if (this.state !== "running" || this.wokenWhileBusy) {
+      this.wokenWhileBusy = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
-      const done = () => {
+      const timer = setTimeout(() => this.resumeLoop?.(), ms);
+      this.resumeLoop = () => {
         clearTimeout(timer);
-        this.wake = () => {};
+        this.resumeLoop = null;
         resolve();
       };
-      const timer = setTimeout(done, ms);
-      this.wake = done;
     });
+  }
+
+  /** Ends the claim loop's wait, or makes its next one return at once. */
+  private wake(): void {
+    if (this.resumeLoop) this.resumeLoop();
+    else this.wokenWhileBusy = true;
   }
 
   /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */

@@ -241,6 +241,46 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(peak).toBe(1);
   });
 
+  it("does not lose a wake-up that arrives while a claim is in flight", async () => {
+    // A claim that has read the table and not yet returned: the window in which a wake-up used to be dropped.
+    let inClaimWindow: () => void = () => {};
+    const claimWindow = new Promise<void>((resolve) => (inClaimWindow = resolve));
+    const slowStore: Store = Object.create(store);
+    slowStore.claim = async (options) => {
+      const claimed = await store.claim(options);
+      if (claimed.length > 0) {
+        inClaimWindow();
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      return claimed;
+    };
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const started: string[] = [];
+    const worker = new Worker(slowStore, {
+      roles: ["job"],
+      concurrency: 2,
+      pollIntervalMs: 60_000,
+      heartbeatIntervalMs: 100,
+      heartbeatThread: false,
+      logger: captureLogs().logger,
+      handlers: {
+        job: async (params) => {
+          started.push(params.name as string);
+          if (params.name === "first") await gate;
+        },
+      },
+    });
+    workers.push(worker);
+    await worker.start();
+    await new Promise((r) => setTimeout(r, 200)); // idle, next poll in a minute
+    await store.enqueue({ taskType: "job", params: { name: "first" } });
+    await claimWindow;
+    await store.enqueue({ taskType: "job", params: { name: "second" } });
+    await eventually(() => started.includes("second"), 5000, "the second task, well before the next poll");
+    open();
+  });
+
   it("on stop, releases unfinished tasks with their checkpoint and no attempt charged, and turns inactive", async () => {
     const { task } = await store.enqueue({ taskType: "long" });
     const { worker } = await startWorker({
