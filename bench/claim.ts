@@ -1,17 +1,28 @@
 /**
- * Claim/complete latency and throughput of both stores under concurrent claimers, on a table that
- * carries history: BENCH_COMPLETED finished rows next to BENCH_PENDING pending ones, so an index or
- * plan that degrades with history shows up here.
+ * Claim latency as the claimers and the table grow: claim p50/p95/p99 and claim + complete cycles/s
+ * for each number of concurrent claimers, at each table size, on each store.
  *
  *   npm run bench:claim
- *   BENCH_PENDING=10000 BENCH_COMPLETED=100000 BENCH_CLAIMERS=8 BENCH_STORES=postgres,sqlite npm run bench:claim
+ *   BENCH_SIZES=10000 BENCH_CLAIMERS=8,16 BENCH_CYCLES=500 BENCH_STORES=postgres npm run bench:claim
  *
- * Each claimer loops claim({ limit: 1 }) -> complete() until the pending set is drained. Progress goes
- * to stderr; the table and a JSON line (for pasting into notes) go to stdout.
+ * Each claimer does what an HTTP worker will: claim({ limit: 1 }), then complete() it, again and
+ * again. PostgreSQL claimers are async loops in this process, each on its own pooled connection;
+ * SQLite claimers are processes on one file (claim-sqlite-claimer.ts), as SQLite deployments scale
+ * out. For each size in BENCH_SIZES (rows in the tasks table) a fresh schema or file is seeded in one
+ * statement (INSERT … SELECT generate_series on PostgreSQL, a recursive CTE on SQLite): the backlog
+ * the run will claim (pending rows) and, for the rest, completed history. Then, for each claimer
+ * count in BENCH_CLAIMERS (PostgreSQL) or BENCH_SQLITE_CLAIMERS (SQLite), the claimers together run
+ * BENCH_CYCLES cycles. The configurations run on the same table one after another, so the table
+ * keeps its size and the backlog shrinks by BENCH_CYCLES each time; before each one, PostgreSQL's
+ * tasks table is vacuumed and analysed (autovacuum's work, off the clock).
+ *
+ * Warm-up, unrecorded: on PostgreSQL, the largest claimer count runs a few cycles per claimer first,
+ * so every pooled connection has prepared its statements; each SQLite claimer process does the
+ * same before it starts. Progress goes to stderr; the tables and one JSON line to stdout.
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { availableParallelism, tmpdir } from "node:os";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
@@ -20,27 +31,34 @@ import { DEFAULT_BACKOFF } from "../src/core/task.js";
 import { openStore } from "../src/store/open-store.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
-import type { Store } from "../src/store/store.js";
 import type { ClaimerMessage } from "./claim-sqlite-claimer.js";
-import { claimUntilDrained, type ClaimerSamples } from "./lib/claim-loop.js";
-import { envInt, envList } from "./lib/env.js";
+import { claimCycles, type ClaimerSamples } from "./lib/claim-loop.js";
+import { envInt, envIntList, envList } from "./lib/env.js";
+import { onInterrupt } from "./lib/interrupt.js";
 import { type Percentiles, round, summarize } from "./lib/stats.js";
-import { formatTable } from "./lib/table.js";
+import { type Cell, formatTable } from "./lib/table.js";
 import { dropSchema, PG_URL, postgresServer, removeSqliteFiles } from "./lib/database.js";
 
 type StoreName = "postgres" | "sqlite";
 
 const config = {
-  completed: envInt("BENCH_COMPLETED", 100_000, 0),
-  pending: envInt("BENCH_PENDING", 10_000),
-  claimers: envInt("BENCH_CLAIMERS", 8),
+  sizes: envIntList("BENCH_SIZES", [10_000, 100_000, 1_000_000]),
+  claimers: { postgres: envIntList("BENCH_CLAIMERS", [1, 2, 4, 8, 16, 32]), sqlite: envIntList("BENCH_SQLITE_CLAIMERS", [1, 2, 4, 8]) },
+  cycles: envInt("BENCH_CYCLES", 1000),
   stores: envList<StoreName>("BENCH_STORES", ["postgres", "sqlite"], ["postgres", "sqlite"]),
 };
+/** Unrecorded cycles per claimer before the first PostgreSQL configuration, and per SQLite claimer process. */
+const WARMUP_PER_CLAIMER = 2;
 const BACKOFF = JSON.stringify(DEFAULT_BACKOFF);
 const CLAIMER_SCRIPT = fileURLToPath(new URL("./claim-sqlite-claimer.ts", import.meta.url));
 
-interface StoreResult {
+/** One configuration: a store, a table size and a number of concurrent claimers. */
+interface Result {
   store: StoreName;
+  rows: number;
+  /** Pending rows when this configuration started (the rest of `rows` is history). */
+  backlog: number;
+  claimers: number;
   cycles: number;
   seconds: number;
   cyclesPerSecond: number;
@@ -57,17 +75,33 @@ interface PostgresServer {
 const log = (message: string) => console.error(`[bench:claim] ${message}`);
 const suffix = () => randomBytes(4).toString("hex");
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+const max = (values: number[]) => values.reduce((a, b) => Math.max(a, b), 0);
 
 /**
- * Where the pending backlog starts. Seeds are stamped relative to the bench's clock (the stores use
- * the system clock too) and all lie in the past, so every pending row is claimable at once: history
+ * Cycles each configuration runs (SQLite splits them evenly between its processes, rounding up) and
+ * the warm-up cycles it uses, so the backlog seeded for a size covers every configuration.
+ */
+function plan(store: StoreName, size: number): { history: number; backlog: number; cyclesFor: (claimers: number) => number } {
+  const counts = config.claimers[store];
+  const cyclesFor = (k: number) => (store === "postgres" ? config.cycles : k * Math.ceil(config.cycles / k));
+  const warmup = store === "postgres" ? max(counts) * WARMUP_PER_CLAIMER : counts.reduce((sum, k) => sum + k * WARMUP_PER_CLAIMER, 0);
+  const backlog = counts.reduce((sum, k) => sum + cyclesFor(k), 0) + warmup;
+  if (backlog > size) {
+    throw new Error(`BENCH_SIZES: ${size} rows cannot hold the ${backlog}-task backlog of ${counts.length} ${store} configurations × BENCH_CYCLES=${config.cycles}; use a larger size or fewer cycles`);
+  }
+  return { history: size - backlog, backlog, cyclesFor };
+}
+
+/**
+ * Where the backlog starts. Seeds are stamped relative to the bench's clock (the stores use the
+ * system clock too) and all lie in the past, so every pending row is claimable at once: history
  * 1 s apart before this instant, then the backlog 1 ms apart, so the claim order (priority,
  * created_at, id) is the insertion order.
  */
-const pendingStart = () => new Date(Date.now() - 60_000 - config.pending);
+const backlogStart = (backlog: number) => new Date(Date.now() - 60_000 - backlog);
 
-async function seedPostgres(pool: pg.Pool): Promise<void> {
-  const start = pendingStart();
+async function seedPostgres(pool: pg.Pool, history: number, backlog: number): Promise<void> {
+  const start = backlogStart(backlog);
   await pool.query(
     `INSERT INTO tasks (task_type, params, status, scheduled_for, attempts, max_attempts, backoff, worker_id, lease_token,
                         lease_seconds, claimed_at, started_at, completed_at, last_heartbeat_at, result, created_at, updated_at)
@@ -75,22 +109,20 @@ async function seedPostgres(pool: pg.Pool): Promise<void> {
             120, t, t, t + interval '1 second', t, '{"ok":true}', t, t + interval '1 second'
      FROM generate_series(1, $1::int) AS i,
           LATERAL (SELECT $2::timestamptz - ($1::int + 1 - i) * interval '1 second' AS t) AS s`,
-    [config.completed, start, BACKOFF],
+    [history, start, BACKOFF],
   );
   await pool.query(
     `INSERT INTO tasks (task_type, params, scheduled_for, backoff, created_at, updated_at)
      SELECT 'bench', jsonb_build_object('n', i), t, $3::jsonb, t, t
      FROM generate_series(1, $1::int) AS i,
           LATERAL (SELECT $2::timestamptz + i * interval '1 millisecond' AS t) AS s`,
-    [config.pending, start, BACKOFF],
+    [backlog, start, BACKOFF],
   );
-  // Fresh statistics, as autovacuum would have gathered on a table that grew to this size in production.
-  await pool.query("ANALYZE tasks");
 }
 
-function seedSqlite(store: SqliteStore): void {
+function seedSqlite(store: SqliteStore, history: number, backlog: number): void {
   const iso = (expr: string) => `strftime('%Y-%m-%dT%H:%M:%fZ', ${expr}, 'unixepoch')`;
-  const params = { start: pendingStart().getTime() / 1000, backoff: BACKOFF };
+  const params = { start: backlogStart(backlog).getTime() / 1000, backoff: BACKOFF };
   // Times are ISO-8601 text in the SQLite store (see its migration); strftime writes the same format.
   const completed = store.db.prepare(
     `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < @count),
@@ -110,18 +142,21 @@ function seedSqlite(store: SqliteStore): void {
   );
   store.db.transaction(() => {
     // The recursive CTE always yields its first row, so an empty history must skip the insert.
-    if (config.completed > 0) completed.run({ ...params, count: config.completed });
-    pending.run({ ...params, count: config.pending });
+    if (history > 0) completed.run({ ...params, count: history });
+    pending.run({ ...params, count: backlog });
   })();
   // No ANALYZE here, unlike PostgreSQL: nothing runs it on a real SQLite database (there is no
   // autovacuum), so the planner should see what users' files give it.
 }
 
-function toResult(store: StoreName, samples: ClaimerSamples[], seconds: number): StoreResult {
+function toResult(store: StoreName, rows: number, backlog: number, claimers: number, expected: number, samples: ClaimerSamples[], seconds: number): Result {
   const cycles = samples.reduce((sum, s) => sum + s.cycles, 0);
-  if (cycles !== config.pending) log(`warning: ${store} completed ${cycles} cycles, expected ${config.pending}`);
+  if (cycles !== expected) log(`warning: ${store} ${claimers} claimers completed ${cycles} cycles, expected ${expected}`);
   return {
     store,
+    rows,
+    backlog,
+    claimers,
     cycles,
     seconds,
     cyclesPerSecond: cycles / seconds,
@@ -131,41 +166,49 @@ function toResult(store: StoreName, samples: ClaimerSamples[], seconds: number):
   };
 }
 
-async function benchPostgres(signal: AbortSignal): Promise<{ result: StoreResult; server: PostgresServer }> {
+const describe = (r: Result) =>
+  `${r.claimers} claimers: ${Math.round(r.cyclesPerSecond)} cycles/s, claim p50 ${r.claimMs.p50.toFixed(2)} p95 ${r.claimMs.p95.toFixed(2)} p99 ${r.claimMs.p99.toFixed(2)} ms`;
+
+async function benchPostgres(size: number, signal: AbortSignal): Promise<Result[]> {
+  const { history, backlog, cyclesFor } = plan("postgres", size);
+  const counts = config.claimers.postgres;
   const schema = `tp_bench_${suffix()}`;
-  // A separate session for set-up and teardown: it reads the server's own settings (the store's
-  // sessions carry a search_path) and can still drop the schema when the store failed to open.
-  const admin = new pg.Client({ connectionString: PG_URL });
-  await admin.connect();
-  let opened: Store | undefined;
+  // One connection per claimer: a claimer waiting for a pooled connection would time the wait as
+  // claim latency. The store's own pool, as the bench's raw store, so its size can be chosen.
+  const store = new PostgresStore({ url: PG_URL, schema, poolSize: max(counts) });
   try {
-    const server: PostgresServer = await postgresServer(admin);
-    opened = await openStore(PG_URL, { schema });
-    if (!(opened instanceof PostgresStore)) throw new Error(`openStore(${PG_URL}) did not return a PostgresStore`);
-    const store = opened;
-    // Claimers waiting for a pooled connection would time the wait as claim latency.
-    if (store.pool.options.max < config.claimers) {
-      throw new Error(`BENCH_CLAIMERS=${config.claimers} exceeds the store's pool of ${store.pool.options.max} connections`);
-    }
-
-    log(`postgres: seeding ${config.completed} completed + ${config.pending} pending rows into schema ${schema}`);
-    await seedPostgres(store.pool);
+    await store.migrate();
+    log(`postgres ${size} rows: seeding ${history} completed + ${backlog} pending into schema ${schema}`);
+    const t0 = performance.now();
+    await seedPostgres(store.pool, history, backlog);
+    // Fresh statistics and visibility map, as autovacuum would have left a table that grew to this size.
+    await store.pool.query("VACUUM (ANALYZE) tasks");
+    log(`  seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     // Open every claimer's connection now, so connection set-up is not timed as a claim.
-    const clients = await Promise.all(range(config.claimers).map(() => store.pool.connect()));
+    const clients = await Promise.all(range(max(counts)).map(() => store.pool.connect()));
     for (const client of clients) client.release();
-    signal.throwIfAborted();
+    await Promise.all(range(max(counts)).map((i) => claimCycles(store, `bench-pg-${i}`, { signal, budget: { left: WARMUP_PER_CLAIMER } })));
 
-    log(`postgres: running ${config.claimers} claimers`);
-    const started = performance.now();
-    const samples = await Promise.all(range(config.claimers).map((i) => claimUntilDrained(store, `bench-pg-${i}`, { signal })));
-    const seconds = (performance.now() - started) / 1000;
-    // An interrupted run's numbers cover a partial drain and would not compare with full runs.
-    signal.throwIfAborted();
-    return { result: toResult("postgres", samples, seconds), server };
+    const results: Result[] = [];
+    let left = backlog - max(counts) * WARMUP_PER_CLAIMER;
+    for (const claimers of counts) {
+      signal.throwIfAborted();
+      await store.pool.query("VACUUM (ANALYZE) tasks");
+      const budget = { left: cyclesFor(claimers) };
+      const started = performance.now();
+      const samples = await Promise.all(range(claimers).map((i) => claimCycles(store, `bench-pg-${i}`, { signal, budget })));
+      const seconds = (performance.now() - started) / 1000;
+      // An interrupted configuration's numbers cover part of it and would not compare with full ones.
+      signal.throwIfAborted();
+      const result = toResult("postgres", size, left, claimers, cyclesFor(claimers), samples, seconds);
+      left -= result.cycles;
+      log(`  ${describe(result)}`);
+      results.push(result);
+    }
+    return results;
   } finally {
     // Close first: a claimer session still holding row locks would make DROP SCHEMA wait.
-    await opened?.close().catch(() => {});
-    await admin.end().catch(() => {});
+    await store.close().catch(() => {});
     await dropSchema(schema).catch((error) => log(`could not drop schema ${schema}: ${error}`));
   }
 }
@@ -193,52 +236,92 @@ function nextMessage<T extends ClaimerMessage["type"]>(child: ChildProcess, type
   });
 }
 
-async function benchSqlite(signal: AbortSignal): Promise<StoreResult> {
-  const path = join(tmpdir(), `taskpool-bench-${suffix()}.db`);
+/** `claimers` processes on the file, each with its share of the configuration's cycles. */
+async function runSqliteClaimers(path: string, claimers: number, cycles: number, signal: AbortSignal): Promise<{ samples: ClaimerSamples[]; seconds: number }> {
   const children: ChildProcess[] = [];
   try {
-    const store = await openStore(`sqlite:${path}`);
-    try {
-      if (!(store instanceof SqliteStore)) throw new Error("openStore(sqlite:…) did not return a SqliteStore");
-      log(`sqlite: seeding ${config.completed} completed + ${config.pending} pending rows into ${path}`);
-      seedSqlite(store);
-    } finally {
-      await store.close();
-    }
-
-    log(`sqlite: starting ${config.claimers} claimer processes`);
-    for (const i of range(config.claimers)) {
+    for (const i of range(claimers)) {
       // Explicit execArgv: the children need tsx's loader for .ts files, whatever this process was started with.
-      children.push(fork(CLAIMER_SCRIPT, [path, `bench-sqlite-${i}`], { execArgv: ["--import", "tsx"] }));
+      const argv = [path, `bench-sqlite-${i}`, String(cycles / claimers), String(WARMUP_PER_CLAIMER)];
+      children.push(fork(CLAIMER_SCRIPT, argv, { execArgv: ["--import", "tsx"] }));
     }
     await Promise.all(children.map((child) => nextMessage(child, "ready")));
     signal.throwIfAborted();
-
-    log(`sqlite: running ${config.claimers} claimers`);
     const done = children.map((child) => nextMessage(child, "done"));
     const started = performance.now();
     for (const child of children) child.send({ type: "go" });
     const samples = (await Promise.all(done)).map((message) => message.samples);
-    const seconds = (performance.now() - started) / 1000;
-    signal.throwIfAborted();
-    return toResult("sqlite", samples, seconds);
+    return { samples, seconds: (performance.now() - started) / 1000 };
   } finally {
     for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill();
+  }
+}
+
+async function benchSqlite(size: number, signal: AbortSignal): Promise<Result[]> {
+  const { history, backlog, cyclesFor } = plan("sqlite", size);
+  const path = join(tmpdir(), `taskpool-bench-${suffix()}.db`);
+  try {
+    const store = await openStore(`sqlite:${path}`);
+    try {
+      if (!(store instanceof SqliteStore)) throw new Error("openStore(sqlite:…) did not return a SqliteStore");
+      log(`sqlite ${size} rows: seeding ${history} completed + ${backlog} pending into ${path}`);
+      const t0 = performance.now();
+      seedSqlite(store, history, backlog);
+      log(`  seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    } finally {
+      await store.close();
+    }
+    const results: Result[] = [];
+    let left = backlog;
+    for (const claimers of config.claimers.sqlite) {
+      signal.throwIfAborted();
+      left -= claimers * WARMUP_PER_CLAIMER;
+      const { samples, seconds } = await runSqliteClaimers(path, claimers, cyclesFor(claimers), signal);
+      signal.throwIfAborted();
+      const result = toResult("sqlite", size, left, claimers, cyclesFor(claimers), samples, seconds);
+      left -= result.cycles;
+      log(`  ${describe(result)}`);
+      results.push(result);
+    }
+    return results;
+  } finally {
     removeSqliteFiles(path);
   }
 }
 
-function report(results: StoreResult[], server: PostgresServer | null): void {
+/** A table of one figure: a row per size, a column per claimer count, and the largest size over the smallest. */
+function matrix(results: Result[], store: StoreName, figure: (r: Result) => number): string {
+  const counts = config.claimers[store];
+  const at = (rows: number, claimers: number) => results.find((r) => r.store === store && r.rows === rows && r.claimers === claimers);
+  const cell = (r: Result | undefined): Cell => (r === undefined ? "-" : figure(r));
+  const body: Cell[][] = config.sizes.map((rows) => [rows.toLocaleString("en-US"), ...counts.map((k) => cell(at(rows, k)))]);
+  const [smallest, largest] = [config.sizes[0], config.sizes[config.sizes.length - 1]];
+  if (config.sizes.length > 1) {
+    body.push([
+      `${largest} ÷ ${smallest}`,
+      ...counts.map((k) => {
+        const [a, b] = [at(largest, k), at(smallest, k)];
+        return a && b ? figure(a) / figure(b) : "-";
+      }),
+    ]);
+  }
+  return formatTable(["rows \\ claimers", ...counts.map(String)], body);
+}
+
+function report(results: Result[], server: PostgresServer | null, load: number): void {
+  const stores = config.stores.filter((s) => results.some((r) => r.store === s));
   const lines = [
-    `taskpool claim bench: ${config.completed} completed + ${config.pending} pending rows seeded per store, ` +
-      `${config.claimers} concurrent claimers (claim limit 1, then complete), drained to empty`,
-    `node ${process.version}, ${availableParallelism()} CPUs` +
+    `taskpool claim bench: claim(limit 1) → complete() cycles by concurrent claimers and table size; ${config.cycles} cycles per configuration`,
+    `node ${process.version}, ${availableParallelism()} CPUs (load average ${load.toFixed(2)} at the start)` +
       (server ? `; PostgreSQL ${server.version}, synchronous_commit=${server.synchronousCommit}` : ""),
     "",
     formatTable(
-      ["store", "cycles", "seconds", "cycles/s", "retries", "claim p50", "p95", "p99", "complete p50", "p95", "p99"],
+      ["store", "rows", "backlog", "claimers", "cycles", "seconds", "cycles/s", "retries", "claim p50", "p95", "p99", "complete p50", "p95", "p99"],
       results.map((r) => [
         r.store,
+        r.rows,
+        r.backlog,
+        r.claimers,
         r.cycles,
         r.seconds,
         r.cyclesPerSecond,
@@ -251,10 +334,12 @@ function report(results: StoreResult[], server: PostgresServer | null): void {
         r.completeMs.p99,
       ]),
     ),
-    "(latencies in ms, retries included; cycles/s = claim + complete cycles over the whole run, all claimers together;",
+    "(latencies in ms, retries included; rows = tasks in the table, backlog = pending ones when the configuration started;",
+    " cycles/s = claim + complete cycles over the configuration, all claimers together;",
     " retries = calls that hit SQLITE_BUSY after the store's 5 s busy_timeout and were tried again)",
     // p99 hides the rare multi-second stall; the slowest call is worth one line.
-    "slowest: " + results.map((r) => `${r.store} claim ${r.claimMs.max.toFixed(1)} ms, complete ${r.completeMs.max.toFixed(1)} ms`).join("; "),
+    "slowest claim: " + stores.map((s) => `${s} ${max(results.filter((r) => r.store === s).map((r) => r.claimMs.max)).toFixed(1)} ms`).join(", "),
+    ...stores.flatMap((s) => ["", `${s}: claim p95 (ms)`, matrix(results, s, (r) => r.claimMs.p95), "", `${s}: cycles/s`, matrix(results, s, (r) => r.cyclesPerSecond)]),
     "",
   ];
   const roundAll = (p: Percentiles): Percentiles => ({ count: p.count, p50: round(p.p50), p95: round(p.p95), p99: round(p.p99), max: round(p.max) });
@@ -263,10 +348,11 @@ function report(results: StoreResult[], server: PostgresServer | null): void {
     date: new Date().toISOString(),
     node: process.version,
     cpus: availableParallelism(),
-    completed: config.completed,
-    pending: config.pending,
-    claimers: config.claimers,
+    loadAverage: round(load, 2),
     postgres: server,
+    sizes: config.sizes,
+    claimers: config.claimers,
+    cycles: config.cycles,
     results: results.map((r) => ({
       ...r,
       seconds: round(r.seconds),
@@ -279,27 +365,32 @@ function report(results: StoreResult[], server: PostgresServer | null): void {
   console.log(JSON.stringify(json));
 }
 
-async function main(): Promise<void> {
-  const abort = new AbortController();
-  // Without a handler Ctrl-C ends the process on the spot, skipping the finally blocks that drop the
-  // schema and delete the temp file; a second Ctrl-C still kills it outright.
-  process.once("SIGINT", () => abort.abort(new Error("interrupted")));
+const abort = new AbortController();
+onInterrupt(() => abort.abort(new Error("interrupted")));
 
-  const results: StoreResult[] = [];
+async function main(): Promise<void> {
+  // Refuse a size that cannot hold its backlog before seeding anything.
+  for (const store of config.stores) for (const size of config.sizes) plan(store, size);
+
+  const load = loadavg()[0];
   let server: PostgresServer | null = null;
+  if (config.stores.includes("postgres")) {
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    server = await postgresServer(admin).finally(() => admin.end().catch(() => {}));
+  }
+  const results: Result[] = [];
   for (const store of config.stores) {
-    if (store === "postgres") {
-      const pg = await benchPostgres(abort.signal);
-      results.push(pg.result);
-      server = pg.server;
-    } else {
-      results.push(await benchSqlite(abort.signal));
+    for (const size of config.sizes) {
+      results.push(...(store === "postgres" ? await benchPostgres(size, abort.signal) : await benchSqlite(size, abort.signal)));
     }
   }
-  report(results, server);
+  report(results, server, load);
 }
 
 main().catch((error) => {
-  console.error(error);
+  // An interrupt surfaces as whichever abort error the bench was waiting in; the cause is known.
+  if (abort.signal.aborted) log("interrupted");
+  else console.error(error);
   process.exitCode = 1;
 });

@@ -10,8 +10,15 @@ export interface ClaimerSamples {
   retries: number;
 }
 
+/** Cycles left to run, shared by the claimers that are given the same object. */
+export interface CycleBudget {
+  left: number;
+}
+
 export interface ClaimLoopOptions {
   signal?: AbortSignal;
+  /** Stop once this budget is spent (each cycle takes one before claiming); without it, run until drained. */
+  budget?: CycleBudget;
   /**
    * Errors a real worker would simply try again, such as SQLite's "database is locked" after
    * busy_timeout. They are counted rather than fatal, so one starved call does not void a run.
@@ -23,11 +30,11 @@ export interface ClaimLoopOptions {
 const MAX_ATTEMPTS = 5;
 
 /**
- * Claims one task and completes it, over and over, until a claim comes back empty (the pending set
- * is drained) or the signal aborts. The final empty claim is not recorded: it measures an idle poll,
- * not the claim of a task.
+ * Claims one task and completes it, over and over, until the budget is spent, a claim comes back
+ * empty (the pending set is drained) or the signal aborts. The final empty claim is not recorded: it
+ * measures an idle poll, not the claim of a task.
  */
-export async function claimUntilDrained(store: Store, workerId: string, options: ClaimLoopOptions = {}): Promise<ClaimerSamples> {
+export async function claimCycles(store: Store, workerId: string, options: ClaimLoopOptions = {}): Promise<ClaimerSamples> {
   const samples: ClaimerSamples = { cycles: 0, claimMs: [], completeMs: [], retries: 0 };
   const attempt = async <T>(call: () => Promise<T>): Promise<T> => {
     for (let n = 1; ; n++) {
@@ -40,7 +47,8 @@ export async function claimUntilDrained(store: Store, workerId: string, options:
     }
   };
 
-  while (!options.signal?.aborted) {
+  const { budget } = options;
+  while (!options.signal?.aborted && (budget === undefined || budget.left-- > 0)) {
     const t0 = performance.now();
     const [task] = await attempt(() => store.claim({ workerId, limit: 1 }));
     const t1 = performance.now();

@@ -17,3 +17,14 @@ export function envList<T extends string>(name: string, fallback: readonly T[], 
   }
   return items as T[];
 }
+
+/** A comma-separated list of integers >= min from the environment, e.g. BENCH_CLAIMERS=1,2,4,8. */
+export function envIntList(name: string, fallback: readonly number[], min = 1): number[] {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === "") return [...fallback];
+  const items = raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const values = items.map(Number);
+  const bad = items.find((item, i) => !Number.isInteger(values[i]) || values[i] < min);
+  if (bad !== undefined || values.length === 0) throw new Error(`${name} must list integers >= ${min}, got "${raw}"`);
+  return values;
+}

@@ -34,3 +34,11 @@ export function round(value: number, decimals = 3): number {
   const factor = 10 ** decimals;
   return Math.round(value * factor) / factor;
 }
+
+/** Median of a series (the mean of the two middle values for an even count); NaN for none. */
+export function median(values: readonly number[]): number {
+  const sorted = Float64Array.from(values).sort();
+  if (sorted.length === 0) return Number.NaN;
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
