@@ -343,9 +343,15 @@ export const FAIL = `
   ${logFailures("$2", "$5", "$4::timestamptz")}
   SELECT * FROM failed`;
 
-/** Lease check of each item of a batched write (`items i`), as LEASE_HELD does for one call. */
+/**
+ * Lease check of each item of a batched write (`items i`), as LEASE_HELD does for one call. IS NOT
+ * DISTINCT FROM means `=` here (the items' values are never null) but is not indexable, so each item
+ * is found by its primary key: with `=` the planner looked items up through tasks_leased_by_worker
+ * and filtered every task the worker held, for each item.
+ */
 const BATCH_LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
-  `t.id = i.id AND t.worker_id = i.worker_id AND t.lease_token = i.lease_token AND t.status IN (${sqlList(TRANSITIONS[action].from)})`;
+  `t.id = i.id AND t.worker_id IS NOT DISTINCT FROM i.worker_id AND t.lease_token IS NOT DISTINCT FROM i.lease_token
+   AND t.status IN (${sqlList(TRANSITIONS[action].from)})`;
 
 /**
  * $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 results (JSON text each). Many completions in one
