@@ -27,9 +27,12 @@ export type {
 export type { BackoffPolicy, ClaimedTask, Json, JsonObject, SortBy, SortOrder, Task, TaskCounts, TaskPage, TaskStatus } from "./core/task.js";
 export type { EventType, TaskEvent } from "./core/event.js";
 export type { TaskTypeDefinition, TaskTypeRecord } from "./core/task-type.js";
+export type { ApiKeyRecord, ApiKeyScope } from "./core/api-key.js";
+export type { ApiKeyOptions } from "./core/schemas.js";
 export { type Clock, ManualClock, systemClock } from "./core/clock.js";
 export {
   AlreadyClaimedError,
+  ApiKeyNotFoundError,
   ConcurrencyKeyBusyError,
   type FieldIssue,
   InvalidTransitionError,

@@ -5,11 +5,14 @@
  * ValidationError that names the field, and only then calls the store, which trusts what it gets.
  * So every store accepts exactly the same input, and a rejected call changes nothing.
  */
+import type { ApiKeyRecord } from "../core/api-key.js";
 import { ValidationError } from "../core/errors.js";
 import { compileParamsSchema } from "../core/params-schema.js";
 import { atItem } from "../core/new-task.js";
 import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
 import {
+  ApiKeyHash,
+  ApiKeyId,
   CancelOptionsSchema,
   ClaimByIdOptionsSchema,
   ClaimOptionsSchema,
@@ -25,6 +28,7 @@ import {
   HeartbeatOptionsSchema,
   LeadershipSchema,
   LeaseSchema,
+  NewApiKeySchema,
   PageSchema,
   ProgressSchema,
   ReassignmentQuerySchema,
@@ -40,6 +44,7 @@ import {
   type CancelOptions,
   type ClaimByIdOptions,
   type HeartbeatOptions,
+  type NewApiKey,
   type ReassignmentQuery,
   type ReleaseOptions,
 } from "../core/schemas.js";
@@ -144,7 +149,7 @@ export class CheckedStore implements Store {
 
   async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
     checkLease(id, lease);
-    checkJson(data, "checkpoint", this.limits.checkpointBytes, "limits.checkpointBytes");
+    this.checkStored("checkpoint", data);
     return this.store.checkpoint(id, lease, data);
   }
 
@@ -157,7 +162,7 @@ export class CheckedStore implements Store {
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     checkLease(id, lease);
     validate(CompleteOptionsSchema, options, "completion");
-    checkJson(options.result ?? null, "result", this.limits.resultBytes, "limits.resultBytes");
+    this.checkStored("result", options.result ?? null);
     (options.followUps ?? []).forEach((input, index) => atItem(index, () => this.checkEnqueue(input, "followUps")));
     return this.store.complete(id, lease, options);
   }
@@ -166,7 +171,7 @@ export class CheckedStore implements Store {
   async completeMany(items: Completion[]): Promise<BatchOutcome[]> {
     return this.batch(items, (item) => {
       validate(CompletionSchema, item, "completion");
-      checkJson(item.result ?? null, "result", this.limits.resultBytes, "limits.resultBytes");
+      this.checkStored("result", item.result ?? null);
     }, (valid) => this.store.completeMany(valid));
   }
 
@@ -183,7 +188,7 @@ export class CheckedStore implements Store {
   async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
     checkLease(id, lease);
     validate(ReleaseOptionsSchema, options, "release");
-    if (options.checkpoint !== undefined) checkJson(options.checkpoint, "checkpoint", this.limits.checkpointBytes, "limits.checkpointBytes");
+    if (options.checkpoint !== undefined) this.checkStored("checkpoint", options.checkpoint);
     return this.store.release(id, lease, options);
   }
 
@@ -229,7 +234,7 @@ export class CheckedStore implements Store {
   async registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {
     validate(TaskTypeDefinitionSchema, definition, "task type");
     if (definition.paramsSchema !== undefined) {
-      checkJson(definition.paramsSchema, "paramsSchema", this.limits.paramsBytes, "limits.paramsBytes");
+      this.checkStored("params", definition.paramsSchema, "paramsSchema");
       compileParamsSchema(definition.paramsSchema, definition.name);
     }
     return this.store.registerTaskType(definition);
@@ -251,7 +256,7 @@ export class CheckedStore implements Store {
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
     validate(WorkerBeatSchema, beat, "worker heartbeat");
-    if (beat.metadata !== undefined) checkJson(beat.metadata, "metadata", this.limits.metadataBytes, "limits.metadataBytes");
+    if (beat.metadata !== undefined) this.checkStored("metadata", beat.metadata);
     return this.store.workerHeartbeat(beat);
   }
 
@@ -306,6 +311,25 @@ export class CheckedStore implements Store {
     return this.store.leadershipStatus(name);
   }
 
+  async createApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
+    validate(NewApiKeySchema, key, "API key");
+    return this.store.createApiKey(key);
+  }
+
+  listApiKeys(): Promise<ApiKeyRecord[]> {
+    return this.store.listApiKeys();
+  }
+
+  async findApiKey(keyHash: string): Promise<ApiKeyRecord | null> {
+    validate(ApiKeyHash, keyHash, "key hash");
+    return this.store.findApiKey(keyHash);
+  }
+
+  async revokeApiKey(id: number): Promise<ApiKeyRecord> {
+    validate(ApiKeyId, id, "API key id");
+    return this.store.revokeApiKey(id);
+  }
+
   private async batch<T extends { id: number }>(items: T[], check: (item: T) => void, write: (valid: T[]) => Promise<BatchOutcome[]>): Promise<BatchOutcome[]> {
     validate(BatchSchema, items, "batch");
     const seen = new Set<number>();
@@ -325,9 +349,15 @@ export class CheckedStore implements Store {
     return items.map((_, index) => refused.get(index) ?? (written.shift() as BatchOutcome));
   }
 
+  /** The JSON rules, with the size limit of the kind of value (`path` names it in the error). */
+  private checkStored(kind: "params" | "checkpoint" | "result" | "metadata", value: unknown, path: string = kind): void {
+    const limit = `${kind}Bytes` as const;
+    checkJson(value, path, this.limits[limit], `limits.${limit}`);
+  }
+
   private checkEnqueue(input: EnqueueInput, what = "task"): void {
     validate(EnqueueInputSchema, input, what);
-    checkJson(input.params ?? {}, "params", this.limits.paramsBytes, "limits.paramsBytes");
+    this.checkStored("params", input.params ?? {});
   }
 }
 

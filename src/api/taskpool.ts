@@ -1,7 +1,8 @@
+import { type ApiKeyRecord, generateApiKey, hashApiKey } from "../core/api-key.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
-import { type CancelOptions, type EnqueueOptions, type ReassignmentQuery, TaskTypeName } from "../core/schemas.js";
+import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type EnqueueOptions, type ReassignmentQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { validate } from "../core/validation.js";
@@ -122,6 +123,34 @@ export class Taskpool {
     if (taskType !== undefined) validate(TaskTypeName, taskType, "task type name");
     const rows = await this.protocol.capacity();
     return taskType === undefined ? rows : rows.filter((r) => r.taskType === taskType);
+  }
+
+  /**
+   * Creates an API key for the HTTP server. The key is returned once, here: only its SHA-256 is
+   * stored, so it cannot be shown again (revoke it and create another if it is lost).
+   */
+  async createApiKey(options: ApiKeyOptions): Promise<{ key: string; apiKey: ApiKeyRecord }> {
+    validate(ApiKeyOptionsSchema, options, "API key options");
+    const { key, keyHash, prefix } = generateApiKey();
+    return { key, apiKey: await this.protocol.createApiKey({ ...options, keyHash, prefix }) };
+  }
+
+  /** Every API key (never the keys themselves), revoked ones included. */
+  apiKeys(): Promise<ApiKeyRecord[]> {
+    return this.protocol.listApiKeys();
+  }
+
+  /** Revokes an API key at once; requests with it are refused from now on. */
+  revokeApiKey(id: number): Promise<ApiKeyRecord> {
+    return this.protocol.revokeApiKey(id);
+  }
+
+  /** The active (unrevoked) key a request presents, or null for an unknown, malformed or revoked key. */
+  async authenticate(key: string): Promise<ApiKeyRecord | null> {
+    // Anything not shaped like a key cannot match one: answered without a query.
+    if (typeof key !== "string" || key.length < 8 || key.length > 256) return null;
+    const record = await this.protocol.findApiKey(hashApiKey(key));
+    return record && record.revokedAt === null ? record : null;
   }
 
   /** A worker on this pool (call start()). */

@@ -4,7 +4,9 @@ import { VERSION } from "../version.js";
 import { coordinatorCommand } from "./coordinator.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
+import { keysCommand } from "./keys.js";
 import { migrateCommand } from "./migrate.js";
+import { serveCommand } from "./serve.js";
 import { statusCommand } from "./status.js";
 import { typesCommand } from "./types.js";
 import { workerCommand } from "./worker.js";
@@ -13,7 +15,7 @@ const program = new Command("taskpool")
   .version(VERSION)
   .description("a task queue and worker coordinator on SQLite or PostgreSQL")
   .option("--verbose", "print the stack trace of an unexpected error");
-for (const add of [devCommand, workerCommand, coordinatorCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand]) add(program);
+for (const add of [devCommand, workerCommand, coordinatorCommand, serveCommand, keysCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand]) add(program);
 
 program.parseAsync().catch((error: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.

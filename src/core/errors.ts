@@ -101,3 +101,10 @@ export class UniqueKeyTakenError extends TaskpoolError {
     super("unique_key_taken", `Cannot retry task ${taskId}: a pending task with the same unique key exists; cancel it or let it run first`);
   }
 }
+
+/** Revoking (or otherwise naming) an API key id that does not exist. */
+export class ApiKeyNotFoundError extends TaskpoolError {
+  constructor(readonly keyId: number) {
+    super("not_found", `API key ${keyId} does not exist (taskpool keys list shows the ids)`);
+  }
+}

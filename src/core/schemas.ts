@@ -9,6 +9,7 @@
 import { FormatRegistry, type Static, Type } from "@sinclair/typebox";
 import { SORT_BY, TASK_STATUSES, type Json, type JsonObject } from "./task.js";
 import { RECOVERY_POLICIES } from "./worker.js";
+import { API_KEY_SCOPES } from "./api-key.js";
 
 /** Task types name roles: a letter first, then letters, digits, `_ . : -`. */
 export const TASK_TYPE_PATTERN = "^[A-Za-z][A-Za-z0-9_.:-]{0,127}$";
@@ -29,7 +30,7 @@ const Int32 = { minimum: -2147483648, maximum: 2147483647 };
 const StorableDate = Type.Date({ minimumTimestamp: Date.UTC(1970, 0, 1), maximumTimestamp: Date.UTC(9999, 11, 31, 23, 59, 59, 999) });
 
 /** JSON checked by the JSON rules, not by the schema (they name the bad field and apply size limits). */
-const JsonValue = Type.Unsafe<Json>(Type.Unknown({ description: "any JSON value" }));
+export const JsonValue = Type.Unsafe<Json>(Type.Unknown({ description: "any JSON value" }));
 const JsonObjectValue = Type.Unsafe<JsonObject>(Type.Record(Type.String(), Type.Unknown(), { description: "a JSON object" }));
 
 export const TaskId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: "a task id" });
@@ -263,3 +264,26 @@ export const SweepOptionsSchema = Type.Object(
 export type SweepOptions = Static<typeof SweepOptionsSchema>;
 
 export const LeadershipSchema = Type.Object({ name: Type.String({ pattern: "^[a-z_]{1,64}$" }), holder: Text({ minLength: 1, maxLength: 255 }), ttlSeconds: Seconds });
+
+/** What an operator chooses about a new API key (the key itself is generated, see core/api-key.ts). */
+export const ApiKeyOptionsSchema = Type.Object(
+  {
+    scope: OneOf(API_KEY_SCOPES),
+    /** A label for operators ("ci", "crawler fleet"). */
+    name: Type.Optional(Text({ minLength: 1, maxLength: 100 })),
+    /** Requests per minute this key may make; omitted = the server's default. */
+    rateLimitPerMinute: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+  },
+  { additionalProperties: false },
+);
+export type ApiKeyOptions = Static<typeof ApiKeyOptionsSchema>;
+
+export const ApiKeyId = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: "an API key id" });
+export const ApiKeyHash = Type.String({ pattern: "^[0-9a-f]{64}$", description: "the SHA-256 of a key, in lower-case hex" });
+
+/** A key as a store receives it: its options, its hash and its shown prefix, never the key. */
+export const NewApiKeySchema = Type.Object(
+  { ...ApiKeyOptionsSchema.properties, keyHash: ApiKeyHash, prefix: Type.String({ pattern: "^tp_[A-Za-z0-9_-]{1,16}$" }) },
+  { additionalProperties: false },
+);
+export type NewApiKey = Static<typeof NewApiKeySchema>;

@@ -1,6 +1,7 @@
+import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions } from "../core/schemas.js";
 import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import type {
@@ -157,6 +158,15 @@ export interface Store {
   recordSweep(name: string, holder: string): Promise<void>;
   /** Who leads `name` now and when its last sweep was recorded, by the store's clock. */
   leadershipStatus(name: string): Promise<LeadershipStatus>;
+
+  /** Stores a new API key: its hash and shown prefix, never the key. */
+  createApiKey(key: NewApiKey): Promise<ApiKeyRecord>;
+  /** Every API key, revoked ones included, oldest first. */
+  listApiKeys(): Promise<ApiKeyRecord[]>;
+  /** The API key with this hash, revoked or not; null when none has it. */
+  findApiKey(keyHash: string): Promise<ApiKeyRecord | null>;
+  /** Revokes a key at once and for good; revoking it again changes nothing. ApiKeyNotFoundError for an unknown id. */
+  revokeApiKey(id: number): Promise<ApiKeyRecord>;
 }
 
 /** What `taskpool status` says about the coordinator: is anyone leading, and is anyone sweeping? */

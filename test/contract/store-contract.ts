@@ -1,4 +1,5 @@
 import type { StoreKind } from "../helpers/stores.js";
+import { apiKeysContract } from "./api-keys.contract.js";
 import { batchContract } from "./batch.contract.js";
 import { claimContract } from "./claim.contract.js";
 import { enqueueContract } from "./enqueue.contract.js";
@@ -22,4 +23,5 @@ export function storeContract(kind: StoreKind): void {
   taskTypesContract(kind);
   viewsContract(kind);
   hostileInputContract(kind);
+  apiKeysContract(kind);
 }

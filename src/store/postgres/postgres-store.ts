@@ -1,6 +1,7 @@
 import pg from "pg";
 import { type Clock, systemClock } from "../../core/clock.js";
-import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import type { ApiKeyRecord } from "../../core/api-key.js";
+import { AlreadyClaimedError, ApiKeyNotFoundError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
@@ -21,8 +22,9 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
+import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { resolveClaim } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { tallyCounts } from "../counts.js";
@@ -35,6 +37,7 @@ import { type CapacityViewRow, type ReassignmentViewRows, toCapacity, toReassign
 import { PgListener } from "./listener.js";
 import { migratePostgres } from "./migrate.js";
 import { sweepPostgres } from "./postgres-sweep.js";
+import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
 import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
 import { type EventRow, newTasksJson, type TaskRow, toEvent, toTask } from "./rows.js";
@@ -452,6 +455,33 @@ export class PostgresStore implements Store {
     const now = this.clock.now();
     const [row] = await this.rows<LeadershipRow>("tp_leadership_status", workerSql.LEADERSHIP_STATUS, [name, now]);
     return toLeadershipStatus(row, now);
+  }
+
+  async createApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
+    const [row] = await this.rows<ApiKeyRow>("tp_insert_api_key", keySql.INSERT_API_KEY, [
+      key.name ?? null,
+      key.scope,
+      key.keyHash,
+      key.prefix,
+      key.rateLimitPerMinute ?? null,
+      this.clock.now(),
+    ]);
+    return toApiKey(row);
+  }
+
+  async listApiKeys(): Promise<ApiKeyRecord[]> {
+    return (await this.rows<ApiKeyRow>("tp_list_api_keys", keySql.LIST_API_KEYS, [])).map(toApiKey);
+  }
+
+  async findApiKey(keyHash: string): Promise<ApiKeyRecord | null> {
+    const [row] = await this.rows<ApiKeyRow>("tp_find_api_key", keySql.FIND_API_KEY, [keyHash]);
+    return row ? toApiKey(row) : null;
+  }
+
+  async revokeApiKey(id: number): Promise<ApiKeyRecord> {
+    const [row] = await this.rows<ApiKeyRow>("tp_revoke_api_key", keySql.REVOKE_API_KEY, [id, this.clock.now()]);
+    if (!row) throw new ApiKeyNotFoundError(id);
+    return toApiKey(row);
   }
 }
 

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import { type Clock, systemClock } from "../../core/clock.js";
-import { TaskpoolError, UniqueKeyTakenError } from "../../core/errors.js";
+import type { ApiKeyRecord } from "../../core/api-key.js";
+import { ApiKeyNotFoundError, TaskpoolError, UniqueKeyTakenError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
@@ -21,11 +22,12 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import type { CapacityRow, ReassignmentStats } from "../../core/monitoring.js";
 import { type CapacityViewRow, type ReassignmentViewRows, toCapacity, toReassignmentStats, VIEW_READS } from "../monitoring-records.js";
 import { toLeadershipStatus, toReassignment, toWorker } from "../worker-records.js";
+import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { resolveClaim } from "../claim-options.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
@@ -37,6 +39,7 @@ import { type EventInput, isUniqueViolation, SqliteConnection } from "./connecti
 import { channelOf, notifyLocal, subscribeLocal } from "./local-signal.js";
 import { migrateSqlite } from "./migrate.js";
 import { sweepSqlite } from "./sqlite-sweep.js";
+import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
 import {
   decodeTaskType,
@@ -478,6 +481,41 @@ export class SqliteStore implements Store {
     const date = (s: string | null) => (s === null ? null : new Date(s));
     return toLeadershipStatus({ ...row, expires_at: date(row.expires_at), swept_at: date(row.swept_at) }, now);
   }
+
+  async createApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
+    const row = this.conn.tx(true, () =>
+      this.conn.stmt(keySql.INSERT_API_KEY).get({
+        name: key.name ?? null,
+        scope: key.scope,
+        keyHash: key.keyHash,
+        prefix: key.prefix,
+        rateLimitPerMinute: key.rateLimitPerMinute ?? null,
+        now: this.now(),
+      }),
+    ) as SqliteApiKeyRow;
+    return decodeApiKey(row);
+  }
+
+  async listApiKeys(): Promise<ApiKeyRecord[]> {
+    return (this.conn.stmt(keySql.LIST_API_KEYS).all() as SqliteApiKeyRow[]).map(decodeApiKey);
+  }
+
+  async findApiKey(keyHash: string): Promise<ApiKeyRecord | null> {
+    const row = this.conn.stmt(keySql.FIND_API_KEY).get(keyHash) as SqliteApiKeyRow | undefined;
+    return row ? decodeApiKey(row) : null;
+  }
+
+  async revokeApiKey(id: number): Promise<ApiKeyRecord> {
+    const row = this.conn.tx(true, () => this.conn.stmt(keySql.REVOKE_API_KEY).get({ id, now: this.now() })) as SqliteApiKeyRow | undefined;
+    if (!row) throw new ApiKeyNotFoundError(id);
+    return decodeApiKey(row);
+  }
+}
+
+type SqliteApiKeyRow = Omit<ApiKeyRow, "created_at" | "revoked_at"> & { created_at: string; revoked_at: string | null };
+
+function decodeApiKey(r: SqliteApiKeyRow): ApiKeyRecord {
+  return toApiKey({ ...r, created_at: new Date(r.created_at), revoked_at: r.revoked_at === null ? null : new Date(r.revoked_at) });
 }
 
 /** One item of a batch inside its transaction: a refusal (a TaskpoolError) is its outcome; anything else aborts the batch. */

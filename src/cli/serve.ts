@@ -1,0 +1,78 @@
+import { isIP } from "node:net";
+import { type Command, Option } from "commander";
+import { pino } from "pino";
+import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, buildServer } from "../server/server.js";
+import { dbOption, openPool, schemaOption } from "./database.js";
+import { CliError } from "./errors.js";
+import { integer, positiveInteger } from "./parse.js";
+
+/** True for addresses only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, "$1");
+  if (bare === "localhost") return true;
+  if (isIP(bare) === 4) return bare.startsWith("127.");
+  return bare === "::1";
+}
+
+export function serveCommand(program: Command): void {
+  program
+    .command("serve")
+    .description("the HTTP API for workers and producers in any language, with its OpenAPI document and /docs")
+    .addOption(new Option("--host <host>", "address to listen on (0.0.0.0: every interface)").env("TASKPOOL_HOST").default("127.0.0.1"))
+    .addOption(new Option("--port <port>", "port to listen on (0: any free one)").env("TASKPOOL_PORT").default(8080).argParser(integer))
+    .option("--no-auth", "ask for no API key, even when keys exist (only on a network you trust)")
+    .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit)", integer, DEFAULT_RATE_LIMIT_PER_MINUTE)
+    .option("--body-limit <bytes>", "largest request body", positiveInteger, DEFAULT_BODY_LIMIT)
+    .option("--coordinator", "also run a coordinator in this process (one leads at a time across all)")
+    .addOption(dbOption())
+    .addOption(schemaOption())
+    .action(async (opts) => {
+      const logger = pino({ name: "taskpool", level: process.env.LOG_LEVEL ?? "info" });
+      const pool = await openPool(opts);
+      // Whether keys are required is decided here, once: keys created later apply after a restart.
+      let auth: "keys" | "none" = "keys";
+      if (!opts.auth) {
+        auth = "none";
+        logger.warn(`Serving without API keys (--no-auth): anyone who can reach ${opts.host}:${opts.port} can use the API`);
+      } else if ((await pool.apiKeys()).every((k) => k.revokedAt !== null)) {
+        if (!isLoopback(opts.host)) {
+          await pool.close();
+          throw new CliError(
+            `refusing to listen on ${opts.host} with no API key: anyone who can reach it could create, claim and cancel tasks. ` +
+              `Create one first (taskpool keys create --scope admin), or pass --no-auth on a network you trust`,
+          );
+        }
+        auth = "none";
+        logger.warn(`No API key exists: serving without keys on ${opts.host}, which only this machine can reach. Create one (taskpool keys create --scope admin) and restart to require keys`);
+      }
+      const app = await buildServer(pool, {
+        auth,
+        rateLimitPerMinute: opts.rateLimit === 0 ? false : opts.rateLimit,
+        bodyLimit: opts.bodyLimit,
+        runCoordinator: opts.coordinator === true,
+        logger,
+      });
+      let address: string;
+      try {
+        address = await app.listen({ host: opts.host, port: opts.port });
+      } catch (error) {
+        await app.close();
+        await pool.close();
+        throw new CliError(`cannot listen on ${opts.host}:${opts.port}: ${(error as Error).message}`);
+      }
+      logger.info(`taskpool ${auth === "keys" ? "requires API keys" : "asks for no API key"}; listening on ${address} (docs: ${address}/docs)`);
+      let stopping = false;
+      const stop = async (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        logger.info(`${signal}: no new requests; finishing those in flight`);
+        // Stops accepting, answers waiting claims at once, lets in-flight requests finish, then closes the store.
+        await app.close();
+        await pool.close();
+        logger.info("Stopped");
+        process.exit(0);
+      };
+      process.once("SIGTERM", () => void stop("SIGTERM"));
+      process.once("SIGINT", () => void stop("SIGINT"));
+    });
+}

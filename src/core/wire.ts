@@ -1,0 +1,154 @@
+/**
+ * The HTTP API speaks snake_case JSON (the seeds' contract); the library speaks camelCase with Dates.
+ * Rather than keep a second, hand-written copy of every schema for the wire, the HTTP schemas are
+ * derived from the library's TypeBox schemas here, and values are converted by walking the same
+ * schema, so the two cannot drift apart:
+ *
+ * - `wireSchema(schema)`: the same schema with object property names in snake_case and Dates as
+ *   ISO-8601 strings (`format: date-time`). Used for route validation and the OpenAPI document.
+ * - `fromWire(schema, value)`: a wire value (already valid against `wireSchema(schema)`) as the
+ *   library value: keys in camelCase, date-time strings as Dates.
+ * - `toWire(schema, value)`: a library value as its wire value (the reverse).
+ *
+ * Only property names the schema declares are renamed. JSON the user owns (params, checkpoints,
+ * results, metadata, params schemas: `Unknown` and string-keyed `Record` schemas) passes through
+ * untouched, as do the keys of records keyed by data (task types in counts). Names convert with
+ * digits as words of their own: `for1Hour` ⇄ `for_1_hour`, `last24Hours` ⇄ `last_24_hours`.
+ */
+import { FormatRegistry, Kind, type TSchema } from "@sinclair/typebox";
+
+/** `workerId` → `worker_id`, `for1Hour` → `for_1_hour`. */
+export function toSnake(name: string): string {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .replace(/([A-Za-z])(\d)/g, "$1_$2")
+    .toLowerCase();
+}
+
+/** `worker_id` → `workerId`, `for_1_hour` → `for1Hour`. */
+export function toCamel(name: string): string {
+  return name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** RFC 3339 date-time, as `Date.prototype.toISOString()` writes it (any offset accepted). */
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
+export const isDateTime = (s: string) => DATE_TIME.test(s) && !Number.isNaN(Date.parse(s));
+// Registered with the wire schemas, so whatever compiles them (the server's validator) knows the format.
+if (!FormatRegistry.Has("date-time")) FormatRegistry.Set("date-time", isDateTime);
+
+type Schema = TSchema & Record<string | symbol, unknown>;
+const kindOf = (s: TSchema) => (s as Schema)[Kind] as string | undefined;
+
+/** The schema as the wire sees it: snake_case property names, Dates as date-time strings. */
+export function wireSchema<T extends TSchema>(schema: T): TSchema {
+  const s = schema as Schema;
+  switch (kindOf(schema)) {
+    case "Object": {
+      const properties = Object.fromEntries(Object.entries(s.properties as Record<string, TSchema>).map(([k, v]) => [toSnake(k), wireSchema(v)]));
+      const out: Schema = { ...s, properties };
+      if (Array.isArray(s.required)) out.required = (s.required as string[]).map(toSnake);
+      if (typeof s.additionalProperties === "object") out.additionalProperties = wireSchema(s.additionalProperties as TSchema);
+      return out;
+    }
+    case "Date": {
+      // The date range has no JSON Schema keyword: the library's own check applies it once converted.
+      const out: Schema = { ...s, [Kind]: "String", type: "string", format: "date-time" };
+      for (const key of ["minimumTimestamp", "maximumTimestamp", "exclusiveMinimumTimestamp", "exclusiveMaximumTimestamp"]) delete out[key];
+      return out;
+    }
+    case "Array":
+      return { ...s, items: wireSchema(s.items as TSchema) } as TSchema;
+    case "Union":
+      return { ...s, anyOf: (s.anyOf as TSchema[]).map(wireSchema) } as TSchema;
+    case "Intersect":
+      // Its parts' properties would need merging on the way in and out: compose with Type.Composite instead.
+      throw new Error("wireSchema: use Type.Composite rather than Type.Intersect");
+    case "Record": {
+      // Keys are data (task types, JSON keys): only the values' schema changes.
+      const patterns = s.patternProperties as Record<string, TSchema>;
+      return { ...s, patternProperties: Object.fromEntries(Object.entries(patterns).map(([p, v]) => [p, wireSchema(v)])) } as TSchema;
+    }
+    default:
+      return schema;
+  }
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+
+/** The variant of a union a value belongs to, for the kinds conversion cares about. */
+function variantOf(schema: Schema, value: unknown, direction: "in" | "out"): TSchema | undefined {
+  const variants = schema.anyOf as TSchema[];
+  if (value === null) return undefined;
+  if (value instanceof Date || (direction === "in" && typeof value === "string")) {
+    const date = variants.find((v) => kindOf(v) === "Date");
+    if (date || value instanceof Date) return date;
+  }
+  if (Array.isArray(value)) return variants.find((v) => kindOf(v) === "Array");
+  if (isPlainObject(value)) return variants.find((v) => ["Object", "Record", "Intersect"].includes(kindOf(v) ?? ""));
+  return undefined;
+}
+
+/** A wire value as the library value: camelCase keys the schema declares, Dates from date-time strings. */
+export function fromWire<T = unknown>(schema: TSchema, value: unknown): T {
+  return convert(schema as Schema, value, "in") as T;
+}
+
+/** A library value as its wire value: snake_case keys, Dates as ISO-8601 strings; keys the schema does not declare are left out. */
+export function toWire(schema: TSchema, value: unknown): unknown {
+  return convert(schema as Schema, value, "out");
+}
+
+function convert(s: Schema, value: unknown, direction: "in" | "out"): unknown {
+  if (value === undefined || value === null) return value;
+  switch (kindOf(s)) {
+    case "Object": {
+      if (!isPlainObject(value)) return value;
+      const properties = s.properties as Record<string, Schema>;
+      const out: Record<string, unknown> = {};
+      if (direction === "out") {
+        for (const [key, sub] of Object.entries(properties)) {
+          if (value[key] !== undefined) out[toSnake(key)] = convert(sub, value[key], direction);
+        }
+        return out;
+      }
+      for (const [key, item] of Object.entries(value)) {
+        const name = toCamel(key);
+        const sub = properties[name];
+        // An undeclared key was allowed by the schema (or refused before): it keeps its name.
+        if (sub) out[name] = convert(sub, item, direction);
+        else out[key] = item;
+      }
+      return out;
+    }
+    case "Date":
+      if (direction === "out") return value instanceof Date ? value.toISOString() : value;
+      return typeof value === "string" ? new Date(value) : value;
+    case "Array":
+      return Array.isArray(value) ? value.map((item) => convert(s.items as Schema, item, direction)) : value;
+    case "Union": {
+      const variant = variantOf(s, value, direction);
+      return variant ? convert(variant as Schema, value, direction) : value;
+    }
+    case "Record": {
+      if (!isPlainObject(value)) return value;
+      const [sub] = Object.values(s.patternProperties as Record<string, Schema>);
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, convert(sub, v, direction)]));
+    }
+    default:
+      return value;
+  }
+}
+
+/** Fields whose value is the user's JSON: a path goes on unchanged past them (`params.storeId` stays). */
+const JSON_FIELDS = new Set(["params", "checkpoint", "result", "metadata", "paramsSchema", "data"]);
+
+/** A library field path (`followUps.0.taskType`) as the wire names it (`follow_ups.0.task_type`). */
+export function wirePath(path: string): string {
+  const segments = path.split(".");
+  const out: string[] = [];
+  for (let i = 0; i < segments.length; i++) {
+    out.push(toSnake(segments[i]));
+    if (JSON_FIELDS.has(segments[i])) return [...out, ...segments.slice(i + 1)].join(".");
+  }
+  return out.join(".");
+}

@@ -1,0 +1,13 @@
+import type { Taskpool } from "../api/taskpool.js";
+import type { Coordinator } from "../coordinator/coordinator.js";
+import type { LongPoll } from "./long-poll.js";
+
+/** What route handlers are given besides the request: the pool and the server's few helpers. */
+export interface ServerContext {
+  pool: Taskpool;
+  longPoll: LongPoll;
+  /** Runs `POST /api/tasks/recover-stale`'s sweep with the coordinator's thresholds. */
+  coordinator: Coordinator;
+  /** What a worker heartbeat answers as `next_heartbeat_in`. */
+  heartbeatIntervalSeconds: number;
+}

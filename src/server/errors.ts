@@ -1,0 +1,87 @@
+/**
+ * Every error the HTTP API answers, in one place: the status of each TaskpoolError code, the
+ * errors only the server raises (auth, rate limit, no task to claim), and Fastify's own (bad JSON,
+ * body too large) turned into the same envelope: `{ "success": false, "error": code, "message": … }`.
+ */
+import { Type } from "@sinclair/typebox";
+import { TaskpoolError, ValidationError } from "../core/errors.js";
+import { toWire, wirePath } from "../core/wire.js";
+
+/** The status each error code answers with; an unlisted code is a bug (500). */
+export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
+  validation_error: 400,
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  no_tasks: 404,
+  lease_lost: 409,
+  already_claimed: 409,
+  concurrency_key_busy: 409,
+  type_at_capacity: 409,
+  invalid_transition: 409,
+  unique_key_taken: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  not_ready: 503,
+};
+
+/** An error only the server raises, with extra envelope fields (`filters`, `retryAfter`), in camelCase. */
+export class HttpError extends TaskpoolError {
+  constructor(
+    code: keyof typeof STATUS_BY_CODE,
+    message: string,
+    readonly details: { filters?: Record<string, unknown>; retryAfter?: number } = {},
+  ) {
+    super(code, message);
+  }
+}
+
+/** The error envelope (camelCase; the wire has it in snake_case like everything else). */
+export const ErrorEnvelope = Type.Object(
+  {
+    success: Type.Literal(false),
+    error: Type.String({ description: `a stable code: ${Object.keys(STATUS_BY_CODE).join(", ")}, internal_error` }),
+    message: Type.String({ description: "what was wrong and how to fix it" }),
+    /** validation_error: every bad field, named as the request names it. */
+    issues: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
+    /** no_tasks: the filters of the claim that found nothing (seed 002). */
+    filters: Type.Optional(Type.Object({ taskTypes: Type.Union([Type.Array(Type.String()), Type.Null()]), maxAttemptsRemaining: Type.Union([Type.Integer(), Type.Null()]) })),
+    /** rate_limited: seconds until the key may call again (also in the Retry-After header). */
+    retryAfter: Type.Optional(Type.Integer()),
+  },
+  { description: "an error" },
+);
+
+interface FastifyLikeError {
+  code?: string;
+  statusCode?: number;
+  message?: string;
+}
+
+/** The status and wire body of any error a request ended with. */
+export function errorReply(error: unknown, bodyLimit?: number): { status: number; body: unknown } {
+  if (error instanceof TaskpoolError && STATUS_BY_CODE[error.code] !== undefined) {
+    const body: Record<string, unknown> = { success: false, error: error.code, message: error.message };
+    if (error instanceof ValidationError) {
+      // The library names fields as it does (camelCase): the HTTP caller sent them in snake_case.
+      body.issues = error.issues.map((i) => ({ path: wirePath(i.path), message: i.message }));
+      body.message = error.issues.reduce((m, i) => m.replaceAll(`${i.path}:`, `${wirePath(i.path)}:`).replaceAll(`${i.path} `, `${wirePath(i.path)} `), error.message);
+    }
+    if (error instanceof HttpError) Object.assign(body, error.details);
+    return { status: STATUS_BY_CODE[error.code], body: toWire(ErrorEnvelope, body) };
+  }
+  const e = (error ?? {}) as FastifyLikeError;
+  const status = e.statusCode ?? 500;
+  // Fastify's own refusals of a request (unparseable JSON, an empty body, a body over the limit…).
+  if (status >= 400 && status < 500) {
+    const code = e.code === "FST_ERR_CTP_BODY_TOO_LARGE" ? "payload_too_large" : status === 415 ? "unsupported_media_type" : status === 404 ? "not_found" : "bad_request";
+    const message =
+      code === "payload_too_large"
+        ? `Request body is larger than the server's limit of ${bodyLimit ?? "its"} bytes; send less (e.g. split a batch) or raise the limit (taskpool serve --body-limit)`
+        : (e.message ?? "Bad request");
+    return { status: STATUS_BY_CODE[code], body: { success: false, error: code, message } };
+  }
+  return { status: 500, body: { success: false, error: "internal_error", message: "Internal server error; the server log has the details" } };
+}

@@ -1,0 +1,102 @@
+/**
+ * How a route is written: one definition per endpoint whose schemas are the library's own (camelCase
+ * TypeBox, from core/schemas.ts and core/record-schemas.ts). registerRoute derives the wire schemas
+ * from them (core/wire.ts) for validation and the OpenAPI document, converts the request into library
+ * values before the handler runs and the handler's answer into wire JSON after, and puts both in the
+ * envelope. A handler only calls the pool: no SQL, no rule of its own.
+ */
+import { type Static, type TComposite, type TObject, type TProperties, type TSchema, Type } from "@sinclair/typebox";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { ApiKeyScope } from "../core/api-key.js";
+import { fromWire, toWire, wireSchema } from "../core/wire.js";
+import type { ServerContext } from "./context.js";
+import { ErrorEnvelope } from "./errors.js";
+
+/** Who may call a route: nobody needs a key (`public`), or these scopes (admin always may). */
+export type Access = "public" | readonly ApiKeyScope[];
+
+/** What every route's config carries (read by the auth hook). */
+export interface RouteConfig {
+  access: Access;
+}
+
+/** A route's request, as the library types it (camelCase, Dates). */
+export interface RouteInput<B extends TSchema, Q extends TSchema, P extends TSchema> {
+  body: Static<B>;
+  query: Static<Q>;
+  params: Static<P>;
+}
+
+export interface RouteDefinition<B extends TSchema = TSchema, Q extends TSchema = TSchema, P extends TSchema = TSchema, R extends TProperties = TProperties> {
+  method: "GET" | "POST" | "DELETE";
+  url: string;
+  /** One line for the OpenAPI document. */
+  summary: string;
+  description?: string;
+  /** The resource it belongs to (the OpenAPI tag). */
+  tag: string;
+  access: Access;
+  body?: B;
+  query?: Q;
+  params?: P;
+  /** The success statuses, the usual one first (default [200]); the handler may pick another with reply.code(). */
+  status?: number[];
+  /** The fields of the success envelope besides `success`. */
+  reply: R;
+  /** Error statuses worth documenting besides 400, 401, 403, 413 and 429, which every route may answer. */
+  errors?: number[];
+  handler(input: RouteInput<B, Q, P>, ctx: ServerContext & { request: FastifyRequest; reply: FastifyReply }): Promise<Static<TObject<R>>>;
+}
+
+/** Declares a route; the generic parameters let TypeScript check the handler against the schemas. */
+export function defineRoute<B extends TSchema, Q extends TSchema, P extends TSchema, R extends TProperties>(definition: RouteDefinition<B, Q, P, R>): RouteDefinition {
+  return definition as unknown as RouteDefinition;
+}
+
+/** Builds a request body from library schemas and HTTP-only fields; unknown fields are refused. */
+export function bodyOf<T extends TObject[]>(...parts: [...T]): TComposite<[...T]> {
+  return Type.Composite<[...T]>(parts, { additionalProperties: false });
+}
+
+const COMMON_ERRORS = [400, 413, 429];
+const AUTH_ERRORS = [401, 403];
+
+/** The success envelope of a route, camelCase. */
+export const successEnvelope = (reply: TProperties) => Type.Object({ success: Type.Literal(true), ...reply });
+
+export function registerRoute(app: FastifyInstance, route: RouteDefinition, ctx: ServerContext): void {
+  const success = successEnvelope(route.reply);
+  const statuses = route.status ?? [200];
+  const errors = [...new Set([...COMMON_ERRORS, ...(route.access === "public" ? [] : AUTH_ERRORS), ...(route.errors ?? [])])].sort();
+  const response: Record<number, TSchema> = {};
+  const successWire = wireSchema(success);
+  for (const status of statuses) response[status] = successWire;
+  const errorWire = wireSchema(ErrorEnvelope);
+  for (const status of errors) response[status] = errorWire;
+  const config: RouteConfig = { access: route.access };
+  app.route({
+    method: route.method,
+    url: route.url,
+    config,
+    schema: {
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: [route.tag],
+      security: route.access === "public" ? [] : [{ apiKey: [] }],
+      ...(route.body ? { body: wireSchema(route.body) } : {}),
+      ...(route.query ? { querystring: wireSchema(route.query) } : {}),
+      ...(route.params ? { params: wireSchema(route.params) } : {}),
+      response,
+    },
+    handler: async (request, reply) => {
+      const input = {
+        body: route.body ? fromWire(route.body, request.body) : undefined,
+        query: route.query ? fromWire(route.query, request.query) : undefined,
+        params: route.params ? fromWire(route.params, request.params) : undefined,
+      };
+      reply.code(statuses[0]);
+      const result = await route.handler(input as RouteInput<TSchema, TSchema, TSchema>, { ...ctx, request, reply });
+      return toWire(success, { success: true, ...result });
+    },
+  });
+}

@@ -1,0 +1,45 @@
+/** Liveness and readiness, for load balancers and orchestrators (no key needed). */
+import { Type } from "@sinclair/typebox";
+import { COORDINATOR_LEADERSHIP } from "../../coordinator/coordinator.js";
+import { VERSION } from "../../version.js";
+import { HttpError } from "../errors.js";
+import { defineRoute } from "../route.js";
+
+const TAG = "health";
+
+export const healthRoutes = [
+  defineRoute({
+    method: "GET",
+    url: "/healthz",
+    tag: TAG,
+    summary: "The process is up",
+    access: "public",
+    reply: { status: Type.Literal("ok"), version: Type.String() },
+    async handler() {
+      return { status: "ok" as const, version: VERSION };
+    },
+  }),
+  defineRoute({
+    method: "GET",
+    url: "/readyz",
+    tag: TAG,
+    summary: "The database answers",
+    description: "503 not_ready when it does not. Also says who leads the coordinators and when one last swept.",
+    access: "public",
+    reply: {
+      status: Type.Literal("ready"),
+      database: Type.Union([Type.Literal("postgres"), Type.Literal("sqlite")]),
+      coordinator: Type.Object({ holder: Type.Union([Type.String(), Type.Null()]), lastSweptAt: Type.Union([Type.Date(), Type.Null()]) }),
+    },
+    errors: [503],
+    async handler(_input, { pool, request }) {
+      try {
+        const { holder, lastSweptAt } = await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP);
+        return { status: "ready" as const, database: pool.protocol.dialect, coordinator: { holder, lastSweptAt } };
+      } catch (error) {
+        request.log.warn({ err: error }, "Readiness check failed: the database did not answer");
+        throw new HttpError("not_ready", "The database did not answer; the server log says why");
+      }
+    },
+  }),
+];

@@ -1,0 +1,159 @@
+/**
+ * The lease protocol for workers in any language: claim (seed 002), then start, heartbeat,
+ * checkpoint, progress, complete, fail or release, each presenting worker_id and lease_token. A
+ * stale token is refused with 409 lease_lost and changes nothing (the store checks it in the
+ * statement that writes).
+ */
+import { Type } from "@sinclair/typebox";
+import { TaskRecord } from "../../core/record-schemas.js";
+import {
+  ClaimByIdOptionsSchema,
+  ClaimOptionsSchema,
+  CompleteOptionsSchema,
+  FailOptionsSchema,
+  HeartbeatOptionsSchema,
+  JsonValue,
+  LeaseSchema,
+  ProgressSchema,
+  ReleaseOptionsSchema,
+  TaskId,
+} from "../../core/schemas.js";
+import { HttpError } from "../errors.js";
+import { bodyOf, defineRoute } from "../route.js";
+
+const TAG = "leases";
+const IdParams = Type.Object({ id: TaskId }, { additionalProperties: false });
+/** The longest a claim may wait for work (`wait_ms`). */
+export const MAX_WAIT_MS = 30_000;
+
+/** HTTP-only fields of a claim: how long to wait when nothing is ready. */
+export const ClaimWait = Type.Object({
+  waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_WAIT_MS, description: "wait up to this long for a task when none is ready (long-poll), 0..30000; default 0" })),
+});
+
+const leaseRoute = (action: string, summary: string, description?: string) => ({
+  method: "POST" as const,
+  url: `/api/tasks/:id/${action}`,
+  tag: TAG,
+  summary,
+  ...(description ? { description } : {}),
+  access: ["worker"] as const,
+  params: IdParams,
+  errors: [404, 409],
+});
+
+export const taskLeaseRoutes = [
+  defineRoute({
+    method: "POST",
+    url: "/api/tasks/claim",
+    tag: TAG,
+    summary: "Claim the next ready task (seed 002)",
+    description:
+      "200 with the task and its lease_token (`tasks` holds them all when `limit` > 1). 404 no_tasks, echoing the filters, " +
+      "when nothing is ready; with `wait_ms` the request waits for work of its types first, answering as soon as some appears.",
+    access: ["worker"],
+    body: bodyOf(ClaimOptionsSchema, ClaimWait),
+    reply: { message: Type.String(), task: TaskRecord, leaseToken: Type.String(), tasks: Type.Array(TaskRecord) },
+    errors: [404],
+    async handler({ body }, { longPoll, request, reply, pool }) {
+      const { waitMs = 0, ...options } = body;
+      // A client that hangs up while waiting ends its wait; a task claimed for it after all goes back at once.
+      const gone = new AbortController();
+      const onClose = () => !reply.raw.writableFinished && gone.abort();
+      reply.raw.once("close", onClose);
+      try {
+        const tasks = await longPoll.claim(options, waitMs, gone.signal);
+        if (tasks.length > 0 && gone.signal.aborted) {
+          await Promise.allSettled(tasks.map((t) => pool.protocol.release(t.id, t, { reason: "client disconnected before the claim was answered" })));
+          request.log.info({ tasks: tasks.map((t) => t.id) }, "Claim released: the client hung up");
+        }
+        if (tasks.length === 0) {
+          throw new HttpError("no_tasks", "No pending tasks available", {
+            filters: { taskTypes: options.taskTypes ?? null, maxAttemptsRemaining: options.maxAttemptsRemaining ?? null },
+          });
+        }
+        return { message: tasks.length === 1 ? "Task claimed successfully" : `${tasks.length} tasks claimed successfully`, task: tasks[0], leaseToken: tasks[0].leaseToken, tasks };
+      } finally {
+        reply.raw.off("close", onClose);
+      }
+    },
+  }),
+  defineRoute({
+    method: "POST",
+    url: "/api/tasks/:id/claim",
+    tag: TAG,
+    summary: "Claim one pending task by id",
+    description: "409 already_claimed when another worker holds it.",
+    access: ["worker"],
+    params: IdParams,
+    body: ClaimByIdOptionsSchema,
+    reply: { message: Type.String(), task: TaskRecord, leaseToken: Type.String() },
+    errors: [404, 409],
+    async handler({ params, body }, { pool }) {
+      const task = await pool.protocol.claimById(params.id, body);
+      return { message: "Task claimed successfully", task, leaseToken: task.leaseToken };
+    },
+  }),
+  defineRoute({
+    ...leaseRoute("start", "Start a claimed task"),
+    body: bodyOf(LeaseSchema),
+    reply: { task: TaskRecord },
+    async handler({ params, body }, { pool }) {
+      return { task: await pool.protocol.start(params.id, body) };
+    },
+  }),
+  defineRoute({
+    ...leaseRoute("heartbeat", "Extend a task's lease", "lease_seconds defaults to the claim's lease length; progress (0..1) is optional."),
+    body: bodyOf(LeaseSchema, HeartbeatOptionsSchema),
+    reply: { task: TaskRecord },
+    async handler({ params, body }, { pool }) {
+      const { workerId, leaseToken, ...options } = body;
+      return { task: await pool.protocol.heartbeat(params.id, { workerId, leaseToken }, options) };
+    },
+  }),
+  defineRoute({
+    ...leaseRoute("checkpoint", "Save a task's resume point", "Any JSON; it survives retries, release and reassignment."),
+    body: bodyOf(LeaseSchema, Type.Object({ checkpoint: JsonValue })),
+    reply: { task: TaskRecord },
+    async handler({ params, body }, { pool }) {
+      const { checkpoint, ...lease } = body;
+      return { task: await pool.protocol.checkpoint(params.id, lease, checkpoint) };
+    },
+  }),
+  defineRoute({
+    ...leaseRoute("progress", "Report a task's progress (0..1)"),
+    body: bodyOf(LeaseSchema, Type.Object({ progress: ProgressSchema })),
+    reply: { task: TaskRecord },
+    async handler({ params, body }, { pool }) {
+      const { progress, ...lease } = body;
+      return { task: await pool.protocol.progress(params.id, lease, progress) };
+    },
+  }),
+  defineRoute({
+    ...leaseRoute("complete", "Complete a task", "With its result and follow-up tasks, created in the same transaction."),
+    body: bodyOf(LeaseSchema, CompleteOptionsSchema),
+    reply: { task: TaskRecord, followUps: Type.Array(TaskRecord) },
+    async handler({ params, body }, { pool }) {
+      const { workerId, leaseToken, ...options } = body;
+      return pool.protocol.complete(params.id, { workerId, leaseToken }, options);
+    },
+  }),
+  defineRoute({
+    ...leaseRoute("fail", "Fail a task", "Retried after backoff while attempts remain and retryable is not false; else failed."),
+    body: bodyOf(LeaseSchema, FailOptionsSchema),
+    reply: { task: TaskRecord },
+    async handler({ params, body }, { pool }) {
+      const { workerId, leaseToken, ...options } = body;
+      return { task: await pool.protocol.fail(params.id, { workerId, leaseToken }, options) };
+    },
+  }),
+  defineRoute({
+    ...leaseRoute("release", "Give a task back without charging an attempt", "Keeps its checkpoint, or replaces it with the one given."),
+    body: bodyOf(LeaseSchema, ReleaseOptionsSchema),
+    reply: { task: TaskRecord },
+    async handler({ params, body }, { pool }) {
+      const { workerId, leaseToken, ...options } = body;
+      return { task: await pool.protocol.release(params.id, { workerId, leaseToken }, options) };
+    },
+  }),
+];

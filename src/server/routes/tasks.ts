@@ -1,0 +1,154 @@
+/** Tasks for producers and operators: create, list, read, count, capacity, cancel, retry, recover. */
+import { Type } from "@sinclair/typebox";
+import { TaskNotFoundError } from "../../core/errors.js";
+import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskRecord } from "../../core/record-schemas.js";
+import { CancelOptionsSchema, EnqueueBatchSchema, EnqueueInputSchema, PageSchema, TaskFilterSchema, TaskId, TaskTypeName } from "../../core/schemas.js";
+import { HttpError } from "../errors.js";
+import { bodyOf, defineRoute } from "../route.js";
+
+const TAG = "tasks";
+const IdParams = Type.Object({ id: TaskId }, { additionalProperties: false });
+
+export const taskRoutes = [
+  defineRoute({
+    method: "POST",
+    url: "/api/tasks",
+    tag: TAG,
+    summary: "Create a task",
+    description: "201 with the new task; 200 with the pending task already holding the unique_key (created: false).",
+    access: ["producer"],
+    body: EnqueueInputSchema,
+    status: [201, 200],
+    reply: { task: TaskRecord, created: Type.Boolean() },
+    async handler({ body }, { pool, reply }) {
+      const { task, created } = await pool.protocol.enqueue(body);
+      if (!created) reply.code(200);
+      return { task, created };
+    },
+  }),
+  defineRoute({
+    method: "POST",
+    url: "/api/tasks/batch",
+    tag: TAG,
+    summary: "Create many tasks, all or nothing",
+    description: "One bad item refuses the batch (400 naming its index) and creates nothing.",
+    access: ["producer"],
+    body: bodyOf(Type.Object({ tasks: Type.Array(EnqueueInputSchema, { maxItems: EnqueueBatchSchema.maxItems }) })),
+    status: [201],
+    reply: { results: Type.Array(Type.Object({ task: TaskRecord, created: Type.Boolean() })) },
+    async handler({ body }, { pool }) {
+      return { results: await pool.enqueueMany(body.tasks) };
+    },
+  }),
+  defineRoute({
+    method: "GET",
+    url: "/api/tasks",
+    tag: TAG,
+    summary: "List tasks",
+    description: "Filters: status (repeat it for several), task_type, worker_id. Paging: pass next_cursor back as cursor.",
+    access: ["producer"],
+    query: bodyOf(TaskFilterSchema, PageSchema),
+    reply: { tasks: Type.Array(TaskRecord), nextCursor: Type.Union([Type.String(), Type.Null()]) },
+    async handler({ query }, { pool }) {
+      const { status, taskType, workerId, ...page } = query;
+      return pool.list({ status, taskType, workerId }, page);
+    },
+  }),
+  defineRoute({
+    method: "GET",
+    url: "/api/tasks/counts",
+    tag: TAG,
+    summary: "Task counts by status and by type",
+    access: ["producer"],
+    reply: TaskCountsRecord.properties,
+    async handler(_input, { pool }) {
+      return pool.counts();
+    },
+  }),
+  defineRoute({
+    method: "GET",
+    url: "/api/tasks/capacity",
+    tag: TAG,
+    summary: "Capacity planning for every role (seed 004)",
+    access: ["producer"],
+    reply: { capacity: Type.Array(CapacityRecord) },
+    async handler(_input, { pool }) {
+      return { capacity: await pool.capacity() };
+    },
+  }),
+  defineRoute({
+    method: "GET",
+    url: "/api/tasks/capacity/:task_type",
+    tag: TAG,
+    summary: "Capacity planning for one role (seed 004)",
+    description: "404 for a type with no tasks, workers, recent completions or registration.",
+    access: ["producer"],
+    params: Type.Object({ taskType: TaskTypeName }, { additionalProperties: false }),
+    reply: CapacityRecord.properties,
+    errors: [404],
+    async handler({ params }, { pool }) {
+      const [row] = await pool.capacity(params.taskType);
+      if (!row) throw new HttpError("not_found", `No capacity figures for task type "${params.taskType}": it has no tasks, workers, recent completions or registration`);
+      return row;
+    },
+  }),
+  defineRoute({
+    method: "GET",
+    url: "/api/tasks/:id",
+    tag: TAG,
+    summary: "One task with its event timeline",
+    access: ["producer", "worker"],
+    params: IdParams,
+    reply: { task: TaskRecord, events: Type.Array(TaskEventRecord) },
+    errors: [404],
+    async handler({ params }, { pool }) {
+      const [task, events] = await Promise.all([pool.get(params.id), pool.events(params.id)]);
+      if (!task) throw new TaskNotFoundError(params.id);
+      return { task, events };
+    },
+  }),
+  defineRoute({
+    method: "POST",
+    url: "/api/tasks/:id/cancel",
+    tag: TAG,
+    summary: "Cancel a task that has not finished",
+    description: "A worker holding it loses its lease (its next call gets 409 lease_lost).",
+    access: ["admin"],
+    params: IdParams,
+    body: CancelOptionsSchema,
+    reply: { task: TaskRecord },
+    errors: [404, 409],
+    async handler({ params, body }, { pool }) {
+      return { task: await pool.cancel(params.id, body) };
+    },
+  }),
+  defineRoute({
+    method: "POST",
+    url: "/api/tasks/:id/retry",
+    tag: TAG,
+    summary: "Put a failed (dead-letter) task back in the pool with a fresh attempt budget",
+    access: ["admin"],
+    params: IdParams,
+    reply: { task: TaskRecord },
+    errors: [404, 409],
+    async handler({ params }, { pool }) {
+      return { task: await pool.retry(params.id) };
+    },
+  }),
+  defineRoute({
+    method: "POST",
+    url: "/api/tasks/recover-stale",
+    tag: TAG,
+    summary: "Run one coordinator sweep now",
+    description: "Stale and dead workers, recovery of their tasks and of expired leases, reassignment; answers what it did.",
+    access: ["admin"],
+    reply: { message: Type.String(), ...SweepResultRecord.properties },
+    async handler(_input, { coordinator }) {
+      const r = await coordinator.sweepOnce();
+      const message =
+        `${r.deadWorkers.length} dead and ${r.staleWorkers.length} stale workers; ${r.requeued.length} tasks requeued, ` +
+        `${r.failed.length} failed, ${r.reassigned.length} reassigned, ${r.unassigned.length} without a worker with room`;
+      return { message, ...r };
+    },
+  }),
+];

@@ -1,0 +1,164 @@
+/**
+ * The HTTP API (SPEC "HTTP API"): a Fastify app in front of a Taskpool, so that workers and producers
+ * in any language use taskpool over HTTP. Routes are grouped per resource in routes/ and only call the
+ * pool; their schemas are the library's (route.ts), validated with the same TypeBox checks the library
+ * runs, so the API accepts and refuses exactly what the library does, and a refused request writes
+ * nothing. Errors answer in one envelope (errors.ts); keys, scopes (auth.ts) and a per-key rate limit
+ * guard every route but health and docs; /openapi.json and /docs describe it all.
+ */
+import rateLimit from "@fastify/rate-limit";
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import type { TSchema } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
+import Fastify, { type FastifyInstance } from "fastify";
+import { pino, type Logger } from "pino";
+import type { Taskpool } from "../api/taskpool.js";
+import type { CoordinatorOptions } from "../coordinator/coordinator.js";
+import { validate } from "../core/validation.js";
+import { VERSION } from "../version.js";
+import { installAuth } from "./auth.js";
+import type { ServerContext } from "./context.js";
+import { errorReply, HttpError } from "./errors.js";
+import { LongPoll } from "./long-poll.js";
+import { type RouteConfig, type RouteDefinition, registerRoute } from "./route.js";
+import { healthRoutes } from "./routes/health.js";
+import { reassignmentRoutes } from "./routes/reassignments.js";
+import { taskLeaseRoutes } from "./routes/task-leases.js";
+import { taskTypeRoutes } from "./routes/task-types.js";
+import { taskRoutes } from "./routes/tasks.js";
+import { workerRoutes } from "./routes/workers.js";
+
+export interface ServerOptions {
+  /**
+   * `keys` (default): every route but /healthz, /readyz, /openapi.json and /docs needs an `X-API-Key`
+   * (`taskpool keys create`). `none`: no key is asked for; only for a loopback address or a network you trust.
+   */
+  auth?: "keys" | "none";
+  /** Requests per minute per API key, unless the key sets its own (default 100, seed 002); false: no limit. Requests without a key are not limited. */
+  rateLimitPerMinute?: number | false;
+  /** Largest request body, in bytes (default 4 MiB: a 1 MiB params or checkpoint fits with room to spare). */
+  bodyLimit?: number;
+  /** What a worker heartbeat answers as `next_heartbeat_in`, in seconds (default 30). */
+  heartbeatIntervalSeconds?: number;
+  /** Thresholds of `POST /api/tasks/recover-stale`'s sweep, and of the coordinator `runCoordinator` starts. */
+  coordinator?: CoordinatorOptions;
+  /** Also run a coordinator in this process (any number may run: one leads at a time). Default false. */
+  runCoordinator?: boolean;
+  /** How often a waiting claim looks again when no notification came (default 1000 ms): scheduled and backed-off tasks come due silently. */
+  longPollRecheckMs?: number;
+  /** Structured request logs; default none. */
+  logger?: Logger;
+}
+
+export const DEFAULT_RATE_LIMIT_PER_MINUTE = 100;
+export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
+
+/** Every route of the API, per resource. */
+export const ROUTES: readonly RouteDefinition[] = [...taskRoutes, ...taskLeaseRoutes, ...workerRoutes, ...reassignmentRoutes, ...taskTypeRoutes, ...healthRoutes];
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** What the server knows beyond the database (tests, and metrics next). */
+    taskpool: { waitingClaims(): number };
+  }
+}
+
+const PART_NAMES: Record<string, string> = { body: "request body", querystring: "query string", params: "path", headers: "headers" };
+
+/** The app, ready to listen; closing it ends waiting claims, stops its coordinator, and leaves the pool open (the caller owns it). */
+export async function buildServer(pool: Taskpool, options: ServerOptions = {}): Promise<FastifyInstance> {
+  const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const perMinute = options.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
+  const logger = options.logger ?? pino({ level: "silent" });
+  // While closing, requests still arriving on open connections are answered normally (a waiting
+  // claim at once), each with Connection: close, rather than with Fastify's own 503 body.
+  const app = Fastify({ loggerInstance: logger, bodyLimit, return503OnClosing: false }) as unknown as FastifyInstance;
+
+  // Requests are checked with the library's own TypeBox checks (core/validation.ts), on the wire
+  // schemas: the same messages as the library's, unknown fields refused rather than dropped.
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    const what = PART_NAMES[httpPart ?? ""] ?? String(httpPart);
+    return (data: unknown) => {
+      try {
+        // No body at all is an empty object: `POST /api/tasks/7/cancel` needs none.
+        let value = httpPart === "body" && data === null ? {} : data;
+        // Query strings and paths are text: "10" becomes 10 where the schema wants a number.
+        if (httpPart !== "body") value = Value.Convert(schema as TSchema, value);
+        return { value: validate(schema as TSchema, value, what) };
+      } catch (error) {
+        return { error: error as Error };
+      }
+    };
+  });
+  // Handlers answer wire values already (route.ts); the response schemas document them.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  app.setErrorHandler((error, request, reply) => {
+    const { status, body } = errorReply(error, bodyLimit);
+    if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
+    return reply.code(status).send(body);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}; /docs lists them` }),
+  );
+
+  installAuth(app, pool, options.auth !== "none");
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "taskpool",
+        version: VERSION,
+        description:
+          "A task queue and worker coordinator. Every answer is an envelope: `{\"success\": true, …}` or " +
+          "`{\"success\": false, \"error\": code, \"message\": …}`. Send the API key in the X-API-Key header.",
+      },
+      components: { securitySchemes: { apiKey: { type: "apiKey", in: "header", name: "X-API-Key" } } },
+    },
+  });
+  // Served from the package's own copy of Swagger UI: no CDN.
+  await app.register(swaggerUi, { routePrefix: "/docs" });
+
+  if (perMinute !== false) {
+    await app.register(rateLimit, {
+      global: true,
+      hook: "onRequest",
+      timeWindow: 60_000,
+      max: (request) => request.apiKey?.rateLimitPerMinute ?? perMinute,
+      keyGenerator: (request) => (request.apiKey ? `key:${request.apiKey.id}` : "anonymous"),
+      allowList: (request) => request.apiKey === null,
+      errorResponseBuilder: (request, context) => {
+        const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
+        return new HttpError("rate_limited", `Rate limit exceeded: this API key may make ${context.max} requests per minute; retry in ${seconds} s`, { retryAfter: seconds });
+      },
+    });
+  }
+
+  const longPoll = new LongPoll(pool.protocol, options.longPollRecheckMs ?? 1000);
+  const coordinator = pool.coordinator({ logger, ...options.coordinator });
+  const context: ServerContext = { pool, longPoll, coordinator, heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30 };
+  for (const route of ROUTES) registerRoute(app, route, context);
+
+  app.decorate("taskpool", { waitingClaims: () => longPoll.waiting });
+  const publicRoute: RouteConfig = { access: "public" };
+  app.get("/openapi.json", { schema: { hide: true }, config: publicRoute }, async () => app.swagger());
+
+  // Waiting claims answer at once (no task) so closing does not wait out their wait_ms. A response
+  // finished after the server began closing ends its connection: Node closes only the connections
+  // idle when close() is called, and a kept-alive one would hold the close for keepAliveTimeout.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+    await longPoll.close();
+  });
+  app.addHook("onSend", async (_request, reply) => {
+    if (closing) reply.header("connection", "close");
+  });
+  if (options.runCoordinator) app.addHook("onReady", async () => coordinator.start());
+  app.addHook("onClose", async () => {
+    await longPoll.close();
+    await coordinator.stop();
+  });
+  return app;
+}

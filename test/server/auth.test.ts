@@ -1,0 +1,102 @@
+import { describe, expect, it } from "vitest";
+import type { ApiKeyScope } from "../../src/core/api-key.js";
+import { ROUTES } from "../../src/server/server.js";
+import { postgresKind, sqliteKind } from "../helpers/stores.js";
+import { useServer } from "./harness.js";
+
+/** A concrete path for a route's URL pattern. */
+const pathOf = (url: string) => url.replace(":id", "1").replace(":task_type", "crawl").replace(":name", "crawl");
+const guarded = ROUTES.filter((r) => r.access !== "public");
+
+describe.each([sqliteKind, postgresKind])("API keys, scopes and limits on $name", (kind) => {
+  const s = useServer(kind, { auth: "keys", bodyLimit: 4096 });
+  const keyOf = async (scope: ApiKeyScope, rateLimitPerMinute?: number) => (await s.pool.createApiKey({ scope, rateLimitPerMinute })).key;
+
+  it("every route but health and docs asks for a key: 401 without one, with a bad one or a revoked one, and nothing is written", async () => {
+    for (const route of guarded) {
+      const answer = await s.call(route.method, pathOf(route.url), route.method === "POST" ? {} : undefined);
+      expect(answer.status, `${route.method} ${route.url}`).toBe(401);
+      expect(answer.body).toEqual({ success: false, error: "unauthorized", message: "Missing API key: send it in the X-API-Key header (`taskpool keys create` makes one)" });
+    }
+    const invalid = await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: "tp_not-a-key-at-all" });
+    expect(invalid).toMatchObject({ status: 401, body: { success: false, error: "unauthorized", message: "Invalid or revoked API key" } });
+
+    const { key, apiKey } = await s.pool.createApiKey({ scope: "admin", name: "ci" });
+    expect((await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key })).status).toBe(201);
+    await s.pool.revokeApiKey(apiKey.id);
+    const revoked = await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key });
+    expect(revoked).toMatchObject({ status: 401, body: { success: false, error: "unauthorized", message: "Invalid or revoked API key" } });
+    expect((await s.pool.counts()).byStatus.pending).toBe(1);
+
+    expect((await s.call("GET", "/healthz")).status).toBe(200);
+    expect((await s.call("GET", "/readyz")).status).toBe(200);
+    expect((await s.call("GET", "/openapi.json")).status).toBe(200);
+    expect((await fetch(`${s.url}/docs/`).then(async (r) => (await r.text(), r.status)))).toBe(200);
+  });
+
+  it("each scope reaches its routes and gets 403 elsewhere; admin reaches everything", async () => {
+    const keys = { admin: await keyOf("admin"), producer: await keyOf("producer"), worker: await keyOf("worker") };
+    for (const route of guarded) {
+      for (const scope of ["admin", "producer", "worker"] as const) {
+        const allowed = scope === "admin" || (route.access as readonly string[]).includes(scope);
+        const answer = await s.call(route.method, pathOf(route.url), route.method === "POST" ? {} : undefined, { key: keys[scope] });
+        const what = `${scope} ${route.method} ${route.url}`;
+        if (allowed) {
+          expect([401, 403], what).not.toContain(answer.status);
+          expect(answer.status, what).toBeLessThan(500);
+        } else {
+          expect(answer.status, what).toBe(403);
+          const needs = [...(route.access as readonly string[]), "admin"].join(" or ");
+          expect(answer.body, what).toEqual({ success: false, error: "forbidden", message: `This API key's scope is ${scope}; ${route.method} ${route.url} needs ${needs}` });
+        }
+      }
+    }
+    expect((await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: keys.worker })).body.message).toBe("This API key's scope is worker; POST /api/tasks needs producer or admin");
+  });
+
+  it("rate-limits each key: 429 with Retry-After in the header and the envelope; other keys are not affected", async () => {
+    const slow = await keyOf("producer", 3);
+    for (let i = 0; i < 3; i++) expect((await s.call("GET", "/api/tasks/counts", undefined, { key: slow })).status).toBe(200);
+    const limited = await s.call("GET", "/api/tasks/counts", undefined, { key: slow });
+    expect(limited.status).toBe(429);
+    const retryAfter = Number(limited.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(limited.body).toEqual({
+      success: false,
+      error: "rate_limited",
+      message: `Rate limit exceeded: this API key may make 3 requests per minute; retry in ${retryAfter} s`,
+      retry_after: retryAfter,
+    });
+    // Refused before it ran: nothing written.
+    expect((await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: slow })).status).toBe(429);
+    expect((await s.pool.counts()).byStatus.pending).toBe(0);
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key: await keyOf("producer") })).status).toBe(200);
+  });
+
+  it("refuses a body over the limit with 413 in the envelope, and creates nothing", async () => {
+    const key = await keyOf("producer");
+    const big = await s.call("POST", "/api/tasks", { task_type: "crawl", params: { blob: "x".repeat(5000) } }, { key });
+    expect(big.status).toBe(413);
+    expect(big.body).toEqual({
+      success: false,
+      error: "payload_too_large",
+      message: "Request body is larger than the server's limit of 4096 bytes; send less (e.g. split a batch) or raise the limit (taskpool serve --body-limit)",
+    });
+    expect((await s.pool.counts()).byStatus.pending).toBe(0);
+  });
+});
+
+describe("the server's default rate limit", () => {
+  const s = useServer(sqliteKind, { auth: "keys", rateLimitPerMinute: 2 });
+
+  it("applies to keys that set none; requests without auth are not counted", async () => {
+    const { key } = await s.pool.createApiKey({ scope: "producer" });
+    expect((await s.call("GET", "/api/workers", undefined, { key })).status).toBe(200);
+    expect((await s.call("GET", "/api/workers", undefined, { key })).status).toBe(200);
+    const limited = await s.call("GET", "/api/workers", undefined, { key });
+    expect(limited.status).toBe(429);
+    expect(limited.body.message).toMatch(/^Rate limit exceeded: this API key may make 2 requests per minute; retry in \d+ s$/);
+    for (let i = 0; i < 5; i++) expect((await s.call("GET", "/healthz")).status).toBe(200);
+  });
+});

@@ -1,0 +1,68 @@
+import { execFile, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterEach, describe, expect, it } from "vitest";
+import { isLoopback } from "../../src/cli/serve.js";
+import { eventually } from "../helpers/logs.js";
+import { removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
+import { request } from "./harness.js";
+
+const CLI = fileURLToPath(new URL("../../src/cli/index.ts", import.meta.url));
+const run = promisify(execFile);
+const taskpool = (...args: string[]) => run(process.execPath, ["--import", "tsx", CLI, ...args]);
+
+describe("taskpool keys and serve", () => {
+  const path = sqlitePath();
+  const db = `sqlite:${path}`;
+  afterEach(() => removeSqliteFiles(path));
+
+  it("keys create prints the key once (only the key with --quiet); list shows keys without them; revoke refuses them", async () => {
+    const quiet = (await taskpool("keys", "create", "--scope", "worker", "--quiet", "--db", db)).stdout;
+    expect(quiet).toMatch(/^tp_[A-Za-z0-9_-]{43}\n$/);
+    const loud = (await taskpool("keys", "create", "--scope", "admin", "--name", "ci", "--rate-limit", "600", "--db", db)).stdout;
+    expect(loud).toMatch(/^Created API key 2 \(admin, "ci"\):\ntp_[A-Za-z0-9_-]{43}\nStore it now: only its hash is kept/);
+    const list = (await taskpool("keys", "list", "--db", db)).stdout;
+    expect(list).toMatch(new RegExp(`^ {3}1 {2}worker {4}- +${quiet.slice(0, 11)}… {2}created \\S+ {2}active\\n {3}2 {2}admin {5}ci +tp_\\S+… {2}created \\S+ {2}active {2}600/min\\n$`));
+    expect(list).not.toContain(quiet.trim());
+    expect((await taskpool("keys", "revoke", "1", "--db", db)).stdout).toBe("Revoked API key 1 (worker)\n");
+    expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/^ {3}1 {2}worker .* revoked \d{4}-/m);
+    const unknown = await taskpool("keys", "revoke", "7", "--db", db).catch((e) => e);
+    expect(unknown.stderr).toBe("taskpool: API key 7 does not exist (taskpool keys list shows the ids)\n");
+    const badScope = await taskpool("keys", "create", "--scope", "root", "--db", db).catch((e) => e);
+    expect(badScope.stderr).toMatch(/argument 'root' is invalid\. Allowed choices are admin, producer, worker/);
+  }, 60_000);
+
+  it("serve refuses a non-loopback address when no key exists", async () => {
+    const refused = await taskpool("serve", "--host", "0.0.0.0", "--port", "0", "--db", db).catch((e) => e);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      "taskpool: refusing to listen on 0.0.0.0 with no API key: anyone who can reach it could create, claim and cancel tasks. " +
+        "Create one first (taskpool keys create --scope admin), or pass --no-auth on a network you trust\n",
+    );
+    expect(["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"].every(isLoopback)).toBe(true);
+    expect(["0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "example.com"].some(isLoopback)).toBe(false);
+  }, 30_000);
+
+  it("serve requires the keys that exist and stops gracefully on SIGTERM, answering a waiting claim first", async () => {
+    const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+    let output = "";
+    child.stdout.on("data", (d) => (output += d));
+    child.stderr.on("data", (d) => (output += d));
+    const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output), 20_000, "the server to listen"))[1];
+    expect(output).toMatch(/taskpool requires API keys/);
+
+    expect((await request(url, "GET", "/api/workers", undefined, null)).status).toBe(401);
+    expect((await request(url, "POST", "/api/tasks", { task_type: "crawl" }, key)).status).toBe(201);
+    const waiting = request(url, "POST", "/api/tasks/claim", { worker_id: "w1", task_types: ["other"], wait_ms: 20_000 }, key);
+    await eventually(() => output.includes('"url":"/api/tasks/claim"'), 5000, "the claim to arrive");
+    const started = performance.now();
+    child.kill("SIGTERM");
+    expect((await waiting).status).toBe(404);
+    const code = await new Promise((resolve) => child.on("exit", resolve));
+    expect(code).toBe(0);
+    expect(performance.now() - started).toBeLessThan(10_000);
+    expect(output).toMatch(/SIGTERM: no new requests; finishing those in flight/);
+    expect(output).toMatch(/"msg":"Stopped"/);
+  }, 60_000);
+});

@@ -1,0 +1,414 @@
+import { describe, expect, it } from "vitest";
+import { eventually } from "../helpers/logs.js";
+import { postgresKind, sqliteKind } from "../helpers/stores.js";
+import { type Body, useServer } from "./harness.js";
+
+const LEASE_LOST = (id: number) => ({
+  success: false,
+  error: "lease_lost",
+  message: `Task ${id} is no longer leased to this worker with this token; stop working on it, its result will not be accepted`,
+});
+
+describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
+  const s = useServer(kind);
+
+  const create = async (body: Record<string, unknown>) => {
+    const answer = await s.call("POST", "/api/tasks", body);
+    expect(answer.status).toBe(201);
+    return answer.body.task as Body;
+  };
+  const claim = async (workerId: string, extra: Record<string, unknown> = {}) => {
+    const answer = await s.call("POST", "/api/tasks/claim", { worker_id: workerId, ...extra });
+    expect(answer.status).toBe(200);
+    return { task: answer.body.task as Body, lease: { worker_id: workerId, lease_token: answer.body.lease_token as string } };
+  };
+
+  it("a worker's life: create → claim → start → heartbeat → checkpoint → progress → complete, with its timeline", async () => {
+    const created = await s.call("POST", "/api/tasks", { task_type: "product_resync", params: { storeId: 42 }, priority: 5, concurrency_key: "store:42" });
+    expect(created.status).toBe(201);
+    const id = created.body.task.id;
+    expect(created.body).toMatchObject({
+      success: true,
+      created: true,
+      task: { task_type: "product_resync", params: { storeId: 42 }, status: "pending", priority: 5, concurrency_key: "store:42", attempts: 0, max_attempts: 3, scheduled_for: s.clock.now().toISOString() },
+    });
+    expect(created.body.task.backoff).toEqual({ base_seconds: 5, factor: 2, max_seconds: 3600, jitter: 0.2 });
+
+    const claimed = await s.call("POST", "/api/tasks/claim", { worker_id: "w1", task_types: ["product_resync"] });
+    expect(claimed.status).toBe(200);
+    expect(claimed.body).toMatchObject({ success: true, message: "Task claimed successfully", task: { id, status: "claimed", worker_id: "w1", attempts: 1 } });
+    const lease = { worker_id: "w1", lease_token: claimed.body.lease_token };
+    expect(lease.lease_token).toBe(claimed.body.task.lease_token);
+    expect(claimed.body.tasks).toEqual([claimed.body.task]);
+
+    const started = await s.call("POST", `/api/tasks/${id}/start`, lease);
+    expect(started.body).toMatchObject({ success: true, task: { status: "running", started_at: s.clock.now().toISOString() } });
+    s.clock.advance(1000);
+    const beat = await s.call("POST", `/api/tasks/${id}/heartbeat`, { ...lease, lease_seconds: 300, progress: 0.25 });
+    expect(beat.body.task).toMatchObject({ progress: 0.25, lease_expires_at: new Date(s.clock.now().getTime() + 300_000).toISOString() });
+    const saved = await s.call("POST", `/api/tasks/${id}/checkpoint`, { ...lease, checkpoint: { page: 3, seen: ["a"] } });
+    expect(saved.body.task.checkpoint).toEqual({ page: 3, seen: ["a"] });
+    expect((await s.call("POST", `/api/tasks/${id}/progress`, { ...lease, progress: 0.5 })).body.task.progress).toBe(0.5);
+
+    const done = await s.call("POST", `/api/tasks/${id}/complete`, { ...lease, result: { pages: 10 }, follow_ups: [{ task_type: "analytics_refresh", params: { storeId: 42 }, priority: 1 }] });
+    expect(done.status).toBe(200);
+    expect(done.body.task).toMatchObject({ status: "completed", result: { pages: 10 }, completed_at: s.clock.now().toISOString() });
+    expect(done.body.follow_ups).toHaveLength(1);
+    expect(done.body.follow_ups[0]).toMatchObject({ task_type: "analytics_refresh", params: { storeId: 42 }, parent_id: id, status: "pending" });
+
+    const shown = await s.call("GET", `/api/tasks/${id}`);
+    expect(shown.status).toBe(200);
+    expect(shown.body.task).toEqual(done.body.task);
+    expect(shown.body.events.map((e: { event: string }) => e.event)).toEqual(["created", "claimed", "started", "checkpoint", "completed"]);
+    expect(shown.body.events[3]).toMatchObject({ task_id: id, to_worker_id: "w1", data: { page: 3, seen: ["a"] } });
+  });
+
+  it("claim follows seed 002: filters, sorts, batch limit, and 404 echoing the filters", async () => {
+    expect(await s.call("POST", "/api/tasks/claim", { worker_id: "worker-youtube-01", task_types: ["youtube_video_scrape"], max_attempts_remaining: 1 })).toMatchObject({
+      status: 404,
+      body: { success: false, error: "no_tasks", message: "No pending tasks available", filters: { task_types: ["youtube_video_scrape"], max_attempts_remaining: 1 } },
+    });
+    const none = await s.call("POST", "/api/tasks/claim", { worker_id: "w1" });
+    expect(none.body).toEqual({ success: false, error: "no_tasks", message: "No pending tasks available", filters: { task_types: null, max_attempts_remaining: null } });
+
+    const low = await create({ task_type: "scrape", priority: 1 });
+    s.clock.advance(1000);
+    const high = await create({ task_type: "scrape", priority: 9 });
+    s.clock.advance(1000);
+    const other = await create({ task_type: "other", priority: 100 });
+    expect((await claim("w1", { task_types: ["scrape"], sort_by: "created_at" })).task.id).toBe(low.id);
+    const batch = await s.call("POST", "/api/tasks/claim", { worker_id: "w2", limit: 5, sort_by: "priority", sort_order: "desc" });
+    expect(batch.body.tasks.map((t: { id: number }) => t.id)).toEqual([other.id, high.id]);
+    expect(batch.body).toMatchObject({ message: "2 tasks claimed successfully", task: { id: other.id }, lease_token: batch.body.tasks[0].lease_token });
+  });
+
+  it("claim by id: 409 already_claimed when another worker holds it, 404 when it does not exist", async () => {
+    const task = await create({ task_type: "crawl" });
+    const mine = await s.call("POST", `/api/tasks/${task.id}/claim`, { worker_id: "w1", lease_seconds: 60 });
+    expect(mine.body).toMatchObject({ success: true, message: "Task claimed successfully", task: { id: task.id, worker_id: "w1" } });
+    expect(mine.body.lease_token).toEqual(expect.any(String));
+    expect(await s.call("POST", `/api/tasks/${task.id}/claim`, { worker_id: "w2" })).toMatchObject({
+      status: 409,
+      body: { success: false, error: "already_claimed", message: `Task ${task.id} already claimed by another worker` },
+    });
+    const missing = await s.call("POST", "/api/tasks/999999/claim", { worker_id: "w2" });
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual({ success: false, error: "not_found", message: "Task 999999 does not exist" });
+  });
+
+  it("a stale lease is refused over HTTP with 409 lease_lost and changes nothing", async () => {
+    const task = await create({ task_type: "crawl" });
+    const old = await claim("w1", { lease_seconds: 30 });
+    await s.call("POST", `/api/tasks/${task.id}/start`, old.lease);
+    await s.call("POST", `/api/tasks/${task.id}/checkpoint`, { ...old.lease, checkpoint: { page: 1 } });
+    s.clock.advance(31_000);
+    const swept = await s.call("POST", "/api/tasks/recover-stale");
+    expect(swept.status).toBe(200);
+    expect(swept.body).toMatchObject({ success: true, requeued: [task.id], failed: [], stale_workers: [], dead_workers: [] });
+    expect(swept.body.message).toMatch(/1 tasks requeued/);
+    const fresh = await claim("w2");
+    expect(fresh.task).toMatchObject({ id: task.id, checkpoint: { page: 1 }, attempts: 2 });
+
+    for (const [action, extra] of [["complete", { result: { stale: true } }], ["checkpoint", { checkpoint: { page: 99 } }], ["heartbeat", {}], ["fail", { error: "late" }], ["release", {}]] as const) {
+      const refused = await s.call("POST", `/api/tasks/${task.id}/${action}`, { ...old.lease, ...extra });
+      expect(refused.status, action).toBe(409);
+      expect(refused.body).toEqual(LEASE_LOST(task.id));
+    }
+    const now = (await s.call("GET", `/api/tasks/${task.id}`)).body.task;
+    expect(now).toMatchObject({ status: "claimed", worker_id: "w2", lease_token: fresh.lease.lease_token, checkpoint: { page: 1 }, result: null });
+    expect((await s.call("POST", `/api/tasks/${task.id}/complete`, { ...fresh.lease, result: { ok: 1 } })).body.task.status).toBe("completed");
+  });
+
+  it("fail retries after backoff or fails for good; release keeps the attempt; retry and cancel are operator actions", async () => {
+    const task = await create({ task_type: "crawl", max_attempts: 2 });
+    let held = await claim("w1");
+    const failed = await s.call("POST", `/api/tasks/${task.id}/fail`, { ...held.lease, error: "timeout" });
+    expect(failed.body.task).toMatchObject({ status: "pending", attempts: 1, error_message: "timeout" });
+    expect(Date.parse(failed.body.task.scheduled_for)).toBeGreaterThan(s.clock.now().getTime());
+    s.clock.advance(3_600_000);
+    held = await claim("w1");
+    const released = await s.call("POST", `/api/tasks/${task.id}/release`, { ...held.lease, checkpoint: { page: 4 }, reason: "shutting down" });
+    expect(released.body.task).toMatchObject({ status: "pending", attempts: 1, checkpoint: { page: 4 }, worker_id: null });
+    held = await claim("w1");
+    const dead = await s.call("POST", `/api/tasks/${task.id}/fail`, { ...held.lease, error: "bad params", retryable: false });
+    expect(dead.body.task.status).toBe("failed");
+    expect((await s.call("GET", "/api/tasks?status=failed")).body.tasks.map((t: { id: number }) => t.id)).toEqual([task.id]);
+
+    const retried = await s.call("POST", `/api/tasks/${task.id}/retry`);
+    expect(retried.body.task).toMatchObject({ status: "pending", attempts: 0 });
+    expect(await s.call("POST", `/api/tasks/${task.id}/retry`)).toMatchObject({
+      status: 409,
+      body: { success: false, error: "invalid_transition", message: `Cannot retry task ${task.id}: it is pending` },
+    });
+    held = await claim("w1");
+    const cancelled = await s.call("POST", `/api/tasks/${task.id}/cancel`, { reason: "not needed" });
+    expect(cancelled.body.task.status).toBe("cancelled");
+    // The worker learns at its next call.
+    expect((await s.call("POST", `/api/tasks/${task.id}/start`, held.lease)).status).toBe(409);
+    expect((await s.call("POST", `/api/tasks/${task.id}/cancel`)).status).toBe(409);
+    expect(await s.call("POST", "/api/tasks/424242/cancel")).toMatchObject({ status: 404, body: { error: "not_found", message: "Task 424242 does not exist" } });
+  });
+
+  it("batch create is all or nothing, naming the bad item", async () => {
+    const ok = await s.call("POST", "/api/tasks/batch", { tasks: [{ task_type: "a", params: { n: 1 } }, { task_type: "b", unique_key: "k" }, { task_type: "b", unique_key: "k" }] });
+    expect(ok.status).toBe(201);
+    expect(ok.body.results.map((r: { created: boolean }) => r.created)).toEqual([true, true, false]);
+    expect(ok.body.results[2].task.id).toBe(ok.body.results[1].task.id);
+    const bad = await s.call("POST", "/api/tasks/batch", { tasks: [{ task_type: "a" }, { task_type: "1bad" }] });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toEqual({
+      success: false,
+      error: "validation_error",
+      message: 'Invalid request body: tasks.1.task_type: must be a letter, then letters, digits, _ . : - (128 at most), e.g. product_resync (got "1bad")',
+      issues: [{ path: "tasks.1.task_type", message: 'must be a letter, then letters, digits, _ . : - (128 at most), e.g. product_resync (got "1bad")' }],
+    });
+    expect((await s.call("GET", "/api/tasks/counts")).body.by_status.pending).toBe(2);
+  });
+
+  it("lists with filters and cursor paging; counts; capacity per role in seed 004's shape", async () => {
+    const ids: number[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await create({ task_type: i < 3 ? "product_resync" : "analytics_refresh" })).id);
+    await claim("w9", { task_types: ["analytics_refresh"] });
+
+    const first = await s.call("GET", "/api/tasks?limit=2");
+    expect(first.body.tasks.map((t: { id: number }) => t.id)).toEqual([ids[4], ids[3]]);
+    const second = await s.call("GET", `/api/tasks?limit=2&cursor=${first.body.next_cursor}`);
+    expect(second.body.tasks.map((t: { id: number }) => t.id)).toEqual([ids[2], ids[1]]);
+    const last = await s.call("GET", `/api/tasks?limit=2&cursor=${second.body.next_cursor}`);
+    expect(last.body).toEqual({ success: true, tasks: [expect.objectContaining({ id: ids[0] })], next_cursor: null });
+    expect((await s.call("GET", "/api/tasks?task_type=product_resync&order=oldest")).body.tasks.map((t: { id: number }) => t.id)).toEqual(ids.slice(0, 3));
+    expect((await s.call("GET", "/api/tasks?status=claimed&status=running&worker_id=w9")).body.tasks).toHaveLength(1);
+
+    const counts = await s.call("GET", "/api/tasks/counts");
+    expect(counts.body).toEqual({
+      success: true,
+      by_status: { pending: 4, claimed: 1, running: 0, completed: 0, failed: 0, cancelled: 0 },
+      by_type: { product_resync: { pending: 3 }, analytics_refresh: { pending: 1, claimed: 1 } },
+    });
+
+    await s.call("POST", "/api/workers/heartbeat", { worker_id: "w9", roles: ["product_resync"], capacity: 4, current_load: 0, tasks_processed: 0 });
+    const all = await s.call("GET", "/api/tasks/capacity");
+    expect(all.body.capacity.map((r: { task_type: string }) => r.task_type).sort()).toEqual(["analytics_refresh", "product_resync"]);
+    const one = await s.call("GET", "/api/tasks/capacity/product_resync");
+    expect(one.body).toMatchObject({ success: true, task_type: "product_resync", pending_tasks: 3, running_tasks: 0, active_workers: 1, completed_last_hour: 0, max_running: null });
+    expect(Object.keys(one.body).sort()).toEqual([
+      "active_workers", "completed_last_hour", "estimated_hours_to_drain", "max_running", "pending_tasks", "ready_tasks",
+      "running_tasks", "success", "task_type", "tasks_per_worker_hour", "workers_needed",
+    ]);
+    expect(Object.keys(one.body.workers_needed)).toEqual(["for_1_hour", "for_4_hours", "for_8_hours"]);
+    expect(await s.call("GET", "/api/tasks/capacity/youtube")).toMatchObject({
+      status: 404,
+      body: { success: false, error: "not_found", message: 'No capacity figures for task type "youtube": it has no tasks, workers, recent completions or registration' },
+    });
+  });
+
+  it("worker heartbeat follows seed 000; the registry shows load and active tasks; shutdown releases what it holds", async () => {
+    const beat = { worker_id: "worker-youtube-01", roles: ["crawl"], hostname: "server-01", pid: 12345, version: "1.0.0", capacity: 4, current_load: 1, tasks_processed: 42, metadata: { region: "eu" } };
+    const answer = await s.call("POST", "/api/workers/heartbeat", beat);
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({ success: true, message: "Heartbeat recorded", next_heartbeat_in: 30, lost: [] });
+
+    const task = await create({ task_type: "crawl" });
+    const held = await claim("worker-youtube-01");
+    const other = await create({ task_type: "crawl" });
+    const renewed = await s.call("POST", "/api/workers/heartbeat", { ...beat, leases: [{ task_id: task.id, lease_token: held.lease.lease_token }, { task_id: other.id, lease_token: "stale-token" }] });
+    expect(renewed.body.lost).toEqual([other.id]);
+
+    s.clock.advance(5000);
+    const registry = await s.call("GET", "/api/workers");
+    expect(registry.body.workers).toEqual([
+      expect.objectContaining({
+        worker_id: "worker-youtube-01",
+        roles: ["crawl"],
+        hostname: "server-01",
+        pid: 12345,
+        status: "active",
+        capacity: 4,
+        current_load: 1,
+        tasks_processed: 42,
+        metadata: { region: "eu" },
+        active_tasks: 1,
+        seconds_since_heartbeat: 5,
+        load_percent: 25,
+      }),
+    ]);
+
+    const shutdown = await s.call("POST", "/api/workers/worker-youtube-01/shutdown");
+    expect(shutdown.body).toEqual({ success: true, message: "Worker worker-youtube-01 shut down; 1 task released", released: [task.id] });
+    expect((await s.call("GET", `/api/tasks/${task.id}`)).body.task).toMatchObject({ status: "pending", worker_id: null });
+    expect((await s.call("GET", "/api/workers")).body.workers[0].status).toBe("inactive");
+  });
+
+  it("reassignment history and seed 003's statistics", async () => {
+    const beat = (workerId: string) => s.call("POST", "/api/workers/heartbeat", { worker_id: workerId, roles: ["crawl"], capacity: 2, current_load: 0, tasks_processed: 0 });
+    await beat("w1");
+    const task = await create({ task_type: "crawl" });
+    const held = await claim("w1");
+    await s.call("POST", `/api/tasks/${task.id}/checkpoint`, { ...held.lease, checkpoint: { page: 2 } });
+    s.clock.advance(121_000);
+    await beat("w2");
+    const swept = await s.call("POST", "/api/tasks/recover-stale");
+    expect(swept.body).toMatchObject({ dead_workers: ["w1"], requeued: [task.id], reassigned: [{ task_id: task.id, worker_id: "w2" }], unassigned: [] });
+
+    const history = await s.call("GET", `/api/reassignments?task_id=${task.id}&limit=10`);
+    expect(history.body.reassignments).toEqual([
+      expect.objectContaining({ task_id: task.id, from_worker_id: "w1", to_worker_id: "w2", success: true, checkpoint: { page: 2 }, error_message: null }),
+    ]);
+    const stats = await s.call("GET", "/api/reassignments/stats");
+    expect(stats.body).toMatchObject({ success: true, last_24_hours: { total: 1, successful: 1, success_rate_percent: 100 }, failing_workers: [{ worker_id: "w1", failure_count: 1 }], repeated_tasks: [] });
+    // The reservation: w2's next claim gets it.
+    expect((await claim("w2")).task).toMatchObject({ id: task.id, checkpoint: { page: 2 } });
+  });
+
+  it("the task type registry: register a version, list, show; params are checked against its schema", async () => {
+    const definition = { name: "product_resync", params_schema: { type: "object", properties: { storeId: { type: "integer" } }, required: ["storeId"] }, max_attempts: 5, backoff: { base_seconds: 1 } };
+    const registered = await s.call("POST", "/api/task-types", definition);
+    expect(registered.status).toBe(201);
+    expect(registered.body).toMatchObject({ success: true, created: true, task_type: { name: "product_resync", version: 1, max_attempts: 5, params_schema: definition.params_schema, backoff: { base_seconds: 1, factor: 2 } } });
+    const again = await s.call("POST", "/api/task-types", definition);
+    expect(again).toMatchObject({ status: 200, body: { created: false, task_type: { version: 1 } } });
+    await s.call("POST", "/api/task-types", { ...definition, priority: 3 });
+    expect((await s.call("GET", "/api/task-types")).body.task_types.map((t: { version: number }) => t.version)).toEqual([2]);
+    const shown = await s.call("GET", "/api/task-types/product_resync");
+    expect(shown.body.task_type).toMatchObject({ version: 2, priority: 3 });
+    expect(shown.body.versions.map((t: { version: number }) => t.version)).toEqual([1, 2]);
+    expect(await s.call("GET", "/api/task-types/nope")).toMatchObject({ status: 404, body: { success: false, error: "not_found", message: 'Task type "nope" is not registered' } });
+
+    const refused = await s.call("POST", "/api/tasks", { task_type: "product_resync", params: { storeId: "42" } });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toEqual({
+      success: false,
+      error: "validation_error",
+      message: "Invalid params for product_resync v2: params.storeId: must be integer",
+      issues: [{ path: "params.storeId", message: "must be integer" }],
+    });
+    expect((await create({ task_type: "product_resync", params: { storeId: 42 } })).task_type_version).toBe(2);
+  });
+
+  it("refuses bad input with 400 naming the field, never a 5xx, and a refused request changes nothing", async () => {
+    const task = await create({ task_type: "crawl" });
+    const held = await claim("w1");
+    const before = await s.call("GET", `/api/tasks/${task.id}`);
+    const cases: [string, string, unknown, Record<string, unknown> | null, string?][] = [
+      ["POST", "/api/tasks", { task_type: "crawl", colour: "red" }, { path: "colour", message: "Unexpected property (got \"red\")" }],
+      ["POST", "/api/tasks", { params: {} }, { path: "task_type", message: "Expected required property" }],
+      ["POST", "/api/tasks", { task_type: "crawl", params: { name: "a\u0000b" } }, { path: "params.name", message: "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate" }],
+      ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "tomorrow" }, { path: "scheduled_for", message: "Expected string to match 'date-time' format (got \"tomorrow\")" }],
+      ["POST", "/api/tasks", { task_type: "crawl", concurrency_key: "" }, { path: "concurrency_key", message: "Expected string length greater or equal to 1 (got \"\")" }],
+      ["POST", "/api/tasks", { task_type: "crawl", priority: 2 ** 40 }, null],
+      ["POST", "/api/tasks", { task_type: "crawl", params: [1, 2] }, null],
+      ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "0001-01-01T00:00:00Z" }, null],
+      ["POST", `/api/tasks/${task.id}/complete`, { worker_id: "w1", lease_token: held.lease.lease_token, result: { ok: 1 }, extra: 1 }, { path: "extra", message: "Unexpected property (got 1)" }],
+      ["POST", `/api/tasks/${task.id}/checkpoint`, { worker_id: "w1", lease_token: held.lease.lease_token }, { path: "checkpoint", message: "Expected required property" }],
+      ["POST", `/api/tasks/${task.id}/fail`, { worker_id: "w1", lease_token: held.lease.lease_token, error: "x".repeat(10_001) }, null],
+      ["POST", `/api/tasks/${task.id}/heartbeat`, { worker_id: "w 1", lease_token: held.lease.lease_token }, null],
+      ["POST", `/api/tasks/${task.id}/progress`, { worker_id: "w1", lease_token: held.lease.lease_token, progress: 2 }, null],
+      ["POST", "/api/tasks/claim", { worker_id: "w1", wait_ms: 30_001 }, { path: "wait_ms", message: "Expected integer to be less or equal to 30000 (got 30001)" }],
+      ["POST", "/api/tasks/claim", { worker_id: "x".repeat(129) }, null],
+      ["POST", "/api/tasks/claim", ["w1"], null],
+      ["POST", "/api/workers/heartbeat", { worker_id: "w1", metadata: { hostname: "h" } }, null],
+      ["POST", "/api/task-types", { name: "t", params_schema: { type: "nonsense" } }, null],
+      ["GET", "/api/tasks?limit=0", undefined, { path: "limit", message: "Expected integer to be greater or equal to 1 (got 0)" }],
+      ["GET", "/api/tasks?colour=red", undefined, null],
+      ["GET", "/api/tasks?status=lost", undefined, null],
+      ["GET", "/api/tasks?cursor=bogus", undefined, { path: "cursor", message: "not a cursor" }],
+      ["GET", "/api/tasks/abc", undefined, { path: "id", message: "Expected integer (got \"abc\")" }],
+      ["GET", "/api/tasks/0", undefined, null],
+      ["GET", "/api/tasks/99999999999999999999", undefined, null],
+      ["POST", "/api/workers/bad%20id/shutdown", undefined, null],
+      ["GET", "/api/reassignments?task_id=-1", undefined, null],
+      ["GET", "/api/task-types/9lives", undefined, null],
+    ];
+    for (const [method, path, body, issue] of cases) {
+      const answer = await s.call(method, path, body);
+      expect(answer.status, `${method} ${path} ${JSON.stringify(body)?.slice(0, 80)}`).toBe(400);
+      expect(answer.body).toMatchObject({ success: false, error: "validation_error" });
+      expect(answer.body.message).toMatch(/^Invalid /);
+      if (issue) expect(answer.body.issues).toContainEqual(issue);
+    }
+    const date = await s.call("POST", "/api/tasks", { task_type: "crawl", scheduled_for: "0001-01-01T00:00:00Z" });
+    expect(date.body.message).toMatch(/^Invalid task: scheduled_for: Expected Date timestamp to be greater or equal to 0/);
+
+    // Malformed requests Fastify refuses before any schema: the same envelope.
+    const raw: [string, Record<string, string>, number, string][] = [
+      ["{not json", {}, 400, "bad_request"],
+      ["", {}, 400, "bad_request"],
+      ['{"task_type":"crawl","__proto__":{"x":1}}', {}, 400, "bad_request"],
+      ["task_type=crawl", { "content-type": "application/x-www-form-urlencoded" }, 415, "unsupported_media_type"],
+    ];
+    for (const [text, headers, status, error] of raw) {
+      const answer = await s.call("POST", "/api/tasks", undefined, { raw: text, headers });
+      expect(answer.status, text).toBe(status);
+      expect(answer.body).toEqual({ success: false, error, message: expect.any(String) });
+    }
+    expect(await s.call("DELETE", "/api/tasks")).toMatchObject({ status: 404, body: { success: false, error: "not_found", message: "No route DELETE /api/tasks; /docs lists them" } });
+
+    expect((await s.call("GET", `/api/tasks/${task.id}`)).body).toEqual(before.body);
+    expect((await s.call("GET", "/api/tasks/counts")).body.by_status).toMatchObject({ pending: 0, claimed: 1 });
+    expect((await s.call("GET", "/api/workers")).body.workers).toEqual([]);
+    expect((await s.call("GET", "/api/task-types")).body.task_types).toEqual([]);
+  });
+
+  it("health, readiness, the OpenAPI document and the docs page", async () => {
+    expect(await s.call("GET", "/healthz")).toMatchObject({ status: 200, body: { success: true, status: "ok", version: expect.any(String) } });
+    expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, last_swept_at: null } });
+    const docs = await fetch(`${s.url}/docs/`);
+    expect(docs.status).toBe(200);
+    const html = await docs.text();
+    expect(html).toMatch(/swagger-ui/);
+    // Served from the package: every script and stylesheet is local.
+    expect(html).not.toMatch(/(src|href)="https?:/);
+    const bundle = await fetch(`${s.url}/docs/static/swagger-ui-bundle.js`);
+    expect(bundle.status).toBe(200);
+    expect((await bundle.text()).length).toBeGreaterThan(100_000);
+  });
+});
+
+describe.each([sqliteKind, postgresKind])("long-poll claims on $name", (kind) => {
+  // Re-checks only every minute: an answer within it proves the notification woke the claim.
+  const s = useServer(kind, { auth: "none", longPollRecheckMs: 60_000 });
+
+  it("answers as soon as work of its types appears", async () => {
+    const started = performance.now();
+    const waiting = s.call("POST", "/api/tasks/claim", { worker_id: "w1", task_types: ["crawl"], wait_ms: 20_000 });
+    await eventually(() => s.app.taskpool.waitingClaims() === 1, 5000, "the claim to wait");
+    await s.call("POST", "/api/tasks", { task_type: "other" });
+    const { body } = await s.call("POST", "/api/tasks", { task_type: "crawl", params: { n: 1 } });
+    const answer = await waiting;
+    expect(answer.status).toBe(200);
+    expect(answer.body.task).toMatchObject({ id: body.task.id, task_type: "crawl", worker_id: "w1" });
+    expect(performance.now() - started).toBeLessThan(10_000);
+    expect(s.app.taskpool.waitingClaims()).toBe(0);
+  });
+
+  it("answers 404 when the wait runs out, and at once when the server closes", async () => {
+    const started = performance.now();
+    const short = await s.call("POST", "/api/tasks/claim", { worker_id: "w1", task_types: ["crawl"], wait_ms: 150 });
+    expect(short.status).toBe(404);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(140);
+
+    const waiting = s.call("POST", "/api/tasks/claim", { worker_id: "w1", wait_ms: 30_000 });
+    await eventually(() => s.app.taskpool.waitingClaims() === 1, 5000, "the claim to wait");
+    const closing = performance.now();
+    await s.app.close();
+    expect((await waiting).status).toBe(404);
+    expect(performance.now() - closing).toBeLessThan(5000);
+  });
+
+  it("a response finished after the server stopped listening still lets the close complete (its connection is not kept alive)", async () => {
+    const waiting = s.call("POST", "/api/tasks/claim", { worker_id: "w1", wait_ms: 30_000 });
+    await eventually(() => s.app.taskpool.waitingClaims() === 1, 5000, "the claim to wait");
+    // Hold the woken claim's last look at the pool until Node has stopped listening.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const claim = s.pool.protocol.claim.bind(s.pool.protocol);
+    s.pool.protocol.claim = async (options) => (await gate, claim(options));
+    const started = performance.now();
+    const closed = s.app.close();
+    await eventually(() => !s.app.server.listening, 5000, "the server to stop listening");
+    open();
+    expect((await waiting).status).toBe(404);
+    await closed;
+    expect(performance.now() - started).toBeLessThan(5000);
+  });
+});
