@@ -27,6 +27,8 @@ export type {
 export type { BackoffPolicy, ClaimedTask, Json, JsonObject, SortBy, SortOrder, Task, TaskCounts, TaskPage, TaskStatus } from "./core/task.js";
 export type { EventType, TaskEvent } from "./core/event.js";
 export type { TaskTypeDefinition, TaskTypeRecord } from "./core/task-type.js";
+export type { FanOut, GeneratedBatch, GenerateInput, GenerateResult, MissedTickPolicy, ScheduleDefinition, ScheduleRecord, ScheduleRunResult } from "./core/schedule.js";
+export type { ScheduleOperations } from "./api/schedules.js";
 export type { ApiKeyRecord, ApiKeyScope } from "./core/api-key.js";
 export type { ApiKeyOptions } from "./core/schemas.js";
 export { type Clock, ManualClock, systemClock } from "./core/clock.js";
@@ -37,6 +39,7 @@ export {
   type FieldIssue,
   InvalidTransitionError,
   LeaseLostError,
+  ScheduleNotFoundError,
   TaskNotFoundError,
   TaskpoolError,
   TaskTypeAtCapacityError,

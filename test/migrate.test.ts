@@ -50,7 +50,7 @@ describe("migrations", () => {
     for (const url of ["mysql://localhost/db", "sqlite:", "./file.db", ""]) {
       const error = await openStore(url).catch((e) => e);
       expect(error).toBeInstanceOf(UnsupportedUrlError);
-      expect(error.message).toMatch(/use sqlite:\.\/path\.db, sqlite::memory: or postgres:\/\//);
+      expect(error.message).toMatch(/use sqlite:\.\/path\.db, sqlite::memory:, postgres:\/\/user@host:port\/db, or a taskpool server.s http:\/\/host:port/);
     }
     await expect(openStore(PG_URL, { schema: "Robert'); DROP" })).rejects.toThrow(/Invalid schema name/);
   });

@@ -9,7 +9,7 @@ import type { ApiKeyRecord } from "../core/api-key.js";
 import { ValidationError } from "../core/errors.js";
 import { compileParamsSchema } from "../core/params-schema.js";
 import { atItem } from "../core/new-task.js";
-import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
+import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import {
   ApiKeyHash,
   ApiKeyId,
@@ -39,6 +39,7 @@ import {
   TaskId,
   TaskTypeDefinitionSchema,
   TaskTypeName,
+  ThroughputQuerySchema,
   WorkerBeatSchema,
   WorkerId,
   type CancelOptions,
@@ -47,6 +48,7 @@ import {
   type NewApiKey,
   type ReassignmentQuery,
   type ReleaseOptions,
+  type ThroughputQuery,
 } from "../core/schemas.js";
 import type { TaskEvent } from "../core/event.js";
 import type {
@@ -66,6 +68,9 @@ import type {
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { checkJson, validate } from "../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
+import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
+import { FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName } from "../core/schemas.js";
+import { Type } from "@sinclair/typebox";
 import { decodeCursor } from "../store/paging.js";
 import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
 
@@ -96,13 +101,17 @@ export function resolveLimits(limits: Partial<Limits> = {}): Limits {
 }
 
 export class CheckedStore implements Store {
-  readonly dialect: Store["dialect"];
-
   constructor(
     private readonly store: Store,
     readonly limits: Limits = DEFAULT_LIMITS,
-  ) {
-    this.dialect = store.dialect;
+  ) {}
+
+  get dialect(): Store["dialect"] {
+    return this.store.dialect;
+  }
+
+  get remote(): boolean {
+    return this.store.remote === true;
   }
 
   migrate(): Promise<void> {
@@ -297,6 +306,11 @@ export class CheckedStore implements Store {
     return this.store.capacity();
   }
 
+  async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
+    validate(ThroughputQuerySchema, query, "throughput query");
+    return this.store.throughput(query);
+  }
+
   subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
     return this.store.subscribe(listener);
   }
@@ -330,6 +344,46 @@ export class CheckedStore implements Store {
     return this.store.revokeApiKey(id);
   }
 
+  async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
+    validate(ScheduleDefinitionSchema, definition, "schedule");
+    this.checkStored("params", definition.params ?? {});
+    // Only to refuse an expression that never fires again: the store computes the next run with its clock.
+    checkScheduleDefinition(definition, new Date());
+    return this.store.saveSchedule(definition);
+  }
+
+  async getSchedule(name: string): Promise<ScheduleRecord | null> {
+    validate(ScheduleName, name, "schedule name");
+    return this.store.getSchedule(name);
+  }
+
+  listSchedules(): Promise<ScheduleRecord[]> {
+    return this.store.listSchedules();
+  }
+
+  async setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord> {
+    validate(ScheduleName, name, "schedule name");
+    validate(Enabled, enabled, "enabled");
+    return this.store.setScheduleEnabled(name, enabled);
+  }
+
+  async removeSchedule(name: string): Promise<ScheduleRecord> {
+    validate(ScheduleName, name, "schedule name");
+    return this.store.removeSchedule(name);
+  }
+
+  async fireDueSchedules(options: FireOptions): Promise<FiredSchedule[]> {
+    validate(FireOptionsSchema, options, "fire options");
+    return this.store.fireDueSchedules(options);
+  }
+
+  async generateTasks(input: GenerateInput): Promise<GenerateResult> {
+    validate(GenerateInputSchema, input, "generation");
+    this.checkStored("params", input.params ?? {});
+    checkFanOut(input);
+    return this.store.generateTasks(input);
+  }
+
   private async batch<T extends { id: number }>(items: T[], check: (item: T) => void, write: (valid: T[]) => Promise<BatchOutcome[]>): Promise<BatchOutcome[]> {
     validate(BatchSchema, items, "batch");
     const seen = new Set<number>();
@@ -360,6 +414,8 @@ export class CheckedStore implements Store {
     this.checkStored("params", input.params ?? {});
   }
 }
+
+const Enabled = Type.Boolean();
 
 function checkId(id: number): void {
   validate(TaskId, id, "task id");

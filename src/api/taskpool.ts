@@ -1,22 +1,28 @@
 import { type ApiKeyRecord, generateApiKey, hashApiKey } from "../core/api-key.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import type { TaskEvent } from "../core/event.js";
-import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
-import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type EnqueueOptions, type ReassignmentQuery, TaskTypeName } from "../core/schemas.js";
+import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type EnqueueOptions, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { validate } from "../core/validation.js";
 import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
+import { NotOverHttpError } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
+import { ValidationError } from "../core/errors.js";
 import { type DatabaseConfig, openStore } from "../store/open-store.js";
 import type { EnqueueResult, Store } from "../store/store.js";
 import type { WorkerOptions } from "../worker/options.js";
 import { Worker } from "../worker/worker.js";
 import { CheckedStore, type Limits, resolveLimits } from "./checked-store.js";
+import { type ScheduleOperations, scheduleOperations } from "./schedules.js";
+import type { GenerateInput, GenerateResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
 
 export interface ConnectOptions {
   /** PostgreSQL schema (default "taskpool"). */
   schema?: string;
+  /** The API key of a taskpool server (`connect("http://…")`); `taskpool keys create` makes one. */
+  apiKey?: string;
   /** Where "now" comes from (tests); workers on a custom clock beat from their own event loop. */
   clock?: Clock;
   /** Apply pending migrations on connect (default true). */
@@ -125,6 +131,27 @@ export class Taskpool {
     return taskType === undefined ? rows : rows.filter((r) => r.taskType === taskType);
   }
 
+  /** Completed and failed tasks per minute over the last hour (or `minutes`), with their pickup latency. */
+  throughput(query?: ThroughputQuery): Promise<Throughput> {
+    return this.protocol.throughput(query);
+  }
+
+  /**
+   * Creates the recurring schedule of `definition.name`, or updates it: the leading coordinator then
+   * makes its tasks at each cron tick, fanned out over keys in staggered batches if asked (docs/schedules.md).
+   */
+  async schedule(definition: ScheduleDefinition): Promise<ScheduleRecord> {
+    return (await this.protocol.saveSchedule(definition)).schedule;
+  }
+
+  /** Recurring schedules: list, get, pause, resume, remove. */
+  readonly schedules: ScheduleOperations = scheduleOperations(() => this.protocol);
+
+  /** Makes a fan-out's tasks now, in its staggered batches, as one schedule run would (seed 004's generation). */
+  generate(input: GenerateInput): Promise<GenerateResult> {
+    return this.protocol.generateTasks(input);
+  }
+
   /**
    * Creates an API key for the HTTP server. The key is returned once, here: only its SHA-256 is
    * stored, so it cannot be shown again (revoke it and create another if it is lost).
@@ -158,8 +185,11 @@ export class Taskpool {
     return new Worker(this.protocol, options, this.heartbeatDatabase);
   }
 
-  /** A coordinator on this pool (call start()). */
+  /** A coordinator on this pool (call start()). Not over HTTP: it runs where the database is. */
   coordinator(options?: CoordinatorOptions): Coordinator {
+    if (this.protocol.remote) {
+      throw new NotOverHttpError("A coordinator", "run it where the database is (taskpool serve --coordinator, or taskpool coordinator --db …)");
+    }
     return new Coordinator(this.protocol, options);
   }
 
@@ -168,12 +198,22 @@ export class Taskpool {
   }
 }
 
-/** Opens (and by default migrates) the database a URL names: `sqlite:./path.db`, `sqlite::memory:`, `postgres://…`. */
+/**
+ * Opens (and by default migrates) the database a URL names: `sqlite:./path.db`, `sqlite::memory:`,
+ * `postgres://…`; or reaches a taskpool server, `http(s)://host:port` with `apiKey`, where the
+ * same calls go over its HTTP API (the server migrates, checks the limits it was given, and runs
+ * the coordinator).
+ */
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
-  const { schema, clock, migrate, requireRegistered } = options;
+  const { schema, clock, migrate, requireRegistered, apiKey } = options;
+  const remote = /^https?:\/\//.test(url);
+  if (remote && (clock !== undefined || requireRegistered !== undefined || schema !== undefined)) {
+    throw new ValidationError(`clock, requireRegistered and schema are the server's settings: they cannot be given to connect("${url}")`);
+  }
   const limits = resolveLimits(options.limits);
-  const store: Store = await openStore(url, { schema, clock, migrate, requireRegistered });
+  // Over HTTP "migrating" is asking the server whether it is ready: done even with migrate: false.
+  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey });
   // A heartbeat thread opens the same database with the same settings; it has the system clock only.
   const threadable = url !== "sqlite::memory:" && (options.clock ?? systemClock) === systemClock;
-  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema } : null);
+  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema, apiKey } : null);
 }

@@ -1,7 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
 import type { Task } from "../core/task.js";
-import { dbOption, schemaOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
 import { integer } from "./parse.js";
 
 export function enqueueCommand(program: Command): void {
@@ -15,6 +15,8 @@ export function enqueueCommand(program: Command): void {
     .option("--delay <seconds>", "not claimable before this many seconds from now", integer)
     .addOption(new Option("--require-registered", "refuse a task type that was never registered (catches typos)").env("TASKPOOL_REQUIRE_REGISTERED"))
     .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
     .addOption(schemaOption())
     .action(async (taskType: string, params: string | undefined, opts) => {
       let parsed: unknown;

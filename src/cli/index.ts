@@ -1,21 +1,26 @@
 import { Command, CommanderError } from "commander";
 import { TaskpoolError } from "../core/errors.js";
 import { VERSION } from "../version.js";
+import { capacityCommand } from "./capacity.js";
 import { coordinatorCommand } from "./coordinator.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
 import { keysCommand } from "./keys.js";
 import { migrateCommand } from "./migrate.js";
+import { reassignmentsCommand } from "./reassignments.js";
+import { schedulesCommand } from "./schedules.js";
 import { serveCommand } from "./serve.js";
 import { statusCommand } from "./status.js";
+import { tasksCommand } from "./tasks.js";
 import { typesCommand } from "./types.js";
 import { workerCommand } from "./worker.js";
+import { workersCommand } from "./workers.js";
 
 const program = new Command("taskpool")
   .version(VERSION)
   .description("a task queue and worker coordinator on SQLite or PostgreSQL")
   .option("--verbose", "print the stack trace of an unexpected error");
-for (const add of [devCommand, workerCommand, coordinatorCommand, serveCommand, keysCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand]) add(program);
+for (const add of [devCommand, workerCommand, coordinatorCommand, serveCommand, keysCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand, tasksCommand, workersCommand, capacityCommand, reassignmentsCommand, schedulesCommand]) add(program);
 
 program.parseAsync().catch((error: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.

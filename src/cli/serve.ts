@@ -24,6 +24,7 @@ export function serveCommand(program: Command): void {
     .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit)", integer, DEFAULT_RATE_LIMIT_PER_MINUTE)
     .option("--body-limit <bytes>", "largest request body", positiveInteger, DEFAULT_BODY_LIMIT)
     .option("--coordinator", "also run a coordinator in this process (one leads at a time across all)")
+    .option("--public-metrics", "serve /metrics without a key (for a Prometheus on a network you trust; default: a producer or admin key)")
     .addOption(dbOption())
     .addOption(schemaOption())
     .action(async (opts) => {
@@ -50,6 +51,7 @@ export function serveCommand(program: Command): void {
         rateLimitPerMinute: opts.rateLimit === 0 ? false : opts.rateLimit,
         bodyLimit: opts.bodyLimit,
         runCoordinator: opts.coordinator === true,
+        metricsAccess: opts.publicMetrics === true ? "public" : "key",
         logger,
       });
       let address: string;

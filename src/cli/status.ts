@@ -2,7 +2,9 @@ import type { Command } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
 import { COORDINATOR_LEADERSHIP, DEFAULT_SWEEP_INTERVAL_MS } from "../coordinator/coordinator.js";
 import type { LeadershipStatus } from "../store/store.js";
-import { dbOption, schemaOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { type Column, formatTable } from "./table.js";
+import { WORKER_COLUMNS } from "./workers.js";
 
 /** A sweep older than this means no coordinator is sweeping (the status cannot know a custom interval). */
 const OVERDUE_SECONDS = (2 * DEFAULT_SWEEP_INTERVAL_MS) / 1000;
@@ -12,14 +14,15 @@ const NOT_SWEEPING = "dead workers are not being detected and expired leases not
 export async function printStatus(pool: Taskpool, out: (line: string) => void = console.log): Promise<void> {
   const counts = await pool.counts();
   out(`Tasks: ${Object.entries(counts.byStatus).map(([s, n]) => `${s} ${n}`).join(", ")}`);
-  for (const [type, byStatus] of Object.entries(counts.byType).sort()) {
-    out(`  ${type.padEnd(24)} ${Object.entries(byStatus).map(([s, n]) => `${s} ${n}`).join(", ")}`);
-  }
+  const byType = Object.entries(counts.byType).sort();
+  const typeColumns: Column<(typeof byType)[number]>[] = [
+    { header: "type", value: ([type]) => type },
+    { header: "counts", value: ([, byStatus]) => Object.entries(byStatus).map(([s, n]) => `${s} ${n}`).join(", ") },
+  ];
+  for (const line of formatTable(typeColumns, byType, { header: false })) out(`  ${line}`);
   const workers = await pool.workers();
   out(`Workers: ${workers.length}`);
-  for (const w of workers) {
-    out(`  ${w.workerId.padEnd(32)} ${w.status.padEnd(8)} load ${w.currentLoad}/${w.capacity} (${w.loadPercent}%)  active ${w.activeTasks}  seen ${w.secondsSinceHeartbeat}s ago  roles ${w.roles.join(",")}`);
-  }
+  if (workers.length > 0) for (const line of formatTable(WORKER_COLUMNS, workers)) out(`  ${line}`);
   const inUse = workers.length > 0 || Object.values(counts.byStatus).some((n) => n > 0);
   out(coordinatorLine(await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP), inUse));
 }
@@ -41,6 +44,8 @@ export function statusCommand(program: Command): void {
     .command("status")
     .description("task counts by status and type, and the worker registry")
     .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
     .addOption(schemaOption())
     .action((opts: { db: string; schema?: string }) => withPool(opts, (pool) => printStatus(pool)));
 }

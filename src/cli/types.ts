@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import { dbOption, schemaOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
 
 const summary = (t: TaskTypeRecord) =>
   `${t.name} v${t.version}  priority ${t.priority}, ${t.maxAttempts} attempts, recovery ${t.recoveryPolicy}` +
@@ -14,6 +14,8 @@ export function typesCommand(program: Command): void {
     .command("list")
     .description("the latest version of every registered type")
     .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
     .addOption(schemaOption())
     .action((opts) =>
       withPool(opts, async (pool) => {
@@ -26,6 +28,8 @@ export function typesCommand(program: Command): void {
     .command("show <name>")
     .description("every version of one type, as JSON")
     .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
     .addOption(schemaOption())
     .action((name: string, opts) =>
       withPool(opts, async (pool) => {
@@ -38,6 +42,8 @@ export function typesCommand(program: Command): void {
     .command("register <file>")
     .description("register a definition from a JSON file ({ name, paramsSchema?, priority?, maxAttempts?, backoff?, timeoutSeconds?, recoveryPolicy?, maxRunning? })")
     .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
     .addOption(schemaOption())
     .action((file: string, opts) =>
       withPool(opts, async (pool) => {

@@ -3,7 +3,7 @@ import { pathToFileURL } from "node:url";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { pino } from "pino";
 import type { Handler } from "../worker/options.js";
-import { dbOption, openPool, schemaOption } from "./database.js";
+import { apiKeyOption, dbOption, openPool, schemaOption, urlOption } from "./database.js";
 import { positiveInteger } from "./parse.js";
 
 export function workerCommand(program: Command): void {
@@ -17,6 +17,8 @@ export function workerCommand(program: Command): void {
     .addOption(new Option("--poll-interval <ms>", "how often an idle worker looks for work").env("POLL_INTERVAL_MS").argParser(positiveInteger))
     .addOption(new Option("--heartbeat-interval <ms>", "time between heartbeats").env("HEARTBEAT_INTERVAL_MS").argParser(positiveInteger))
     .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
     .addOption(schemaOption())
     .action(async (opts) => {
       const module = await import(pathToFileURL(resolve(opts.handlers)).href).catch((error: Error) => {

@@ -1,6 +1,7 @@
 /**
  * The coordinator: every sweep interval, whoever holds the "coordinator" leadership lease runs one
- * sweep (stale → dead workers, recovery of their tasks and of expired leases, reassignment). Any
+ * sweep (stale → dead workers, recovery of their tasks and of expired leases, reassignment), then
+ * fires the recurring schedules that are due. Any
  * number may run — inside servers or alone — and only one acts at a time; the others stand by and
  * take over within a lease time (3 sweep intervals) if the leader disappears. The sweep itself is
  * idempotent, so even two leaders in a clock-skew corner would handle each dead worker once.
@@ -12,7 +13,8 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
 import { ValidationError } from "../core/errors.js";
-import { LeadershipSchema, SweepOptionsSchema } from "../core/schemas.js";
+import type { FiredSchedule } from "../core/schedule.js";
+import { FireOptionsSchema, LeadershipSchema, SweepOptionsSchema } from "../core/schemas.js";
 import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
 import type { Store } from "../store/store.js";
 
@@ -31,6 +33,8 @@ export interface CoordinatorOptions {
   logger?: Logger;
   /** Called after every sweep this coordinator ran (metrics, tests). */
   onSweep?: (result: SweepResult, durationMs: number) => void;
+  /** Called after every pass over the due schedules this coordinator ran (metrics, tests). */
+  onSchedules?: (fired: FiredSchedule[]) => void;
 }
 
 /** The leadership the coordinators compete for, and under which the leader records its sweeps. */
@@ -45,6 +49,9 @@ const MAX_TIMER_MS = 2_147_483_647;
 // The checked store refuses longer leases and sweep thresholds (core/schemas.ts): every tick would fail.
 const MAX_LEASE_MS = (LeadershipSchema.properties.ttlSeconds.maximum ?? Infinity) * 1000;
 const MAX_THRESHOLD_MS = (SweepOptionsSchema.properties.deadAfterSeconds.maximum ?? Infinity) * 1000;
+/** A tick found less than this late is on time, however short the sweep interval: missing one takes an outage. */
+const MIN_GRACE_SECONDS = 60;
+const MAX_GRACE_SECONDS = FireOptionsSchema.properties.graceSeconds.maximum ?? Infinity;
 
 export class Coordinator {
   readonly id: string;
@@ -133,6 +140,25 @@ export class Coordinator {
     return result;
   }
 
+  /**
+   * Fires the recurring schedules that are due (the leader does it every tick). Safe from anywhere:
+   * each tick fires once whoever calls. A tick found later than a new leader's takeover can take
+   * (LEASE_INTERVALS + 1 sweep intervals, a minute at least) was missed, and its schedule's
+   * missedTicks policy applies.
+   */
+  async fireSchedules(): Promise<FiredSchedule[]> {
+    const graceSeconds = Math.min(Math.max(((LEASE_INTERVALS + 1) * this.sweepIntervalMs) / 1000, MIN_GRACE_SECONDS), MAX_GRACE_SECONDS);
+    const fired = await this.store.fireDueSchedules({ graceSeconds });
+    for (const f of fired) {
+      const details = { schedule: f.name, tickAt: f.tickAt?.toISOString() ?? null, tasks: f.taskIds.length, skippedTicks: f.skippedTicks };
+      if (f.error !== null) this.logger.warn({ ...details, err: f.error }, `Schedule ${f.name}: no task made at its tick: ${f.error}`);
+      else if (f.tickAt === null) this.logger.warn(details, `Schedule ${f.name}: skipped ${f.skippedTicks} missed ticks (missed_ticks: skip)`);
+      else this.logger.info(details, `Schedule ${f.name}: fired its ${details.tickAt} tick, ${f.taskIds.length} tasks`);
+    }
+    this.options.onSchedules?.(fired);
+    return fired;
+  }
+
   private async tick(): Promise<void> {
     try {
       // Fractional seconds are fine (500 ms sweeps give 1.5 s); the floor keeps tiny test intervals leadable.
@@ -143,6 +169,7 @@ export class Coordinator {
       if (leading) {
         await this.sweepOnce();
         await this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id);
+        await this.fireSchedules();
       }
       this.tickSucceeded();
     } catch (error) {

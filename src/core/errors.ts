@@ -90,7 +90,7 @@ export class UnsupportedUrlError extends TaskpoolError {
   constructor(url: string) {
     super(
       "unsupported_url",
-      `Unsupported database URL "${url}": use sqlite:./path.db, sqlite::memory: or postgres://user@host:port/db`,
+      `Unsupported database URL "${url}": use sqlite:./path.db, sqlite::memory:, postgres://user@host:port/db, or a taskpool server's http://host:port`,
     );
   }
 }
@@ -106,5 +106,12 @@ export class UniqueKeyTakenError extends TaskpoolError {
 export class ApiKeyNotFoundError extends TaskpoolError {
   constructor(readonly keyId: number) {
     super("not_found", `API key ${keyId} does not exist (taskpool keys list shows the ids)`);
+  }
+}
+
+/** Naming a schedule that does not exist. */
+export class ScheduleNotFoundError extends TaskpoolError {
+  constructor(readonly scheduleName: string) {
+    super("not_found", `Schedule "${scheduleName}" does not exist (taskpool schedules list shows them)`);
   }
 }

@@ -28,3 +28,24 @@ export interface ReassignmentStats {
   /** Tasks reassigned more than once, most first. */
   repeatedTasks: { taskId: number; reassignmentCount: number; lastReassignmentAt: Date }[];
 }
+
+/** Tasks that finished within one minute. */
+export interface ThroughputMinute {
+  /** The minute's start. */
+  minute: Date;
+  completed: number;
+  /** Failed for good (into the dead letter); attempts that will be retried are not counted. */
+  failed: number;
+  /** Mean seconds from ready (`scheduled_for`) to the last claim, over the tasks that finished this minute; null when none did. */
+  pickupSeconds: number | null;
+}
+
+/** Completed and failed tasks per minute over a recent window, and how long they waited to be picked up. */
+export interface Throughput {
+  /** One row per minute, oldest first; the last is the current, unfinished minute. */
+  minutes: ThroughputMinute[];
+  completed: number;
+  failed: number;
+  /** Pickup latency over the whole window, in seconds; null when nothing finished. */
+  pickupSeconds: { mean: number | null; max: number | null };
+}

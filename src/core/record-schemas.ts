@@ -8,6 +8,8 @@ import { type TSchema, Type } from "@sinclair/typebox";
 import { EVENT_TYPES } from "./event.js";
 import { type Json, type JsonObject, TASK_STATUSES } from "./task.js";
 import { RECOVERY_POLICIES, WORKER_STATUSES } from "./worker.js";
+import { MISSED_TICK_POLICIES } from "./schedule.js";
+import { FanOutSchema } from "./schemas.js";
 
 const OneOf = <T extends string>(values: readonly T[]) => Type.Union(values.map((v) => Type.Literal(v)), { description: `one of ${values.join(", ")}` });
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -121,6 +123,13 @@ export const ReassignmentStatsRecord = Type.Object({
   repeatedTasks: Type.Array(Type.Object({ taskId: Type.Integer(), reassignmentCount: Count, lastReassignmentAt: Type.Date() })),
 });
 
+export const ThroughputRecord = Type.Object({
+  minutes: Type.Array(Type.Object({ minute: Type.Date(), completed: Count, failed: Count, pickupSeconds: Nullable(Type.Number()) })),
+  completed: Count,
+  failed: Count,
+  pickupSeconds: Type.Object({ mean: Nullable(Type.Number()), max: Nullable(Type.Number()) }),
+});
+
 export const TaskTypeRecordSchema = Type.Object({
   name: Type.String(),
   description: Nullable(Type.String()),
@@ -142,4 +151,40 @@ export const SweepResultRecord = Type.Object({
   failed: Type.Array(Type.Integer()),
   reassigned: Type.Array(Type.Object({ taskId: Type.Integer(), workerId: Type.String() })),
   unassigned: Type.Array(Type.Integer()),
+});
+
+export const ScheduleRunRecord = Type.Object({
+  tickAt: Type.Date(),
+  firedAt: Type.Date(),
+  tasksCreated: Count,
+  skippedTicks: Count,
+  message: Type.String(),
+  error: Nullable(Type.String()),
+});
+
+export const ScheduleRecordSchema = Type.Object(
+  {
+    name: Type.String(),
+    taskType: Type.String(),
+    params: JsonObjectValue,
+    cron: Type.String(),
+    timezone: Type.String(),
+    enabled: Type.Boolean(),
+    fanOut: Type.Union([FanOutSchema, Type.Null()]),
+    concurrencyKey: Nullable(Type.String()),
+    priority: Nullable(Type.Integer()),
+    missedTicks: OneOf(MISSED_TICK_POLICIES),
+    nextRunAt: Nullable(Type.Date()),
+    lastRunAt: Nullable(Type.Date()),
+    lastResult: Type.Union([ScheduleRunRecord, Type.Null()]),
+    createdAt: Type.Date(),
+    updatedAt: Type.Date(),
+  },
+  { description: "a recurring schedule" },
+);
+
+export const GenerateResultRecord = Type.Object({
+  created: Count,
+  batches: Type.Array(Type.Object({ batch: Type.Integer(), scheduledFor: Type.Date(), taskIds: Type.Array(Type.Integer()) })),
+  message: Type.String(),
 });

@@ -10,6 +10,7 @@ import { FormatRegistry, type Static, Type } from "@sinclair/typebox";
 import { SORT_BY, TASK_STATUSES, type Json, type JsonObject } from "./task.js";
 import { RECOVERY_POLICIES } from "./worker.js";
 import { API_KEY_SCOPES } from "./api-key.js";
+import { MISSED_TICK_POLICIES } from "./schedule.js";
 
 /** Task types name roles: a letter first, then letters, digits, `_ . : -`. */
 export const TASK_TYPE_PATTERN = "^[A-Za-z][A-Za-z0-9_.:-]{0,127}$";
@@ -226,6 +227,10 @@ export const ReassignmentQuerySchema = Type.Object(
 );
 export type ReassignmentQuery = Static<typeof ReassignmentQuerySchema>;
 
+/** The window of `throughput()`: the last `minutes` minutes, the current one included (default 60, at most a day). */
+export const ThroughputQuerySchema = Type.Object({ minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 1440 })) }, { additionalProperties: false });
+export type ThroughputQuery = Static<typeof ThroughputQuerySchema>;
+
 export const WorkerBeatSchema = Type.Object(
   {
     workerId: WorkerId,
@@ -287,3 +292,120 @@ export const NewApiKeySchema = Type.Object(
   { additionalProperties: false },
 );
 export type NewApiKey = Static<typeof NewApiKeySchema>;
+
+export const ScheduleName = Type.String({ pattern: TASK_TYPE_PATTERN, description: "a letter, then letters, digits, _ . : - (128 at most), e.g. nightly_resync" });
+
+/** One key of a fan-out: it becomes one task, whose params get `{ key }`. */
+const FanOutKey = Type.Union([Text({ minLength: 1, maxLength: 255 }), Type.Integer({ minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })], {
+  description: "a string or an integer",
+});
+
+export const FanOutSchema = Type.Object(
+  {
+    /** One task per key. Give `keys` or `fromResults`, not both. */
+    keys: Type.Optional(Type.Array(FanOutKey, { minItems: 1, maxItems: 10_000 })),
+    /** One task per key found in the results of the latest run (of this schedule, or of `schedule`) with completed tasks. */
+    fromResults: Type.Optional(
+      Type.Object(
+        {
+          schedule: Type.Optional(ScheduleName),
+          /** The result field holding the keys (a list or one key), e.g. `newStoreIds`; dots reach into objects. */
+          field: Text({ minLength: 1, maxLength: 255 }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    /** Staggered batches (default 1): seed 004 resyncs in 6 batches, one every 4 hours. */
+    batches: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    /** Between two batches; default for a schedule: the time to its next tick divided by `batches`. */
+    batchIntervalSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 366 * 86400 })),
+  },
+  { additionalProperties: false },
+);
+/** How a schedule's run (or a generation) spreads one task per key over staggered batches. */
+export type FanOut = Static<typeof FanOutSchema>;
+
+/** `{key}` in a concurrency key template is replaced by each fan-out key: "store:{key}". */
+const ConcurrencyKeyTemplate = Text({ minLength: 1, maxLength: 255, description: "a concurrency key; {key} stands for the fan-out key, e.g. store:{key}" });
+
+export const ScheduleDefinitionSchema = Type.Object(
+  {
+    name: ScheduleName,
+    taskType: TaskTypeName,
+    params: Type.Optional(JsonObjectValue),
+    cron: Text({ minLength: 1, maxLength: 255, description: "a cron expression: 5 fields (minute hour day month weekday) or 6 with seconds first, e.g. 0 */4 * * *" }),
+    /** IANA time zone the cron expression is read in (default UTC). */
+    timezone: Type.Optional(Text({ minLength: 1, maxLength: 64, description: "an IANA time zone, e.g. Europe/Paris" })),
+    /** Default true for a new schedule; left out of an update, the schedule stays paused or running as it is. */
+    enabled: Type.Optional(Type.Boolean()),
+    fanOut: Type.Optional(FanOutSchema),
+    concurrencyKey: Type.Optional(ConcurrencyKeyTemplate),
+    priority: Type.Optional(Priority),
+    /** When the coordinator was down across ticks: `skip` them (default) or `run_once` now. */
+    missedTicks: Type.Optional(OneOf(MISSED_TICK_POLICIES)),
+  },
+  { additionalProperties: false },
+);
+/** A recurring schedule as a producer defines it (pool.schedule): created, or updated by name. */
+export type ScheduleDefinition = Static<typeof ScheduleDefinitionSchema>;
+
+export const FireOptionsSchema = Type.Object(
+  {
+    /** A tick older than this when it is found was missed (the coordinator was down): see `missedTicks`. */
+    graceSeconds: Type.Number({ minimum: 0, maximum: 7 * 86400 }),
+  },
+  { additionalProperties: false },
+);
+export type FireOptions = Static<typeof FireOptionsSchema>;
+
+export const GenerateInputSchema = Type.Object(
+  {
+    taskType: TaskTypeName,
+    params: Type.Optional(JsonObjectValue),
+    /** Omitted: one task. */
+    fanOut: Type.Optional(FanOutSchema),
+    concurrencyKey: Type.Optional(ConcurrencyKeyTemplate),
+    priority: Type.Optional(Priority),
+    /** When the first batch is due (default now). */
+    startAt: Type.Optional(StorableDate),
+  },
+  { additionalProperties: false },
+);
+/** Tasks made now from a fan-out, as one schedule run would make them (pool.generate). */
+export type GenerateInput = Static<typeof GenerateInputSchema>;
+
+const DAY_PATTERN = "^\\d{4}-\\d{2}-\\d{2}$";
+
+export const ResyncInputSchema = Type.Object(
+  {
+    /** Default product_resync. */
+    taskType: Type.Optional(TaskTypeName),
+    keys: FanOutSchema.properties.keys,
+    fromResults: FanOutSchema.properties.fromResults,
+    /** Default 6, spread over 24 hours: one every 4 hours (seed 004). */
+    batches: Type.Optional(Type.Integer({ minimum: 1, maximum: 96 })),
+    /** The day whose batches to make, from its midnight UTC; omitted: starting now. */
+    date: Type.Optional(Type.String({ pattern: DAY_PATTERN, description: "a day as YYYY-MM-DD" })),
+    params: Type.Optional(JsonObjectValue),
+    /** Default store:{key}: one active resync per store. */
+    concurrencyKey: Type.Optional(ConcurrencyKeyTemplate),
+    priority: Type.Optional(Priority),
+  },
+  { additionalProperties: false },
+);
+/** Seed 004's daily resync generation: its keys (stores) over N batches of the day. */
+export type ResyncInput = Static<typeof ResyncInputSchema>;
+
+export const DiscoveryInputSchema = Type.Object(
+  {
+    /** Default store_discovery. */
+    taskType: Type.Optional(TaskTypeName),
+    params: Type.Optional(JsonObjectValue),
+    /** One task per key (e.g. per region); omitted: one task. */
+    keys: FanOutSchema.properties.keys,
+    priority: Type.Optional(Priority),
+  },
+  { additionalProperties: false },
+);
+/** Seed 004's discovery generation: one store_discovery task, or one per key. */
+export type DiscoveryInput = Static<typeof DiscoveryInputSchema>;

@@ -23,12 +23,13 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, enabled: boole
   app.decorateRequest("apiKey", null);
   if (!enabled) return;
   app.addHook("onRequest", async (request: FastifyRequest) => {
-    const access = (request.routeOptions.config as Partial<RouteConfig>).access;
+    const { access, acceptsBearer } = request.routeOptions.config as Partial<RouteConfig>;
     // Routes taskpool did not define (the docs' assets, 404s) are public, like those marked so.
     if (access === undefined || access === "public") return;
-    const presented = request.headers[API_KEY_HEADER];
+    const presented = request.headers[API_KEY_HEADER] ?? (acceptsBearer ? bearerToken(request.headers.authorization) : undefined);
     if (presented === undefined || presented === "") {
-      throw new HttpError("unauthorized", "Missing API key: send it in the X-API-Key header (`taskpool keys create` makes one)");
+      const where = acceptsBearer ? "the X-API-Key header or as Authorization: Bearer <key>" : "the X-API-Key header";
+      throw new HttpError("unauthorized", `Missing API key: send it in ${where} (\`taskpool keys create\` makes one)`);
     }
     const key = typeof presented === "string" ? await pool.authenticate(presented) : null;
     if (!key) throw new HttpError("unauthorized", "Invalid or revoked API key");
@@ -38,4 +39,10 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, enabled: boole
     }
     request.apiKey = key;
   });
+}
+
+/** The token of an `Authorization: Bearer <token>` header, if that is what it holds. */
+function bearerToken(header: string | undefined): string | undefined {
+  const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match ? match[1] : undefined;
 }

@@ -14,7 +14,7 @@ import type { ClaimedTask, ClaimOptions } from "../core/task.js";
 
 class Waiter {
   private woken = false;
-  private resolve: (() => void) | null = null;
+  private resolve: ((woken?: boolean) => void) | null = null;
 
   constructor(readonly taskTypes: string[] | null) {}
 
@@ -22,24 +22,28 @@ class Waiter {
     return taskTypes.length === 0 || this.taskTypes === null || taskTypes.some((t) => this.taskTypes?.includes(t));
   }
 
-  wake(): void {
+  /** The task types of the notification that last woke it (`[]`: unknown, re-check everything). */
+  heard: string[] = [];
+
+  wake(taskTypes: string[] = []): void {
+    this.heard = taskTypes;
     this.woken = true;
     this.resolve?.();
   }
 
-  /** Until woken (or already woken since the last wait) or `ms` pass. */
-  wait(ms: number): Promise<void> {
+  /** Until woken (or already woken since the last wait) or `ms` pass; true when woken. */
+  wait(ms: number): Promise<boolean> {
     if (this.woken) {
       this.woken = false;
-      return Promise.resolve();
+      return Promise.resolve(true);
     }
     return new Promise((resolve) => {
-      const timer = setTimeout(() => this.resolve?.(), ms);
-      this.resolve = () => {
+      const timer = setTimeout(() => this.resolve?.(false), ms);
+      this.resolve = (woken = true) => {
         clearTimeout(timer);
         this.resolve = null;
         this.woken = false;
-        resolve();
+        resolve(woken);
       };
     });
   }
@@ -53,11 +57,13 @@ export class LongPoll {
   constructor(
     private readonly protocol: CheckedStore,
     private readonly recheckMs: number,
+    /** Told how long each claim in the store took and how many tasks it found (metrics). */
+    private readonly onClaim: (seconds: number, claimed: number) => void = () => {},
   ) {}
 
   /** Claims as `options` say; with nothing to claim, waits up to `waitMs` for work (none when the server closes or `signal` aborts). */
   async claim(options: ClaimOptions, waitMs: number, signal: AbortSignal): Promise<ClaimedTask[]> {
-    const first = await this.protocol.claim(options);
+    const first = await this.claimOnce(options);
     if (first.length > 0 || waitMs <= 0 || this.closed) return first;
     const deadline = performance.now() + waitMs;
     const waiter = new Waiter(options.taskTypes ?? null);
@@ -68,7 +74,7 @@ export class LongPoll {
       // Without notifications (the subscription failed) the re-checks still find the work, later.
       await this.subscribe().catch(() => (this.subscription = null));
       for (;;) {
-        const tasks = await this.protocol.claim(options);
+        const tasks = await this.claimOnce(options);
         if (tasks.length > 0) return tasks;
         const left = deadline - performance.now();
         if (left <= 0 || signal.aborted || this.closed) return [];
@@ -80,7 +86,29 @@ export class LongPoll {
     }
   }
 
-  /** How many claims are waiting now. */
+  /**
+   * Waits up to `waitMs` for a notification of work of `taskTypes` (any type when null) without
+   * claiming: what a remote worker's wake-up subscription (the HTTP transport) listens to. The task
+   * types the notification named (`[]`: unknown) when one came; null when the wait ran out, `signal`
+   * aborted or the server is closing.
+   */
+  async waitForWork(taskTypes: string[] | null, waitMs: number, signal: AbortSignal): Promise<string[] | null> {
+    if (this.closed || signal.aborted) return null;
+    const waiter = new Waiter(taskTypes);
+    const hangUp = () => waiter.wake();
+    signal.addEventListener("abort", hangUp);
+    this.waiters.add(waiter);
+    try {
+      await this.subscribe().catch(() => (this.subscription = null));
+      const woken = await waiter.wait(waitMs);
+      return woken && !signal.aborted && !this.closed ? waiter.heard : null;
+    } finally {
+      this.waiters.delete(waiter);
+      signal.removeEventListener("abort", hangUp);
+    }
+  }
+
+  /** How many claims and wake-up waits are waiting now. */
   get waiting(): number {
     return this.waiters.size;
   }
@@ -94,10 +122,17 @@ export class LongPoll {
     if (subscription) await (await subscription.catch(() => async () => {}))();
   }
 
+  private async claimOnce(options: ClaimOptions): Promise<ClaimedTask[]> {
+    const started = performance.now();
+    const tasks = await this.protocol.claim(options);
+    this.onClaim((performance.now() - started) / 1000, tasks.length);
+    return tasks;
+  }
+
   private subscribe(): Promise<unknown> {
     if (this.closed) return Promise.resolve();
     this.subscription ??= this.protocol.subscribe((taskTypes) => {
-      for (const w of this.waiters) if (w.matches(taskTypes)) w.wake();
+      for (const w of this.waiters) if (w.matches(taskTypes)) w.wake(taskTypes);
     });
     return this.subscription;
   }

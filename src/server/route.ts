@@ -18,6 +18,8 @@ export type Access = "public" | readonly ApiKeyScope[];
 /** What every route's config carries (read by the auth hook). */
 export interface RouteConfig {
   access: Access;
+  /** Also take the key from `Authorization: Bearer <key>` (what Prometheus sends; /metrics only). */
+  acceptsBearer?: boolean;
 }
 
 /** A route's request, as the library types it (camelCase, Dates). */

@@ -11,7 +11,7 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { pino, type Logger } from "pino";
 import type { Taskpool } from "../api/taskpool.js";
 import type { CoordinatorOptions } from "../coordinator/coordinator.js";
@@ -19,14 +19,20 @@ import { validate } from "../core/validation.js";
 import { VERSION } from "../version.js";
 import { installAuth } from "./auth.js";
 import type { ServerContext } from "./context.js";
+import { dashboard } from "./dashboard.js";
 import { errorReply, HttpError } from "./errors.js";
 import { LongPoll } from "./long-poll.js";
+import { type MetricsAccess, ServerMetrics } from "./metrics.js";
 import { type RouteConfig, type RouteDefinition, registerRoute } from "./route.js";
 import { healthRoutes } from "./routes/health.js";
 import { reassignmentRoutes } from "./routes/reassignments.js";
+import { scheduleRoutes } from "./routes/schedules.js";
+import { taskGenerationRoutes } from "./routes/task-generation.js";
 import { taskLeaseRoutes } from "./routes/task-leases.js";
 import { taskTypeRoutes } from "./routes/task-types.js";
 import { taskRoutes } from "./routes/tasks.js";
+import { workerTransportRoutes } from "./routes/worker-transport.js";
+import { whoamiRoutes } from "./routes/whoami.js";
 import { workerRoutes } from "./routes/workers.js";
 
 export interface ServerOptions {
@@ -49,17 +55,21 @@ export interface ServerOptions {
   longPollRecheckMs?: number;
   /** Structured request logs; default none. */
   logger?: Logger;
+  /** Serve the web dashboard at `/` (default true; docs/dashboard.md). */
+  dashboard?: boolean;
+  /** Who may read /metrics (metrics.ts): `key` (default; a producer or admin key, also as `Authorization: Bearer`) or `public`. */
+  metricsAccess?: MetricsAccess;
 }
 
 export const DEFAULT_RATE_LIMIT_PER_MINUTE = 100;
 export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
 
 /** Every route of the API, per resource. */
-export const ROUTES: readonly RouteDefinition[] = [...taskRoutes, ...taskLeaseRoutes, ...workerRoutes, ...reassignmentRoutes, ...taskTypeRoutes, ...healthRoutes];
+export const ROUTES: readonly RouteDefinition[] = [...taskRoutes, ...taskGenerationRoutes, ...scheduleRoutes, ...taskLeaseRoutes, ...workerTransportRoutes, ...workerRoutes, ...reassignmentRoutes, ...taskTypeRoutes, ...whoamiRoutes, ...healthRoutes];
 
 declare module "fastify" {
   interface FastifyInstance {
-    /** What the server knows beyond the database (tests, and metrics next). */
+    /** What the server knows beyond the database (tests and /metrics read it). */
     taskpool: { waitingClaims(): number };
   }
 }
@@ -73,7 +83,16 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   const logger = options.logger ?? pino({ level: "silent" });
   // While closing, requests still arriving on open connections are answered normally (a waiting
   // claim at once), each with Connection: close, rather than with Fastify's own 503 body.
-  const app = Fastify({ loggerInstance: logger, bodyLimit, return503OnClosing: false }) as unknown as FastifyInstance;
+  const app = Fastify({
+    loggerInstance: logger,
+    bodyLimit,
+    return503OnClosing: false,
+    // The router's own refusals (a path parameter over its length limit, a malformed URL) in the envelope too.
+    frameworkErrors: (error, _request, reply) => {
+      const { status, body } = errorReply(error, bodyLimit);
+      void (reply as unknown as FastifyReply).code(status).send(body);
+    },
+  }) as unknown as FastifyInstance;
 
   // Requests are checked with the library's own TypeBox checks (core/validation.ts), on the wire
   // schemas: the same messages as the library's, unknown fields refused rather than dropped.
@@ -135,14 +154,24 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     });
   }
 
-  const longPoll = new LongPoll(pool.protocol, options.longPollRecheckMs ?? 1000);
-  const coordinator = pool.coordinator({ logger, ...options.coordinator });
+  const metrics = new ServerMetrics(pool, () => app.taskpool.waitingClaims());
+  const longPoll = new LongPoll(pool.protocol, options.longPollRecheckMs ?? 1000, (seconds, claimed) => metrics.observeClaim(seconds, claimed));
+  const coordinator = pool.coordinator({
+    logger,
+    ...options.coordinator,
+    onSweep: (result, durationMs) => {
+      metrics.observeSweep(result, durationMs);
+      options.coordinator?.onSweep?.(result, durationMs);
+    },
+  });
   const context: ServerContext = { pool, longPoll, coordinator, heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30 };
   for (const route of ROUTES) registerRoute(app, route, context);
 
   app.decorate("taskpool", { waitingClaims: () => longPoll.waiting });
   const publicRoute: RouteConfig = { access: "public" };
   app.get("/openapi.json", { schema: { hide: true }, config: publicRoute }, async () => app.swagger());
+  if (options.dashboard !== false) await app.register(dashboard);
+  metrics.install(app, options.metricsAccess ?? "key");
 
   // Waiting claims answer at once (no task) so closing does not wait out their wait_ms. A response
   // finished after the server began closing ends its connection: Node closes only the connections

@@ -1,4 +1,4 @@
-import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
+import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 
 /**
  * The monitoring views (migration 003 of each dialect) have the same columns on both databases, so
@@ -53,5 +53,56 @@ export function toReassignmentStats(v: ReassignmentViewRows): ReassignmentStats 
     last24Hours: { total: Number(v.rate.total), successful: Number(v.rate.successful), successRatePercent: v.rate.success_rate_percent },
     failingWorkers: v.failing.map((r) => ({ workerId: r.from_worker_id, failureCount: Number(r.failure_count), lastFailureAt: new Date(r.last_failure_at) })),
     repeatedTasks: v.repeated.map((r) => ({ taskId: Number(r.task_id), reassignmentCount: Number(r.reassignment_count), lastReassignmentAt: new Date(r.last_reassignment_at) })),
+  };
+}
+
+/** One group of `throughput()`'s statement: the tasks of one status that finished in one minute of the window. */
+export interface ThroughputGroupRow {
+  /** Whole minutes from the window's start. */
+  minute: number;
+  status: "completed" | "failed";
+  tasks: number;
+  /** How many of them were ever claimed (a task failed by a sweep may not have been), and their pickup seconds' sum and max. */
+  picked: number;
+  pickup_sum: number | null;
+  pickup_max: number | null;
+}
+
+const DEFAULT_THROUGHPUT_MINUTES = 60;
+
+/** The window of `throughput()`: whole minutes, the current one last, so each bar of a chart covers a full minute but the last. */
+export function throughputWindow(now: Date, minutes = DEFAULT_THROUGHPUT_MINUTES): { since: Date; until: Date; minutes: number } {
+  const currentMinute = Math.floor(now.getTime() / 60_000) * 60_000;
+  return { since: new Date(currentMinute - (minutes - 1) * 60_000), until: new Date(currentMinute + 60_000), minutes };
+}
+
+const round3 = (n: number) => Math.round(n * 1000) / 1000;
+
+/** Spreads the statement's groups over every minute of the window (minutes without tasks are zeros). */
+export function toThroughput(groups: ThroughputGroupRow[], window: { since: Date; minutes: number }): Throughput {
+  const rows = Array.from({ length: window.minutes }, () => ({ completed: 0, failed: 0, picked: 0, sum: 0, max: null as number | null }));
+  for (const g of groups) {
+    const row = rows[Number(g.minute)];
+    if (!row) continue;
+    row[g.status] += Number(g.tasks);
+    row.picked += Number(g.picked);
+    row.sum += Number(g.pickup_sum ?? 0);
+    if (g.pickup_max !== null) row.max = Math.max(row.max ?? 0, Number(g.pickup_max));
+  }
+  const picked = rows.reduce((n, r) => n + r.picked, 0);
+  const maxes = rows.flatMap((r) => (r.max === null ? [] : [r.max]));
+  return {
+    minutes: rows.map((r, i) => ({
+      minute: new Date(window.since.getTime() + i * 60_000),
+      completed: r.completed,
+      failed: r.failed,
+      pickupSeconds: r.picked === 0 ? null : round3(r.sum / r.picked),
+    })),
+    completed: rows.reduce((n, r) => n + r.completed, 0),
+    failed: rows.reduce((n, r) => n + r.failed, 0),
+    pickupSeconds: {
+      mean: picked === 0 ? null : round3(rows.reduce((n, r) => n + r.sum, 0) / picked),
+      max: maxes.length === 0 ? null : round3(Math.max(...maxes)),
+    },
   };
 }

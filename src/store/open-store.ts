@@ -1,4 +1,5 @@
 import type { Clock } from "../core/clock.js";
+import { HttpStore } from "../client/http-store.js";
 import { UnsupportedUrlError } from "../core/errors.js";
 import { PostgresStore } from "./postgres/postgres-store.js";
 import { SqliteStore } from "./sqlite/sqlite-store.js";
@@ -9,11 +10,15 @@ export interface DatabaseConfig {
   url: string;
   /** PostgreSQL schema (default "taskpool"). */
   schema?: string;
+  /** A taskpool server's API key (http:// and https:// URLs). */
+  apiKey?: string;
 }
 
 export interface OpenStoreOptions {
   /** PostgreSQL schema (default "taskpool"). */
   schema?: string;
+  /** A taskpool server's API key (http:// and https:// URLs). */
+  apiKey?: string;
   /** Refuse tasks of unregistered types. */
   requireRegistered?: boolean;
   clock?: Clock;
@@ -24,7 +29,8 @@ export interface OpenStoreOptions {
 
 /**
  * Opens the store a connection string names: `sqlite:./path.db`, `sqlite::memory:`,
- * `postgres://…` or `postgresql://…`.
+ * `postgres://…` or `postgresql://…`, or a taskpool server, `http(s)://host:port` (migrating there
+ * is the server's business: it checks the server answers).
  */
 export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<Store> {
   const store = createStore(url, options);
@@ -48,5 +54,6 @@ function createStore(url: string, options: OpenStoreOptions): Store {
   if (/^postgres(ql)?:\/\//.test(url)) {
     return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
   }
+  if (/^https?:\/\//.test(url)) return new HttpStore(url, { apiKey: options.apiKey });
   throw new UnsupportedUrlError(url);
 }

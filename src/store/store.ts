@@ -1,9 +1,10 @@
 import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions } from "../core/schemas.js";
-import type { CapacityRow, ReassignmentStats } from "../core/monitoring.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
+import type { FiredSchedule, FireOptions, GenerateInput, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
 import type {
   ClaimedTask,
   ClaimOptions,
@@ -60,6 +61,8 @@ export interface CompleteResult {
  */
 export interface Store {
   readonly dialect: "postgres" | "sqlite";
+  /** True for a taskpool server reached over HTTP (src/client/): the database is on the other side. */
+  readonly remote?: boolean;
 
   /** Applies pending migrations; safe when several processes call it at once. */
   migrate(): Promise<void>;
@@ -146,6 +149,11 @@ export interface Store {
   /** Seed 004's capacity planning, one row per task type with work, workers, recent throughput or a registration. */
   capacity(): Promise<CapacityRow[]>;
   /**
+   * Completed and failed (for good) tasks per minute over the last `minutes` minutes by the store's
+   * clock, the current minute last, with their pickup latency (ready to last claim).
+   */
+  throughput(query?: ThroughputQuery): Promise<Throughput>;
+  /**
    * Calls `listener` with task types when tasks become ready, so idle workers wake at once instead of
    * at their next poll; `[]` means "something changed, re-check" (types unknown). PostgreSQL:
    * LISTEN/NOTIFY across machines. SQLite: stores of this process on the same file hear each other at
@@ -167,6 +175,29 @@ export interface Store {
   findApiKey(keyHash: string): Promise<ApiKeyRecord | null>;
   /** Revokes a key at once and for good; revoking it again changes nothing. ApiKeyNotFoundError for an unknown id. */
   revokeApiKey(id: number): Promise<ApiKeyRecord>;
+
+  /**
+   * Creates a schedule, or updates the one of that name. Its next run is the first tick after now; an
+   * update that keeps the cron expression and zone keeps it, and one that leaves `enabled` out keeps
+   * the schedule paused or running as it was.
+   */
+  saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult>;
+  /** The schedule of that name, or null. */
+  getSchedule(name: string): Promise<ScheduleRecord | null>;
+  /** Every schedule, by name. */
+  listSchedules(): Promise<ScheduleRecord[]>;
+  /** Pauses (no next run) or resumes (next run: the first tick after now) a schedule. ScheduleNotFoundError for an unknown name. */
+  setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord>;
+  /** Deletes a schedule and its ticks; its tasks stay. ScheduleNotFoundError for an unknown name. */
+  removeSchedule(name: string): Promise<ScheduleRecord>;
+  /**
+   * Fires the schedules due by the store's clock (the coordinator's pass). Each tick fires once: its
+   * row, with a unique (schedule, tick) key, is written in the same transaction as its tasks, so
+   * concurrent passes, on any number of stores, and a pass after a restart create its tasks once.
+   */
+  fireDueSchedules(options: FireOptions): Promise<FiredSchedule[]>;
+  /** Makes a fan-out's tasks now, as a schedule run would, all or nothing (seed 004's generation endpoints). */
+  generateTasks(input: GenerateInput): Promise<GenerateResult>;
 }
 
 /** What `taskpool status` says about the coordinator: is anyone leading, and is anyone sweeping? */

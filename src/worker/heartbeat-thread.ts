@@ -10,7 +10,7 @@ const post = (msg: FromThread) => port.postMessage(msg);
 
 // The beats it sends were built by the worker from options the checked store already accepted at
 // registration, so this raw store is enough (and the thread stays small).
-const store = await openStore(database.url, { schema: database.schema, migrate: false });
+const store = await openStore(database.url, { schema: database.schema, apiKey: database.apiKey, migrate: false });
 let failing = false;
 let beating: Promise<void> = Promise.resolve();
 

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { LeaseLostError } from "../core/errors.js";
+import { LeaseLostError, TaskpoolError } from "../core/errors.js";
 import type { ClaimedTask, EnqueueInput, Json, JsonObject, Task } from "../core/task.js";
 import type { Store } from "../store/store.js";
 
@@ -23,6 +23,9 @@ export interface TaskContext {
   enqueue(taskType: string, params?: JsonObject, options?: Omit<EnqueueInput, "taskType" | "params">): void;
 }
 
+/** Tries of a checkpoint or progress write while the database cannot be reached (~6 s in all). */
+const WRITE_ATTEMPTS = 6;
+
 /** Builds the context of one run; writes made through it are fenced by the run's lease. */
 export function createTaskContext(
   store: Store,
@@ -32,12 +35,19 @@ export function createTaskContext(
   followUps: EnqueueInput[],
 ): TaskContext {
   const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
+  // A dropped connection (a database restart, a failover) is retried here rather than thrown into the
+  // handler, which would fail the run and cost the task an attempt for a blip. Saving the same
+  // checkpoint or progress twice is harmless; a refusal (TaskpoolError) is final and thrown at once.
   const fenced = async <T>(write: () => Promise<T>): Promise<T> => {
-    try {
-      return await write();
-    } catch (error) {
-      if (error instanceof LeaseLostError) controller.abort("lease_lost");
-      throw error;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await write();
+      } catch (error) {
+        if (error instanceof LeaseLostError) controller.abort("lease_lost");
+        if (error instanceof TaskpoolError || attempt >= WRITE_ATTEMPTS || controller.signal.aborted) throw error;
+        logger.warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying`);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
+      }
     }
   };
   return {

@@ -17,8 +17,9 @@ export interface WorkerProcess {
 
 export const FAST = { HEARTBEAT_INTERVAL_MS: "200", POLL_INTERVAL_MS: "200", LEASE_SECONDS: "5" };
 
-export async function startWorker(handle: TestStore, id: string, env: Record<string, string>): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", FIXTURE], {
+/** Starts a worker process (by default test/fixtures/worker-process.ts) and waits until it is claiming. */
+export async function startWorker(handle: Pick<TestStore, "url" | "schema">, id: string, env: Record<string, string>, fixture = FIXTURE): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", fixture], {
     env: { ...process.env, ...FAST, TASKPOOL_URL: handle.url, TASKPOOL_SCHEMA: handle.schema ?? "", WORKER_ID: id, ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });

@@ -66,3 +66,40 @@ describe("taskpool keys and serve", () => {
     expect(output).toMatch(/"msg":"Stopped"/);
   }, 60_000);
 });
+
+describe("the CLI over HTTP (--url, --api-key)", () => {
+  const path = sqlitePath();
+  const db = `sqlite:${path}`;
+  afterEach(() => removeSqliteFiles(path));
+
+  it("enqueues, lists, shows and reports status through a server; a bad URL or key is one clear line", async () => {
+    const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
+    const child = spawn(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+    let output = "";
+    child.stdout.on("data", (d) => (output += d));
+    child.stderr.on("data", (d) => (output += d));
+    try {
+      const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output), 20_000, "the server to listen"))[1];
+      const remote = ["--url", url, "--api-key", admin];
+      expect((await taskpool("enqueue", "crawl", '{"page":1}', ...remote)).stdout).toMatch(/^Enqueued task 1 \(crawl\)/);
+      const listed = JSON.parse((await taskpool("tasks", "list", "--json", ...remote)).stdout);
+      expect(listed.tasks.map((t: { id: number; params: unknown }) => [t.id, t.params])).toEqual([[1, { page: 1 }]]);
+      expect((await taskpool("tasks", "show", "1", ...remote)).stdout).toMatch(/created/);
+      expect((await taskpool("status", ...remote)).stdout).toMatch(/Tasks: pending 1[\s\S]*Coordinator: no coordinator leads; no sweep yet|Coordinator: WARNING no coordinator leads/);
+      // Over TASKPOOL_URL / TASKPOOL_API_KEY as well.
+      const viaEnv = await run(process.execPath, ["--import", "tsx", CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } });
+      expect(viaEnv.stdout).toMatch(/crawl/);
+
+      const badKey = await taskpool("tasks", "list", "--url", url, "--api-key", "tp_wrong-key-0000000000").catch((e) => e);
+      expect([badKey.code, badKey.stderr]).toEqual([1, "taskpool: Invalid or revoked API key\n"]);
+      const notServer = await taskpool("tasks", "list", "--url", "postgres://x@localhost/db").catch((e) => e);
+      expect(notServer.stderr).toBe('taskpool: --url takes a taskpool server\'s address (http://host:port), not "postgres://x@localhost/db"; a database goes in --db\n');
+      const nobody = await taskpool("tasks", "list", "--url", "http://127.0.0.1:9").catch((e) => e);
+      expect(nobody.code).toBe(1);
+      expect(nobody.stderr).toMatch(/^taskpool: Cannot reach the taskpool server at http:\/\/127\.0\.0\.1:9 \(.*\); is `taskpool serve` running there, and is the URL right\?\n$/);
+    } finally {
+      child.kill("SIGTERM");
+      await new Promise((resolve) => child.once("exit", resolve));
+    }
+  }, 90_000);
+});

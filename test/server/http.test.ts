@@ -351,7 +351,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
 
   it("health, readiness, the OpenAPI document and the docs page", async () => {
     expect(await s.call("GET", "/healthz")).toMatchObject({ status: 200, body: { success: true, status: "ok", version: expect.any(String) } });
-    expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, last_swept_at: null } });
+    expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null } });
     const docs = await fetch(`${s.url}/docs/`);
     expect(docs.status).toBe(200);
     const html = await docs.text();

@@ -3,25 +3,30 @@ import { Kind, type Static, type TSchema, Type } from "@sinclair/typebox";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import { connect, type Taskpool } from "../../src/api/taskpool.js";
 import type { TaskEvent } from "../../src/core/event.js";
-import type { CapacityRow, ReassignmentStats } from "../../src/core/monitoring.js";
+import type { CapacityRow, ReassignmentStats, Throughput } from "../../src/core/monitoring.js";
 import {
   CapacityRecord,
   ReassignmentRecord,
   ReassignmentStatsRecord,
   SweepResultRecord,
+  ScheduleRecordSchema,
+  GenerateResultRecord,
   TaskCountsRecord,
   TaskEventRecord,
   TaskRecord,
   TaskTypeRecordSchema,
+  ThroughputRecord,
   WorkerRecordSchema,
 } from "../../src/core/record-schemas.js";
 import * as schemas from "../../src/core/schemas.js";
+import type { GenerateResult, ScheduleRecord } from "../../src/core/schedule.js";
 import type { Task, TaskCounts } from "../../src/core/task.js";
 import type { TaskTypeRecord } from "../../src/core/task-type.js";
 import { fromWire, toCamel, toSnake, toWire, wirePath, wireSchema } from "../../src/core/wire.js";
 import type { ReassignmentEvent, SweepResult, WorkerRecord } from "../../src/core/worker.js";
 import { buildServer, ROUTES } from "../../src/server/server.js";
 import { ClaimWait } from "../../src/server/routes/task-leases.js";
+import { WaitForWork } from "../../src/server/routes/worker-transport.js";
 import type { Body } from "./harness.js";
 
 describe("the wire mapping", () => {
@@ -54,7 +59,7 @@ describe("the wire mapping", () => {
       for (const key of ["items", "additionalProperties"]) if (typeof x[key] === "object") walk(x[key] as TSchema);
       for (const key of ["anyOf", "allOf"]) if (Array.isArray(x[key])) (x[key] as TSchema[]).forEach(walk);
     };
-    const all = [...Object.values(schemas), TaskRecord, TaskEventRecord, TaskCountsRecord, CapacityRecord, WorkerRecordSchema, ReassignmentRecord, ReassignmentStatsRecord, TaskTypeRecordSchema, SweepResultRecord];
+    const all = [...Object.values(schemas), TaskRecord, TaskEventRecord, TaskCountsRecord, CapacityRecord, WorkerRecordSchema, ReassignmentRecord, ReassignmentStatsRecord, TaskTypeRecordSchema, SweepResultRecord, ThroughputRecord, ScheduleRecordSchema, GenerateResultRecord];
     for (const s of all) if (typeof s === "object" && s !== null && Kind in s) walk(s as TSchema);
     expect(names.size).toBeGreaterThan(80);
     for (const name of names) expect(toCamel(toSnake(name)), name).toBe(name);
@@ -90,6 +95,9 @@ describe("the wire mapping", () => {
     expectTypeOf<Static<typeof ReassignmentStatsRecord>>().toEqualTypeOf<ReassignmentStats>();
     expectTypeOf<Static<typeof TaskTypeRecordSchema>>().toEqualTypeOf<TaskTypeRecord>();
     expectTypeOf<Static<typeof SweepResultRecord>>().toEqualTypeOf<SweepResult>();
+    expectTypeOf<Static<typeof ScheduleRecordSchema>>().toEqualTypeOf<ScheduleRecord>();
+    expectTypeOf<Static<typeof GenerateResultRecord>>().toEqualTypeOf<GenerateResult>();
+    expectTypeOf<Static<typeof ThroughputRecord>>().toEqualTypeOf<Throughput>();
   });
 });
 
@@ -101,6 +109,7 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "POST /api/tasks/batch": { body: strict(Type.Object({ tasks: Type.Array(schemas.EnqueueInputSchema, { maxItems: schemas.EnqueueBatchSchema.maxItems }) })) },
   "GET /api/tasks": { query: strict(schemas.TaskFilterSchema, schemas.PageSchema) },
   "GET /api/tasks/counts": {},
+  "GET /api/tasks/throughput": { query: schemas.ThroughputQuerySchema },
   "GET /api/tasks/capacity": {},
   "GET /api/tasks/capacity/{task_type}": { params: Type.Object({ taskType: schemas.TaskTypeName }) },
   "GET /api/tasks/{id}": { params: Id },
@@ -116,6 +125,9 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "POST /api/tasks/{id}/complete": { params: Id, body: strict(schemas.LeaseSchema, schemas.CompleteOptionsSchema) },
   "POST /api/tasks/{id}/fail": { params: Id, body: strict(schemas.LeaseSchema, schemas.FailOptionsSchema) },
   "POST /api/tasks/{id}/release": { params: Id, body: strict(schemas.LeaseSchema, schemas.ReleaseOptionsSchema) },
+  "POST /api/tasks/complete": { body: strict(Type.Object({ completions: Type.Array(schemas.CompletionSchema, { minItems: 1, maxItems: 1000 }) })) },
+  "POST /api/tasks/fail": { body: strict(Type.Object({ failures: Type.Array(schemas.FailureSchema, { minItems: 1, maxItems: 1000 }) })) },
+  "POST /api/tasks/wait": { body: strict(WaitForWork) },
   "POST /api/workers/heartbeat": { body: schemas.WorkerBeatSchema },
   "GET /api/workers": {},
   "POST /api/workers/{id}/shutdown": { params: Type.Object({ id: schemas.WorkerId }) },
@@ -124,6 +136,15 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "GET /api/task-types": {},
   "GET /api/task-types/{name}": { params: Type.Object({ name: schemas.TaskTypeName }) },
   "POST /api/task-types": { body: schemas.TaskTypeDefinitionSchema },
+  "GET /api/schedules": {},
+  "POST /api/schedules": { body: schemas.ScheduleDefinitionSchema },
+  "GET /api/schedules/{name}": { params: Type.Object({ name: schemas.ScheduleName }) },
+  "POST /api/schedules/{name}/pause": { params: Type.Object({ name: schemas.ScheduleName }) },
+  "POST /api/schedules/{name}/resume": { params: Type.Object({ name: schemas.ScheduleName }) },
+  "DELETE /api/schedules/{name}": { params: Type.Object({ name: schemas.ScheduleName }) },
+  "POST /api/tasks/generate/resync": { body: schemas.ResyncInputSchema },
+  "POST /api/tasks/generate/discovery": { body: schemas.DiscoveryInputSchema },
+  "GET /api/whoami": {},
   "GET /healthz": {},
   "GET /readyz": {},
 };

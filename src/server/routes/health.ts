@@ -24,18 +24,24 @@ export const healthRoutes = [
     url: "/readyz",
     tag: TAG,
     summary: "The database answers",
-    description: "503 not_ready when it does not. Also says who leads the coordinators and when one last swept.",
+    description: "503 not_ready when it does not. Also says who leads the coordinators, until when, and who swept last and when.",
     access: "public",
     reply: {
       status: Type.Literal("ready"),
       database: Type.Union([Type.Literal("postgres"), Type.Literal("sqlite")]),
-      coordinator: Type.Object({ holder: Type.Union([Type.String(), Type.Null()]), lastSweptAt: Type.Union([Type.Date(), Type.Null()]) }),
+      coordinator: Type.Object({
+        holder: Type.Union([Type.String(), Type.Null()]),
+        leaseExpiresAt: Type.Union([Type.Date(), Type.Null()]),
+        lastSweptBy: Type.Union([Type.String(), Type.Null()]),
+        lastSweptAt: Type.Union([Type.Date(), Type.Null()]),
+        secondsSinceSweep: Type.Union([Type.Integer(), Type.Null()]),
+      }),
     },
     errors: [503],
     async handler(_input, { pool, request }) {
       try {
-        const { holder, lastSweptAt } = await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP);
-        return { status: "ready" as const, database: pool.protocol.dialect, coordinator: { holder, lastSweptAt } };
+        const coordinator = await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP);
+        return { status: "ready" as const, database: pool.protocol.dialect, coordinator };
       } catch (error) {
         request.log.warn({ err: error }, "Readiness check failed: the database did not answer");
         throw new HttpError("not_ready", "The database did not answer; the server log says why");

@@ -1,8 +1,8 @@
 /** Tasks for producers and operators: create, list, read, count, capacity, cancel, retry, recover. */
 import { Type } from "@sinclair/typebox";
 import { TaskNotFoundError } from "../../core/errors.js";
-import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskRecord } from "../../core/record-schemas.js";
-import { CancelOptionsSchema, EnqueueBatchSchema, EnqueueInputSchema, PageSchema, TaskFilterSchema, TaskId, TaskTypeName } from "../../core/schemas.js";
+import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskRecord, ThroughputRecord } from "../../core/record-schemas.js";
+import { CancelOptionsSchema, EnqueueBatchSchema, EnqueueInputSchema, PageSchema, TaskFilterSchema, TaskId, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";
 
@@ -63,6 +63,21 @@ export const taskRoutes = [
     reply: TaskCountsRecord.properties,
     async handler(_input, { pool }) {
       return pool.counts();
+    },
+  }),
+  defineRoute({
+    method: "GET",
+    url: "/api/tasks/throughput",
+    tag: TAG,
+    summary: "Completed and failed tasks per minute, with pickup latency",
+    description:
+      "One row per minute over the last `minutes` (default 60), the current minute last. `failed` counts tasks that failed for good; " +
+      "`pickup_seconds` is the mean time from ready (scheduled_for) to the last claim of the tasks that finished that minute.",
+    access: ["producer"],
+    query: ThroughputQuerySchema,
+    reply: ThroughputRecord.properties,
+    async handler({ query }, { pool }) {
+      return pool.throughput(query);
     },
   }),
   defineRoute({

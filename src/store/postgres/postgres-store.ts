@@ -1,7 +1,7 @@
 import pg from "pg";
 import { type Clock, systemClock } from "../../core/clock.js";
 import type { ApiKeyRecord } from "../../core/api-key.js";
-import { AlreadyClaimedError, ApiKeyNotFoundError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import { AlreadyClaimedError, ApiKeyNotFoundError, ConcurrencyKeyBusyError, ScheduleNotFoundError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { resolveClaim } from "../claim-options.js";
@@ -32,8 +32,17 @@ import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
 import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
 import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
-import type { CapacityRow, ReassignmentStats } from "../../core/monitoring.js";
-import { type CapacityViewRow, type ReassignmentViewRows, toCapacity, toReassignmentStats, VIEW_READS } from "../monitoring-records.js";
+import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
+import {
+  type CapacityViewRow,
+  type ReassignmentViewRows,
+  type ThroughputGroupRow,
+  throughputWindow,
+  toCapacity,
+  toReassignmentStats,
+  toThroughput,
+  VIEW_READS,
+} from "../monitoring-records.js";
 import { PgListener } from "./listener.js";
 import { migratePostgres } from "./migrate.js";
 import { sweepPostgres } from "./postgres-sweep.js";
@@ -42,7 +51,12 @@ import * as sql from "./queries.js";
 import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
 import { type EventRow, newTasksJson, type TaskRow, toEvent, toTask } from "./rows.js";
 import * as typeSql from "./task-type-queries.js";
+import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
+import * as scheduleSql from "./schedule-queries.js";
+import { nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
+import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
+import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
@@ -102,8 +116,13 @@ export class PostgresStore implements Store {
       allowExitOnIdle: true,
       types,
     });
-    // An idle client losing its connection must not crash the process; the next query reconnects.
+    // A client losing its connection must not crash the process; the next query reconnects. The pool
+    // hears idle clients; a client checked out for a transaction would emit its 'error' to nobody
+    // when the connection drops between two statements (a restart, pg_terminate_backend), and an
+    // unheard 'error' kills the process: every client gets a listener of its own, and the
+    // transaction's next statement fails instead.
     this.pool.on("error", () => {});
+    this.pool.on("connect", (client) => client.on("error", () => {}));
     this.channel = `taskpool_${this.schema}`;
     this.listener = new PgListener(options.url, this.channel);
   }
@@ -438,6 +457,11 @@ export class PostgresStore implements Store {
     return (await this.rows<CapacityViewRow>("tp_capacity", VIEW_READS.capacity, [])).map(toCapacity);
   }
 
+  async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
+    const window = throughputWindow(this.clock.now(), query.minutes);
+    return toThroughput(await this.rows<ThroughputGroupRow>("tp_throughput", monitoringSql.THROUGHPUT, [window.since, window.until]), window);
+  }
+
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
     return this.listener.add(listener);
   }
@@ -482,6 +506,101 @@ export class PostgresStore implements Store {
     const [row] = await this.rows<ApiKeyRow>("tp_revoke_api_key", keySql.REVOKE_API_KEY, [id, this.clock.now()]);
     if (!row) throw new ApiKeyNotFoundError(id);
     return toApiKey(row);
+  }
+
+  async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
+    const now = this.clock.now();
+    const s = resolveSchedule(definition, await this.getSchedule(definition.name), now);
+    const [row] = await this.rows<ScheduleRow & { created: boolean }>("tp_upsert_schedule", scheduleSql.UPSERT_SCHEDULE, [
+      s.name,
+      s.taskType,
+      JSON.stringify(s.params),
+      s.cron,
+      s.timezone,
+      s.enabled,
+      s.fanOut === null ? null : JSON.stringify(s.fanOut),
+      s.concurrencyKey,
+      s.priority,
+      s.missedTicks,
+      s.nextRunAt,
+      now,
+    ]);
+    return { schedule: toSchedule(row), created: row.created };
+  }
+
+  async getSchedule(name: string): Promise<ScheduleRecord | null> {
+    const [row] = await this.rows<ScheduleRow>("tp_get_schedule", scheduleSql.GET_SCHEDULE, [name]);
+    return row ? toSchedule(row) : null;
+  }
+
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    return (await this.rows<ScheduleRow>("tp_list_schedules", scheduleSql.LIST_SCHEDULES, [])).map(toSchedule);
+  }
+
+  async setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord> {
+    const existing = await this.getSchedule(name);
+    if (!existing) throw new ScheduleNotFoundError(name);
+    const now = this.clock.now();
+    const [row] = await this.rows<ScheduleRow>("tp_set_schedule_enabled", scheduleSql.SET_SCHEDULE_ENABLED, [name, enabled, nextRunWhen(existing, enabled, now), now]);
+    if (!row) throw new ScheduleNotFoundError(name);
+    return toSchedule(row);
+  }
+
+  async removeSchedule(name: string): Promise<ScheduleRecord> {
+    const [row] = await this.rows<ScheduleRow>("tp_delete_schedule", scheduleSql.DELETE_SCHEDULE, [name]);
+    if (!row) throw new ScheduleNotFoundError(name);
+    return toSchedule(row);
+  }
+
+  async fireDueSchedules(options: FireOptions): Promise<FiredSchedule[]> {
+    return fireSchedules(this.scheduleWriter, this.clock.now(), options.graceSeconds * 1000);
+  }
+
+  async generateTasks(input: GenerateInput): Promise<GenerateResult> {
+    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs) }, this.clock.now(), input);
+  }
+
+  private readonly scheduleWriter: ScheduleWriter = {
+    due: async (now) => (await this.rows<ScheduleRow>("tp_due_schedules", scheduleSql.DUE_SCHEDULES, [now])).map(toSchedule),
+    lastRunResults: async (name) => (await this.rows<{ result: Json }>("tp_last_run_results", scheduleSql.LAST_RUN_RESULTS, [name])).map((r) => r.result),
+    writeRun: (run) => this.writeRun(run),
+    writePass: async (pass) => (await this.recordPass(this.pool, pass, null, storedRunResult(pass.result))) > 0,
+  };
+
+  /** One transaction (see schedule-queries.ts): the tick's row, its tasks, the schedule's pass. */
+  private async writeRun(run: RunWrite): Promise<number[] | null> {
+    const now = this.clock.now();
+    const prepared = prepareNewTasks(run.inputs, now, run.inputs.length > 0 ? await this.latestTypes(run.inputs) : new Map(), this.rules);
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const tick = await client.query({ name: "tp_insert_tick", text: scheduleSql.INSERT_TICK, values: [run.name, run.tickAt, now] });
+      const fresh = (tick.rowCount ?? 0) > 0;
+      let ids: number[] = [];
+      if (fresh && prepared.length > 0) {
+        const tasks = await client.query<TaskRow>({ name: "tp_enqueue", text: sql.ENQUEUE, values: [newTasksJson(prepared), now, this.channel] });
+        ids = tasks.rows.map((r) => r.id);
+        await client.query({ name: "tp_set_tick_tasks", text: scheduleSql.SET_TICK_TASKS, values: [run.name, run.tickAt, ids] });
+      }
+      // A tick that fired before only moves the schedule on; its result stays the one of that run.
+      if ((await this.recordPass(client, run, fresh ? run.tickAt : null, fresh ? storedRunResult(run.result) : null)) === 0) {
+        await client.query("ROLLBACK");
+        return null;
+      }
+      await client.query("COMMIT");
+      return fresh ? ids : null;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  /** The schedule's pass on `db` (the pool, or a run's transaction): the rows it changed, 0 when the schedule changed since it was read. A null result keeps the last one. */
+  private async recordPass(db: pg.Pool | pg.PoolClient, pass: PassWrite, ranTick: Date | null, result: string | null): Promise<number> {
+    const values = [pass.name, pass.expectedNextRunAt, pass.nextRunAt, ranTick, result, this.clock.now()];
+    return (await db.query({ name: "tp_record_schedule_pass", text: scheduleSql.RECORD_PASS, values })).rowCount ?? 0;
   }
 }
 

@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { type Clock, systemClock } from "../../core/clock.js";
 import type { ApiKeyRecord } from "../../core/api-key.js";
-import { ApiKeyNotFoundError, TaskpoolError, UniqueKeyTakenError } from "../../core/errors.js";
+import { ApiKeyNotFoundError, ScheduleNotFoundError, TaskpoolError, UniqueKeyTakenError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
@@ -22,10 +22,19 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions } from "../../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
-import type { CapacityRow, ReassignmentStats } from "../../core/monitoring.js";
-import { type CapacityViewRow, type ReassignmentViewRows, toCapacity, toReassignmentStats, VIEW_READS } from "../monitoring-records.js";
+import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
+import {
+  type CapacityViewRow,
+  type ReassignmentViewRows,
+  type ThroughputGroupRow,
+  throughputWindow,
+  toCapacity,
+  toReassignmentStats,
+  toThroughput,
+  VIEW_READS,
+} from "../monitoring-records.js";
 import { toLeadershipStatus, toReassignment, toWorker } from "../worker-records.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { resolveClaim } from "../claim-options.js";
@@ -52,7 +61,12 @@ import {
   toTask,
 } from "./rows.js";
 import * as typeSql from "./task-type-queries.js";
+import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
+import * as scheduleSql from "./schedule-queries.js";
+import { nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
+import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
+import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 
 export interface SqliteStoreOptions {
   /** A file path, or ":memory:" for a private in-process database. */
@@ -455,6 +469,12 @@ export class SqliteStore implements Store {
     return (this.conn.stmt(VIEW_READS.capacity).all() as CapacityViewRow[]).map(toCapacity);
   }
 
+  async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
+    const window = throughputWindow(this.clock.now(), query.minutes);
+    const groups = this.conn.stmt(monitoringSql.THROUGHPUT).all({ since: window.since.toISOString(), until: window.until.toISOString() }) as ThroughputGroupRow[];
+    return toThroughput(groups, window);
+  }
+
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
     // A private in-memory database has no other connection to hear from.
     if (!this.db.memory) this.commits ??= new CommitWatcher(this.conn);
@@ -510,6 +530,144 @@ export class SqliteStore implements Store {
     if (!row) throw new ApiKeyNotFoundError(id);
     return decodeApiKey(row);
   }
+
+  async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
+    return this.conn.tx(true, () => {
+      const now = this.clock.now();
+      const existing = this.scheduleNamed(definition.name);
+      const s = resolveSchedule(definition, existing, now);
+      const row = this.conn.stmt(existing ? scheduleSql.UPDATE_SCHEDULE : scheduleSql.INSERT_SCHEDULE).get({
+        name: s.name,
+        taskType: s.taskType,
+        params: JSON.stringify(s.params),
+        cron: s.cron,
+        timezone: s.timezone,
+        enabled: s.enabled ? 1 : 0,
+        fanOut: s.fanOut === null ? null : JSON.stringify(s.fanOut),
+        concurrencyKey: s.concurrencyKey,
+        priority: s.priority,
+        missedTicks: s.missedTicks,
+        nextRunAt: s.nextRunAt?.toISOString() ?? null,
+        now: now.toISOString(),
+      }) as SqliteScheduleRow;
+      return { schedule: decodeSchedule(row), created: existing === null };
+    });
+  }
+
+  async getSchedule(name: string): Promise<ScheduleRecord | null> {
+    return this.scheduleNamed(name);
+  }
+
+  private scheduleNamed(name: string): ScheduleRecord | null {
+    const row = this.conn.stmt(scheduleSql.GET_SCHEDULE).get(name) as SqliteScheduleRow | undefined;
+    return row ? decodeSchedule(row) : null;
+  }
+
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    return (this.conn.stmt(scheduleSql.LIST_SCHEDULES).all() as SqliteScheduleRow[]).map(decodeSchedule);
+  }
+
+  async setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord> {
+    return this.conn.tx(true, () => {
+      const existing = this.scheduleNamed(name);
+      if (!existing) throw new ScheduleNotFoundError(name);
+      const now = this.clock.now();
+      const row = this.conn.stmt(scheduleSql.SET_SCHEDULE_ENABLED).get({
+        name,
+        enabled: enabled ? 1 : 0,
+        nextRunAt: nextRunWhen(existing, enabled, now)?.toISOString() ?? null,
+        now: now.toISOString(),
+      }) as SqliteScheduleRow;
+      return decodeSchedule(row);
+    });
+  }
+
+  async removeSchedule(name: string): Promise<ScheduleRecord> {
+    const row = this.conn.tx(true, () => this.conn.stmt(scheduleSql.DELETE_SCHEDULE).get(name)) as SqliteScheduleRow | undefined;
+    if (!row) throw new ScheduleNotFoundError(name);
+    return decodeSchedule(row);
+  }
+
+  async fireDueSchedules(options: FireOptions): Promise<FiredSchedule[]> {
+    return fireSchedules(this.scheduleWriter, this.clock.now(), options.graceSeconds * 1000);
+  }
+
+  async generateTasks(input: GenerateInput): Promise<GenerateResult> {
+    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs) }, this.clock.now(), input);
+  }
+
+  private readonly scheduleWriter: ScheduleWriter = {
+    due: async (now) => (this.conn.stmt(scheduleSql.DUE_SCHEDULES).all(now.toISOString()) as SqliteScheduleRow[]).map(decodeSchedule),
+    lastRunResults: async (name) => (this.conn.stmt(scheduleSql.LAST_RUN_RESULTS).all(name) as { result: string | null }[]).map((r) => (r.result === null ? null : JSON.parse(r.result))),
+    writeRun: async (run) => this.writeRun(run),
+    writePass: async (pass) => this.conn.tx(true, () => this.recordPass(pass, null, storedRunResult(pass.result))),
+  };
+
+  /**
+   * One transaction: the tick's row, its tasks, the schedule's pass. The write lock is held from the
+   * start, so the schedule read first is the one the pass updates.
+   */
+  private writeRun(run: RunWrite): number[] | null {
+    const created = this.conn.tx(true, () => {
+      const current = this.scheduleNamed(run.name);
+      if (!current?.enabled || current.nextRunAt?.getTime() !== run.expectedNextRunAt.getTime()) return null;
+      const now = this.now();
+      const tickAt = run.tickAt.toISOString();
+      const fresh = this.conn.stmt(scheduleSql.INSERT_TICK).run({ name: run.name, tickAt, now }).changes > 0;
+      // A tick that fired before only moves the schedule on; its result stays the one of that run.
+      if (!fresh) {
+        this.recordPass(run, null, null);
+        return null;
+      }
+      const prepared = prepareNewTasks(run.inputs, this.clock.now(), this.latestTypes(run.inputs), this.rules);
+      const tasks = prepared.map((p) => this.insert(p, now).task);
+      this.conn.stmt(scheduleSql.SET_TICK_TASKS).run({ name: run.name, tickAt, taskIds: JSON.stringify(tasks.map((t) => t.id)) });
+      this.recordPass(run, tickAt, storedRunResult(run.result));
+      return tasks;
+    });
+    if (created && created.length > 0) notifyLocal(this.channel, [...new Set(created.map((t) => t.taskType))]);
+    return created?.map((t) => t.id) ?? null;
+  }
+
+  /** The schedule's pass inside the caller's transaction; false when the schedule changed since it was read. A null result keeps the last one. */
+  private recordPass(pass: PassWrite, ranTick: string | null, result: string | null): boolean {
+    return (
+      this.conn.stmt(scheduleSql.RECORD_PASS).run({
+        name: pass.name,
+        expected: pass.expectedNextRunAt.toISOString(),
+        nextRunAt: pass.nextRunAt?.toISOString() ?? null,
+        lastRunAt: ranTick,
+        result,
+        now: this.now(),
+      }).changes > 0
+    );
+  }
+}
+
+type SqliteScheduleRow = Omit<ScheduleRow, "params" | "enabled" | "fan_out" | "next_run_at" | "last_run_at" | "last_result" | "created_at" | "updated_at"> & {
+  params: string;
+  enabled: number;
+  fan_out: string | null;
+  next_run_at: string | null;
+  last_run_at: string | null;
+  last_result: string | null;
+  created_at: string;
+  updated_at: string;
+};
+
+function decodeSchedule(r: SqliteScheduleRow): ScheduleRecord {
+  const date = (s: string | null) => (s === null ? null : new Date(s));
+  return toSchedule({
+    ...r,
+    params: JSON.parse(r.params),
+    enabled: r.enabled === 1,
+    fan_out: r.fan_out === null ? null : JSON.parse(r.fan_out),
+    next_run_at: date(r.next_run_at),
+    last_run_at: date(r.last_run_at),
+    last_result: r.last_result === null ? null : JSON.parse(r.last_result),
+    created_at: new Date(r.created_at),
+    updated_at: new Date(r.updated_at),
+  });
 }
 
 type SqliteApiKeyRow = Omit<ApiKeyRow, "created_at" | "revoked_at"> & { created_at: string; revoked_at: string | null };

@@ -1,4 +1,5 @@
-// tsc compiles only TypeScript; the migrations ship as .sql files next to the compiled stores.
+// tsc compiles only TypeScript. What ships beside the compiled code: the migrations (.sql, next to
+// each compiled store) and the dashboard's static files (next to the compiled server, which serves them).
 import { cpSync, readdirSync } from "node:fs";
 
 for (const dialect of readdirSync("src/store", { withFileTypes: true }).filter((d) => d.isDirectory())) {
@@ -9,3 +10,5 @@ for (const dialect of readdirSync("src/store", { withFileTypes: true }).filter((
     if (error.code !== "ENOENT") throw error;
   }
 }
+
+cpSync("src/dashboard/public", "dist/dashboard/public", { recursive: true });

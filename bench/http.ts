@@ -1,0 +1,179 @@
+/**
+ * The HTTP API under load (issue 10's benchmark): claim + complete cycles over HTTP, and worker
+ * heartbeats, against `taskpool serve` on PostgreSQL, with API keys on.
+ *
+ *   npm run bench:http
+ *   BENCH_CONNECTIONS=16 BENCH_SECONDS=10 BENCH_RUNS=3 npm run bench:http
+ *
+ * The server is a real `taskpool serve` process (the CLI from the sources) on a fresh
+ * schema, with a worker-scoped key and the rate limit off (the key's limit is what the bench would
+ * otherwise measure). This process is the client: BENCH_CONNECTIONS keep-alive connections, each a
+ * worker in a loop: `POST /api/tasks/claim` (limit 1), then `POST /api/tasks/:id/complete` with the
+ * lease token, timing each request; then each connection a worker beating (`POST
+ * /api/workers/heartbeat`) as fast as it is answered. BENCH_RUNS runs of each, interleaved; the
+ * tables give each run and the medians. Progress goes to stderr; the tables and one JSON line to stdout.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import http from "node:http";
+import { availableParallelism, loadavg } from "node:os";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { connect } from "../src/api/taskpool.js";
+import { envInt } from "./lib/env.js";
+import { onInterrupt } from "./lib/interrupt.js";
+import { dropSchema, PG_URL, postgresServer } from "./lib/database.js";
+import { median, round, summarize } from "./lib/stats.js";
+import { formatTable } from "./lib/table.js";
+
+const config = {
+  connections: envInt("BENCH_CONNECTIONS", 16),
+  seconds: envInt("BENCH_SECONDS", 10),
+  runs: envInt("BENCH_RUNS", 3),
+  port: envInt("BENCH_PORT", 18_080),
+};
+/** The CLI from the sources (as tsx runs them), so the bench measures this checkout without a build. */
+const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
+const log = (message: string) => process.stderr.write(`${message}\n`);
+
+const schema = `tp_bench_http_${randomBytes(4).toString("hex")}`;
+let server: ChildProcess | null = null;
+onInterrupt(async () => {
+  server?.kill("SIGKILL");
+  await dropSchema(schema);
+});
+
+const pool = await connect(PG_URL, { schema });
+const { key } = await pool.createApiKey({ scope: "worker", name: "bench:http" });
+const WARM_UP_SECONDS = 2;
+// Enough tasks that no run finds the pool empty, at up to ~8,000 cycles/s.
+const backlog = (config.runs * config.seconds + WARM_UP_SECONDS) * 8_000;
+log(`enqueueing ${backlog} tasks into ${schema}`);
+for (let done = 0; done < backlog; done += 10_000) {
+  await pool.enqueueMany(Array.from({ length: Math.min(10_000, backlog - done) }, () => ({ taskType: "bench", params: { payload: "x".repeat(100) } })));
+}
+
+server = spawn(process.execPath, ["--import", "tsx", CLI, "serve", "--db", PG_URL, "--schema", schema, "--port", String(config.port), "--rate-limit", "0"], {
+  env: { ...process.env, LOG_LEVEL: "warn" },
+  stdio: ["ignore", "inherit", "inherit"],
+});
+const base = `http://127.0.0.1:${config.port}`;
+await waitForServer(base);
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: config.connections });
+
+interface CycleRun {
+  cycles: number;
+  perSecond: number;
+  claim: ReturnType<typeof summarize>;
+  complete: ReturnType<typeof summarize>;
+}
+
+async function cycleRun(run: number, seconds = config.seconds): Promise<CycleRun> {
+  const claims: number[] = [];
+  const completes: number[] = [];
+  const until = performance.now() + seconds * 1000;
+  const loops = Array.from({ length: config.connections }, async (_, i) => {
+    const workerId = `bench-${run}-${i}`;
+    while (performance.now() < until) {
+      let t = performance.now();
+      const claimed = await post("/api/tasks/claim", { worker_id: workerId, task_types: ["bench"] });
+      claims.push(performance.now() - t);
+      if (claimed.status !== 200) throw new Error(`claim answered ${claimed.status}: ${JSON.stringify(claimed.body)}`);
+      const task = claimed.body.task as { id: number };
+      t = performance.now();
+      const completed = await post(`/api/tasks/${task.id}/complete`, { worker_id: workerId, lease_token: claimed.body.lease_token, result: { ok: true } });
+      completes.push(performance.now() - t);
+      if (completed.status !== 200) throw new Error(`complete answered ${completed.status}: ${JSON.stringify(completed.body)}`);
+    }
+  });
+  const started = performance.now();
+  await Promise.all(loops);
+  const elapsed = (performance.now() - started) / 1000;
+  return { cycles: completes.length, perSecond: completes.length / elapsed, claim: summarize(claims), complete: summarize(completes) };
+}
+
+async function heartbeatRun(run: number): Promise<{ perSecond: number; latency: ReturnType<typeof summarize> }> {
+  const latencies: number[] = [];
+  const until = performance.now() + config.seconds * 1000;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: config.connections }, async (_, i) => {
+      const beat = { worker_id: `beat-${run}-${i}`, roles: ["bench"], capacity: 10, current_load: 1, tasks_processed: 0 };
+      while (performance.now() < until) {
+        const t = performance.now();
+        const answer = await post("/api/workers/heartbeat", beat);
+        latencies.push(performance.now() - t);
+        if (answer.status !== 200) throw new Error(`heartbeat answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+      }
+    }),
+  );
+  return { perSecond: latencies.length / ((performance.now() - started) / 1000), latency: summarize(latencies) };
+}
+
+const cycles: CycleRun[] = [];
+const beats: Awaited<ReturnType<typeof heartbeatRun>>[] = [];
+try {
+  // Warm-up, unrecorded: every connection opened, every statement prepared.
+  await cycleRun(-1, WARM_UP_SECONDS);
+  for (let run = 0; run < config.runs; run++) {
+    log(`run ${run + 1}/${config.runs}: claim + complete`);
+    cycles.push(await cycleRun(run));
+    log(`run ${run + 1}/${config.runs}: heartbeats`);
+    beats.push(await heartbeatRun(run));
+  }
+} finally {
+  agent.destroy();
+  server.kill("SIGTERM");
+  await new Promise((resolve) => server!.once("exit", resolve));
+  await pool.close();
+  await dropSchema(schema);
+}
+
+const client = new pg.Client({ connectionString: PG_URL });
+await client.connect();
+const pgInfo = await postgresServer(client);
+await client.end();
+
+console.log(`bench:http: ${config.connections} connections, ${config.seconds} s per run, ${config.runs} runs; PostgreSQL ${pgInfo.version} (synchronous_commit ${pgInfo.synchronousCommit}); ${availableParallelism()} cores, load ${loadavg()[0].toFixed(2)}`);
+console.log("\nclaim + complete cycles over HTTP (ms)");
+const rows = cycles.map((c, i) => [`run ${i + 1}`, Math.round(c.perSecond), c.claim.p50, c.claim.p95, c.claim.p99, c.complete.p50, c.complete.p95]);
+rows.push(["median", Math.round(median(cycles.map((c) => c.perSecond))), median(cycles.map((c) => c.claim.p50)), median(cycles.map((c) => c.claim.p95)), median(cycles.map((c) => c.claim.p99)), median(cycles.map((c) => c.complete.p50)), median(cycles.map((c) => c.complete.p95))]);
+console.log(formatTable(["", "cycles/s", "claim p50", "claim p95", "claim p99", "complete p50", "complete p95"], rows));
+console.log("\nworker heartbeats over HTTP (ms)");
+const beatRows = beats.map((b, i) => [`run ${i + 1}`, Math.round(b.perSecond), b.latency.p50, b.latency.p95, b.latency.p99]);
+beatRows.push(["median", Math.round(median(beats.map((b) => b.perSecond))), median(beats.map((b) => b.latency.p50)), median(beats.map((b) => b.latency.p95)), median(beats.map((b) => b.latency.p99))]);
+console.log(formatTable(["", "beats/s", "p50", "p95", "p99"], beatRows));
+console.log(
+  JSON.stringify({
+    bench: "http",
+    connections: config.connections,
+    cyclesPerSecond: round(median(cycles.map((c) => c.perSecond)), 0),
+    claimP95: round(median(cycles.map((c) => c.claim.p95))),
+    completeP95: round(median(cycles.map((c) => c.complete.p95))),
+    heartbeatP95: round(median(beats.map((b) => b.latency.p95))),
+  }),
+);
+
+function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${base}${path}`, { method: "POST", agent, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload), "x-api-key": key } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString()) }));
+    });
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
+async function waitForServer(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
+    if (ready) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`the server at ${url} did not become ready`);
+}

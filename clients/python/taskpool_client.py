@@ -1,0 +1,429 @@
+"""A client for taskpool's HTTP API: producer calls and a worker loop, standard library only (Python 3.9+).
+
+    client = Client("http://127.0.0.1:8080", api_key="tp_...")
+    client.enqueue("resize", {"image": "a.png"})
+    Worker(client, {"resize": resize}).run()
+
+The worker claims with a long poll (``wait_ms``), so an idle worker costs one request per wait;
+while a handler runs, a background thread sends the worker heartbeat that also renews the task's
+lease, and learns there when the lease was taken back (``ctx.lost``): the handler should then stop,
+and its result is never reported, since another worker may already run the task. On SIGTERM or
+SIGINT the worker stops claiming, tells the running handler (``ctx.cancelled``), gives back what it
+still holds (checkpoints kept, no attempt charged) and deregisters.
+
+Retries: network errors and 5xx answers are retried with exponential backoff and jitter; 4xx
+answers never are (the request itself is wrong, or the lease is gone). A POST retried after a
+network error may have been applied the first time: an enqueue then creates a second task unless
+it has a ``unique_key``, and a claim may leave a task leased to this worker until its lease runs out.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+__all__ = ["Cancelled", "Client", "LeaseLost", "PermanentError", "TaskContext", "TaskpoolError", "Worker"]
+
+__version__ = "0.1.0"
+
+log = logging.getLogger("taskpool_client")
+
+_NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, socket.timeout)
+
+
+class TaskpoolError(Exception):
+    """An answer that is not a success: ``status`` (None for a network failure), ``code`` (the envelope's ``error``) and ``message``."""
+
+    def __init__(self, status: Optional[int], code: str, message: str, body: Optional[Dict[str, Any]] = None, retry_after: Optional[float] = None):
+        super().__init__(f"{code}: {message}" if status is None else f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.body = body or {}
+        self.retry_after = retry_after
+
+
+class LeaseLost(TaskpoolError):
+    """409 lease_lost: the task was taken back (or cancelled); stop working on it, its result will not be accepted."""
+
+
+class Cancelled(Exception):
+    """Raised by ``TaskContext.check()`` when the worker is shutting down: the task is given back, checkpoint kept."""
+
+
+class PermanentError(Exception):
+    """Raise from a handler to fail the task at once, whatever attempts remain."""
+
+
+class Client:
+    """The HTTP API: JSON in and out, the envelope unwrapped, errors raised as TaskpoolError."""
+
+    def __init__(self, base_url: str, api_key: Optional[str] = None, *, timeout: float = 30.0, retries: int = 4, backoff: float = 0.2, max_backoff: float = 5.0):
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+
+    # -- transport --------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """One API call; returns the success envelope's fields (``success`` removed)."""
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        headers = {"Accept": "application/json", "User-Agent": f"taskpool-python/{__version__}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.api_key:
+            headers["X-API-Key"] = self.api_key
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
+                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as response:
+                    return _success(response.read())
+            except urllib.error.HTTPError as e:
+                error = _error(e.code, e.read(), e.headers)
+                # 4xx: the request is wrong or the lease is gone; asking again changes nothing.
+                if e.code < 500 or attempt > self.retries:
+                    raise error from None
+                log.warning("taskpool %s %s answered %s; retrying", method, path, e.code)
+            except _NETWORK_ERRORS as e:
+                if attempt > self.retries:
+                    raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed after {attempt} attempts: {e}") from e
+                log.warning("taskpool %s %s failed (%s); retrying", method, path, e)
+            delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+            time.sleep(delay * random.uniform(0.5, 1.0))
+
+    # -- producer ---------------------------------------------------------------------------
+
+    def enqueue(self, task_type: str, params: Optional[Dict[str, Any]] = None, **options: Any) -> Dict[str, Any]:
+        """Creates a task (options: priority, unique_key, scheduled_for, max_attempts, concurrency_key, …); returns it."""
+        return self.request("POST", "/api/tasks", {"task_type": task_type, "params": params or {}, **options})["task"]
+
+    def enqueue_batch(self, tasks: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Creates several tasks at once, all or none; returns ``[{"task": …, "created": bool}]``."""
+        return self.request("POST", "/api/tasks/batch", {"tasks": list(tasks)})["results"]
+
+    def get(self, task_id: int) -> Dict[str, Any]:
+        """A task and its event timeline: ``{"task": …, "events": […]}``."""
+        return self.request("GET", f"/api/tasks/{int(task_id)}")
+
+    def cancel(self, task_id: int, reason: Optional[str] = None) -> Dict[str, Any]:
+        """Cancels a task (admin key); a worker running it loses its lease."""
+        return self.request("POST", f"/api/tasks/{int(task_id)}/cancel", _without_none({"reason": reason}))["task"]
+
+    def recover_stale(self) -> Dict[str, Any]:
+        """Runs one coordinator sweep now (admin key): what it requeued, failed, reassigned."""
+        return self.request("POST", "/api/tasks/recover-stale")
+
+    # -- worker protocol --------------------------------------------------------------------
+
+    def claim(self, worker_id: str, task_types: Optional[List[str]] = None, *, wait_ms: int = 0, lease_seconds: Optional[int] = None, **filters: Any) -> Optional[Dict[str, Any]]:
+        """The next ready task (with its ``lease_token``), waiting up to ``wait_ms`` for one; None when there is none."""
+        body = _without_none({"worker_id": worker_id, "task_types": task_types, "wait_ms": wait_ms or None, "lease_seconds": lease_seconds, **filters})
+        try:
+            # The server answers by the end of the wait; the timeout covers the wait and then some.
+            return self.request("POST", "/api/tasks/claim", body, timeout=self.timeout + wait_ms / 1000)["task"]
+        except TaskpoolError as e:
+            if e.code == "no_tasks":
+                return None
+            raise
+
+    def start(self, task_id: int, worker_id: str, lease_token: str) -> Dict[str, Any]:
+        """Marks a claimed task running."""
+        return self._lease_call(task_id, "start", worker_id, lease_token, {})
+
+    def heartbeat(self, task_id: int, worker_id: str, lease_token: str, *, lease_seconds: Optional[int] = None, progress: Optional[float] = None) -> Dict[str, Any]:
+        """Extends one task's lease (a worker heartbeat with ``leases`` renews them all in one call)."""
+        return self._lease_call(task_id, "heartbeat", worker_id, lease_token, _without_none({"lease_seconds": lease_seconds, "progress": progress}))
+
+    def checkpoint(self, task_id: int, worker_id: str, lease_token: str, checkpoint: Any) -> Dict[str, Any]:
+        """Saves a resume point (any JSON); it survives retries, release and reassignment."""
+        return self._lease_call(task_id, "checkpoint", worker_id, lease_token, {"checkpoint": checkpoint})
+
+    def progress(self, task_id: int, worker_id: str, lease_token: str, progress: float) -> Dict[str, Any]:
+        """Reports progress, 0 to 1."""
+        return self._lease_call(task_id, "progress", worker_id, lease_token, {"progress": progress})
+
+    def complete(self, task_id: int, worker_id: str, lease_token: str, result: Any = None, follow_ups: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+        """Completes a task with its result and follow-up tasks; returns ``{"task": …, "follow_ups": […]}``."""
+        return self.request("POST", f"/api/tasks/{int(task_id)}/complete", _without_none({"worker_id": worker_id, "lease_token": lease_token, "result": result, "follow_ups": follow_ups}))
+
+    def fail(self, task_id: int, worker_id: str, lease_token: str, error: str, *, retryable: Optional[bool] = None) -> Dict[str, Any]:
+        """Fails an attempt: retried after backoff while attempts remain, unless retryable is False."""
+        return self._lease_call(task_id, "fail", worker_id, lease_token, _without_none({"error": error, "retryable": retryable}))
+
+    def release(self, task_id: int, worker_id: str, lease_token: str, *, reason: Optional[str] = None) -> Dict[str, Any]:
+        """Gives a task back without charging an attempt; its checkpoint stays."""
+        return self._lease_call(task_id, "release", worker_id, lease_token, _without_none({"reason": reason}))
+
+    def worker_heartbeat(self, worker_id: str, roles: List[str], *, capacity: int = 1, current_load: int = 0, tasks_processed: int = 0, leases: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> Dict[str, Any]:
+        """Registers or refreshes the worker and renews ``leases`` (``[{"task_id", "lease_token"}]``); ``lost`` lists those it no longer holds."""
+        body = {"worker_id": worker_id, "roles": roles, "capacity": capacity, "current_load": current_load, "tasks_processed": tasks_processed, **extra}
+        if leases:
+            body["leases"] = leases
+        return self.request("POST", "/api/workers/heartbeat", body)
+
+    def shutdown_worker(self, worker_id: str) -> List[int]:
+        """Deregisters a worker; what it still held goes back to the pool. Returns the released task ids."""
+        return self.request("POST", f"/api/workers/{urllib.parse.quote(worker_id, safe='')}/shutdown")["released"]
+
+    def _lease_call(self, task_id: int, action: str, worker_id: str, lease_token: str, fields: Dict[str, Any]) -> Dict[str, Any]:
+        return self.request("POST", f"/api/tasks/{int(task_id)}/{action}", {"worker_id": worker_id, "lease_token": lease_token, **fields})["task"]
+
+
+class TaskContext:
+    """What a handler gets: the task, its last checkpoint, and ways to save progress and to learn it should stop."""
+
+    def __init__(self, client: Client, worker_id: str, task: Dict[str, Any], stopping: threading.Event):
+        self.task = task
+        self.id: int = task["id"]
+        self.params: Dict[str, Any] = task.get("params") or {}
+        #: The last checkpoint saved, by this attempt or an earlier one (None on a first run): resume from it.
+        self.checkpoint: Any = task.get("checkpoint")
+        self.attempt: int = task.get("attempts", 1)
+        self.lease_token: str = task["lease_token"]
+        self._client = client
+        self._worker_id = worker_id
+        self._lost = threading.Event()
+        self._stopping = stopping
+
+    @property
+    def lost(self) -> bool:
+        """The lease was taken back (expired, re-claimed or cancelled): stop; the result would be refused."""
+        return self._lost.is_set()
+
+    @property
+    def cancelled(self) -> bool:
+        """Stop soon: the lease is lost, or the worker is shutting down (save a checkpoint first, then return or call check())."""
+        return self._lost.is_set() or self._stopping.is_set()
+
+    def check(self) -> None:
+        """Raises LeaseLost when the lease is gone, Cancelled when the worker is shutting down; else returns."""
+        if self._lost.is_set():
+            raise LeaseLost(409, "lease_lost", f"Task {self.id} is no longer leased to this worker")
+        if self._stopping.is_set():
+            raise Cancelled(f"worker {self._worker_id} is shutting down")
+
+    def save_checkpoint(self, data: Any) -> None:
+        """Saves a resume point the next attempt starts from (``ctx.checkpoint``); raises LeaseLost if the lease is gone."""
+        self._call(lambda: self._client.checkpoint(self.id, self._worker_id, self.lease_token, data))
+        self.checkpoint = data
+
+    def progress(self, fraction: float) -> None:
+        """Reports progress, 0 to 1; raises LeaseLost if the lease is gone."""
+        self._call(lambda: self._client.progress(self.id, self._worker_id, self.lease_token, fraction))
+
+    def _call(self, call: Callable[[], Any]) -> None:
+        try:
+            call()
+        except LeaseLost:
+            self._lost.set()
+            raise
+
+    def _mark_lost(self) -> None:
+        self._lost.set()
+
+
+Handler = Callable[[TaskContext], Any]
+
+
+class _Interrupted(BaseException):
+    """Raised by the signal handler to end a claim that is waiting for work."""
+
+
+class Worker:
+    """Claims tasks of its handlers' types one at a time and runs them, until stopped (SIGTERM, SIGINT, stop(), max_tasks)."""
+
+    def __init__(
+        self,
+        client: Client,
+        handlers: Dict[str, Handler],
+        *,
+        worker_id: Optional[str] = None,
+        wait_ms: int = 20_000,
+        lease_seconds: Optional[int] = None,
+        heartbeat_interval: Optional[float] = None,
+    ):
+        if not handlers:
+            raise ValueError("a worker needs at least one handler: {task_type: function}")
+        self.client = client
+        self.handlers = dict(handlers)
+        self.worker_id = worker_id or f"py-{socket.gethostname()}-{os.getpid()}".replace("/", "-")[:128]
+        self.wait_ms = wait_ms
+        self.lease_seconds = lease_seconds
+        #: Seconds between heartbeats; None: what the server asks for (``next_heartbeat_in``), at most a third of the lease.
+        self.heartbeat_interval = heartbeat_interval
+        self.tasks_processed = 0
+        self._stopping = threading.Event()
+        self._beats_stop = threading.Event()
+        self._current: Optional[TaskContext] = None
+        self._waiting = False
+        self._next_beat = heartbeat_interval or 10.0
+
+    def stop(self) -> None:
+        """Asks the worker to stop: no new claims; the running handler sees ``ctx.cancelled``."""
+        self._stopping.set()
+
+    def run(self, *, max_tasks: Optional[int] = None, handle_signals: bool = True) -> None:
+        """Runs until stopped (or until ``max_tasks`` tasks were handled), then gives back what it holds and deregisters."""
+        previous = self._install_signals() if handle_signals else {}
+        beats = threading.Thread(target=self._beat_loop, name=f"taskpool-heartbeat-{self.worker_id}", daemon=True)
+        try:
+            self._beat()
+            beats.start()
+            while not self._stopping.is_set() and (max_tasks is None or self.tasks_processed < max_tasks):
+                task = self._claim()
+                if task is not None:
+                    self._run(task)
+        except _Interrupted:
+            pass
+        finally:
+            self._stopping.set()
+            self._beats_stop.set()
+            if beats.is_alive():
+                beats.join()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            # A last beat, so the registry keeps the final tasks_processed.
+            self._beat()
+            try:
+                released = self.client.shutdown_worker(self.worker_id)
+                if released:
+                    log.info("worker %s gave back tasks %s", self.worker_id, released)
+            except TaskpoolError as e:
+                log.warning("worker %s could not deregister: %s", self.worker_id, e)
+
+    def _claim(self) -> Optional[Dict[str, Any]]:
+        try:
+            self._waiting = True
+            # A signal can land between the loop's check and here: do not start a wait then.
+            if self._stopping.is_set():
+                return None
+            return self.client.claim(self.worker_id, list(self.handlers), wait_ms=self.wait_ms, lease_seconds=self.lease_seconds)
+        except TaskpoolError as e:
+            if e.status == 429 or e.status is None or e.status >= 500:
+                pause = e.retry_after or 1.0
+                log.warning("worker %s: claim failed (%s); trying again in %.1f s", self.worker_id, e, pause)
+                self._stopping.wait(pause)
+                return None
+            raise
+        finally:
+            self._waiting = False
+
+    def _run(self, task: Dict[str, Any]) -> None:
+        ctx = TaskContext(self.client, self.worker_id, task, self._stopping)
+        handler = self.handlers[task["task_type"]]
+        self._current = ctx
+        try:
+            try:
+                self.client.start(ctx.id, self.worker_id, ctx.lease_token)
+                result = handler(ctx)
+            except LeaseLost:
+                log.warning("worker %s: lease of task %s lost; dropping it", self.worker_id, ctx.id)
+                return
+            except Cancelled:
+                self._report(ctx, lambda: self.client.release(ctx.id, self.worker_id, ctx.lease_token, reason="worker shutting down"))
+                return
+            except Exception as e:  # noqa: BLE001 -- a handler's error fails the task, it must not end the worker
+                message = f"{type(e).__name__}: {e}"[:10_000]
+                retryable = None if not isinstance(e, PermanentError) else False
+                self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable))
+                return
+            self._report(ctx, lambda: self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result))
+        finally:
+            self._current = None
+            self.tasks_processed += 1
+
+    def _report(self, ctx: TaskContext, call: Callable[[], Any]) -> None:
+        # Another worker may run the task by now: what this one found must not be reported.
+        if ctx.lost:
+            log.warning("worker %s: lease of task %s lost; its outcome is not reported", self.worker_id, ctx.id)
+            return
+        try:
+            call()
+        except LeaseLost:
+            log.warning("worker %s: lease of task %s lost before its outcome was reported", self.worker_id, ctx.id)
+
+    def _beat_loop(self) -> None:
+        while not self._beats_stop.wait(self._next_beat):
+            self._beat()
+
+    def _beat(self) -> None:
+        ctx = self._current
+        leases = [{"task_id": ctx.id, "lease_token": ctx.lease_token}] if ctx is not None and not ctx.lost else None
+        try:
+            answer = self.client.worker_heartbeat(
+                self.worker_id,
+                list(self.handlers),
+                capacity=1,
+                current_load=0 if ctx is None else 1,
+                tasks_processed=self.tasks_processed,
+                leases=leases,
+                hostname=socket.gethostname()[:255],
+                pid=os.getpid(),
+                version=f"taskpool-python/{__version__}",
+            )
+        except TaskpoolError as e:
+            log.warning("worker %s: heartbeat failed: %s", self.worker_id, e)
+            return
+        if ctx is not None and ctx.id in answer.get("lost", []):
+            ctx._mark_lost()
+        interval = self.heartbeat_interval or float(answer.get("next_heartbeat_in", 10))
+        if self.lease_seconds:
+            interval = min(interval, self.lease_seconds / 3)
+        self._next_beat = interval
+
+    def _install_signals(self) -> Dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            log.info("worker %s: %s; stopping", self.worker_id, signal.Signals(signum).name)
+            self._stopping.set()
+            # A claim waiting for work ends now (the server gives back a task it claimed meanwhile);
+            # a running handler is only told, through ctx.cancelled, and finishes its own way.
+            if self._waiting:
+                raise _Interrupted()
+
+        previous = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, on_signal)
+        return previous
+
+
+def _success(raw: bytes) -> Dict[str, Any]:
+    body = json.loads(raw.decode("utf-8")) if raw else {}
+    body.pop("success", None)
+    return body
+
+
+def _error(status: int, raw: bytes, headers: Any) -> TaskpoolError:
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    code = body.get("error") or ("internal_error" if status >= 500 else "http_error")
+    message = body.get("message") or raw.decode("utf-8", "replace")[:500] or f"HTTP {status}"
+    retry_after = body.get("retry_after") or (headers.get("Retry-After") if headers is not None else None)
+    error_class = LeaseLost if code == "lease_lost" else TaskpoolError
+    return error_class(status, code, message, body, float(retry_after) if retry_after else None)
+
+
+def _without_none(fields: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}

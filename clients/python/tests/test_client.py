@@ -1,0 +1,326 @@
+"""The client and worker against a real taskpool server: TASKPOOL_URL (and TASKPOOL_API_KEY if it asks for keys).
+
+test/server/python-client.test.ts starts the server (SQLite and PostgreSQL) and runs
+`python3 -m unittest discover -s clients/python/tests` with TASKPOOL_URL set.
+"""
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from taskpool_client import Client, LeaseLost, PermanentError, TaskpoolError, Worker  # noqa: E402
+
+URL = os.environ.get("TASKPOOL_URL", "")
+API_KEY = os.environ.get("TASKPOOL_API_KEY") or None
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def setUpModule():
+    if not URL:
+        raise RuntimeError("TASKPOOL_URL is not set: run these tests through test/server/python-client.test.ts, or against a server you started")
+
+
+def unique(prefix):
+    """A task type of this test only: tests share one server and must not claim each other's tasks."""
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def wait_for(condition, timeout=5.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class ScriptedServer:
+    """A local HTTP endpoint answering a fixed list of (status, body): the only way to make a server answer 503 on cue."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.requests = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                outer.requests += 1
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, body = outer.answers.pop(0)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(URL, API_KEY, retries=2, backoff=0.01)
+
+    def test_enqueue_get_and_the_envelope(self):
+        kind = unique("resize")
+        task = self.client.enqueue(kind, {"image": "a.png"}, priority=5)
+        self.assertEqual(task["task_type"], kind)
+        self.assertEqual(task["params"], {"image": "a.png"})
+        self.assertEqual(task["status"], "pending")
+        self.assertEqual(task["priority"], 5)
+        shown = self.client.get(task["id"])
+        self.assertNotIn("success", shown)
+        self.assertEqual(shown["task"]["id"], task["id"])
+        self.assertEqual([e["event"] for e in shown["events"]], ["created"])
+
+        results = self.client.enqueue_batch([{"task_type": kind, "params": {"n": 1}}, {"task_type": kind, "unique_key": "k1"}])
+        self.assertEqual([r["created"] for r in results], [True, True])
+        again = self.client.enqueue(kind, unique_key="k1")
+        self.assertEqual(again["id"], results[1]["task"]["id"])
+
+    def test_errors_carry_status_code_and_message(self):
+        with self.assertRaises(TaskpoolError) as bad:
+            self.client.enqueue("9 not a type")
+        self.assertEqual((bad.exception.status, bad.exception.code), (400, "validation_error"))
+        self.assertIn("task_type", bad.exception.message)
+        self.assertEqual(bad.exception.body["issues"][0]["path"], "task_type")
+        with self.assertRaises(TaskpoolError) as missing:
+            self.client.get(2**40)
+        self.assertEqual((missing.exception.status, missing.exception.code), (404, "not_found"))
+        self.assertEqual(missing.exception.message, f"Task {2**40} does not exist")
+        with self.assertRaises(TaskpoolError) as unknown:
+            self.client.request("POST", "/api/tasks", {"task_type": "x", "colour": "red"})
+        self.assertEqual(unknown.exception.status, 400)
+        self.assertIn("colour", unknown.exception.message)
+
+    def test_the_lease_protocol_and_a_stale_lease(self):
+        kind = unique("crawl")
+        created = self.client.enqueue(kind, {"url": "https://example.com"})
+        self.assertIsNone(self.client.claim("py-w1", [unique("none")]))
+        task = self.client.claim("py-w1", [kind])
+        self.assertEqual(task["id"], created["id"])
+        token = task["lease_token"]
+        self.assertEqual(self.client.start(task["id"], "py-w1", token)["status"], "running")
+        self.assertEqual(self.client.heartbeat(task["id"], "py-w1", token, progress=0.1)["progress"], 0.1)
+        self.assertEqual(self.client.checkpoint(task["id"], "py-w1", token, {"page": 2})["checkpoint"], {"page": 2})
+        self.assertEqual(self.client.progress(task["id"], "py-w1", token, 0.5)["progress"], 0.5)
+        beat = self.client.worker_heartbeat("py-w1", [kind], current_load=1, leases=[{"task_id": task["id"], "lease_token": token}])
+        self.assertEqual((beat["message"], beat["lost"]), ("Heartbeat recorded", []))
+        # Given back and claimed by another worker: the first worker's token is stale from then on.
+        self.assertEqual(self.client.release(task["id"], "py-w1", token, reason="test")["checkpoint"], {"page": 2})
+        again = self.client.claim("py-w2", [kind])
+        self.assertEqual(again["checkpoint"], {"page": 2})
+        with self.assertRaises(LeaseLost) as stale:
+            self.client.complete(task["id"], "py-w1", token, {"pages": 4})
+        self.assertEqual((stale.exception.status, stale.exception.code), (409, "lease_lost"))
+        self.assertIn("no longer leased to this worker", stale.exception.message)
+        beat = self.client.worker_heartbeat("py-w1", [kind], leases=[{"task_id": task["id"], "lease_token": token}])
+        self.assertEqual(beat["lost"], [task["id"]])
+        done = self.client.complete(again["id"], "py-w2", again["lease_token"], {"pages": 3})
+        self.assertEqual((done["task"]["status"], done["task"]["result"], done["follow_ups"]), ("completed", {"pages": 3}, []))
+
+    def test_a_long_poll_claim_answers_when_work_arrives(self):
+        kind = unique("later")
+        threading.Timer(0.3, lambda: self.client.enqueue(kind)).start()
+        started = time.monotonic()
+        task = self.client.claim("py-w2", [kind], wait_ms=10_000)
+        self.assertIsNotNone(task)
+        self.assertLess(time.monotonic() - started, 5)
+        started = time.monotonic()
+        self.assertIsNone(self.client.claim("py-w2", [kind], wait_ms=300))
+        self.assertGreaterEqual(time.monotonic() - started, 0.29)
+
+    def test_5xx_and_network_errors_are_retried_4xx_never(self):
+        flaky = ScriptedServer([(503, {"success": False, "error": "not_ready", "message": "down"}), (502, {}), (201, {"success": True, "task": {"id": 7}})])
+        try:
+            self.assertEqual(Client(flaky.url, retries=3, backoff=0.01).enqueue("x"), {"id": 7})
+            self.assertEqual(flaky.requests, 3)
+        finally:
+            flaky.close()
+        refusing = ScriptedServer([(409, {"success": False, "error": "lease_lost", "message": "gone"}), (201, {"success": True})])
+        try:
+            with self.assertRaises(LeaseLost):
+                Client(refusing.url, retries=3, backoff=0.01).complete(1, "w", "t")
+            self.assertEqual(refusing.requests, 1)
+        finally:
+            refusing.close()
+        down = ScriptedServer([(500, {"success": False, "error": "internal_error", "message": "boom"})] * 3)
+        try:
+            with self.assertRaises(TaskpoolError) as failed:
+                Client(down.url, retries=2, backoff=0.01).enqueue("x")
+            self.assertEqual((failed.exception.status, failed.exception.code, down.requests), (500, "internal_error", 3))
+        finally:
+            down.close()
+        closed = ScriptedServer([])
+        closed.close()
+        with self.assertRaises(TaskpoolError) as unreachable:
+            Client(closed.url, retries=1, backoff=0.01).enqueue("x")
+        self.assertEqual((unreachable.exception.status, unreachable.exception.code), (None, "network_error"))
+        self.assertIn("after 2 attempts", unreachable.exception.message)
+
+
+class WorkerTest(unittest.TestCase):
+    def setUp(self):
+        self.client = Client(URL, API_KEY, retries=2, backoff=0.01)
+
+    def worker(self, handlers, **options):
+        options.setdefault("wait_ms", 300)
+        options.setdefault("heartbeat_interval", 0.05)
+        return Worker(self.client, handlers, worker_id=f"py-{uuid.uuid4().hex[:8]}", **options)
+
+    def test_runs_handlers_completes_and_fails(self):
+        ok, bad, fatal = unique("ok"), unique("bad"), unique("fatal")
+        a = self.client.enqueue(ok, {"n": 20})
+        b = self.client.enqueue(bad, max_attempts=3)
+        c = self.client.enqueue(fatal, max_attempts=3)
+
+        def count(ctx):
+            total = 0
+            for i in range(ctx.params["n"]):
+                total += i
+                if i % 5 == 4:
+                    ctx.save_checkpoint({"i": i, "total": total})
+                    ctx.progress((i + 1) / ctx.params["n"])
+            return {"total": total}
+
+        def broken(ctx):
+            raise ValueError("the input is broken")
+
+        def doomed(ctx):
+            raise PermanentError("never works")
+
+        worker = self.worker({ok: count, bad: broken, fatal: doomed})
+        worker.run(max_tasks=3, handle_signals=False)
+        self.assertEqual(worker.tasks_processed, 3)
+
+        shown = self.client.get(a["id"])
+        self.assertEqual((shown["task"]["status"], shown["task"]["result"]), ("completed", {"total": 190}))
+        self.assertEqual(shown["task"]["checkpoint"], {"i": 19, "total": 190})
+        self.assertEqual([e["event"] for e in shown["events"]].count("checkpoint"), 4)
+        failed_once = self.client.get(b["id"])["task"]
+        self.assertEqual((failed_once["status"], failed_once["attempts"], failed_once["error_message"]), ("pending", 1, "ValueError: the input is broken"))
+        failed = self.client.get(c["id"])["task"]
+        self.assertEqual((failed["status"], failed["attempts"]), ("failed", 1))
+        # Deregistered on the way out.
+        workers = {w["worker_id"]: w for w in self.client.request("GET", "/api/workers")["workers"]}
+        self.assertEqual(workers[worker.worker_id]["status"], "inactive")
+        self.assertEqual(workers[worker.worker_id]["tasks_processed"], 3)
+
+    def test_a_lost_lease_stops_the_handler_and_its_result_is_never_reported(self):
+        kind = unique("long")
+        task = self.client.enqueue(kind)
+        seen = {}
+
+        def long_task(ctx):
+            ctx.save_checkpoint({"phase": "begun"})
+            wait_for(lambda: ctx.lost, what="the heartbeat to report the lease lost")
+            seen["lost"], seen["cancelled"] = ctx.lost, ctx.cancelled
+            return {"should": "not be reported"}
+
+        def cancel_when_running():
+            wait_for(lambda: self.client.get(task["id"])["task"]["checkpoint"] is not None, what="the task to run")
+            self.client.cancel(task["id"], reason="test")
+
+        canceller = threading.Thread(target=cancel_when_running)
+        canceller.start()
+        self.worker({kind: long_task}).run(max_tasks=1, handle_signals=False)
+        canceller.join()
+        self.assertEqual(seen, {"lost": True, "cancelled": True})
+        shown = self.client.get(task["id"])["task"]
+        self.assertEqual((shown["status"], shown["result"]), ("cancelled", None))
+
+    def test_a_checkpoint_saved_by_an_earlier_attempt_is_where_the_next_one_starts(self):
+        kind = unique("resume")
+        task = self.client.enqueue(kind)
+        first = self.client.claim("py-first", [kind])
+        self.client.checkpoint(first["id"], "py-first", first["lease_token"], {"done": 3})
+        self.client.release(first["id"], "py-first", first["lease_token"], reason="test")
+        seen = []
+        self.worker({kind: lambda ctx: seen.append((ctx.checkpoint, ctx.attempt))}).run(max_tasks=1, handle_signals=False)
+        self.assertEqual(seen, [({"done": 3}, 1)])
+        self.assertEqual(self.client.get(task["id"])["task"]["status"], "completed")
+
+    def test_sigterm_mid_task_gives_the_task_back_with_its_checkpoint(self):
+        rounds, kind = 200, unique("chain")
+        task = self.client.enqueue(kind, {"rounds": rounds, "seed": uuid.uuid4().hex})
+        worker_id = f"py-term-{uuid.uuid4().hex[:6]}"
+        process = chain_worker(worker_id, "--task-type", kind)
+        try:
+            lines = read_until(process, lambda e: e.get("event") == "checkpoint" and e.get("step", 0) >= 2 and e["task_id"] == task["id"])
+            self.assertTrue(any(e.get("event") == "started" and e["task_id"] == task["id"] for e in lines))
+            process.send_signal(signal.SIGTERM)
+            out, _ = process.communicate(timeout=10)
+        finally:
+            process.kill()
+        events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        self.assertEqual(process.returncode, 0)
+        self.assertEqual([e["event"] for e in events][-2:], ["stopping", "exited"])
+        shown = self.client.get(task["id"])
+        self.assertEqual(shown["task"]["status"], "pending")
+        self.assertGreaterEqual(shown["task"]["checkpoint"]["step"], 2)
+        self.assertLess(shown["task"]["checkpoint"]["step"], rounds)
+        self.assertEqual(shown["events"][-1]["event"], "released")
+        workers = {w["worker_id"]: w for w in self.client.request("GET", "/api/workers")["workers"]}
+        self.assertEqual(workers[worker_id]["status"], "inactive")
+
+    def test_sigterm_while_waiting_for_work_exits_at_once(self):
+        worker_id = f"py-idle-{uuid.uuid4().hex[:6]}"
+        process = chain_worker(worker_id, "--wait-ms", "20000", "--task-type", unique("idle"))
+        try:
+            read_until(process, lambda e: e.get("event") == "ready")
+            wait_for(lambda: any(w["worker_id"] == worker_id for w in self.client.request("GET", "/api/workers")["workers"]), what="the worker to register")
+            time.sleep(0.2)
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=10)
+            self.assertLess(time.monotonic() - started, 3)
+        finally:
+            process.kill()
+        self.assertEqual(process.returncode, 0)
+        workers = {w["worker_id"]: w for w in self.client.request("GET", "/api/workers")["workers"]}
+        self.assertEqual(workers[worker_id]["status"], "inactive")
+
+
+def chain_worker(worker_id, *extra):
+    args = [sys.executable, os.path.join(HERE, "chain_worker.py"), URL, worker_id, "--heartbeat", "0.1", *extra]
+    if API_KEY:
+        args += ["--api-key", API_KEY]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def read_until(process, predicate, timeout=10.0):
+    """The JSON lines a worker process printed, up to the first that matches."""
+    deadline = time.monotonic() + timeout
+    lines = []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError(f"the worker exited early: {lines}")
+        event = json.loads(line)
+        lines.append(event)
+        if predicate(event):
+            return lines
+    raise AssertionError(f"timed out; the worker printed {lines}")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,39 @@
+import type { Command } from "commander";
+import type { CapacityRow } from "../core/monitoring.js";
+import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { CliError } from "./errors.js";
+import { type Column, emit, formatTable, jsonOption } from "./table.js";
+
+const CAPACITY_COLUMNS: Column<CapacityRow>[] = [
+  { header: "role", value: (r) => r.taskType },
+  { header: "pending", value: (r) => r.pendingTasks },
+  { header: "ready", value: (r) => r.readyTasks },
+  { header: "running", value: (r) => r.runningTasks },
+  { header: "workers", value: (r) => r.activeWorkers },
+  { header: "tasks/worker-hour", value: (r) => r.tasksPerWorkerHour },
+  { header: "hours to drain", value: (r) => r.estimatedHoursToDrain },
+  { header: "need 1h", value: (r) => r.workersNeeded.for1Hour },
+  { header: "need 4h", value: (r) => r.workersNeeded.for4Hours },
+  { header: "need 8h", value: (r) => r.workersNeeded.for8Hours },
+];
+
+export function capacityCommand(program: Command): void {
+  program
+    .command("capacity [role]")
+    .description("capacity planning per role (seed 004): backlog, throughput, hours to drain, workers needed to drain in 1, 4 or 8 hours")
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
+    .addOption(schemaOption())
+    .addHelpText("after", "\nA - means no throughput in the last hour to estimate from.\n\nExample:\n  $ taskpool capacity\n  $ taskpool capacity product_resync --json")
+    .action((role: string | undefined, opts) =>
+      withPool(opts, async (pool) => {
+        const rows = await pool.capacity(role);
+        if (role !== undefined && rows.length === 0) {
+          throw new CliError(`no role "${role}": no task, worker or registered type has it; \`taskpool capacity\` lists the roles`);
+        }
+        emit(opts.json, rows, () => (rows.length === 0 ? ["No roles yet: no tasks, workers or registered task types"] : formatTable(CAPACITY_COLUMNS, rows)));
+      }),
+    );
+}

@@ -1,0 +1,150 @@
+import { readFileSync } from "node:fs";
+import { type Command, InvalidArgumentError, Option } from "commander";
+import { MISSED_TICK_POLICIES, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
+import type { JsonObject } from "../core/task.js";
+import { dbOption, schemaOption, withPool } from "./database.js";
+import { integer, positiveInteger } from "./parse.js";
+import { type Column, emit, formatTable, jsonOption } from "./table.js";
+
+const fanOutText = (s: ScheduleRecord) => {
+  if (!s.fanOut) return null;
+  const source = s.fanOut.keys ? `${s.fanOut.keys.length} keys` : `keys in ${s.fanOut.fromResults?.schedule ?? s.name}.${s.fanOut.fromResults?.field}`;
+  return (s.fanOut.batches ?? 1) > 1 ? `${source} / ${s.fanOut.batches} batches` : source;
+};
+
+const COLUMNS: Column<ScheduleRecord>[] = [
+  { header: "name", value: (s) => s.name },
+  { header: "task type", value: (s) => s.taskType },
+  { header: "cron", value: (s) => (s.timezone === "UTC" ? s.cron : `${s.cron} (${s.timezone})`) },
+  { header: "state", value: (s) => (s.enabled ? "enabled" : "paused") },
+  { header: "fan-out", value: fanOutText },
+  { header: "next run", value: (s) => s.nextRunAt },
+  { header: "last run", value: (s) => s.lastRunAt },
+  { header: "last result", value: (s) => (s.lastResult === null ? null : (s.lastResult.error ?? s.lastResult.message)) },
+];
+
+/** One schedule in a line: what an action changed. */
+const summary = (s: ScheduleRecord) =>
+  `${s.name} (${s.taskType}, ${s.cron}${s.timezone === "UTC" ? "" : ` ${s.timezone}`}): ${s.enabled ? `next run ${s.nextRunAt?.toISOString() ?? "none"}` : "paused"}`;
+
+/** `1,2,x-9` → [1, 2, "x-9"]: whole numbers become integers, as a JSON list would hold them. */
+function keyList(value: string): (string | number)[] {
+  const keys = value.split(",").map((k) => k.trim()).filter((k) => k !== "");
+  if (keys.length === 0) throw new InvalidArgumentError("expected keys separated by commas, e.g. 1,2,3");
+  return keys.map((k) => (/^-?\d+$/.test(k) && Number.isSafeInteger(Number(k)) ? Number(k) : k));
+}
+
+/** `discovery:newStoreIds` (another schedule's results) or `newStoreIds` (this schedule's). */
+function resultsQuery(value: string): { schedule?: string; field: string } {
+  const at = value.indexOf(":");
+  return at < 0 ? { field: value } : { schedule: value.slice(0, at), field: value.slice(at + 1) };
+}
+
+function jsonObject(value: string): JsonObject {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch (error) {
+    throw new InvalidArgumentError(`not valid JSON (${(error as Error).message}); quote it for the shell, e.g. '{"full": true}'`);
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new InvalidArgumentError(`expected a JSON object, e.g. '{"full": true}'`);
+  return parsed as JsonObject;
+}
+
+/** The definition the options describe, over the one in --file if given. */
+function definitionOf(name: string, opts: Record<string, unknown>): ScheduleDefinition {
+  let base: Partial<ScheduleDefinition> = {};
+  if (typeof opts.file === "string") {
+    try {
+      base = JSON.parse(readFileSync(opts.file, "utf8"));
+    } catch (error) {
+      throw new InvalidArgumentError(`cannot read a JSON schedule definition from ${opts.file}: ${(error as Error).message}`);
+    }
+  }
+  const fanOut = opts.keys || opts.fromResults || opts.batches || opts.batchInterval
+    ? {
+        ...base.fanOut,
+        ...(opts.keys ? { keys: opts.keys as (string | number)[] } : {}),
+        ...(opts.fromResults ? { fromResults: opts.fromResults as { field: string } } : {}),
+        ...(opts.batches ? { batches: opts.batches as number } : {}),
+        ...(opts.batchInterval ? { batchIntervalSeconds: opts.batchInterval as number } : {}),
+      }
+    : base.fanOut;
+  const given = {
+    taskType: opts.type,
+    cron: opts.cron,
+    timezone: opts.timezone,
+    params: opts.params,
+    concurrencyKey: opts.concurrencyKey,
+    priority: opts.priority,
+    missedTicks: opts.missedTicks,
+    enabled: opts.paused ? false : undefined,
+  };
+  const set = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined));
+  return { ...base, ...set, name, ...(fanOut ? { fanOut } : {}) } as ScheduleDefinition;
+}
+
+export function schedulesCommand(program: Command): void {
+  const schedules = program.command("schedules").description("recurring schedules: cron in a time zone, fanned out over keys in staggered batches");
+  schedules
+    .command("list")
+    .description("every schedule with its next run, last run and last result")
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(schemaOption())
+    .addHelpText("after", "\nExample:\n  $ taskpool schedules list\n  $ taskpool schedules list --json | jq '.[] | {name, nextRunAt, lastResult}'")
+    .action((opts) =>
+      withPool(opts, async (pool) => {
+        const all = await pool.schedules.list();
+        emit(opts.json, all, () => (all.length === 0 ? ["No schedules (taskpool schedules add <name> --type T --cron EXPR makes one)"] : formatTable(COLUMNS, all)));
+      }),
+    );
+  schedules
+    .command("add <name>")
+    .description("create a schedule, or update the one of that name (a paused one stays paused unless --paused is left out of a new one)")
+    .option("--type <task-type>", "the task type each run creates")
+    .option("--cron <expression>", 'when it runs: 5 fields (minute hour day month weekday), e.g. "0 */4 * * *"; 6 with seconds first')
+    .option("--timezone <zone>", "IANA time zone the cron expression is read in (default UTC)")
+    .option("--params <json>", "the tasks' params, a JSON object", jsonObject)
+    .option("--keys <list>", "fan out: one task per key, comma-separated (params get {key})", keyList)
+    .option("--from-results <[schedule:]field>", "fan out over the keys in this field of the results of a schedule's last run", resultsQuery)
+    .option("--batches <n>", "spread the keys over n staggered batches", positiveInteger)
+    .option("--batch-interval <seconds>", "time between batches (default: the time to the next tick, shared out)", positiveInteger)
+    .option("--concurrency-key <template>", "at most one active task per key, e.g. store:{key}")
+    .option("--priority <n>", "the tasks' priority", integer)
+    .addOption(new Option("--missed-ticks <policy>", "when the coordinator was down across ticks: skip them, or run once now").choices(MISSED_TICK_POLICIES))
+    .option("--paused", "create it paused")
+    .option("--file <definition.json>", "read the definition from a JSON file (the options above override it)")
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(schemaOption())
+    .addHelpText(
+      "after",
+      "\nExample (seed 004's resync: every store once a day, in 6 batches one every 4 hours):\n" +
+        '  $ taskpool schedules add product_resync --type product_resync --cron "0 0 * * *" --timezone America/Los_Angeles \\\n' +
+        "      --keys 101,102,103,104,105,106 --batches 6 --concurrency-key 'store:{key}'",
+    )
+    .action((name: string, opts) =>
+      withPool(opts, async (pool) => {
+        const { schedule, created } = await pool.protocol.saveSchedule(definitionOf(name, opts));
+        emit(opts.json, schedule, () => [`${created ? "Created" : "Updated"} schedule ${summary(schedule)}`]);
+      }),
+    );
+  const act = (verb: "pause" | "resume" | "remove", description: string, done: string) =>
+    schedules
+      .command(`${verb} <name>`)
+      .description(description)
+      .addOption(jsonOption())
+      .addOption(dbOption())
+      .addOption(schemaOption())
+      .addHelpText("after", `\nExample:\n  $ taskpool schedules ${verb} product_resync`)
+      .action((name: string, opts) =>
+        withPool(opts, async (pool) => {
+          const schedule = await pool.schedules[verb](name);
+          emit(opts.json, schedule, () => [`${done} schedule ${summary(schedule)}`]);
+        }),
+      );
+  act("pause", "stop firing a schedule until it is resumed", "Paused");
+  act("resume", "fire a paused schedule again, from its next tick after now (paused ticks are not caught up)", "Resumed");
+  act("remove", "delete a schedule and its tick history (the tasks it made stay)", "Removed");
+}

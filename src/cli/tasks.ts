@@ -1,0 +1,194 @@
+import { type Command, InvalidArgumentError, Option } from "commander";
+import { InvalidTransitionError, TaskpoolError } from "../core/errors.js";
+import type { TaskEvent } from "../core/event.js";
+import { LIST_ORDERS } from "../core/schemas.js";
+import { TASK_STATUSES, type Task, type TaskStatus } from "../core/task.js";
+import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { CliError } from "./errors.js";
+import { positiveInteger, taskId } from "./parse.js";
+import { type Cell, type Column, emit, formatFields, formatTable, jsonOption } from "./table.js";
+
+/** Progress is stored as a fraction of 1. */
+const percent = (progress: number | null) => (progress === null ? null : `${Math.round(progress * 100)}%`);
+
+const TASK_COLUMNS: Column<Task>[] = [
+  { header: "id", value: (t) => t.id },
+  { header: "type", value: (t) => t.taskType },
+  { header: "status", value: (t) => t.status },
+  { header: "priority", value: (t) => t.priority },
+  { header: "attempts", value: (t) => `${t.attempts}/${t.maxAttempts}` },
+  { header: "worker", value: (t) => t.workerId },
+  { header: "progress", value: (t) => percent(t.progress) },
+  { header: "created", value: (t) => t.createdAt },
+  { header: "updated", value: (t) => t.updatedAt },
+];
+
+const EVENT_COLUMNS: Column<TaskEvent>[] = [
+  { header: "time", value: (e) => e.createdAt },
+  { header: "event", value: (e) => e.event },
+  { header: "from", value: (e) => e.fromWorkerId },
+  { header: "to", value: (e) => e.toWorkerId },
+  { header: "message", value: (e) => e.message },
+  { header: "data", value: (e) => e.data },
+];
+
+/** --status may be repeated or comma-separated: `--status failed,cancelled --status pending`. */
+function statuses(value: string, previous: TaskStatus[] = []): TaskStatus[] {
+  const next = value.split(",").map((s) => s.trim());
+  for (const s of next) {
+    if (!(TASK_STATUSES as readonly string[]).includes(s)) throw new InvalidArgumentError(`"${s}" is not a task status; use one of ${TASK_STATUSES.join(", ")}`);
+  }
+  return [...new Set([...previous, ...(next as TaskStatus[])])];
+}
+
+/** Every id checked before the first is acted on, so a typo changes nothing. */
+function parseIds(values: string[]): number[] {
+  try {
+    return values.map(taskId);
+  } catch (error) {
+    throw new CliError((error as Error).message);
+  }
+}
+
+function showTask(task: Task, events: TaskEvent[]): string[] {
+  const at = (label: string, date: Date | null): [string, Date | null][] => (date === null ? [] : [[label, date]]);
+  const fields: [string, Cell][] = [
+    ["type", task.taskTypeVersion === null ? task.taskType : `${task.taskType} v${task.taskTypeVersion}`],
+    ["status", task.status],
+    ["params", task.params],
+    ["priority", task.priority],
+    ["attempts", `${task.attempts} of ${task.maxAttempts}`],
+    ["worker", task.workerId],
+    ["concurrency key", task.concurrencyKey],
+    ["unique key", task.uniqueKey],
+    ["parent", task.parentId],
+    ["scheduled for", task.scheduledFor],
+    ["created", task.createdAt],
+    ...at("claimed", task.claimedAt),
+    ...at("started", task.startedAt),
+    ...at("lease expires", task.leaseExpiresAt),
+    ...at("last heartbeat", task.lastHeartbeatAt),
+    ...at("finished", task.completedAt),
+    ["progress", percent(task.progress)],
+    ["checkpoint", task.checkpoint],
+    ["result", task.result],
+    ["error", task.errorMessage],
+  ];
+  return [`Task ${task.id}`, ...formatFields(fields).map((l) => `  ${l}`), "", `Events (${events.length}, oldest first):`, ...formatTable(EVENT_COLUMNS, events).map((l) => `  ${l}`)];
+}
+
+/** Why an action was refused, with the fix when the task is in the wrong state. */
+function reason(error: unknown, action: "retry" | "cancel"): string {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof InvalidTransitionError) {
+    return `${message} (${action === "retry" ? "only failed tasks can be retried" : "only pending, claimed or running tasks can be cancelled"})`;
+  }
+  return message;
+}
+
+type Outcome = { id: number; task: Task } | { id: number; error: { code: string; message: string } };
+
+/**
+ * Acts on each id in turn and reports each; the command fails afterwards, naming every id that was
+ * refused and why, so a script sees the failure and an operator sees what did happen.
+ */
+async function actOnEach(ids: number[], action: "retry" | "cancel", json: boolean | undefined, act: (id: number) => Promise<Task>): Promise<void> {
+  const outcomes: Outcome[] = [];
+  for (const id of ids) {
+    try {
+      outcomes.push({ id, task: await act(id) });
+    } catch (error) {
+      // Only refusals taskpool raised on purpose are reported per id; anything else (a lost connection) stops the command.
+      if (!(error instanceof TaskpoolError)) throw error;
+      outcomes.push({ id, error: { code: error.code, message: reason(error, action) } });
+    }
+  }
+  const done = action === "retry" ? "retried" : "cancelled";
+  emit(json, outcomes, () =>
+    formatTable<Outcome>(
+      [
+        { header: "id", value: (o) => o.id },
+        { header: "type", value: (o) => ("task" in o ? o.task.taskType : null) },
+        { header: "status", value: (o) => ("task" in o ? o.task.status : null) },
+        { header: "outcome", value: (o) => ("task" in o ? done : `not ${done}: ${o.error.message}`) },
+      ],
+      outcomes,
+    ),
+  );
+  const refused = outcomes.flatMap((o) => ("error" in o ? [`${o.id} (${o.error.message})`] : []));
+  if (refused.length > 0) throw new CliError(`${refused.length} of ${ids.length} tasks not ${done}: ${refused.join("; ")}`);
+}
+
+export function tasksCommand(program: Command): void {
+  const tasks = program.command("tasks").description("inspect tasks and act on them: list, show, retry, cancel");
+  tasks
+    .command("list")
+    .description("tasks matching the filters, newest first, a page at a time")
+    .option("--status <status>", `only these statuses, repeatable or comma-separated: ${TASK_STATUSES.join(", ")}`, statuses)
+    .option("--type <taskType>", "only this task type")
+    .option("--worker <workerId>", "only tasks held (or last held) by this worker")
+    .option("--limit <n>", "at most this many (1-1000, default 100)", positiveInteger)
+    .option("--cursor <cursor>", "the next page: the cursor the previous page printed")
+    .addOption(new Option("--order <order>", "newest or oldest first").choices(LIST_ORDERS))
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
+    .addOption(schemaOption())
+    .addHelpText("after", "\nExample:\n  $ taskpool tasks list --status failed,cancelled --type product_resync --limit 20\n  $ taskpool tasks list --worker resync-1 --json")
+    .action((opts) =>
+      withPool(opts, async (pool) => {
+        const page = await pool.list({ status: opts.status, taskType: opts.type, workerId: opts.worker }, { limit: opts.limit, cursor: opts.cursor, order: opts.order });
+        emit(opts.json, page, () => {
+          if (page.tasks.length === 0) return ["No tasks match"];
+          const more = page.nextCursor === null ? [] : [`More: run again with --cursor ${page.nextCursor}`];
+          return [...formatTable(TASK_COLUMNS, page.tasks), ...more];
+        });
+      }),
+    );
+  tasks
+    .command("show <id>")
+    .description("one task: params, checkpoint, progress, result or error, and its event timeline")
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
+    .addOption(schemaOption())
+    .addHelpText("after", "\nExample:\n  $ taskpool tasks show 42\n  $ taskpool tasks show 42 --json | jq .task.checkpoint")
+    .action((value: string, opts) => {
+      const [id] = parseIds([value]);
+      return withPool(opts, async (pool) => {
+        const task = await pool.get(id);
+        if (task === null) throw new CliError(`task ${id} does not exist; \`taskpool tasks list\` shows the ids`);
+        const events = await pool.events(id);
+        emit(opts.json, { task, events }, () => showTask(task, events));
+      });
+    });
+  tasks
+    .command("retry <ids...>")
+    .description("put failed (dead-letter) tasks back in the pool with a fresh attempt budget")
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
+    .addOption(schemaOption())
+    .addHelpText("after", "\nExample:\n  $ taskpool tasks retry 17 18 21\n  $ taskpool tasks list --status failed --json | jq -r '.tasks[].id' | xargs taskpool tasks retry")
+    .action((values: string[], opts) => {
+      const ids = parseIds(values);
+      return withPool(opts, (pool) => actOnEach(ids, "retry", opts.json, (id) => pool.retry(id)));
+    });
+  tasks
+    .command("cancel <ids...>")
+    .description("cancel pending, claimed or running tasks (a worker holding one learns it at its next heartbeat and stops)")
+    .option("--reason <text>", "why, kept in the task's event timeline")
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
+    .addOption(schemaOption())
+    .addHelpText("after", '\nExample:\n  $ taskpool tasks cancel 17 18 --reason "store closed"')
+    .action((values: string[], opts) => {
+      const ids = parseIds(values);
+      return withPool(opts, (pool) => actOnEach(ids, "cancel", opts.json, (id) => pool.cancel(id, { reason: opts.reason })));
+    });
+}

@@ -1,0 +1,85 @@
+/**
+ * A refusal from the server becomes the error the same call throws on a store, so code written
+ * against the library (the worker runtime aborting a handler on LeaseLostError, a caller catching
+ * ValidationError) behaves the same over HTTP. The server's message is kept as it is.
+ */
+import {
+  AlreadyClaimedError,
+  ConcurrencyKeyBusyError,
+  InvalidTransitionError,
+  LeaseLostError,
+  ScheduleNotFoundError,
+  TaskNotFoundError,
+  TaskpoolError,
+  TaskTypeAtCapacityError,
+  UniqueKeyTakenError,
+  ValidationError,
+} from "../core/errors.js";
+import { toCamel } from "../core/wire.js";
+
+/** A refusal only HTTP has (no or a bad key, a scope, the rate limit, a reply that is not the API's). */
+export class HttpApiError extends TaskpoolError {
+  constructor(
+    code: string,
+    message: string,
+    readonly status: number,
+    /** rate_limited: seconds until the key may call again. */
+    readonly retryAfter: number | null = null,
+  ) {
+    super(code, message);
+  }
+}
+
+/** The server could not be reached, or stopped answering, after the retries the call allowed. */
+export class ServerUnreachableError extends TaskpoolError {
+  constructor(origin: string, reason: string) {
+    super("server_unreachable", `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`);
+  }
+}
+
+/** A call the HTTP transport does not make: it belongs next to the database. */
+export class NotOverHttpError extends TaskpoolError {
+  constructor(what: string, instead: string) {
+    super("not_over_http", `${what} is not available over HTTP: ${instead}`);
+  }
+}
+
+type Envelope = { error?: unknown; message?: unknown; issues?: unknown; retry_after?: unknown };
+
+const withMessage = <E extends Error>(error: E, message: string): E => Object.assign(error, { message });
+
+/** What a call was about: a task, or a schedule. */
+export type Subject = { taskId: number } | { scheduleName: string };
+
+/** The library error for an error envelope; `subject` is what the call was about. */
+export function errorFromReply(status: number, body: Record<string, unknown>, subject?: Subject): TaskpoolError {
+  const { error, message, issues, retry_after } = body as Envelope;
+  const code = typeof error === "string" ? error : "bad_reply";
+  const text = typeof message === "string" ? message : `the server answered ${status} without an error envelope`;
+  const taskId = subject && "taskId" in subject ? subject.taskId : undefined;
+  const id = taskId ?? 0;
+  switch (code) {
+    case "validation_error": {
+      // The server names fields as the request did (snake_case): back to the library's names.
+      const list = Array.isArray(issues) ? (issues as { path: string; message: string }[]).map((i) => ({ path: i.path.split(".").map(toCamel).join("."), message: i.message })) : [];
+      return new ValidationError(text, list);
+    }
+    case "lease_lost":
+      return withMessage(new LeaseLostError(id), text);
+    case "not_found":
+      if (subject && "scheduleName" in subject) return withMessage(new ScheduleNotFoundError(subject.scheduleName), text);
+      return taskId === undefined ? new HttpApiError(code, text, status) : withMessage(new TaskNotFoundError(id), text);
+    case "already_claimed":
+      return withMessage(new AlreadyClaimedError(id, null), text);
+    case "concurrency_key_busy":
+      return withMessage(new ConcurrencyKeyBusyError(id, ""), text);
+    case "type_at_capacity":
+      return withMessage(new TaskTypeAtCapacityError(id, ""), text);
+    case "invalid_transition":
+      return withMessage(new InvalidTransitionError(taskId ?? null, "", ""), text);
+    case "unique_key_taken":
+      return withMessage(new UniqueKeyTakenError(id), text);
+    default:
+      return new HttpApiError(code, text, status, typeof retry_after === "number" ? retry_after : null);
+  }
+}

@@ -1,0 +1,353 @@
+/**
+ * The Store interface over a taskpool server's HTTP API, so `connect("http://host:port", { apiKey })`
+ * gives the same Taskpool as a database URL: the same worker runtime (claims, fenced lease writes,
+ * batched completions, wake-ups), producers' and operators' calls.
+ *
+ * Each call is made through the server's own route definition (server/routes/): its schemas turn
+ * the library's values into the wire's snake_case JSON and the answer back, so the client and the
+ * server cannot disagree about a field. What belongs next to the database is not offered over HTTP
+ * and says so (NotOverHttpError): leading and sweeping (run the coordinator where the database is:
+ * `taskpool serve --coordinator` or `taskpool coordinator`), reservations (the coordinator's), and
+ * API keys (`taskpool keys` on the database).
+ */
+import type { TSchema } from "@sinclair/typebox";
+import { COORDINATOR_LEADERSHIP } from "../coordinator/coordinator.js";
+import type { ApiKeyRecord } from "../core/api-key.js";
+import type { TaskEvent } from "../core/event.js";
+import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import type { FiredSchedule, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { ClaimedTask, ClaimOptions, CompleteOptions, EnqueueInput, FailOptions, Json, Lease, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
+import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
+import { fromWire, toWire } from "../core/wire.js";
+import type { ReassignmentEvent, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
+import { type RouteDefinition, successEnvelope } from "../server/route.js";
+import { healthRoutes } from "../server/routes/health.js";
+import { reassignmentRoutes } from "../server/routes/reassignments.js";
+import { scheduleRoutes } from "../server/routes/schedules.js";
+import { taskLeaseRoutes } from "../server/routes/task-leases.js";
+import { taskTypeRoutes } from "../server/routes/task-types.js";
+import { taskRoutes } from "../server/routes/tasks.js";
+import { workerTransportRoutes } from "../server/routes/worker-transport.js";
+import { workerRoutes } from "../server/routes/workers.js";
+import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
+import { errorFromReply, NotOverHttpError, type Subject } from "./errors.js";
+import { HttpTransport, type Repeatable, type TransportOptions } from "./http-transport.js";
+
+const ROUTES = new Map<string, RouteDefinition>(
+  [...taskRoutes, ...taskLeaseRoutes, ...workerTransportRoutes, ...workerRoutes, ...reassignmentRoutes, ...taskTypeRoutes, ...scheduleRoutes, ...healthRoutes].map((r) => [`${r.method} ${r.url}`, r]),
+);
+
+/** How long one wake-up wait lasts before it is asked again (the server allows 30 s). */
+const WAKE_WAIT_MS = 25_000;
+
+interface CallInput {
+  params?: Record<string, string | number>;
+  query?: object;
+  body?: object;
+}
+
+interface CallOptions {
+  repeatable: Repeatable;
+  subject?: Subject;
+  waitMs?: number;
+  signal?: AbortSignal;
+}
+
+/** A task the server answered 404 for: null where the store answers null. */
+const orNull = <T>(promise: Promise<T>): Promise<T | null> => promise.catch((error) => (error?.code === "not_found" ? null : Promise.reject(error)));
+
+export class HttpStore implements Store {
+  /** The database behind the server, learned from /readyz when connecting. */
+  dialect: Store["dialect"] = "postgres";
+  readonly remote = true;
+  private readonly transport: HttpTransport;
+  private readonly subscriptions = new Set<AbortController>();
+
+  constructor(url: string, options: TransportOptions = {}) {
+    this.transport = new HttpTransport(new URL(url), options);
+  }
+
+  /** The server migrates its database; connecting checks it answers and which database it runs on. */
+  async migrate(): Promise<void> {
+    const { database } = await this.call<{ database: Store["dialect"] }>("GET /readyz", {}, { repeatable: "yes" });
+    this.dialect = database;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.subscriptions) s.abort();
+    this.transport.close();
+  }
+
+  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
+    return this.call("POST /api/tasks", { body: input }, { repeatable: input.uniqueKey ? "yes" : "only-if-unsent" });
+  }
+
+  async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    const repeatable = inputs.every((i) => i.uniqueKey) ? "yes" : "only-if-unsent";
+    return (await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", { body: { tasks: inputs } }, { repeatable })).results;
+  }
+
+  async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
+    try {
+      return (await this.call<{ tasks: ClaimedTask[] }>("POST /api/tasks/claim", { body: options }, { repeatable: "only-if-unsent" })).tasks;
+    } catch (error) {
+      if ((error as { code?: string }).code === "no_tasks") return [];
+      throw error;
+    }
+  }
+
+  async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
+    return (await this.call<{ task: ClaimedTask }>("POST /api/tasks/:id/claim", { params: { id }, body: options }, { repeatable: "only-if-unsent", subject: { taskId: id } })).task;
+  }
+
+  start(id: number, lease: Lease): Promise<Task> {
+    return this.leaseCall("start", id, leaseOf(lease));
+  }
+
+  heartbeat(id: number, lease: Lease, options: HeartbeatOptions = {}): Promise<Task> {
+    return this.leaseCall("heartbeat", id, { ...leaseOf(lease), ...options });
+  }
+
+  checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
+    return this.leaseCall("checkpoint", id, { ...leaseOf(lease), checkpoint: data });
+  }
+
+  progress(id: number, lease: Lease, progress: number): Promise<Task> {
+    return this.leaseCall("progress", id, { ...leaseOf(lease), progress });
+  }
+
+  complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
+    return this.call("POST /api/tasks/:id/complete", { params: { id }, body: { ...leaseOf(lease), ...options } }, { repeatable: "yes", subject: { taskId: id } });
+  }
+
+  completeMany(items: Completion[]): Promise<BatchOutcome[]> {
+    return this.batch("POST /api/tasks/complete", { completions: items.map((i) => ({ ...i, lease: leaseOf(i.lease) })) });
+  }
+
+  fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
+    return this.leaseCall("fail", id, { ...leaseOf(lease), ...options });
+  }
+
+  failMany(items: Failure[]): Promise<BatchOutcome[]> {
+    return this.batch("POST /api/tasks/fail", { failures: items.map((i) => ({ ...i, lease: leaseOf(i.lease) })) });
+  }
+
+  release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
+    return this.leaseCall("release", id, { ...leaseOf(lease), ...options });
+  }
+
+  async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
+    return (await this.call<{ task: Task }>("POST /api/tasks/:id/cancel", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } })).task;
+  }
+
+  async retry(id: number): Promise<Task> {
+    return (await this.call<{ task: Task }>("POST /api/tasks/:id/retry", { params: { id } }, { repeatable: "yes", subject: { taskId: id } })).task;
+  }
+
+  reserve(): Promise<Task> {
+    throw new NotOverHttpError("Reserving a task", "reservations are the coordinator's; run it where the database is (taskpool serve --coordinator)");
+  }
+
+  async get(id: number): Promise<Task | null> {
+    return (await orNull(this.taskWithEvents(id)))?.task ?? null;
+  }
+
+  list(filter: TaskFilter = {}, page: Page = {}): Promise<TaskPage> {
+    return this.call("GET /api/tasks", { query: { ...filter, ...page } }, { repeatable: "yes" });
+  }
+
+  counts(): Promise<TaskCounts> {
+    return this.call("GET /api/tasks/counts", {}, { repeatable: "yes" });
+  }
+
+  async events(taskId: number): Promise<TaskEvent[]> {
+    return (await orNull(this.taskWithEvents(taskId)))?.events ?? [];
+  }
+
+  registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {
+    return this.call("POST /api/task-types", { body: definition }, { repeatable: "yes" });
+  }
+
+  async getTaskType(name: string): Promise<TaskTypeRecord | null> {
+    return (await orNull(this.taskTypeWithVersions(name)))?.taskType ?? null;
+  }
+
+  async listTaskTypes(): Promise<TaskTypeRecord[]> {
+    return (await this.call<{ taskTypes: TaskTypeRecord[] }>("GET /api/task-types", {}, { repeatable: "yes" })).taskTypes;
+  }
+
+  async taskTypeVersions(name: string): Promise<TaskTypeRecord[]> {
+    return (await orNull(this.taskTypeWithVersions(name)))?.versions ?? [];
+  }
+
+  async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
+    const { lost } = await this.call<{ lost: number[] }>("POST /api/workers/heartbeat", { body: beat }, { repeatable: "yes" });
+    return { lost };
+  }
+
+  async shutdownWorker(workerId: string): Promise<number[]> {
+    return (await this.call<{ released: number[] }>("POST /api/workers/:id/shutdown", { params: { id: workerId } }, { repeatable: "yes" })).released;
+  }
+
+  async listWorkers(): Promise<WorkerRecord[]> {
+    return (await this.call<{ workers: WorkerRecord[] }>("GET /api/workers", {}, { repeatable: "yes" })).workers;
+  }
+
+  sweep(): Promise<SweepResult> {
+    throw coordinatorOnly("Sweeping");
+  }
+
+  tryLead(): Promise<boolean> {
+    throw coordinatorOnly("Leading the coordinators");
+  }
+
+  resign(): Promise<void> {
+    throw coordinatorOnly("Leading the coordinators");
+  }
+
+  recordSweep(): Promise<void> {
+    throw coordinatorOnly("Recording a sweep");
+  }
+
+  /** The coordinators' leadership, as the server's /readyz reports it (`taskpool status` over HTTP). */
+  async leadershipStatus(name: string): Promise<LeadershipStatus> {
+    if (name !== COORDINATOR_LEADERSHIP) throw coordinatorOnly(`Leadership "${name}"`);
+    return (await this.call<{ coordinator: LeadershipStatus }>("GET /readyz", {}, { repeatable: "yes" })).coordinator;
+  }
+
+  async reassignments(query: ReassignmentQuery = {}): Promise<ReassignmentEvent[]> {
+    return (await this.call<{ reassignments: ReassignmentEvent[] }>("GET /api/reassignments", { query }, { repeatable: "yes" })).reassignments;
+  }
+
+  reassignmentStats(): Promise<ReassignmentStats> {
+    return this.call("GET /api/reassignments/stats", {}, { repeatable: "yes" });
+  }
+
+  async capacity(): Promise<CapacityRow[]> {
+    return (await this.call<{ capacity: CapacityRow[] }>("GET /api/tasks/capacity", {}, { repeatable: "yes" })).capacity;
+  }
+
+  throughput(query: ThroughputQuery = {}): Promise<Throughput> {
+    return this.call("GET /api/tasks/throughput", { query }, { repeatable: "yes" });
+  }
+
+  /**
+   * Wake-ups over HTTP: a loop of waits (`POST /api/tasks/wait`) that calls `listener` with the task
+   * types the server heard of each time it hears of work (`[]`: unknown, re-check). A failed wait is retried after a pause;
+   * the worker's polling covers the gap.
+   */
+  async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
+    const stop = new AbortController();
+    this.subscriptions.add(stop);
+    const loop = async () => {
+      while (!stop.signal.aborted) {
+        try {
+          const { woken, heard } = await this.call<{ woken: boolean; heard: string[] }>("POST /api/tasks/wait", { body: { waitMs: WAKE_WAIT_MS } }, { repeatable: "yes", waitMs: WAKE_WAIT_MS, signal: stop.signal });
+          if (woken) listener(heard);
+        } catch {
+          if (!stop.signal.aborted) await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+      }
+    };
+    const running = loop();
+    return async () => {
+      stop.abort();
+      this.subscriptions.delete(stop);
+      await running;
+    };
+  }
+
+  saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
+    return this.call("POST /api/schedules", { body: definition }, { repeatable: "yes" });
+  }
+
+  async getSchedule(name: string): Promise<ScheduleRecord | null> {
+    return (await orNull(this.call<{ schedule: ScheduleRecord }>("GET /api/schedules/:name", { params: { name } }, { repeatable: "yes", subject: { scheduleName: name } })))?.schedule ?? null;
+  }
+
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    return (await this.call<{ schedules: ScheduleRecord[] }>("GET /api/schedules", {}, { repeatable: "yes" })).schedules;
+  }
+
+  async setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord> {
+    return (await this.call<{ schedule: ScheduleRecord }>(`POST /api/schedules/:name/${enabled ? "resume" : "pause"}`, { params: { name } }, { repeatable: "yes", subject: { scheduleName: name } })).schedule;
+  }
+
+  async removeSchedule(name: string): Promise<ScheduleRecord> {
+    return (await this.call<{ schedule: ScheduleRecord }>("DELETE /api/schedules/:name", { params: { name } }, { repeatable: "yes", subject: { scheduleName: name } })).schedule;
+  }
+
+  fireDueSchedules(): Promise<FiredSchedule[]> {
+    throw coordinatorOnly("Firing schedules");
+  }
+
+  generateTasks(): Promise<GenerateResult> {
+    throw new NotOverHttpError("A generic fan-out", "the server offers seed 004's POST /api/tasks/generate/resync and /discovery");
+  }
+
+  createApiKey(): Promise<ApiKeyRecord> {
+    throw keysOnly();
+  }
+
+  listApiKeys(): Promise<ApiKeyRecord[]> {
+    throw keysOnly();
+  }
+
+  findApiKey(): Promise<ApiKeyRecord | null> {
+    throw keysOnly();
+  }
+
+  revokeApiKey(): Promise<ApiKeyRecord> {
+    throw keysOnly();
+  }
+
+  private async leaseCall(action: string, id: number, body: object): Promise<Task> {
+    return (await this.call<{ task: Task }>(`POST /api/tasks/:id/${action}`, { params: { id }, body }, { repeatable: "yes", subject: { taskId: id } })).task;
+  }
+
+  private async batch(route: string, body: object): Promise<BatchOutcome[]> {
+    const { outcomes } = await this.call<{ outcomes: { id: number; ok: boolean; status?: Task["status"]; scheduledFor?: Date; error?: string; message?: string }[] }>(route, { body }, { repeatable: "yes" });
+    return outcomes.map((o) =>
+      o.ok ? { id: o.id, ok: true, status: o.status!, scheduledFor: o.scheduledFor! } : { id: o.id, ok: false, error: errorFromReply(409, { error: o.error, message: o.message }, { taskId: o.id }) },
+    );
+  }
+
+  private taskWithEvents(id: number) {
+    return this.call<{ task: Task; events: TaskEvent[] }>("GET /api/tasks/:id", { params: { id } }, { repeatable: "yes", subject: { taskId: id } });
+  }
+
+  private taskTypeWithVersions(name: string) {
+    return this.call<{ taskType: TaskTypeRecord; versions: TaskTypeRecord[] }>("GET /api/task-types/:name", { params: { name } }, { repeatable: "yes" });
+  }
+
+  /** One call through the server's route definition: the library's values to the wire and back. */
+  private async call<T>(key: string, input: CallInput, options: CallOptions): Promise<T> {
+    const route = ROUTES.get(key);
+    if (!route) throw new Error(`HttpStore: no route ${key}`);
+    let path = route.url.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(String(input.params?.[name])));
+    if (input.query && route.query) path += queryString(toWire(route.query, input.query) as Record<string, unknown>);
+    const body = route.body ? toWire(route.body, input.body ?? {}) : undefined;
+    const [method] = key.split(" ");
+    const reply = await this.transport.send(method, path, body, options);
+    const answer = fromWire<Record<string, unknown>>(successEnvelope(route.reply) as TSchema, reply.body);
+    delete answer.success;
+    return answer as T;
+  }
+}
+
+/** A lease as the wire wants it: the worker may pass the claimed task itself, whose other fields are not the lease's. */
+const leaseOf = (lease: Lease): Lease => ({ workerId: lease.workerId, leaseToken: lease.leaseToken });
+
+function queryString(query: Record<string, unknown>): string {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) search.append(key, String(v));
+  }
+  const text = search.toString();
+  return text === "" ? "" : `?${text}`;
+}
+
+const coordinatorOnly = (what: string) => new NotOverHttpError(what, "run the coordinator where the database is (taskpool serve --coordinator, or taskpool coordinator --db …)");
+const keysOnly = () => new NotOverHttpError("Managing API keys", "use taskpool keys --db … on the server's database");

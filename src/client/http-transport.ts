@@ -1,0 +1,139 @@
+/**
+ * HTTP requests to a taskpool server, with the retry rules a queue client needs: network errors
+ * and 5xx are retried with backoff, 4xx never (the request was understood and refused; sending it
+ * again changes nothing). A call that is not safe to repeat (a claim, an enqueue without a unique
+ * key) is retried only when it certainly never reached the server (connection refused, or the
+ * keep-alive race where the server had closed the socket first), so a retry cannot claim or create
+ * twice. Repeating a fenced lease write is safe: it is applied once and refused after.
+ *
+ * node:http with a keep-alive agent rather than fetch: a worker makes many small requests and
+ * fetch costs several times more CPU per request here.
+ */
+import http from "node:http";
+import https from "node:https";
+import { errorFromReply, ServerUnreachableError, type Subject } from "./errors.js";
+
+export interface TransportOptions {
+  /** Sent as X-API-Key. */
+  apiKey?: string;
+  /** Attempts per call for retryable failures (default 6: about 6 s of backoff in all). */
+  attempts?: number;
+  /** Per-request time limit beyond a long-poll's own wait (default 30 s). */
+  timeoutMs?: number;
+}
+
+/** Whether a call may be sent again when it is unknown whether the server received it. */
+export type Repeatable = "yes" | "only-if-unsent";
+
+export interface Reply {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+export interface RequestOptions {
+  repeatable: Repeatable;
+  /** Added to the time limit: the server holds a long-poll this long. */
+  waitMs?: number;
+  signal?: AbortSignal;
+  /** What the call is about (a task id, a schedule name), for the error a refusal becomes. */
+  subject?: Subject;
+}
+
+/** Failures of a request that never reached the server (safe to send again, whatever the call). */
+const UNSENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+
+interface NetworkFailure extends Error {
+  code?: string;
+  unsent?: boolean;
+}
+
+export class HttpTransport {
+  private readonly agent: http.Agent;
+  private readonly request: typeof http.request;
+  private readonly attempts: number;
+  private readonly timeoutMs: number;
+  private closed = false;
+
+  constructor(
+    readonly baseUrl: URL,
+    private readonly options: TransportOptions = {},
+  ) {
+    const secure = baseUrl.protocol === "https:";
+    this.agent = new (secure ? https.Agent : http.Agent)({ keepAlive: true });
+    this.request = secure ? https.request : http.request;
+    this.attempts = options.attempts ?? 6;
+    this.timeoutMs = options.timeoutMs ?? 30_000;
+  }
+
+  /** Sends the request (retrying as the module comment says) and answers the 2xx reply; anything else throws the library's error for it. */
+  async send(method: string, path: string, body: unknown, options: RequestOptions): Promise<Reply> {
+    for (let attempt = 1; ; attempt++) {
+      let reply: Reply;
+      try {
+        reply = await this.once(method, path, body, options);
+      } catch (error) {
+        const failure = error as NetworkFailure;
+        const retry = !options.signal?.aborted && !this.closed && attempt < this.attempts && (options.repeatable === "yes" || failure.unsent === true);
+        if (!retry) throw new ServerUnreachableError(this.baseUrl.origin, failure.message);
+        await this.backoff(attempt, options.signal);
+        continue;
+      }
+      if (reply.status < 400) return reply;
+      // 502/503/504 come before any work was done (a proxy, or a server not ready); another 5xx may
+      // have come after a write, so only a repeatable call goes again.
+      const unsent = reply.status === 502 || reply.status === 503 || reply.status === 504;
+      const retry = reply.status >= 500 && !this.closed && attempt < this.attempts && (options.repeatable === "yes" || unsent);
+      if (!retry) throw errorFromReply(reply.status, reply.body, options.subject);
+      await this.backoff(attempt, options.signal);
+    }
+  }
+
+  /** Ends keep-alive connections; calls in flight finish, none start. */
+  close(): void {
+    this.closed = true;
+    this.agent.destroy();
+  }
+
+  private backoff(attempt: number, signal?: AbortSignal): Promise<void> {
+    const ms = Math.min(2000, 100 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+    });
+  }
+
+  private once(method: string, path: string, body: unknown, options: RequestOptions): Promise<Reply> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers: Record<string, string | number> = { accept: "application/json" };
+    if (payload !== undefined) {
+      headers["content-type"] = "application/json";
+      headers["content-length"] = Buffer.byteLength(payload);
+    }
+    if (this.options.apiKey) headers["x-api-key"] = this.options.apiKey;
+    return new Promise<Reply>((resolve, reject) => {
+      const req = this.request(new URL(path, this.baseUrl), { method, headers, agent: this.agent, signal: options.signal, timeout: this.timeoutMs + (options.waitMs ?? 0) });
+      req.on("timeout", () => req.destroy(Object.assign(new Error(`no answer within ${this.timeoutMs + (options.waitMs ?? 0)} ms`), { code: "ETIMEDOUT" })));
+      req.on("error", (error: NetworkFailure) => {
+        // A kept-alive socket the server closed just as we reused it: the request never arrived (Node's documented race).
+        error.unsent = UNSENT_CODES.has(error.code ?? "") || (req.reusedSocket && error.code === "ECONNRESET");
+        reject(error);
+      });
+      req.on("response", (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.push(chunk));
+        res.on("error", reject);
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          let parsed: Record<string, unknown>;
+          try {
+            parsed = text === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
+          } catch {
+            parsed = { success: false, error: "bad_reply", message: `the server answered ${res.statusCode} with something that is not JSON: ${text.slice(0, 200)}` };
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed });
+        });
+      });
+      req.end(payload);
+    });
+  }
+}

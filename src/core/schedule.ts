@@ -1,0 +1,307 @@
+/**
+ * The rules of recurring schedules, written once above the stores: reading a cron expression in a
+ * time zone, deciding what a due schedule fires (missed ticks), and turning one run into tasks
+ * (fan-out over keys in staggered batches, the concurrency key template). Stores keep only the SQL:
+ * they call these and write the result in one transaction with the tick's unique key.
+ *
+ * Missed ticks. A schedule is due when its next_run_at has passed. The latest cron time not after
+ * "now" is the tick to fire; it is on time while it is at most `graceMs` old (the coordinator finds
+ * ticks once per sweep, and a new leader takes over within a few sweeps). Anything older was missed
+ * because no coordinator ran: `skip` fires nothing and waits for the next tick, `run_once` fires one
+ * catch-up run now, keyed at that latest tick, so that every coordinator picks the same key.
+ */
+import { Cron } from "croner";
+import { ValidationError } from "./errors.js";
+import type { DiscoveryInput, FanOut, GenerateInput, ResyncInput, ScheduleDefinition } from "./schemas.js";
+import type { EnqueueInput, Json, JsonObject } from "./task.js";
+
+export type { FanOut, FireOptions, GenerateInput, ScheduleDefinition } from "./schemas.js";
+
+/** What to do about ticks no coordinator was there to fire. */
+export const MISSED_TICK_POLICIES = ["skip", "run_once"] as const;
+export type MissedTickPolicy = (typeof MISSED_TICK_POLICIES)[number];
+
+/** What the scheduler last did with a schedule: fired a run, skipped missed ticks, or failed to make the tasks. */
+export interface ScheduleRunResult {
+  /** The tick fired (or the latest skipped). */
+  tickAt: Date;
+  firedAt: Date;
+  tasksCreated: number;
+  /** Ticks passed over without a run (coordinator down; see missedTicks). */
+  skippedTicks: number;
+  /** For people: "created 300 tasks in 6 batches", "skipped 3 missed ticks". */
+  message: string;
+  /** Why no task was made (e.g. params refused by the task type's schema); null when all went well. */
+  error: string | null;
+}
+
+/** A stored schedule with its defaults resolved and what the scheduler did with it. */
+export interface ScheduleRecord {
+  name: string;
+  taskType: string;
+  params: JsonObject;
+  cron: string;
+  timezone: string;
+  enabled: boolean;
+  fanOut: FanOut | null;
+  concurrencyKey: string | null;
+  priority: number | null;
+  missedTicks: MissedTickPolicy;
+  /** When it fires next; null while paused. */
+  nextRunAt: Date | null;
+  /** The tick of its last run; null if it never ran. */
+  lastRunAt: Date | null;
+  lastResult: ScheduleRunResult | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** What saveSchedule did: `created` is false when a schedule of that name was updated. */
+export interface SaveScheduleResult {
+  schedule: ScheduleRecord;
+  created: boolean;
+}
+
+/** One schedule a fireDueSchedules pass acted on. */
+export interface FiredSchedule {
+  name: string;
+  /** The tick fired; null when missed ticks were skipped. */
+  tickAt: Date | null;
+  taskIds: number[];
+  skippedTicks: number;
+  error: string | null;
+}
+
+/** One batch of a fan-out: when it is due and the tasks it holds. */
+export interface GeneratedBatch {
+  batch: number;
+  scheduledFor: Date;
+  taskIds: number[];
+}
+
+/** What a generation (or one schedule run) created. */
+export interface GenerateResult {
+  created: number;
+  batches: GeneratedBatch[];
+  message: string;
+}
+
+const DEFAULT_TIMEZONE = "UTC";
+
+/** The expression in its zone, or a ValidationError saying what is wrong with which field. */
+export function cronOf(expression: string, timezone: string = DEFAULT_TIMEZONE): Cron {
+  try {
+    new Intl.DateTimeFormat("en", { timeZone: timezone });
+  } catch {
+    throw new ValidationError(`Invalid timezone: "${timezone}" is not an IANA time zone; use one such as UTC, Europe/Paris or America/Los_Angeles`, [
+      { path: "timezone", message: "not an IANA time zone" },
+    ]);
+  }
+  let cron: Cron;
+  try {
+    cron = new Cron(expression, { timezone, mode: "5-or-6-parts" });
+  } catch (error) {
+    const reason = (error as Error).message.replace(/^CronPattern: /, "");
+    throw new ValidationError(`Invalid cron: "${expression}": ${reason} (5 fields: minute hour day-of-month month day-of-week, e.g. "0 */4 * * *"; or 6 with seconds first)`, [
+      { path: "cron", message: reason },
+    ]);
+  }
+  // croner also takes a date for a one-off run: a schedule recurs.
+  if (cron.getOnce() !== null) throw new ValidationError(`Invalid cron: "${expression}" is a date, not a recurring expression (e.g. "0 0 * * *" for daily at midnight)`, [{ path: "cron", message: "a date" }]);
+  return cron;
+}
+
+/** The first tick strictly after `after`; null when the expression has none (a year in the past). */
+export function nextRunAfter(expression: string, timezone: string, after: Date): Date | null {
+  return cronOf(expression, timezone).nextRun(after);
+}
+
+/** Checks what the schema cannot: the cron expression and zone, a future tick, one source of fan-out keys, the template. */
+export function checkScheduleDefinition(definition: ScheduleDefinition, now: Date): void {
+  if (nextRunAfter(definition.cron, definition.timezone ?? DEFAULT_TIMEZONE, now) === null) {
+    throw new ValidationError(`Invalid cron: "${definition.cron}" has no tick after ${now.toISOString()}`, [{ path: "cron", message: "never fires" }]);
+  }
+  checkFanOut(definition);
+}
+
+/** One source of keys, and `{key}` only where there are keys to put in it. */
+export function checkFanOut(input: { fanOut?: FanOut; concurrencyKey?: string }): void {
+  const { fanOut, concurrencyKey } = input;
+  if (fanOut && (fanOut.keys === undefined) === (fanOut.fromResults === undefined)) {
+    throw new ValidationError("Invalid fanOut: give either keys (a list) or fromResults (a query of a previous run's results), not both or neither", [
+      { path: "fanOut", message: "needs exactly one of keys, fromResults" },
+    ]);
+  }
+  if (!fanOut && concurrencyKey?.includes("{key}")) {
+    throw new ValidationError("Invalid concurrencyKey: {key} stands for a fan-out key, and there is no fanOut; add one or write the key out", [
+      { path: "concurrencyKey", message: "{key} without fanOut" },
+    ]);
+  }
+}
+
+/** A definition with its defaults, as a store writes it. `existing` keeps an update's state: paused stays paused, an unchanged cron keeps its next tick. */
+export function resolveSchedule(definition: ScheduleDefinition, existing: ScheduleRecord | null, now: Date): Omit<ScheduleRecord, "lastRunAt" | "lastResult" | "createdAt" | "updatedAt"> {
+  const timezone = definition.timezone ?? DEFAULT_TIMEZONE;
+  const enabled = definition.enabled ?? existing?.enabled ?? true;
+  const sameTicks = existing !== null && existing.cron === definition.cron && existing.timezone === timezone && existing.nextRunAt !== null;
+  return {
+    name: definition.name,
+    taskType: definition.taskType,
+    params: definition.params ?? {},
+    cron: definition.cron,
+    timezone,
+    enabled,
+    fanOut: definition.fanOut ?? null,
+    concurrencyKey: definition.concurrencyKey ?? null,
+    priority: definition.priority ?? null,
+    missedTicks: definition.missedTicks ?? "skip",
+    nextRunAt: !enabled ? null : sameTicks ? existing.nextRunAt : nextRunAfter(definition.cron, timezone, now),
+  };
+}
+
+/** next_run_at after pausing or resuming: a resumed schedule's next tick is the first after now (ticks while paused are not missed ones). */
+export function nextRunWhen(schedule: ScheduleRecord, enabled: boolean, now: Date): Date | null {
+  if (!enabled) return null;
+  if (schedule.enabled && schedule.nextRunAt !== null) return schedule.nextRunAt;
+  return nextRunAfter(schedule.cron, schedule.timezone, now);
+}
+
+/** What a due schedule does now: fire `tickAt` (or nothing, when null), having passed over `skippedTicks`, then wait for `nextRunAt`. */
+export interface TickPlan {
+  tickAt: Date | null;
+  /** When the run's first batch is due: its tick, or now for a late catch-up run. */
+  startAt: Date;
+  /** The latest tick passed, fired or not (the key of a skipped pass's result). */
+  latestTick: Date;
+  skippedTicks: number;
+  nextRunAt: Date | null;
+}
+
+/** Counting missed ticks stops here: a per-second schedule down for a day would otherwise count for long. */
+const MAX_COUNTED_TICKS = 10_000;
+
+/** Decides a due schedule's pass (see the file header). */
+export function planTick(schedule: Pick<ScheduleRecord, "cron" | "timezone" | "missedTicks" | "nextRunAt">, now: Date, graceMs: number): TickPlan {
+  const cron = cronOf(schedule.cron, schedule.timezone);
+  const first = schedule.nextRunAt ?? now;
+  // previousRuns looks strictly before its reference: one millisecond on makes "now" itself count.
+  const [latest = first] = cron.previousRuns(1, new Date(now.getTime() + 1));
+  const latestTick = latest < first ? first : latest;
+  let ticks = 1;
+  for (let t: Date | null = first; t !== null && t < latestTick && ticks < MAX_COUNTED_TICKS; t = cron.nextRun(t)) ticks++;
+  const onTime = now.getTime() - latestTick.getTime() <= graceMs;
+  const fire = onTime || schedule.missedTicks === "run_once";
+  return { tickAt: fire ? latestTick : null, startAt: onTime ? latestTick : now, latestTick, skippedTicks: fire ? ticks - 1 : ticks, nextRunAt: cron.nextRun(now) };
+}
+
+/** A fan-out key from JSON: strings and safe integers (what a key can be), nothing else. */
+type FanOutKey = string | number;
+const isKey = (v: unknown): v is FanOutKey => (typeof v === "string" && v.length > 0 && v.length <= 255) || Number.isSafeInteger(v);
+
+/** The keys in `field` (dots reach into objects) of each result: a list adds each of its keys, a key adds itself; duplicates once, in order. */
+export function keysFromResults(results: Json[], field: string): FanOutKey[] {
+  const keys = new Set<FanOutKey>();
+  for (const result of results) {
+    let value: unknown = result;
+    for (const part of field.split(".")) value = value !== null && typeof value === "object" && !Array.isArray(value) ? (value as JsonObject)[part] : undefined;
+    for (const item of Array.isArray(value) ? value : [value]) if (isKey(item)) keys.add(item);
+  }
+  return [...keys];
+}
+
+/** What one run creates, before the store writes it: the tasks in input order and the batch each belongs to. */
+export interface FanOutPlan {
+  inputs: EnqueueInput[];
+  /** Per batch: when it is due and how many of `inputs` (in order) it holds. */
+  batches: { batch: number; scheduledFor: Date; count: number }[];
+}
+
+/**
+ * One run's tasks. Without a fan-out: one task. With one: a task per key, params `{ ...params, key }`,
+ * keys cut in order into `batches` runs of equal size (the last may be shorter, seed 004's "stores 1-50,
+ * 51-100…"), batch i due at `startAt + i × interval`. `intervalMs` is used when the fan-out sets none.
+ */
+export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, startAt: Date, intervalMs: number | null): FanOutPlan {
+  const base = { taskType: input.taskType, ...(input.priority === undefined ? {} : { priority: input.priority }) };
+  const params = input.params ?? {};
+  if (!input.fanOut || keys === null) {
+    const inputs = [{ ...base, params, scheduledFor: startAt, ...(input.concurrencyKey ? { concurrencyKey: input.concurrencyKey } : {}) }];
+    return { inputs, batches: [{ batch: 1, scheduledFor: startAt, count: 1 }] };
+  }
+  const batches = input.fanOut.batches ?? 1;
+  const interval = input.fanOut.batchIntervalSeconds !== undefined ? input.fanOut.batchIntervalSeconds * 1000 : intervalMs;
+  if (batches > 1 && interval === null) {
+    throw new ValidationError("Invalid fanOut: batchIntervalSeconds is needed to stagger batches outside a schedule (seed 004: 14400, one batch every 4 hours)", [
+      { path: "fanOut.batchIntervalSeconds", message: "required when batches > 1" },
+    ]);
+  }
+  const size = Math.max(1, Math.ceil(keys.length / batches));
+  const plan: FanOutPlan = { inputs: [], batches: [] };
+  for (let b = 0; b < batches; b++) {
+    const slice = keys.slice(b * size, (b + 1) * size);
+    const scheduledFor = new Date(startAt.getTime() + b * (interval ?? 0));
+    plan.batches.push({ batch: b + 1, scheduledFor, count: slice.length });
+    for (const key of slice) {
+      const concurrencyKey = input.concurrencyKey?.replaceAll("{key}", String(key));
+      plan.inputs.push({ ...base, params: { ...params, key }, scheduledFor, ...(concurrencyKey ? { concurrencyKey } : {}) });
+    }
+  }
+  return plan;
+}
+
+/** The ids of each batch, given the ids the store created in input order. */
+export function batchesOf(plan: FanOutPlan, taskIds: number[]): GeneratedBatch[] {
+  let at = 0;
+  return plan.batches.map(({ batch, scheduledFor, count }) => ({ batch, scheduledFor, taskIds: taskIds.slice(at, (at += count)) }));
+}
+
+/** "created 300 tasks in 6 batches, the first due 2030-01-01T00:00:00.000Z" */
+export function describeRun(plan: FanOutPlan): string {
+  const n = plan.inputs.length;
+  const filled = plan.batches.filter((b) => b.count > 0);
+  if (n === 0) return "created no task: the fan-out found no keys";
+  const batches = filled.length > 1 ? ` in ${filled.length} batches` : "";
+  return `created ${n} task${n === 1 ? "" : "s"}${batches}, the first due ${filled[0].scheduledFor.toISOString()}`;
+}
+
+/** The default spread of a schedule's batches: the time to its next tick, shared out. */
+export function tickIntervalMs(schedule: Pick<ScheduleRecord, "cron" | "timezone" | "fanOut">, tickAt: Date): number | null {
+  const next = nextRunAfter(schedule.cron, schedule.timezone, tickAt);
+  return next === null ? null : Math.floor((next.getTime() - tickAt.getTime()) / (schedule.fanOut?.batches ?? 1));
+}
+
+/** Seed 004's daily resync: `batches` (default 6) over 24 hours from the day's midnight UTC, or from now; one active task per store. */
+export function resyncGeneration(input: ResyncInput): GenerateInput {
+  if ((input.keys === undefined) === (input.fromResults === undefined)) {
+    throw new ValidationError("Invalid resync: give the stores either as keys (a list) or as fromResults (a query of a schedule's last run's results), not both or neither", [
+      { path: "keys", message: "needs exactly one of keys, fromResults" },
+    ]);
+  }
+  const batches = input.batches ?? 6;
+  return {
+    taskType: input.taskType ?? "product_resync",
+    params: input.params,
+    fanOut: { keys: input.keys, fromResults: input.fromResults, batches, batchIntervalSeconds: Math.floor(86400 / batches) },
+    concurrencyKey: input.concurrencyKey ?? "store:{key}",
+    priority: input.priority,
+    ...(input.date ? { startAt: dayStart(input.date) } : {}),
+  };
+}
+
+/** Seed 004's discovery: one store_discovery task, or one per key (e.g. per region). */
+export function discoveryGeneration(input: DiscoveryInput): GenerateInput {
+  return {
+    taskType: input.taskType ?? "store_discovery",
+    params: input.params,
+    ...(input.keys ? { fanOut: { keys: input.keys } } : {}),
+    priority: input.priority,
+  };
+}
+
+function dayStart(day: string): Date {
+  const date = new Date(`${day}T00:00:00.000Z`);
+  if (Number.isNaN(date.getTime()) || date.toISOString().slice(0, 10) !== day) {
+    throw new ValidationError(`Invalid date: "${day}" is not a day of the calendar (YYYY-MM-DD)`, [{ path: "date", message: "not a calendar day" }]);
+  }
+  return date;
+}

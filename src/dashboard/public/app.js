@@ -1,0 +1,157 @@
+// The dashboard's shell: the key form, the header (pages, live state, key), and the hash router.
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, forgetKey, onUnauthorized, saveKey, storedKey } from "./lib/api.js";
+import { duration } from "./lib/format.js";
+import { html } from "./lib/html.js";
+import { useLiveState } from "./lib/live.js";
+import { Capacity } from "./pages/capacity.js";
+import { DeadLetter } from "./pages/dead-letter.js";
+import { Overview } from "./pages/overview.js";
+import { Reassignments } from "./pages/reassignments.js";
+import { Schedules } from "./pages/schedules.js";
+import { TaskPage } from "./pages/task.js";
+import { Tasks } from "./pages/tasks.js";
+import { Workers } from "./pages/workers.js";
+
+const PAGES = [
+  { path: "overview", title: "Overview", view: Overview },
+  { path: "workers", title: "Workers", view: Workers },
+  { path: "tasks", title: "Tasks", view: Tasks },
+  { path: "dead-letter", title: "Dead letter", view: DeadLetter },
+  { path: "reassignments", title: "Reassignments", view: Reassignments },
+  { path: "capacity", title: "Capacity", view: Capacity },
+  // Listed only when the server has /api/schedules (see App).
+  { path: "schedules", title: "Schedules", view: Schedules, optional: true },
+];
+
+/** The page the hash names: `#/tasks/42?x=1` → path "tasks", rest ["42"], params {x: "1"}. */
+function parseHash() {
+  const [path, search = ""] = location.hash.replace(/^#\/?/, "").split("?");
+  const [page = "overview", ...rest] = path.split("/").filter(Boolean).map(decodeURIComponent);
+  return { page, rest, params: Object.fromEntries(new URLSearchParams(search)) };
+}
+
+function useRoute() {
+  const [route, setRoute] = useState(parseHash);
+  useEffect(() => {
+    const update = () => setRoute(parseHash());
+    addEventListener("hashchange", update);
+    return () => removeEventListener("hashchange", update);
+  }, []);
+  return route;
+}
+
+/** Asks for a key; says why when one was refused. */
+function KeyForm({ message, onSaved }) {
+  const [value, setValue] = useState("");
+  const submit = (event) => {
+    event.preventDefault();
+    if (!value.trim()) return;
+    saveKey(value.trim());
+    onSaved();
+  };
+  return html`<main class="login">
+    <div class="panel">
+      <h2>taskpool dashboard</h2>
+      ${message && html`<div class="alert bad" role="alert" id="key-message">${message}</div>`}
+      <form onSubmit=${submit}>
+        <label>API key
+          <input id="api-key" type="password" autocomplete="off" placeholder="tp_…" value=${value} onInput=${(e) => setValue(e.currentTarget.value)} />
+        </label>
+        <p class="small muted">Kept in this browser only (localStorage) and sent as X-API-Key. <code>taskpool keys create --scope producer</code> makes a read-only key; an admin key may also retry and cancel.</p>
+        <button class="primary" type="submit">Open the dashboard</button>
+      </form>
+    </div>
+  </main>`;
+}
+
+function LiveIndicator() {
+  const live = useLiveState();
+  const [, tick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => tick((n) => n + 1), 1000);
+    return () => clearInterval(timer);
+  }, []);
+  if (live.mode === "paused") return html`<span id="live">⏸ paused while the tab is hidden</span>`;
+  if (live.mode === "error") return html`<span id="live" class="status-failed">⚠ ${live.error?.message}</span>`;
+  const since = live.at ? duration((Date.now() - live.at) / 1000) : "…";
+  return html`<span id="live"><span class="dot" style="background: var(--active)"></span>live · updated ${since} ago</span>`;
+}
+
+function Header({ route, session, pages, onForget }) {
+  return html`<header class="top">
+    <h1>taskpool</h1>
+    <nav>
+      ${pages.map((p) => html`<a href="#/${p.path}" class=${route.page === p.path ? "current" : ""}>${p.title}</a>`)}
+    </nav>
+    <div class="live">
+      <${LiveIndicator} />
+      <span id="scope" class="muted">${session.auth === "none" ? "no auth" : `key ${session.key.prefix}… (${session.scope})`}</span>
+      ${session.auth === "keys" && html`<button type="button" onClick=${onForget}>Forget key</button>`}
+    </div>
+  </header>`;
+}
+
+function App() {
+  const [session, setSession] = useState(null);
+  const [gate, setGate] = useState(null);
+  const [hasSchedules, setHasSchedules] = useState(false);
+  const route = useRoute();
+
+  const check = async () => {
+    try {
+      const who = await api("GET", "api/whoami");
+      if (who.scope === "worker") {
+        forgetKey();
+        setGate({ message: "This key's scope is worker: it may run tasks but not read the pool. The dashboard needs a producer key (read) or an admin key (read, retry, cancel)." });
+        return;
+      }
+      setSession(who);
+      setGate(null);
+      // The Schedules page appears once the server has the routes.
+      api("GET", "api/schedules").then(() => setHasSchedules(true), () => setHasSchedules(false));
+    } catch (error) {
+      if (error.status === 401) return; // onUnauthorized has shown the form
+      setGate({ message: `The server did not answer as expected: ${error.message}`, retry: true });
+    }
+  };
+
+  useEffect(() => {
+    onUnauthorized((error) => {
+      const had = storedKey();
+      forgetKey();
+      setSession(null);
+      setGate({
+        message: had
+          ? `Wrong API key: the server answered "${error.message}". Check it (taskpool keys list shows the first characters of each key) and enter it again.`
+          : "This server needs an API key.",
+      });
+    });
+    check();
+  }, []);
+
+  if (gate) {
+    if (gate.retry) return html`<main class="login"><div class="alert bad" role="alert">${gate.message}</div><button onClick=${check}>Try again</button></main>`;
+    return html`<${KeyForm} message=${gate.message} onSaved=${check} />`;
+  }
+  if (!session) return html`<p class="loading">Connecting…</p>`;
+  const pages = PAGES.filter((p) => !p.optional || hasSchedules);
+  const isTask = route.page === "tasks" && route.rest.length > 0;
+  const page = pages.find((p) => p.path === route.page);
+  const forget = () => {
+    forgetKey();
+    setSession(null);
+    setGate({ message: null });
+  };
+  return html`<${Header} route=${route} session=${session} pages=${pages} onForget=${forget} />
+    <main>
+      ${isTask
+        ? html`<${TaskPage} id=${route.rest[0]} session=${session} />`
+        : page
+          ? html`<${page.view} params=${route.params} rest=${route.rest} session=${session} />`
+          : html`<div class="alert warn">No page "${route.page}". <a href="#/overview">Overview</a></div>`}
+    </main>`;
+}
+
+render(html`<${App} />`, document.getElementById("app"));

@@ -1,0 +1,78 @@
+// Polling while the tab is visible (document.visibilityState), and the "live" state the header shows.
+import { useEffect, useRef, useState } from "preact/hooks";
+
+const params = new URLSearchParams(location.search);
+/** Poll period in ms; `?interval=` overrides it (at least 500 ms), for demos and tests. */
+export const POLL_MS = Math.max(500, Number(params.get("interval")) || 3000);
+
+const listeners = new Set();
+let state = { mode: "live", at: null, error: null };
+
+function publish(next) {
+  state = { ...state, ...next };
+  for (const listener of listeners) listener(state);
+}
+
+/** The live state (`live` | `paused` | `error`), the time of the last good answer and the last error. */
+export function useLiveState() {
+  const [current, setCurrent] = useState(state);
+  useEffect(() => {
+    listeners.add(setCurrent);
+    return () => listeners.delete(setCurrent);
+  }, []);
+  return current;
+}
+
+/**
+ * Calls `load` now and every `periodMs` while the tab is visible, again at once when it becomes
+ * visible; after a 429 it waits as long as the API asks. Returns the last data, the last error
+ * (cleared by the next success) and `reload()`.
+ */
+export function usePoll(load, deps, periodMs = POLL_MS) {
+  const [result, setResult] = useState({ data: null, error: null });
+  const reloadRef = useRef(() => {});
+  useEffect(() => {
+    let stopped = false;
+    let running = false;
+    let timer = null;
+    const schedule = (ms) => {
+      clearTimeout(timer);
+      timer = setTimeout(tick, ms);
+    };
+    async function tick() {
+      if (stopped || running) return;
+      if (document.visibilityState === "hidden") return publish({ mode: "paused" });
+      running = true;
+      let wait = periodMs;
+      try {
+        const data = await load();
+        if (!stopped) setResult({ data, error: null });
+        publish({ mode: "live", at: Date.now(), error: null });
+      } catch (error) {
+        if (!stopped) setResult((r) => ({ data: r.data, error }));
+        publish({ mode: "error", error });
+        if (error.status === 429) wait = Math.max(wait, (error.retryAfter ?? 10) * 1000);
+      } finally {
+        running = false;
+        if (!stopped && document.visibilityState !== "hidden") schedule(wait);
+      }
+    }
+    const onVisibility = () => {
+      if (document.visibilityState === "visible") schedule(0);
+      else {
+        clearTimeout(timer);
+        publish({ mode: "paused" });
+      }
+    };
+    document.addEventListener("visibilitychange", onVisibility);
+    reloadRef.current = () => schedule(0);
+    setResult({ data: null, error: null });
+    tick();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+      document.removeEventListener("visibilitychange", onVisibility);
+    };
+  }, deps);
+  return { ...result, reload: () => reloadRef.current() };
+}

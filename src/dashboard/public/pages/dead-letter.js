@@ -1,0 +1,86 @@
+// The dead letter: failed tasks grouped by type and error, each group retried in one go (admin).
+import { useState } from "preact/hooks";
+import { api, query } from "../lib/api.js";
+import { ErrorBox, Loading } from "../lib/components.js";
+import { ago, num } from "../lib/format.js";
+import { html } from "../lib/html.js";
+import { POLL_MS, usePoll } from "../lib/live.js";
+
+/** The newest failed tasks read per poll (one call): groups beyond them show on the next pages of Tasks. */
+const READ = 1000;
+
+function group(tasks) {
+  const groups = new Map();
+  for (const t of tasks) {
+    const key = `${t.task_type}\u0000${t.error_message ?? ""}`;
+    const g = groups.get(key) ?? { taskType: t.task_type, error: t.error_message, tasks: [] };
+    g.tasks.push(t);
+    groups.set(key, g);
+  }
+  return [...groups.values()].sort((a, b) => b.tasks.length - a.tasks.length);
+}
+
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Retries one by one (the API retries one task a call), waiting out a 429 as the API asks. */
+async function retryAll(ids, progress) {
+  let done = 0;
+  const refused = [];
+  for (const id of ids) {
+    for (;;) {
+      try {
+        await api("POST", `api/tasks/${id}/retry`);
+        break;
+      } catch (error) {
+        if (error.status === 429) {
+          progress(`rate limited; waiting ${error.retryAfter ?? 10} s`);
+          await pause((error.retryAfter ?? 10) * 1000);
+          continue;
+        }
+        refused.push(`#${id}: ${error.message}`);
+        break;
+      }
+    }
+    progress(`retried ${++done} of ${ids.length}`);
+  }
+  return refused;
+}
+
+function Group({ g, admin, reload }) {
+  const [state, setState] = useState(null);
+  const run = async () => {
+    if (!confirm(`Retry ${g.tasks.length} failed ${g.taskType} task(s)?`)) return;
+    const refused = await retryAll(g.tasks.map((t) => t.id), (text) => setState({ busy: true, text }));
+    setState({ busy: false, text: refused.length ? `${refused.length} refused: ${refused.slice(0, 3).join("; ")}` : `retried ${g.tasks.length}` });
+    reload();
+  };
+  const newest = g.tasks[0];
+  return html`<tr class="dead-group">
+    <td>${g.taskType}</td>
+    <td class="small" style="white-space: normal">${g.error ?? html`<span class="muted">no message</span>`}</td>
+    <td class="num">${num(g.tasks.length)}</td>
+    <td>${ago(newest.completed_at ?? newest.updated_at)}</td>
+    <td>${g.tasks.slice(0, 5).map((t) => html`<a href="#/tasks/${t.id}">#${t.id}</a> `)}${g.tasks.length > 5 ? "…" : ""}</td>
+    <td>${admin && html`<button class="primary retry-group" disabled=${state?.busy} onClick=${run}>Retry ${g.tasks.length}</button>`}
+      ${state && html` <span class="small">${state.text}</span>`}</td>
+  </tr>`;
+}
+
+export function DeadLetter({ session }) {
+  const { data, error, reload } = usePoll(() => api("GET", `api/tasks${query({ status: "failed", limit: READ })}`), [], Math.max(POLL_MS, 10_000));
+  if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
+  const groups = group(data.tasks);
+  return html`<${ErrorBox} error=${error} />
+    <section class="panel">
+      <h2>Dead letter: ${num(data.tasks.length)}${data.next_cursor ? "+" : ""} failed task${data.tasks.length === 1 ? "" : "s"}</h2>
+      ${data.next_cursor && html`<p class="small muted">Grouping the newest ${READ}; <a href="#/tasks?status=failed">all failed tasks</a>.</p>`}
+      <div class="scroll">
+        <table id="dead-letter">
+          <thead><tr><th>type</th><th>error</th><th class="num">tasks</th><th>latest</th><th>examples</th><th></th></tr></thead>
+          <tbody>${groups.map((g) => html`<${Group} key=${g.taskType + g.error} g=${g} admin=${session.scope === "admin"} reload=${reload} />`)}</tbody>
+        </table>
+        ${groups.length === 0 && html`<p class="muted">Nothing failed.</p>`}
+      </div>
+      ${session.scope !== "admin" && html`<p class="small muted">Retrying needs an admin key.</p>`}
+    </section>`;
+}

@@ -1,0 +1,108 @@
+// At a glance: counts by role and status, throughput and pickup latency, dead workers and recent reassignments.
+import { api } from "../lib/api.js";
+import { ErrorBox, Loading, Status, ThroughputChart } from "../lib/components.js";
+import { ago, duration, num, TASK_STATUSES, WORKER_STATUSES } from "../lib/format.js";
+import { html } from "../lib/html.js";
+import { POLL_MS, usePoll } from "../lib/live.js";
+
+/** Reassignments this recent are flagged. */
+const RECENT_MS = 15 * 60_000;
+
+async function load() {
+  const [counts, workers, throughput, reassignments] = await Promise.all([
+    api("GET", "api/tasks/counts"),
+    api("GET", "api/workers"),
+    api("GET", "api/tasks/throughput"),
+    api("GET", "api/reassignments?limit=10"),
+  ]);
+  return { counts, workers: workers.workers, throughput, reassignments: reassignments.reassignments };
+}
+
+function Cards({ items }) {
+  return html`<div class="cards">
+    ${items.map(([label, n, cls]) => html`<div class="card"><div class="n ${cls ?? ""}">${n}</div><div class="l">${label}</div></div>`)}
+  </div>`;
+}
+
+export function Overview() {
+  // Four calls a poll: a slower period keeps a default key (100 requests a minute) well inside its limit.
+  const { data, error } = usePoll(load, [], Math.max(POLL_MS, 5000));
+  if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
+  const { counts, workers, throughput, reassignments } = data;
+  const byWorkerStatus = Object.fromEntries(WORKER_STATUSES.map((s) => [s, workers.filter((w) => w.status === s).length]));
+  const dead = workers.filter((w) => w.status === "dead" || w.status === "stale");
+  const recent = reassignments.filter((r) => Date.now() - Date.parse(r.created_at) < RECENT_MS);
+  const types = Object.keys(counts.by_type).sort();
+  return html`
+    <${ErrorBox} error=${error} />
+    ${dead.length > 0 &&
+    html`<div class="alert bad" id="dead-workers" role="alert">
+      <strong>${dead.length} worker${dead.length === 1 ? "" : "s"} not heard from:</strong>
+      ${dead.map((w) => html` <a href="#/workers?worker=${encodeURIComponent(w.worker_id)}"><${Status} status=${w.status} /> ${w.worker_id}</a> (${duration(w.seconds_since_heartbeat)})`)}
+    </div>`}
+    ${recent.length > 0 &&
+    html`<div class="alert warn" id="recent-reassignments">
+      <strong>${recent.length} reassignment${recent.length === 1 ? "" : "s"} in the last 15 minutes</strong>
+      (${recent.filter((r) => !r.success).length} without a worker) · <a href="#/reassignments">history</a>
+    </div>`}
+    <div class="grid">
+      <section class="panel">
+        <h2>Tasks</h2>
+        <${Cards} items=${TASK_STATUSES.map((s) => [s, num(counts.by_status[s]), `status-${s}`])} />
+      </section>
+      <section class="panel">
+        <h2>Workers</h2>
+        <${Cards} items=${WORKER_STATUSES.map((s) => [s, byWorkerStatus[s], `status-${s}`])} />
+      </section>
+    </div>
+    <section class="panel">
+      <h2>Throughput, last hour</h2>
+      <${Cards}
+        items=${[
+          ["completed", num(throughput.completed), "status-completed"],
+          ["failed", num(throughput.failed), "status-failed"],
+          ["mean pickup latency", duration(throughput.pickup_seconds.mean)],
+          ["max pickup latency", duration(throughput.pickup_seconds.max)],
+        ]}
+      />
+      <${ThroughputChart} minutes=${throughput.minutes} />
+      <p class="small muted">Pickup latency: from ready (scheduled_for) to the last claim, over the tasks that finished in the hour.</p>
+    </section>
+    <div class="grid">
+      <section class="panel">
+        <h2>By role</h2>
+        <div class="scroll">
+          <table id="counts-by-role">
+            <thead><tr><th>role</th>${TASK_STATUSES.map((s) => html`<th class="num">${s}</th>`)}</tr></thead>
+            <tbody>
+              ${types.map(
+                (t) => html`<tr class="clickable" onClick=${() => (location.hash = `#/tasks?task_type=${encodeURIComponent(t)}`)}>
+                  <td>${t}</td>${TASK_STATUSES.map((s) => html`<td class="num">${num(counts.by_type[t][s] ?? 0)}</td>`)}
+                </tr>`,
+              )}
+            </tbody>
+          </table>
+          ${types.length === 0 && html`<p class="muted">No tasks yet.</p>`}
+        </div>
+      </section>
+      <section class="panel">
+        <h2>Recent reassignments</h2>
+        <div class="scroll">
+          <table>
+            <thead><tr><th>when</th><th>task</th><th>from → to</th><th>reason</th></tr></thead>
+            <tbody>
+              ${reassignments.map(
+                (r) => html`<tr class=${r.success ? "" : "bad"}>
+                  <td>${ago(r.created_at)}</td>
+                  <td><a href="#/tasks/${r.task_id}">#${r.task_id}</a></td>
+                  <td>${r.from_worker_id ?? "—"} → ${r.to_worker_id ?? html`<span class="status-failed">none</span>`}</td>
+                  <td class="small">${r.success ? r.reason : (r.error_message ?? r.reason)}</td>
+                </tr>`,
+              )}
+            </tbody>
+          </table>
+          ${reassignments.length === 0 && html`<p class="muted">None.</p>`}
+        </div>
+      </section>
+    </div>`;
+}

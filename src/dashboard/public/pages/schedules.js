@@ -1,0 +1,51 @@
+// Recurring schedules: next and last run, what the last run did, pause and resume (admin). Listed in
+// the header only when the server answers GET /api/schedules (app.js).
+import { useState } from "preact/hooks";
+import { api } from "../lib/api.js";
+import { ErrorBox, Loading } from "../lib/components.js";
+import { ago, time } from "../lib/format.js";
+import { html } from "../lib/html.js";
+import { usePoll } from "../lib/live.js";
+
+function Toggle({ schedule, reload }) {
+  const [failure, setFailure] = useState(null);
+  const action = schedule.enabled ? "pause" : "resume";
+  const run = async () => {
+    try {
+      await api("POST", `api/schedules/${encodeURIComponent(schedule.name)}/${action}`);
+      setFailure(null);
+    } catch (error) {
+      setFailure(error.message);
+    }
+    reload();
+  };
+  return html`<button type="button" onClick=${run}>${action}</button>${failure && html` <span class="status-failed small">${failure}</span>`}`;
+}
+
+export function Schedules({ session }) {
+  const { data, error, reload } = usePoll(() => api("GET", "api/schedules"), []);
+  if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
+  const schedules = data.schedules ?? [];
+  return html`<${ErrorBox} error=${error} />
+    <section class="panel">
+      <h2>Schedules (${schedules.length})</h2>
+      <div class="scroll">
+        <table id="schedules">
+          <thead><tr><th>name</th><th>task type</th><th>cron</th><th>state</th><th>next run</th><th>last run</th><th>last result</th>${session.scope === "admin" && html`<th></th>`}</tr></thead>
+          <tbody>
+            ${schedules.map(
+              (s) => html`<tr>
+                <td>${s.name}</td><td>${s.task_type}</td><td><code>${s.cron}</code> <span class="muted small">${s.timezone}</span></td>
+                <td class=${s.enabled ? "status-active" : "status-inactive"}>${s.enabled ? "running" : "paused"}</td>
+                <td>${s.next_run_at ? time(s.next_run_at) : "—"}</td>
+                <td>${s.last_run_at ? ago(s.last_run_at) : "never"}</td>
+                <td class="small ${s.last_result?.error ? "status-failed" : ""}">${s.last_result ? (s.last_result.error ?? s.last_result.message) : "—"}</td>
+                ${session.scope === "admin" && html`<td><${Toggle} schedule=${s} reload=${reload} /></td>`}
+              </tr>`,
+            )}
+          </tbody>
+        </table>
+        ${schedules.length === 0 && html`<p class="muted">No schedule.</p>`}
+      </div>
+    </section>`;
+}

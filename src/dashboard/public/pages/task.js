@@ -1,0 +1,108 @@
+// One task: its fields, params, checkpoint, progress, result or error, the whole event timeline, and
+// retry / cancel when the key's scope allows them (admin) and the task's status admits them.
+import { useState } from "preact/hooks";
+import { api } from "../lib/api.js";
+import { ErrorBox, Json, Loading, Status } from "../lib/components.js";
+import { ago, duration, time } from "../lib/format.js";
+import { html } from "../lib/html.js";
+import { usePoll } from "../lib/live.js";
+
+const UNFINISHED = ["pending", "claimed", "running"];
+
+function Actions({ task, session, reload }) {
+  const [busy, setBusy] = useState(false);
+  const [outcome, setOutcome] = useState(null);
+  if (session.scope !== "admin") return null;
+  const act = async (action, body) => {
+    setBusy(true);
+    try {
+      await api("POST", `api/tasks/${task.id}/${action}`, body);
+      setOutcome({ ok: true, text: action === "retry" ? "Put back in the pool." : "Cancelled." });
+    } catch (error) {
+      setOutcome({ ok: false, text: error.message });
+    } finally {
+      setBusy(false);
+      reload();
+    }
+  };
+  const canRetry = task.status === "failed";
+  const canCancel = UNFINISHED.includes(task.status);
+  if (!canRetry && !canCancel) return null;
+  return html`<div class="actions">
+    ${canRetry && html`<button id="retry" class="primary" disabled=${busy} onClick=${() => act("retry")}>Retry</button>`}
+    ${canCancel && html`<button id="cancel" class="danger" disabled=${busy} onClick=${() => confirm(`Cancel task #${task.id}?`) && act("cancel", { reason: "Cancelled from the dashboard" })}>Cancel</button>`}
+    ${outcome && html`<span class=${outcome.ok ? "status-completed" : "status-failed"} role="status">${outcome.text}</span>`}
+  </div>`;
+}
+
+/** Consecutive checkpoints read as one line ("checkpoint ×40"): a crawl saves one per page. */
+function collapse(events) {
+  const out = [];
+  for (const e of events) {
+    const last = out[out.length - 1];
+    if (e.event === "checkpoint" && last?.event === "checkpoint") {
+      last.count += 1;
+      last.created_at = e.created_at;
+    } else out.push({ ...e, count: 1 });
+  }
+  return out;
+}
+
+function Timeline({ events }) {
+  return html`<ol class="timeline" id="timeline">
+    ${collapse(events).map(
+      (e) => html`<li class="ev-${e.event}">
+        <strong>${e.event}${e.count > 1 ? ` ×${e.count}` : ""}</strong> <span class="muted small">${time(e.created_at)}</span>
+        ${(e.from_worker_id || e.to_worker_id) && html` <span class="small">${e.from_worker_id ?? ""}${e.to_worker_id ? ` → ${e.to_worker_id}` : ""}</span>`}
+        ${e.message && html`<div class="small">${e.message}</div>`}
+        ${e.data !== null && e.data !== undefined && e.event !== "checkpoint" && html`<div class="small muted">${JSON.stringify(e.data)}</div>`}
+      </li>`,
+    )}
+  </ol>`;
+}
+
+export function TaskPage({ id, session }) {
+  const { data, error, reload } = usePoll(() => api("GET", `api/tasks/${encodeURIComponent(id)}`), [id]);
+  if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
+  const { task, events } = data;
+  const checkpoints = events.filter((e) => e.event === "checkpoint").length;
+  const fields = [
+    ["type", task.task_type + (task.task_type_version ? ` (v${task.task_type_version})` : "")],
+    ["priority", task.priority],
+    ["attempts", `${task.attempts} of ${task.max_attempts}`],
+    ["worker", task.worker_id ?? "—"],
+    ["reserved for", task.reserved_for ? `${task.reserved_for} until ${time(task.reserved_until)}` : "—"],
+    ["concurrency key", task.concurrency_key ?? "—"],
+    ["unique key", task.unique_key ?? "—"],
+    ["scheduled for", time(task.scheduled_for)],
+    ["created", `${time(task.created_at)} (${ago(task.created_at)})`],
+    ["claimed", time(task.claimed_at)],
+    ["started", time(task.started_at)],
+    ["finished", time(task.completed_at)],
+    ["last heartbeat", ago(task.last_heartbeat_at)],
+    ["lease expires", time(task.lease_expires_at)],
+    ["timeout", task.timeout_seconds === null ? "—" : duration(task.timeout_seconds)],
+    ["parent", task.parent_id ? html`<a href="#/tasks/${task.parent_id}">#${task.parent_id}</a>` : "—"],
+  ];
+  return html`<${ErrorBox} error=${error} />
+    <section class="panel">
+      <p class="small"><a href="#/tasks">← tasks</a></p>
+      <h2>Task #${task.id} <${Status} status=${task.status} /></h2>
+      <${Actions} task=${task} session=${session} reload=${reload} />
+      ${task.error_message &&
+      html`<div class="alert ${task.status === "failed" ? "bad" : "warn"}" id="task-error">
+        <strong>${task.status === "failed" ? "error" : "last error"}</strong>: ${task.error_message}
+      </div>`}
+      ${task.progress !== null &&
+      html`<p>progress <span class="bar"><span style="width: ${Math.round(task.progress * 100)}%"></span></span> ${Math.round(task.progress * 100)}%</p>`}
+    </section>
+    <div class="grid">
+      <section class="panel"><h2>Fields</h2><dl class="fields">${fields.map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl></section>
+      <section class="panel">
+        <h2>Params</h2><${Json} value=${task.params} />
+        <h3>Checkpoint (${checkpoints} saved)</h3><${Json} value=${task.checkpoint} />
+        <h3>Result</h3><${Json} value=${task.result} />
+      </section>
+    </div>
+    <section class="panel"><h2>Timeline (${events.length} events)</h2><${Timeline} events=${events} /></section>`;
+}

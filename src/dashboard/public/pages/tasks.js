@@ -1,0 +1,77 @@
+// The task list: filtered by status, role and worker (kept in the URL), paged with the API's cursors.
+import { useEffect, useState } from "preact/hooks";
+import { api, query } from "../lib/api.js";
+import { ErrorBox, Loading, Status } from "../lib/components.js";
+import { ago, TASK_STATUSES } from "../lib/format.js";
+import { html } from "../lib/html.js";
+import { usePoll } from "../lib/live.js";
+
+const PAGE_SIZE = 25;
+
+function Filters({ params, types }) {
+  const [draft, setDraft] = useState(params);
+  useEffect(() => setDraft(params), [JSON.stringify(params)]);
+  const set = (name) => (event) => setDraft({ ...draft, [name]: event.currentTarget.value });
+  const apply = (event) => {
+    event.preventDefault();
+    location.hash = `#/tasks${query({ status: draft.status, task_type: draft.task_type, worker_id: draft.worker_id?.trim() })}`;
+  };
+  return html`<form class="filters" onSubmit=${apply}>
+    <label>status
+      <select name="status" value=${draft.status ?? ""} onChange=${set("status")}>
+        <option value="">any</option>
+        ${TASK_STATUSES.map((s) => html`<option value=${s}>${s}</option>`)}
+      </select>
+    </label>
+    <label>role (task type)
+      <select name="task_type" value=${draft.task_type ?? ""} onChange=${set("task_type")}>
+        <option value="">any</option>
+        ${types.map((t) => html`<option value=${t}>${t}</option>`)}
+      </select>
+    </label>
+    <label>worker <input name="worker_id" value=${draft.worker_id ?? ""} onInput=${set("worker_id")} placeholder="worker id" /></label>
+    <button class="primary" type="submit">Filter</button>
+    <a href="#/tasks">clear</a>
+  </form>`;
+}
+
+export function Tasks({ params }) {
+  const filter = { status: params.status, task_type: params.task_type, worker_id: params.worker_id };
+  const key = JSON.stringify(filter);
+  // cursors[i] opens page i; the first page has none.
+  const [cursors, setCursors] = useState([undefined]);
+  useEffect(() => setCursors([undefined]), [key]);
+  const cursor = cursors[cursors.length - 1];
+  const { data, error } = usePoll(async () => {
+    const [list, counts] = await Promise.all([api("GET", `api/tasks${query({ ...filter, cursor, limit: PAGE_SIZE })}`), api("GET", "api/tasks/counts")]);
+    return { ...list, types: Object.keys(counts.by_type).sort() };
+  }, [key, cursor]);
+  return html`<section class="panel">
+    <h2>Tasks</h2>
+    <${Filters} params=${filter} types=${data?.types ?? []} />
+    <${ErrorBox} error=${error} />
+    ${!data
+      ? !error && html`<${Loading} />`
+      : html`<div class="scroll">
+            <table id="tasks">
+              <thead><tr><th>id</th><th>type</th><th>status</th><th class="num">priority</th><th class="num">attempts</th><th>worker</th><th class="hide-narrow">created</th><th class="hide-narrow">updated</th><th class="hide-narrow">error</th></tr></thead>
+              <tbody>
+                ${data.tasks.map(
+                  (t) => html`<tr class="clickable" data-task=${t.id} onClick=${() => (location.hash = `#/tasks/${t.id}`)}>
+                    <td><a href="#/tasks/${t.id}">#${t.id}</a></td><td>${t.task_type}</td><td><${Status} status=${t.status} /></td>
+                    <td class="num">${t.priority}</td><td class="num">${t.attempts}/${t.max_attempts}</td><td>${t.worker_id ?? "—"}</td>
+                    <td class="hide-narrow">${ago(t.created_at)}</td><td class="hide-narrow">${ago(t.updated_at)}</td>
+                    <td class="hide-narrow small">${t.error_message ?? ""}</td>
+                  </tr>`,
+                )}
+              </tbody>
+            </table>
+            ${data.tasks.length === 0 && html`<p class="muted">No task matches.</p>`}
+          </div>
+          <div class="actions">
+            <button type="button" disabled=${cursors.length === 1} onClick=${() => setCursors(cursors.slice(0, -1))}>← newer</button>
+            <span class="muted small">page ${cursors.length}</span>
+            <button type="button" disabled=${!data.next_cursor} onClick=${() => setCursors([...cursors, data.next_cursor])}>older →</button>
+          </div>`}
+  </section>`;
+}

@@ -1,0 +1,248 @@
+/**
+ * `GET /metrics` in Prometheus' text format (prom-client), on a registry of this server's own, so
+ * several servers in one process (tests, an embedding app) never share or clash over series.
+ *
+ * Two kinds of figures. What the database holds (tasks by status and type, workers by status,
+ * reassignments over 24 h) is read from the pool when scraped, so every server of a fleet reports
+ * the same totals; scrapes run one at a time because each resets those gauges before it fills them,
+ * and a task type or status that disappeared must not linger as a stale series. What this server
+ * handled (claims, completions, failures, retries, lease_lost refusals, latencies) is counted here
+ * from hooks: the answers the routes already give say what happened, so no route changes for it.
+ * Every HTTP label is the route's URL pattern (`/api/tasks/:id/complete`), never the raw URL, so
+ * the number of series stays bounded whatever clients send.
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Taskpool } from "../api/taskpool.js";
+import { TaskpoolError } from "../core/errors.js";
+import { TASK_STATUSES } from "../core/task.js";
+import { type SweepResult, WORKER_STATUSES } from "../core/worker.js";
+import type { RouteConfig } from "./route.js";
+
+/**
+ * Who may read /metrics. `key`: a key of scope producer or admin (it shows what `GET
+ * /api/tasks/counts` and `GET /api/workers` show), sent as X-API-Key or as `Authorization: Bearer`,
+ * which Prometheus sends natively. `public`: anyone who can reach the server.
+ */
+export type MetricsAccess = "key" | "public";
+
+const CLAIM = "/api/tasks/claim";
+const CLAIM_BY_ID = "/api/tasks/:id/claim";
+const COMPLETE = "/api/tasks/:id/complete";
+const FAIL = "/api/tasks/:id/fail";
+/** The batched writes of the library's HTTP transport (routes/worker-transport.ts): one outcome per item. */
+const COMPLETE_MANY = "/api/tasks/complete";
+const FAIL_MANY = "/api/tasks/fail";
+const RETRY = "/api/tasks/:id/retry";
+const TASK_HEARTBEAT = "/api/tasks/:id/heartbeat";
+const WORKER_HEARTBEAT = "/api/workers/heartbeat";
+
+/** Latencies of calls that do not wait: a store round trip, a few milliseconds when healthy. */
+const FAST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+/** Requests, long-poll claims included (up to 30 s). */
+const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** A wire answer, read loosely: only the fields the counters need. */
+interface Answer {
+  success?: boolean;
+  tasks?: unknown[];
+  task?: { status?: string };
+  lost?: unknown[];
+  outcomes?: { ok: boolean; status?: string; error?: string }[];
+}
+
+/** The metrics of one server: its registry, its counters, and the gauges read from the pool when scraped. */
+export class ServerMetrics {
+  /** This server's registry (Node's default metrics included). */
+  readonly registry = new Registry();
+
+  private readonly tasks = this.gauge("taskpool_tasks", "Tasks in the database by status", ["status"]);
+  private readonly tasksByType = this.gauge("taskpool_tasks_by_type", "Tasks in the database by task type and status", ["task_type", "status"]);
+  private readonly workers = this.gauge("taskpool_workers", "Workers in the registry by status (dead: their tasks were recovered)", ["status"]);
+  private readonly reassignments = this.gauge("taskpool_reassignments_24h", "Reassignments of dead workers' tasks over the last 24 hours, by whether a worker was found", ["result"]);
+  private readonly databaseUp = this.gauge("taskpool_database_up", "1 when the last scrape could read the database, else 0 (the database gauges are then absent)", []);
+
+  private readonly claims = new Counter({
+    name: "taskpool_claims_total",
+    help: "Claims this server answered: result=claimed counts the tasks handed out, result=empty the claims answered 404 no_tasks",
+    labelNames: ["result"],
+    registers: [this.registry],
+  });
+  private readonly completions = this.counter("taskpool_completions_total", "Tasks completed through this server");
+  private readonly failures = this.counter("taskpool_failures_total", "Failed attempts reported through this server (retried or not)");
+  private readonly retries = new Counter({
+    name: "taskpool_retries_total",
+    help: "Tasks put back for another attempt through this server: kind=automatic after a failed attempt, kind=manual by POST /api/tasks/:id/retry",
+    labelNames: ["kind"],
+    registers: [this.registry],
+  });
+  private readonly leaseLost = new Counter({
+    name: "taskpool_lease_lost_total",
+    help: "Leases found lost: 409 lease_lost refusals by route, and tasks a worker heartbeat reported lost (route /api/workers/heartbeat)",
+    labelNames: ["route"],
+    registers: [this.registry],
+  });
+
+  private readonly sweepOutcomes = new Counter({
+    name: "taskpool_sweep_outcomes_total",
+    help: "What the coordinator sweeps this server ran did (POST /api/tasks/recover-stale, or --coordinator while it leads): workers found dead or stale, tasks requeued, failed, reassigned or left without a worker",
+    labelNames: ["outcome"],
+    registers: [this.registry],
+  });
+  private readonly sweepSeconds = new Histogram({
+    name: "taskpool_sweep_duration_seconds",
+    help: "Coordinator sweeps this server ran",
+    buckets: FAST_BUCKETS,
+    registers: [this.registry],
+  });
+
+  private readonly claimSeconds = new Histogram({
+    name: "taskpool_claim_duration_seconds",
+    help: "One claim in the store (each look of a long-poll claim counts once), by whether it found a task",
+    labelNames: ["result"],
+    buckets: FAST_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly heartbeatSeconds = new Histogram({
+    name: "taskpool_heartbeat_duration_seconds",
+    help: "Accepted heartbeats, request to answer: kind=worker (POST /api/workers/heartbeat) or kind=task (a lease's)",
+    labelNames: ["kind"],
+    buckets: FAST_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly requestSeconds = new Histogram({
+    name: "taskpool_http_request_duration_seconds",
+    help: "HTTP requests, request to answer, by method, route pattern and status code",
+    labelNames: ["method", "route", "status_code"],
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+
+  private scraping: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly pool: Taskpool,
+    waitingClaims: () => number,
+  ) {
+    new Gauge({
+      name: "taskpool_waiting_claims",
+      help: "Requests waiting for work on this server now: long-poll claims, and the wake-up waits of library workers connected over HTTP",
+      registers: [this.registry],
+      collect() {
+        this.set(waitingClaims());
+      },
+    });
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Records one claim in the store (LongPoll calls it for every look). */
+  observeClaim(seconds: number, claimed: number): void {
+    this.claimSeconds.observe({ result: claimed > 0 ? "claimed" : "empty" }, seconds);
+  }
+
+  /** Records one coordinator sweep this server ran (the coordinator's onSweep). */
+  observeSweep(result: SweepResult, durationMs: number): void {
+    const outcomes: Record<string, unknown[]> = {
+      dead_workers: result.deadWorkers,
+      stale_workers: result.staleWorkers,
+      requeued: result.requeued,
+      failed: result.failed,
+      reassigned: result.reassigned,
+      unassigned: result.unassigned,
+    };
+    // inc(0) too: every outcome has its series from the first sweep on.
+    for (const [outcome, items] of Object.entries(outcomes)) this.sweepOutcomes.inc({ outcome }, items.length);
+    this.sweepSeconds.observe(durationMs / 1000);
+  }
+
+  /** Registers `GET /metrics` and the hooks that count what the server handles. */
+  install(app: FastifyInstance, access: MetricsAccess): void {
+    const config: RouteConfig = access === "public" ? { access: "public" } : { access: ["producer"], acceptsBearer: true };
+    app.get("/metrics", { schema: { hide: true }, config }, async (request, reply) => {
+      const text = await this.scrape(request);
+      return reply.type(this.registry.contentType).serializer((payload: string) => payload).send(text);
+    });
+    // Success answers, before serialization: what they hold says how many tasks a claim handed out and whether a failure is retried.
+    app.addHook("preSerialization", async (request: FastifyRequest, _reply: FastifyReply, payload: unknown) => {
+      this.countAnswer(request.routeOptions.url, payload as Answer);
+      return payload;
+    });
+    app.addHook("onError", async (request: FastifyRequest, _reply: FastifyReply, error: FastifyError) => {
+      if (!(error instanceof TaskpoolError)) return;
+      const route = request.routeOptions.url;
+      if (error.code === "lease_lost" && route) this.leaseLost.inc({ route });
+      if (error.code === "no_tasks" && route === CLAIM) this.claims.inc({ result: "empty" });
+    });
+    app.addHook("onResponse", async (request: FastifyRequest, reply: FastifyReply) => {
+      const seconds = reply.elapsedTime / 1000;
+      // Requests no route matched share one label: their URLs are whatever the client made up.
+      const route = request.routeOptions.url ?? "unmatched";
+      this.requestSeconds.observe({ method: request.method, route, status_code: String(reply.statusCode) }, seconds);
+      if (reply.statusCode < 300 && (route === WORKER_HEARTBEAT || route === TASK_HEARTBEAT)) {
+        this.heartbeatSeconds.observe({ kind: route === WORKER_HEARTBEAT ? "worker" : "task" }, seconds);
+      }
+    });
+  }
+
+  private countAnswer(route: string | undefined, answer: Answer): void {
+    if (answer?.success !== true) return;
+    if (route === CLAIM) this.claims.inc({ result: "claimed" }, answer.tasks?.length ?? 1);
+    else if (route === CLAIM_BY_ID) this.claims.inc({ result: "claimed" });
+    else if (route === COMPLETE) this.completions.inc();
+    else if (route === FAIL) {
+      this.failures.inc();
+      if (answer.task?.status === "pending") this.retries.inc({ kind: "automatic" });
+    } else if (route === RETRY) this.retries.inc({ kind: "manual" });
+    else if (route === WORKER_HEARTBEAT && answer.lost && answer.lost.length > 0) this.leaseLost.inc({ route }, answer.lost.length);
+    else if ((route === COMPLETE_MANY || route === FAIL_MANY) && answer.outcomes) {
+      for (const outcome of answer.outcomes) {
+        if (!outcome.ok) {
+          if (outcome.error === "lease_lost") this.leaseLost.inc({ route });
+        } else if (route === COMPLETE_MANY) this.completions.inc();
+        else {
+          this.failures.inc();
+          if (outcome.status === "pending") this.retries.inc({ kind: "automatic" });
+        }
+      }
+    }
+  }
+
+  /** The exposition text; the database is read first, one scrape at a time. */
+  private scrape(request: FastifyRequest): Promise<string> {
+    const next = this.scraping.then(async () => {
+      await this.readDatabase(request);
+      return this.registry.metrics();
+    });
+    this.scraping = next.catch(() => {});
+    return next;
+  }
+
+  private async readDatabase(request: FastifyRequest): Promise<void> {
+    for (const gauge of [this.tasks, this.tasksByType, this.workers, this.reassignments]) gauge.reset();
+    try {
+      const [counts, workers, stats] = await Promise.all([this.pool.counts(), this.pool.workers(), this.pool.reassignmentStats()]);
+      for (const status of TASK_STATUSES) this.tasks.set({ status }, counts.byStatus[status] ?? 0);
+      for (const [taskType, byStatus] of Object.entries(counts.byType)) {
+        // Every status of a type that exists, zeros included, so a rate or a ratio over them never lacks a series.
+        for (const status of TASK_STATUSES) this.tasksByType.set({ task_type: taskType, status }, byStatus[status] ?? 0);
+      }
+      for (const status of WORKER_STATUSES) this.workers.set({ status }, workers.filter((w) => w.status === status).length);
+      this.reassignments.set({ result: "successful" }, stats.last24Hours.successful);
+      this.reassignments.set({ result: "failed" }, stats.last24Hours.total - stats.last24Hours.successful);
+      this.databaseUp.set(1);
+    } catch (error) {
+      // The process metrics are still worth a scrape; the database ones are left out rather than stale.
+      for (const gauge of [this.tasks, this.tasksByType, this.workers, this.reassignments]) gauge.reset();
+      this.databaseUp.set(0);
+      request.log.warn({ err: error }, "Metrics: the database did not answer");
+    }
+  }
+
+  private gauge<L extends string>(name: string, help: string, labelNames: L[]): Gauge<L> {
+    return new Gauge({ name, help, labelNames, registers: [this.registry] });
+  }
+
+  private counter(name: string, help: string): Counter {
+    return new Counter({ name, help, registers: [this.registry] });
+  }
+}

@@ -1,0 +1,142 @@
+/**
+ * The scheduler's pass and the fan-out generation, shared by both stores: what to fire and which tasks
+ * to make is decided here with the rules of core/schedule.ts; each store supplies only its reads and
+ * the one transaction that writes a run (ScheduleWriter).
+ */
+import { ValidationError } from "../core/errors.js";
+import {
+  batchesOf,
+  describeRun,
+  type FanOutPlan,
+  type FiredSchedule,
+  type GenerateInput,
+  type GenerateResult,
+  keysFromResults,
+  planFanOut,
+  planTick,
+  type ScheduleRecord,
+  type ScheduleRunResult,
+  tickIntervalMs,
+} from "../core/schedule.js";
+import type { EnqueueInput, Json } from "../core/task.js";
+import type { EnqueueResult } from "./store.js";
+
+/** A schedule's pass as a store writes it: only while the schedule still waits for `expectedNextRunAt`. */
+export interface PassWrite {
+  name: string;
+  expectedNextRunAt: Date;
+  nextRunAt: Date | null;
+  result: ScheduleRunResult;
+}
+
+/** A run: the pass, the tick's unique row and its tasks, in one transaction. */
+export interface RunWrite extends PassWrite {
+  tickAt: Date;
+  inputs: EnqueueInput[];
+}
+
+/** What a store supplies to the pass. */
+export interface ScheduleWriter {
+  /** Enabled schedules whose next tick is at or before `now`, soonest first. */
+  due(now: Date): Promise<ScheduleRecord[]>;
+  /** The results of the completed tasks of the schedule's latest run that has any, oldest task first. */
+  lastRunResults(name: string): Promise<Json[]>;
+  /**
+   * Writes a run: the task ids created; `[]` and no task when this tick already has its row (it fired
+   * before: only the schedule moves on); null, writing nothing, when the schedule changed since it was read.
+   */
+  writeRun(run: RunWrite): Promise<number[] | null>;
+  /** Moves a schedule past skipped ticks; false, writing nothing, when it changed since it was read. */
+  writePass(pass: PassWrite): Promise<boolean>;
+}
+
+/** Fires what is due at `now` (see core/schedule.ts for missed ticks). One schedule's failure is reported in its entry and does not stop the others. */
+export async function fireDueSchedules(w: ScheduleWriter, now: Date, graceMs: number): Promise<FiredSchedule[]> {
+  const fired: FiredSchedule[] = [];
+  for (const schedule of await w.due(now)) {
+    try {
+      const entry = await passOne(w, schedule, now, graceMs);
+      if (entry) fired.push(entry);
+    } catch (error) {
+      // Left due: the next pass tries again (a lost connection, a lock timeout).
+      fired.push({ name: schedule.name, tickAt: null, taskIds: [], skippedTicks: 0, error: (error as Error).message });
+    }
+  }
+  return fired;
+}
+
+async function passOne(w: ScheduleWriter, s: ScheduleRecord, now: Date, graceMs: number): Promise<FiredSchedule | null> {
+  const plan = planTick(s, now, graceMs);
+  const pass = { name: s.name, expectedNextRunAt: s.nextRunAt as Date, nextRunAt: plan.nextRunAt };
+  const result = (message: string, tasksCreated = 0, error: string | null = null): ScheduleRunResult => ({
+    tickAt: plan.tickAt ?? plan.latestTick,
+    firedAt: now,
+    tasksCreated,
+    skippedTicks: plan.skippedTicks,
+    message: plan.skippedTicks > 0 ? `${message}; ${missed(plan.skippedTicks)} passed over` : message,
+    error,
+  });
+  if (plan.tickAt === null) {
+    const written = await w.writePass({ ...pass, result: result(`skipped: the coordinator was down at the tick (missed_ticks: skip)`) });
+    return written ? { name: s.name, tickAt: null, taskIds: [], skippedTicks: plan.skippedTicks, error: null } : null;
+  }
+  const run = { ...pass, tickAt: plan.tickAt };
+  let made: FanOutPlan;
+  try {
+    made = planFanOut(asGeneration(s), await fanOutKeys(w, s.fanOut, s.name), plan.startAt, tickIntervalMs(s, plan.tickAt));
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    return recordFailure(w, run, result, error);
+  }
+  let ids: number[] | null;
+  try {
+    ids = await w.writeRun({ ...run, inputs: made.inputs, result: result(describeRun(made), made.inputs.length) });
+  } catch (error) {
+    // The tasks were refused (a registered params schema, requireRegistered): running again would fail the same way.
+    if (!(error instanceof ValidationError)) throw error;
+    return recordFailure(w, run, result, error);
+  }
+  return ids === null ? null : { name: s.name, tickAt: plan.tickAt, taskIds: ids, skippedTicks: plan.skippedTicks, error: null };
+}
+
+/** The tick is recorded with no task and the reason, so it is not retried every pass. */
+async function recordFailure(w: ScheduleWriter, run: Omit<RunWrite, "inputs" | "result">, result: (m: string, n?: number, e?: string | null) => ScheduleRunResult, error: Error) {
+  const ids = await w.writeRun({ ...run, inputs: [], result: result("created no task", 0, error.message) });
+  return ids === null ? null : { name: run.name, tickAt: run.tickAt, taskIds: [], skippedTicks: 0, error: error.message };
+}
+
+const missed = (n: number) => `${n} missed tick${n === 1 ? "" : "s"}`;
+
+/** A schedule run is a generation starting at its tick. */
+function asGeneration(s: ScheduleRecord): GenerateInput {
+  return {
+    taskType: s.taskType,
+    params: s.params,
+    ...(s.fanOut ? { fanOut: s.fanOut } : {}),
+    ...(s.concurrencyKey ? { concurrencyKey: s.concurrencyKey } : {}),
+    ...(s.priority === null ? {} : { priority: s.priority }),
+  };
+}
+
+/** The keys of a fan-out: its list, or those its query finds in a previous run's results; null without a fan-out. */
+async function fanOutKeys(w: Pick<ScheduleWriter, "lastRunResults">, fanOut: GenerateInput["fanOut"] | null, self: string | null): Promise<(string | number)[] | null> {
+  if (!fanOut) return null;
+  if (fanOut.keys) return fanOut.keys;
+  const from = fanOut.fromResults as { schedule?: string; field: string };
+  const schedule = from.schedule ?? self;
+  if (schedule === null) {
+    throw new ValidationError("Invalid fanOut.fromResults: name the schedule whose last run's results hold the keys (schedule)", [{ path: "fanOut.fromResults.schedule", message: "required here" }]);
+  }
+  return keysFromResults(await w.lastRunResults(schedule), from.field);
+}
+
+/** Makes a generation's tasks now, all or nothing (pool.generate). */
+export async function generateTasks(
+  w: Pick<ScheduleWriter, "lastRunResults"> & { enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> },
+  now: Date,
+  input: GenerateInput,
+): Promise<GenerateResult> {
+  const plan = planFanOut(input, await fanOutKeys(w, input.fanOut, null), input.startAt ?? now, null);
+  const ids = plan.inputs.length === 0 ? [] : (await w.enqueueMany(plan.inputs)).map((r) => r.task.id);
+  return { created: ids.length, batches: batchesOf(plan, ids), message: describeRun(plan) };
+}

@@ -1,0 +1,80 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { Coordinator } from "../../src/coordinator/coordinator.js";
+import { eventually } from "../helpers/logs.js";
+import { createPostgres, createSqlite, type TestStore } from "../helpers/stores.js";
+import { ChaosCluster } from "./cluster.js";
+import type { HistoryEntry } from "./history.js";
+import { CHAOS_COORDINATION, report, scale } from "./settings.js";
+
+/**
+ * Scenario 2, zombies: a worker is frozen with SIGSTOP mid-task, declared dead, its tasks reassigned
+ * and re-claimed elsewhere; then SIGCONT brings it back. Every write it then attempts under its old
+ * leases must be refused, and each of its handlers must see its signal fire (lease_lost). Repeated
+ * for several workers in turn while the others keep working; the checker judges the whole run.
+ */
+const ROUNDS = scale("CHAOS_ZOMBIE_ROUNDS", 2);
+
+describe.each([
+  ["postgres", createPostgres],
+  ["sqlite", createSqlite],
+] as const)("zombies on %s", (name, create) => {
+  let handle: TestStore;
+  let cluster: ChaosCluster;
+  let coordinator: Coordinator | null = null;
+  afterEach(async () => {
+    await coordinator?.stop();
+    await cluster?.close();
+    await handle?.cleanup();
+  });
+
+  it(`${ROUNDS} workers frozen and thawed after their tasks moved on: every late write refused, every handler aborted`, { timeout: 60_000 + ROUNDS * 20_000 }, async () => {
+    handle = await create();
+    cluster = await ChaosCluster.open(handle);
+    await cluster.enqueueSteps(20 * ROUNDS + 20, { steps: 10, stepMs: 100 });
+    const workers = await Promise.all([0, 1, 2].map(() => cluster.startWorker({ CONCURRENCY: "4" })));
+    coordinator = cluster.pool.coordinator(CHAOS_COORDINATION);
+    coordinator.start();
+    const history = (id: string) => async () => (await cluster.history()).log.filter((e) => e.worker === id);
+
+    let lateRefused = 0;
+    for (let round = 0; round < ROUNDS; round++) {
+      const zombie = workers[round % workers.length];
+      // Freeze it while it holds tasks mid-way (it has saved a checkpoint for each).
+      const held = await eventually(async () => {
+        const running = (await cluster.pool.list({ workerId: zombie.id, status: "running" })).tasks;
+        return running.length > 0 ? running : null;
+      }, 20_000, `${zombie.id} to hold tasks`);
+      zombie.child.kill("SIGSTOP");
+      const frozenAt = Date.now();
+      // Every task it held is taken back and claimed by someone else.
+      await eventually(async () => {
+        for (const t of held) {
+          const events = await cluster.pool.events(t.id);
+          const moved = events.some((e) => e.event === "claimed" && e.toWorkerId !== zombie.id && e.createdAt.getTime() >= frozenAt - 1000);
+          if (!moved) return false;
+        }
+        return true;
+      }, 30_000, `the tasks of frozen ${zombie.id} to be claimed elsewhere`);
+      zombie.child.kill("SIGCONT");
+      const tokens = new Map(held.map((t) => [t.id, t.leaseToken as string]));
+      // Each of its handlers learns it lost the lease (from its heartbeat or a refused write).
+      const aborted = await eventually(async () => {
+        const lines = await history(zombie.id)();
+        const stopped = lines.filter((e): e is Extract<HistoryEntry, { kind: "aborted" }> => e.kind === "aborted" && tokens.get(e.taskId) === e.token);
+        return stopped.length === held.length ? stopped : null;
+      }, 20_000, `the handlers of thawed ${zombie.id} to abort`);
+      expect(aborted.map((a) => a.reason)).toEqual(held.map(() => "lease_lost"));
+      const late = (await history(zombie.id)()).filter((e) => e.kind === "write" && tokens.get(e.taskId) === e.token && e.sentAt >= frozenAt);
+      expect(late.filter((e) => e.kind === "write" && e.ok === true)).toEqual([]);
+      lateRefused += late.length;
+    }
+
+    await cluster.drained(60_000);
+    await coordinator.stop();
+    const summary = await cluster.check();
+    report(`zombies on ${name}`, { rounds: ROUNDS, lateWritesRefused: lateRefused, ...summary });
+    expect(summary.violations.slice(0, 20)).toEqual([]);
+    expect(summary.completed).toBe(20 * ROUNDS + 20);
+    expect(cluster.crashed()).toEqual([]);
+  });
+});

@@ -1,0 +1,267 @@
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { Command } from "commander";
+import { afterEach, describe, expect, it } from "vitest";
+import { connect, type Taskpool } from "../src/api/taskpool.js";
+import { capacityCommand } from "../src/cli/capacity.js";
+import { reassignmentsCommand } from "../src/cli/reassignments.js";
+import { tasksCommand } from "../src/cli/tasks.js";
+import { workersCommand } from "../src/cli/workers.js";
+import { ManualClock } from "../src/core/clock.js";
+import { dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+
+const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
+const exec = promisify(execFile);
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI as a real process; a failure is returned (exit code and output), not thrown. */
+async function taskpool(...args: string[]): Promise<Run> {
+  try {
+    const { stdout, stderr } = await exec(process.execPath, ["--import", "tsx", CLI, ...args]);
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+/** The records as the CLI's --json prints them: dates as ISO strings. */
+const asJson = (value: unknown) => JSON.parse(JSON.stringify(value));
+
+/** One line on stderr, starting with the program name, and no stack trace. */
+function expectOneLine(run: Run, message: RegExp): void {
+  expect(run.code, run.stderr).toBe(1);
+  expect(run.stderr.trim()).toMatch(message);
+  expect(run.stderr.trim().split("\n")).toHaveLength(1);
+  expect(run.stderr).not.toMatch(/\n\s+at /);
+}
+
+/**
+ * Four product_resync/analytics_refresh tasks in every state an operator looks at: 1 running with a
+ * checkpoint and progress, 2 pending, 3 failed for good, 4 completed with a result.
+ */
+async function seedTasks(pool: Taskpool) {
+  const p = pool.protocol;
+  await p.workerHeartbeat({ workerId: "w1", roles: ["product_resync", "analytics_refresh"], capacity: 4, currentLoad: 1, tasksProcessed: 2, hostname: "host-a", pid: 4242 });
+  const running = await pool.enqueue("product_resync", { storeId: 1 }, { priority: 5, concurrencyKey: "store:1" });
+  const pending = await pool.enqueue("product_resync", { storeId: 2 });
+  const failed = await pool.enqueue("analytics_refresh", {}, { maxAttempts: 1 });
+  const completed = await pool.enqueue("product_resync", { storeId: 4 });
+  const [r] = await p.claim({ workerId: "w1", taskTypes: ["product_resync"], start: true });
+  await p.checkpoint(r.id, r, { page: 3 });
+  await p.progress(r.id, r, 0.4);
+  const [f] = await p.claim({ workerId: "w1", taskTypes: ["analytics_refresh"] });
+  await p.fail(f.id, f, { error: "view refresh timed out" });
+  const c = await p.claimById(completed.id, { workerId: "w1" });
+  await p.complete(c.id, c, { result: { products: 12 } });
+  return { running, pending, failed, completed };
+}
+
+describe("taskpool operator CLI", () => {
+  const path = sqlitePath();
+  const db = `sqlite:${path}`;
+  afterEach(() => removeSqliteFiles(path));
+
+  it("tasks list, show, retry and cancel on real tasks, as tables and as --json", async () => {
+    const pool = await connect(db);
+    let ids: Awaited<ReturnType<typeof seedTasks>>;
+    try {
+      ids = await seedTasks(pool);
+    } finally {
+      await pool.close();
+    }
+    const { running, pending, failed, completed } = ids;
+
+    const [list, filtered, firstPage, show, showJson] = await Promise.all([
+      taskpool("tasks", "list", "--db", db),
+      taskpool("tasks", "list", "--worker", "w1", "--status", "failed,completed", "--json", "--db", db),
+      taskpool("tasks", "list", "--status", "pending", "--status", "running", "--order", "oldest", "--limit", "1", "--db", db),
+      taskpool("tasks", "show", String(running.id), "--db", db),
+      taskpool("tasks", "show", String(failed.id), "--json", "--db", db),
+    ]);
+    const lines = list.stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^ID\s+TYPE\s+STATUS\s+PRIORITY\s+ATTEMPTS\s+WORKER\s+PROGRESS\s+CREATED\s+UPDATED$/);
+    expect(lines.slice(1).map((l) => Number(l.trim().split(/\s+/)[0]))).toEqual([completed.id, failed.id, pending.id, running.id]); // newest first
+    expect(list.stdout).toMatch(new RegExp(`\\n\\s*${running.id}  product_resync\\s+running\\s+5\\s+1/3\\s+w1\\s+40%`));
+    expect(list.stdout).toMatch(new RegExp(`\\n\\s*${failed.id}  analytics_refresh\\s+failed\\s+0\\s+1/1\\s+w1\\s+-`));
+
+    const page = JSON.parse(filtered.stdout);
+    expect(page.tasks.map((t: { id: number; status: string }) => [t.id, t.status])).toEqual([[completed.id, "completed"], [failed.id, "failed"]]);
+    expect(page.tasks[0]).toMatchObject({ taskType: "product_resync", result: { products: 12 }, workerId: "w1" });
+    expect(page.nextCursor).toBeNull();
+
+    expect(firstPage.stdout).toMatch(new RegExp(`\\n\\s*${running.id}  product_resync\\s+running`));
+    const cursor = firstPage.stdout.match(/More: run again with --cursor (\S+)/)?.[1];
+    expect(cursor).toBeDefined();
+    const secondPage = JSON.parse((await taskpool("tasks", "list", "--status", "pending,running", "--order", "oldest", "--limit", "1", "--cursor", cursor!, "--json", "--db", db)).stdout);
+    expect(secondPage.tasks.map((t: { id: number }) => t.id)).toEqual([pending.id]);
+
+    expect(show.stdout).toMatch(new RegExp(`^Task ${running.id}\\n`));
+    for (const field of [/type\s+product_resync\n/, /status\s+running\n/, /params\s+\{"storeId":1\}\n/, /concurrency key\s+store:1\n/, /progress\s+40%\n/, /checkpoint\s+\{"page":3\}\n/, /error\s+-\n/]) {
+      expect(show.stdout).toMatch(field);
+    }
+    expect(show.stdout).toMatch(/Events \(3, oldest first\):\n\s+TIME\s+EVENT\s+FROM\s+TO\s+MESSAGE\s+DATA\n.*created.*\n.*claimed\s+-\s+w1\s+-\s+\{"attempt":1,"started":true\}\n.*checkpoint\s+-\s+w1\s+-\s+\{"page":3\}\n$/);
+
+    const shown = JSON.parse(showJson.stdout);
+    expect(shown.task).toMatchObject({ id: failed.id, status: "failed", errorMessage: "view refresh timed out", attempts: 1 });
+    expect(shown.events.map((e: { event: string }) => e.event)).toEqual(["created", "claimed", "failed"]);
+
+    // Several ids: each is acted on and reported; the command then fails naming the refused ones and why.
+    const retry = await taskpool("tasks", "retry", String(failed.id), String(completed.id), "999", "--db", db);
+    expectOneLine(retry, new RegExp(`^taskpool: 2 of 3 tasks not retried: ${completed.id} \\(Cannot retry task ${completed.id}: it is completed \\(only failed tasks can be retried\\)\\); 999 \\(Task 999 does not exist\\)`));
+    expect(retry.stdout).toMatch(new RegExp(`^\\s*ID\\s+TYPE\\s+STATUS\\s+OUTCOME\\n\\s*${failed.id}  analytics_refresh\\s+pending\\s+retried\\n`));
+    expect(retry.stdout).toMatch(/999 {2}-\s+-\s+not retried: Task 999 does not exist/);
+
+    // A bad id anywhere in the list refuses the whole command before any task is touched.
+    const [cancel, typo] = await Promise.all([
+      taskpool("tasks", "cancel", String(running.id), String(pending.id), "--reason", "store closed", "--json", "--db", db),
+      taskpool("tasks", "cancel", String(failed.id), "4x", "--db", db),
+    ]);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(JSON.parse(cancel.stdout).map((o: { id: number; task: { status: string } }) => [o.id, o.task.status])).toEqual([[running.id, "cancelled"], [pending.id, "cancelled"]]);
+    expectOneLine(typo, /^taskpool: "4x" is not a task id: pass the number `taskpool tasks list` shows, e\.g\. 42$/);
+
+    const after = await connect(db);
+    try {
+      expect((await after.get(failed.id))?.status).toBe("pending"); // retried, then left alone by the refused cancel
+      expect((await after.get(completed.id))?.status).toBe("completed");
+      expect((await after.events(running.id)).at(-1)).toMatchObject({ event: "cancelled", message: "store closed" });
+    } finally {
+      await after.close();
+    }
+  }, 60_000);
+
+  it("workers, capacity and reassignments show the registry, seed 004's figures and seed 003's history after a worker dies", async () => {
+    // The monitoring views read the database's own clock, so the rows are written relative to the real time.
+    const start = Date.now();
+    const clock = new ManualClock(new Date(start - 10 * 60_000));
+    const pool = await connect(db, { clock });
+    const p = pool.protocol;
+    const beat = (workerId: string, capacity: number) => p.workerHeartbeat({ workerId, roles: ["crawl"], capacity, currentLoad: 0, tasksProcessed: 0, hostname: "host-b", pid: 77 });
+    try {
+      await beat("helper", 1);
+      await pool.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }]);
+      for (const t of await p.claim({ workerId: "helper", limit: 2 })) await p.complete(t.id, t); // 2 done in the last hour
+      clock.set(new Date(start - 5 * 60_000));
+      await beat("dying", 5);
+      await pool.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }, { taskType: "crawl" }]);
+      expect(await p.claim({ workerId: "dying", limit: 3 })).toHaveLength(3);
+      clock.set(new Date(start));
+      await beat("helper", 1);
+      const swept = await p.sweep({ staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds: 300 });
+      expect([swept.deadWorkers, swept.reassigned.length, swept.unassigned.length]).toEqual([["dying"], 1, 2]);
+
+      const reassignedTask = swept.reassigned[0].taskId;
+      const [workers, workersJson, capacity, capacityJson, history, oneTask, stats, statsJson, unknownRole] = await Promise.all([
+        taskpool("workers", "--db", db),
+        taskpool("workers", "--json", "--db", db),
+        taskpool("capacity", "--db", db),
+        taskpool("capacity", "crawl", "--json", "--db", db),
+        taskpool("reassignments", "--db", db),
+        taskpool("reassignments", "--task", String(reassignedTask), "--json", "--db", db),
+        taskpool("reassignments", "--stats", "--db", db),
+        taskpool("reassignments", "--stats", "--json", "--db", db),
+        taskpool("capacity", "nope", "--db", db),
+      ]);
+
+      expect(workers.stdout).toMatch(/^WORKER\s+STATUS\s+ROLES\s+HEARTBEAT\s+LOAD\s+ACTIVE\s+PROCESSED\s+HOST\s+PID\n/);
+      expect(workers.stdout).toMatch(/\ndying\s+dead\s+crawl\s+3\d\ds ago\s+0\/5 \(0%\)\s+0\s+0\s+host-b\s+77\n/);
+      expect(workers.stdout).toMatch(/\nhelper\s+active\s+crawl\s+\d+s ago\s+0\/1 \(0%\)/);
+      const registry = await pool.workers();
+      const withoutAge = (rows: { secondsSinceHeartbeat?: number }[]) => rows.map(({ secondsSinceHeartbeat: _, ...rest }) => rest);
+      expect(withoutAge(JSON.parse(workersJson.stdout))).toEqual(withoutAge(asJson(registry)));
+
+      // 3 pending again (one reserved for helper), 2 completed in the last hour by the one live worker.
+      const [row] = JSON.parse(capacityJson.stdout);
+      expect(row).toEqual(asJson((await pool.capacity("crawl"))[0]));
+      expect(row).toMatchObject({ taskType: "crawl", pendingTasks: 3, runningTasks: 0, activeWorkers: 1, completedLastHour: 2, tasksPerWorkerHour: 2, estimatedHoursToDrain: 1.5 });
+      expect(row.workersNeeded).toEqual({ for1Hour: 2, for4Hours: 1, for8Hours: 1 });
+      expect(capacity.stdout).toMatch(/^ROLE\s+PENDING\s+READY\s+RUNNING\s+WORKERS\s+TASKS\/WORKER-HOUR\s+HOURS TO DRAIN\s+NEED 1H\s+NEED 4H\s+NEED 8H\ncrawl\s+3\s+\d\s+0\s+1\s+2\s+1\.5\s+2\s+1\s+1\n$/);
+      expectOneLine(unknownRole, /^taskpool: no role "nope": no task, worker or registered type has it; `taskpool capacity` lists the roles$/);
+
+      const historyLines = history.stdout.trim().split("\n");
+      expect(historyLines[0]).toMatch(/^ID\s+TASK\s+TIME\s+FROM\s+TO\s+OUTCOME\s+REASON\s+ERROR$/);
+      expect(historyLines).toHaveLength(4);
+      expect(history.stdout).toMatch(new RegExp(`\\s${reassignedTask}\\s+\\S+\\s+dying\\s+helper\\s+reassigned\\s+Worker died unexpectedly`));
+      expect(history.stdout.match(/dying\s+-\s+unassigned/g)).toHaveLength(2);
+      expect(JSON.parse(oneTask.stdout)).toEqual(asJson(await pool.reassignments({ taskId: reassignedTask })));
+      expect(JSON.parse(oneTask.stdout)).toMatchObject([{ taskId: reassignedTask, fromWorkerId: "dying", toWorkerId: "helper", success: true }]);
+
+      expect(stats.stdout).toMatch(/^Last 24 hours: 3 reassignment attempts, 1 found a worker \(33\.3%\)\n/);
+      expect(stats.stdout).toMatch(/Workers whose tasks were taken back, last 7 days:\n\s+WORKER\s+FAILURES\s+LAST\n\s+dying\s+3\s+\S+Z\n/);
+      expect(stats.stdout).toMatch(/Tasks reassigned more than once:\n\s+none\n$/);
+      expect(JSON.parse(statsJson.stdout)).toEqual(asJson(await pool.reassignmentStats()));
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
+
+  it("refuses bad input and unreachable databases with one line saying what to fix", async () => {
+    await (await connect(db)).close();
+    const [verbose, ...runs] = await Promise.all([
+      taskpool("tasks", "show", "999", "--verbose", "--db", db),
+      taskpool("tasks", "show", "999", "--db", db),
+      taskpool("tasks", "show", "abc", "--db", db),
+      taskpool("tasks", "list", "--status", "pending,bogus", "--db", db),
+      taskpool("tasks", "list", "--cursor", "not-a-cursor", "--db", db),
+      taskpool("tasks", "list", "--order", "sideways", "--db", db),
+      taskpool("reassignments", "--stats", "--limit", "3", "--db", db),
+      taskpool("workers", "--db", "mysql://x"),
+      taskpool("capacity", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres"),
+    ]);
+    const messages = [
+      /^taskpool: task 999 does not exist; `taskpool tasks list` shows the ids$/,
+      /^taskpool: "abc" is not a task id: pass the number `taskpool tasks list` shows/,
+      /^error: option '--status <status>' argument 'pending,bogus' is invalid\. "bogus" is not a task status; use one of pending, claimed, running, completed, failed, cancelled$/,
+      /^taskpool: Invalid cursor: pass back the nextCursor of a previous page unchanged$/,
+      /^error: option '--order <order>' argument 'sideways' is invalid\. Allowed choices are newest, oldest\.$/,
+      /^error: option '--stats' cannot be used with option '--limit <n>'$/,
+      /^taskpool: Unsupported database URL "mysql:\/\/x": use sqlite:/,
+      /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused/,
+    ];
+    runs.forEach((run, i) => expectOneLine(run, messages[i]));
+    expect(verbose.stderr).toMatch(/^taskpool: task 999 does not exist[\s\S]*\n\s+at /);
+  }, 60_000);
+
+  it("works the same on PostgreSQL, in the schema --schema names", async () => {
+    const schema = `tp_cli_${randomBytes(4).toString("hex")}`;
+    const pool = await connect(PG_URL, { schema });
+    try {
+      const { failed, pending } = await seedTasks(pool);
+      const common = ["--db", PG_URL, "--schema", schema];
+      const [list, show, workers] = await Promise.all([
+        taskpool("tasks", "list", "--status", "failed", "--json", ...common),
+        taskpool("tasks", "show", String(pending.id), ...common),
+        taskpool("workers", ...common),
+      ]);
+      const retry = await taskpool("tasks", "retry", String(failed.id), ...common);
+      expect(JSON.parse(list.stdout).tasks.map((t: { id: number }) => t.id)).toEqual([failed.id]);
+      expect(show.stdout).toMatch(/status\s+pending\n[\s\S]*Events \(1, oldest first\)/);
+      expect(retry.stdout).toMatch(new RegExp(`\\n\\s*${failed.id}  analytics_refresh\\s+pending\\s+retried`));
+      expect((await pool.get(failed.id))?.status).toBe("pending");
+      expect(workers.stdout).toMatch(/\nw1\s+active\s+product_resync,analytics_refresh\s+\d+s ago\s+1\/4 \(25%\)\s+1\s+2\s+host-a\s+4242\n/);
+    } finally {
+      await pool.close();
+      await dropSchema(schema);
+    }
+  }, 60_000);
+
+  it("every operator command's --help ends with an example", async () => {
+    let help = "";
+    // Subcommands inherit the exit override and the output from the program they are added to.
+    const program = new Command("taskpool").exitOverride().configureOutput({ writeOut: (s) => (help += s) });
+    for (const add of [tasksCommand, workersCommand, capacityCommand, reassignmentsCommand]) add(program);
+    for (const args of [["tasks", "list"], ["tasks", "show"], ["tasks", "retry"], ["tasks", "cancel"], ["workers"], ["capacity"], ["reassignments"]]) {
+      help = "";
+      await expect(program.parseAsync([...args, "--help"], { from: "user" })).rejects.toMatchObject({ code: "commander.helpDisplayed" });
+      expect(help, args.join(" ")).toMatch(new RegExp(`Usage: taskpool ${args.join(" ")}[\\s\\S]*Example:\\n  \\$ taskpool ${args.join(" ")}`));
+    }
+  });
+});

@@ -1,0 +1,55 @@
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterEach, describe, expect, it } from "vitest";
+import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+
+const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
+const run = promisify(execFile);
+const taskpool = (...args: string[]) => run(process.execPath, ["--import", "tsx", CLI, ...args]);
+/** A command expected to fail: its exit code and output. */
+const failing = (...args: string[]) => taskpool(...args).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
+
+describe("taskpool schedules", () => {
+  const path = sqlitePath();
+  const db = `sqlite:${path}`;
+  afterEach(() => removeSqliteFiles(path));
+
+  it("adds, lists (table and --json), pauses, resumes and removes a schedule", async () => {
+    const added = await taskpool("schedules", "add", "resync", "--type", "product_resync", "--cron", "0 0 * * *", "--timezone", "America/Los_Angeles",
+      "--keys", "101,102,x-3", "--batches", "3", "--concurrency-key", "store:{key}", "--params", '{"full":true}', "--db", db);
+    expect(added.stdout).toMatch(/^Created schedule resync \(product_resync, 0 0 \* \* \* America\/Los_Angeles\): next run \d{4}-\d\d-\d\dT08:00:00\.000Z\n$/);
+
+    const table = (await taskpool("schedules", "list", "--db", db)).stdout.split("\n");
+    expect(table[0]).toMatch(/^NAME\s+TASK TYPE\s+CRON\s+STATE\s+FAN-OUT\s+NEXT RUN\s+LAST RUN\s+LAST RESULT$/);
+    expect(table[1]).toMatch(/^resync\s+product_resync\s+0 0 \* \* \* \(America\/Los_Angeles\)\s+enabled\s+3 keys \/ 3 batches\s+\d{4}-\d\d-\d\dT08:00:00Z?\S*\s+-\s+-$/);
+
+    const [json] = JSON.parse((await taskpool("schedules", "list", "--json", "--db", db)).stdout);
+    expect(json).toMatchObject({ name: "resync", params: { full: true }, fanOut: { keys: [101, 102, "x-3"], batches: 3 }, concurrencyKey: "store:{key}", enabled: true, lastRunAt: null });
+
+    expect((await taskpool("schedules", "pause", "resync", "--db", db)).stdout).toBe("Paused schedule resync (product_resync, 0 0 * * * America/Los_Angeles): paused\n");
+    const resumed = JSON.parse((await taskpool("schedules", "resume", "resync", "--json", "--db", db)).stdout);
+    expect(resumed).toMatchObject({ name: "resync", enabled: true, nextRunAt: json.nextRunAt });
+    expect((await taskpool("schedules", "remove", "resync", "--db", db)).stdout).toMatch(/^Removed schedule resync /);
+    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
+  }, 60_000);
+
+  it("says what was wrong in one line and exits 1; --help has an example", async () => {
+    const [badCron, unknown, badParams, badPolicy, { stdout: help }] = await Promise.all([
+      failing("schedules", "add", "x", "--type", "t", "--cron", "0 25 * * *", "--db", db),
+      failing("schedules", "pause", "nope", "--db", db),
+      failing("schedules", "add", "x", "--type", "t", "--cron", "@daily", "--params", "{oops", "--db", db),
+      failing("schedules", "add", "x", "--type", "t", "--cron", "@daily", "--missed-ticks", "later", "--db", db),
+      taskpool("schedules", "add", "--help"),
+    ]);
+    expect(badCron.code).toBe(1);
+    expect(badCron.stderr).toMatch(/^taskpool: Invalid cron: "0 25 \* \* \*": Invalid value for hour: 25 \(5 fields: minute hour/);
+    expect(unknown.stderr).toBe('taskpool: Schedule "nope" does not exist (taskpool schedules list shows them)\n');
+    expect(badParams.stderr).toMatch(/--params <json>' argument '\{oops' is invalid\. not valid JSON/);
+    expect(badPolicy.stderr).toMatch(/Allowed choices are skip, run_once/);
+    for (const failure of [badCron, unknown, badParams, badPolicy]) expect(failure.stderr).not.toMatch(/\n\s+at /);
+    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
+    expect(help).toMatch(/Example \(seed 004's resync/);
+    expect(help).toMatch(/--batches 6 --concurrency-key 'store:\{key\}'/);
+  }, 60_000);
+});

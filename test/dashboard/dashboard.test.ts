@@ -1,0 +1,141 @@
+import type { Browser, Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { Worker } from "../../src/worker/worker.js";
+import { eventually } from "../helpers/logs.js";
+import { killAll, startWorker, type WorkerProcess } from "../process/harness.js";
+import { type DashboardServer, launchBrowser, openDashboard, startDashboardServer } from "./harness.js";
+
+const silent = (await import("pino")).pino({ level: "silent" });
+
+describe("the dashboard in a real browser", () => {
+  let browser: Browser;
+  let server: DashboardServer;
+  const procs: WorkerProcess[] = [];
+  const workers: Worker[] = [];
+  const pages: Page[] = [];
+
+  beforeAll(async () => {
+    browser = await launchBrowser();
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+  beforeEach(async () => {
+    server = await startDashboardServer();
+  });
+  afterEach(async () => {
+    await Promise.all(pages.splice(0).map((p) => p.close()));
+    await Promise.all(workers.splice(0).map((w) => w.stop(0)));
+    await killAll(procs.splice(0));
+    await server.close();
+  });
+
+  const open = async (key: string | null, hash?: string) => {
+    const page = await openDashboard(browser, server, key, hash);
+    pages.push(page);
+    return page;
+  };
+  const workerProcess = async (id: string, env: Record<string, string>) => {
+    const p = await startWorker(server.handle, id, env);
+    procs.push(p);
+    return p;
+  };
+
+  it("a worker appears; SIGKILLed, it turns dead and its task is reassigned to the survivor, on the page", async () => {
+    const task = await server.pool.enqueue("crawl", { pages: 100 });
+    const victim = await workerProcess("victim", { WORKER_ROLE: "crawl", PAGE_MS: "200" });
+    await victim.waitFor({ event: "page", taskId: task.id, page: 1 });
+
+    const page = await open(server.keys.producer, "#/workers");
+    const victimRow = page.locator('tr[data-worker="victim"]');
+    await victimRow.locator(".status-active").waitFor();
+    await expect(victimRow.textContent()).resolves.toMatch(/^▸ victimactivecrawl/);
+    await victimRow.click();
+    await page.locator(".running-tasks").getByText(`#${task.id}`).waitFor();
+
+    const survivor = await workerProcess("survivor", { WORKER_ROLE: "crawl", PAGE_MS: "5", CONCURRENCY: "2" });
+    await page.locator('tr[data-worker="survivor"] .status-active').waitFor();
+    victim.child.kill("SIGKILL");
+    await victimRow.locator(".status-dead").waitFor({ timeout: 15_000 });
+    await survivor.waitFor({ event: "start", taskId: task.id });
+
+    await page.click('nav a[href="#/overview"]');
+    await page.locator("#dead-workers").getByText("victim").waitFor();
+    await expect(page.locator("#recent-reassignments").textContent()).resolves.toMatch(/1 reassignment in the last 15 minutes/);
+    await page.click('nav a[href="#/reassignments"]');
+    const row = page.locator("#reassignments tbody tr").first();
+    await row.getByText("survivor").waitFor();
+    await expect(row.textContent()).resolves.toMatch(new RegExp(`#${task.id}victimsurvivorWorker died unexpectedlyreassigned`));
+
+    await page.click(`#reassignments a[href="#/tasks/${task.id}"]`);
+    await page.locator("#timeline").getByText("reassigned", { exact: true }).waitFor();
+    await page.locator("h2 .status-completed").waitFor({ timeout: 15_000 });
+    expect(await page.locator("#timeline strong").allTextContents()).toEqual(expect.arrayContaining(["created", "claimed", "requeued", "reassigned", "completed"]));
+  });
+
+  it("an admin retries a failed task from its page and it completes; a producer key sees no retry button", async () => {
+    let calls = 0;
+    const worker = server.pool.worker({
+      roles: ["flaky"],
+      workerId: "in-process",
+      pollIntervalMs: 100,
+      heartbeatIntervalMs: 200,
+      logger: silent,
+      handlers: {
+        async flaky() {
+          if (calls++ === 0) throw new Error("upstream answered 503 (simulated)");
+          return { ok: true };
+        },
+      },
+    });
+    workers.push(worker);
+    await worker.start();
+    const task = await server.pool.enqueue("flaky", { storeId: 7 }, { maxAttempts: 1 });
+    await eventually(async () => (await server.pool.get(task.id))?.status === "failed", 10_000, "the task to fail");
+
+    const viewer = await open(server.keys.producer, `#/tasks/${task.id}`);
+    await viewer.locator("#task-error").getByText("upstream answered 503").waitFor();
+    await viewer.click('nav a[href="#/dead-letter"]');
+    await viewer.locator("tr.dead-group").getByText("upstream answered 503 (simulated)").waitFor();
+    expect(await viewer.locator("#retry, .retry-group").count()).toBe(0);
+
+    const admin = await open(server.keys.admin, "#/dead-letter");
+    await admin.locator(".retry-group").waitFor();
+    await admin.click(`tr.dead-group a[href="#/tasks/${task.id}"]`);
+    await admin.click("#retry");
+    await admin.locator("h2 .status-completed").waitFor({ timeout: 10_000 });
+    await admin.locator("pre").getByText('"ok": true').waitFor();
+    expect(await admin.locator("#retry").count()).toBe(0);
+    expect(await server.pool.get(task.id)).toMatchObject({ status: "completed", result: { ok: true } });
+  });
+
+  it("a wrong key, and a worker's key, get a clear message and no data", async () => {
+    const page = await open("tp_not-a-real-key-at-all");
+    await page.locator("#key-message", { hasText: 'Wrong API key: the server answered "Invalid or revoked API key"' }).waitFor();
+    await expect(page.evaluate(() => localStorage.getItem("taskpool.apiKey"))).resolves.toBeNull();
+
+    await page.fill("#api-key", server.keys.worker);
+    await page.click("button[type=submit]");
+    await page.locator("#key-message", { hasText: "This key's scope is worker" }).waitFor();
+
+    await page.fill("#api-key", server.keys.producer);
+    await page.click("button[type=submit]");
+    await page.locator("#scope").getByText("(producer)").waitFor();
+    await expect(page.locator("#live").textContent()).resolves.toMatch(/live/);
+  });
+
+  it("a server without auth asks for no key; its schedules are listed and paused from the page", async () => {
+    await server.close();
+    server = await startDashboardServer("none");
+    await server.pool.schedule({ name: "nightly_resync", taskType: "product_resync", cron: "0 3 * * *" });
+    const page = await open(null, "#/overview");
+    await page.locator("#scope").getByText("no auth").waitFor();
+    expect(await page.locator("#api-key").count()).toBe(0);
+    await page.click('nav a[href="#/schedules"]');
+    const row = page.locator("#schedules tbody tr", { hasText: "nightly_resync" });
+    await row.getByText("running").waitFor();
+    await row.getByRole("button", { name: "pause" }).click();
+    await row.getByText("paused").waitFor();
+    expect(await server.pool.schedules.get("nightly_resync")).toMatchObject({ enabled: false, nextRunAt: null });
+  });
+});

@@ -1,0 +1,89 @@
+/**
+ * Worker processes that talk only HTTP (`connect("http://…", { apiKey })`) to a real server on a
+ * random port, with a worker-scoped key: real work with checkpoints, a SIGKILL mid-task, the task
+ * recovered by the coordinator beside the server and resumed elsewhere from its checkpoint, and the
+ * dead worker's lease refused over HTTP.
+ */
+import type { FastifyInstance } from "fastify";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CheckedStore } from "../../src/api/checked-store.js";
+import { Taskpool } from "../../src/api/taskpool.js";
+import { HttpStore } from "../../src/client/http-store.js";
+import { LeaseLostError } from "../../src/core/errors.js";
+import { buildServer } from "../../src/server/server.js";
+import { eventually } from "../helpers/logs.js";
+import { createPostgres, createSqlite, type TestStore } from "../helpers/stores.js";
+import { killAll, startWorker, type WorkerProcess } from "./harness.js";
+
+const silent = (await import("pino")).pino({ level: "silent" });
+
+describe.each([
+  ["postgres", createPostgres],
+  ["sqlite", createSqlite],
+] as const)("HTTP worker processes, server on %s", (_name, create) => {
+  let handle: TestStore;
+  let pool: Taskpool;
+  let app: FastifyInstance;
+  let url: string;
+  let key: string;
+  const procs: WorkerProcess[] = [];
+  beforeEach(async () => {
+    handle = await create();
+    pool = new Taskpool(new CheckedStore(handle.store), null);
+    key = (await pool.createApiKey({ scope: "worker", name: "http workers", rateLimitPerMinute: 100_000 })).key;
+    app = await buildServer(pool, {
+      dashboard: false,
+      runCoordinator: true,
+      coordinator: { sweepIntervalMs: 200, staleAfterMs: 1000, deadAfterMs: 2000, reservationMs: 10_000, logger: silent },
+    });
+    url = await app.listen({ host: "127.0.0.1", port: 0 });
+  });
+  afterEach(async () => {
+    await killAll(procs.splice(0));
+    await app.close();
+    await handle.cleanup();
+  });
+
+  const worker = async (id: string, env: Record<string, string>) => {
+    const p = await startWorker({ url, schema: undefined }, id, { TASKPOOL_API_KEY: key, ...env });
+    procs.push(p);
+    return p;
+  };
+
+  it("SIGKILL mid-task: recovered beside the server, resumed from the checkpoint over HTTP, completed once; the dead lease is refused", async () => {
+    const { task } = await handle.store.enqueue({ taskType: "crawl", params: { pages: 60 } });
+    const victim = await worker("http-victim", { WORKER_ROLE: "crawl", PAGE_MS: "150" });
+    await victim.waitFor({ event: "page", page: 2 });
+    const held = (await pool.get(task.id))!;
+    expect(held).toMatchObject({ status: "running", workerId: "http-victim" });
+    const heir = await worker("http-heir", { WORKER_ROLE: "crawl", PAGE_MS: "5" });
+
+    victim.child.kill("SIGKILL");
+    const resumed = await heir.waitFor({ event: "start", taskId: task.id });
+    expect(resumed.attempt).toBe(2);
+    const from = (resumed.checkpoint as { page: number }).page;
+    expect(from).toBeGreaterThanOrEqual(2);
+    await eventually(async () => (await pool.get(task.id))?.status === "completed", 20_000, "completion");
+    expect(await pool.get(task.id)).toMatchObject({ attempts: 2, workerId: "http-heir", result: { pages: 60, resumedFrom: from } });
+    expect((await pool.workers()).find((w) => w.workerId === "http-victim")?.status).toBe("dead");
+    const story = (await pool.events(task.id)).map((e) => e.event).filter((e) => e !== "checkpoint");
+    expect(story).toEqual(["created", "claimed", "requeued", "reassigned", "claimed", "completed"]);
+
+    // The dead worker's lease, presented over HTTP after its successor finished: refused, nothing changes.
+    const zombie = new HttpStore(url, { apiKey: key });
+    await expect(zombie.complete(task.id, { workerId: "http-victim", leaseToken: held.leaseToken! }, { result: { forged: true } })).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(zombie.checkpoint(task.id, { workerId: "http-victim", leaseToken: held.leaseToken! }, { page: 0 })).rejects.toBeInstanceOf(LeaseLostError);
+    await zombie.close();
+    expect((await pool.get(task.id))?.result).toEqual({ pages: 60, resumedFrom: from });
+  });
+
+  it("runs many tasks over HTTP with batched completions and wakes at once when work arrives", async () => {
+    const w = await worker("http-many", { WORKER_ROLE: "crawl", CONCURRENCY: "8", PAGE_MS: "1", POLL_INTERVAL_MS: "60000" });
+    // Polling every minute: only the wake-up (POST /api/tasks/wait) can start these promptly.
+    const started = Date.now();
+    await pool.enqueueMany(Array.from({ length: 40 }, () => ({ taskType: "crawl", params: { pages: 2 } })));
+    await eventually(async () => (await pool.counts()).byStatus.completed === 40, 20_000, "40 completions");
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(w.lines.filter((l) => l.event === "done")).toHaveLength(40);
+  });
+});
