@@ -4,6 +4,7 @@
  *
  *   npm run bench:http
  *   BENCH_CONNECTIONS=16 BENCH_SECONDS=10 BENCH_RUNS=3 npm run bench:http
+ *   BENCH_SERVER_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof" npm run bench:http   (profile the server)
  *
  * The server is a real `taskpool serve` process (the CLI from the sources) on a fresh
  * schema, with a worker-scoped key and the rate limit off (the key's limit is what the bench would
@@ -54,7 +55,8 @@ for (let done = 0; done < backlog; done += 10_000) {
   await pool.enqueueMany(Array.from({ length: Math.min(10_000, backlog - done) }, () => ({ taskType: "bench", params: { payload: "x".repeat(100) } })));
 }
 
-server = spawn(process.execPath, ["--import", "tsx", CLI, "serve", "--db", PG_URL, "--schema", schema, "--port", String(config.port), "--rate-limit", "0"], {
+const serverNodeOptions = (process.env.BENCH_SERVER_NODE_OPTIONS ?? "").split(" ").filter((o) => o !== "");
+server = spawn(process.execPath, [...serverNodeOptions, "--import", "tsx", CLI, "serve", "--db", PG_URL, "--schema", schema, "--port", String(config.port), "--rate-limit", "0"], {
   env: { ...process.env, LOG_LEVEL: "warn" },
   stdio: ["ignore", "inherit", "inherit"],
 });

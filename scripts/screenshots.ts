@@ -13,7 +13,7 @@ import { chromium } from "playwright-core";
 import { pino } from "pino";
 import { CheckedStore } from "../src/api/checked-store.js";
 import { Taskpool } from "../src/api/taskpool.js";
-import { DEMO_ROLES, DEMO_SEED, demoHandlers } from "../src/cli/demo.js";
+import { handlers as crawl } from "../examples/dispensary-crawl/handlers.js";
 import { buildServer } from "../src/server/server.js";
 import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 
@@ -59,8 +59,8 @@ const app = await buildServer(pool, { auth: "none", runCoordinator: true, coordi
 const url = await app.listen({ host: "127.0.0.1", port: 0 });
 
 const workers = [
-  pool.worker({ roles: DEMO_ROLES, workerId: "crawler-1", concurrency: 4, pollIntervalMs: 200, heartbeatIntervalMs: 500, logger, handlers: demoHandlers }),
-  pool.worker({ roles: ["product_discovery", "product_resync"], workerId: "crawler-2", concurrency: 2, pollIntervalMs: 200, heartbeatIntervalMs: 500, logger, handlers: demoHandlers }),
+  pool.worker({ roles: ["store_discovery", "entry_point_discovery", "product_discovery", "product_resync"], workerId: "crawler-1", concurrency: 4, pollIntervalMs: 200, heartbeatIntervalMs: 500, logger, handlers: crawl }),
+  pool.worker({ roles: ["product_discovery", "product_resync"], workerId: "crawler-2", concurrency: 2, pollIntervalMs: 200, heartbeatIntervalMs: 500, logger, handlers: crawl }),
   pool.worker({
     roles: ["menu_import"],
     workerId: "importer-1",
@@ -75,7 +75,7 @@ const workers = [
   }),
 ];
 for (const w of workers) await w.start();
-await pool.enqueue(DEMO_SEED.taskType, DEMO_SEED.params, { uniqueKey: DEMO_SEED.uniqueKey });
+await pool.enqueue("store_discovery", { region: "CA", stores: 5 });
 await pool.enqueueMany(Array.from({ length: 40 }, (_, i) => ({ taskType: "product_resync", params: { storeId: 100 + i }, scheduledFor: new Date(Date.now() + 3_600_000) })));
 
 await delay(6000);

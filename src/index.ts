@@ -47,3 +47,4 @@ export {
   UnsupportedUrlError,
   ValidationError,
 } from "./core/errors.js";
+export { HttpApiError, NotOverHttpError, ServerUnreachableError } from "./client/errors.js";

@@ -71,6 +71,7 @@ import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBe
 import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import { FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName } from "../core/schemas.js";
 import { Type } from "@sinclair/typebox";
+import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { decodeCursor } from "../store/paging.js";
 import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
 
@@ -281,6 +282,18 @@ export class CheckedStore implements Store {
   async sweep(options: SweepOptions): Promise<SweepResult> {
     validate(SweepOptionsSchema, options, "sweep options");
     return this.store.sweep(options);
+  }
+
+  /** Also refuses a failed-task age shorter than the completed one (see core/retention.ts). */
+  async prune(options: PruneOptions): Promise<PruneResult> {
+    validate(PruneOptionsSchema, options, "prune options");
+    if (options.failedAfterSeconds !== null && options.failedAfterSeconds < options.completedAfterSeconds) {
+      throw new ValidationError(
+        `Invalid prune options: failedAfterSeconds (${options.failedAfterSeconds}) is shorter than completedAfterSeconds (${options.completedAfterSeconds}); keep failed tasks at least as long, or pass null to keep them until retried`,
+        [{ path: "failedAfterSeconds", message: "below completedAfterSeconds" }],
+      );
+    }
+    return this.store.prune(options);
   }
 
   async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {

@@ -51,6 +51,8 @@ export class Taskpool {
     private readonly heartbeatDatabase: DatabaseConfig | null,
   ) {}
 
+  private readonly revocationListeners = new Set<(id: number) => void>();
+
   /** Puts one task in the pool; with a unique key already pending, returns that task instead. */
   async enqueue(taskType: string, params: JsonObject = {}, options: EnqueueOptions = {}): Promise<Task> {
     return (await this.protocol.enqueue({ ...options, taskType, params })).task;
@@ -167,9 +169,20 @@ export class Taskpool {
     return this.protocol.listApiKeys();
   }
 
-  /** Revokes an API key at once; requests with it are refused from now on. */
-  revokeApiKey(id: number): Promise<ApiKeyRecord> {
-    return this.protocol.revokeApiKey(id);
+  /**
+   * Revokes an API key at once: a server on this pool refuses it from the next request on; servers
+   * elsewhere within their key cache time (5 s by default).
+   */
+  async revokeApiKey(id: number): Promise<ApiKeyRecord> {
+    const record = await this.protocol.revokeApiKey(id);
+    for (const listener of this.revocationListeners) listener(id);
+    return record;
+  }
+
+  /** Calls `listener` with the id of each key revoked through this pool (a server's key cache); returns how to stop. */
+  onApiKeyRevoked(listener: (id: number) => void): () => void {
+    this.revocationListeners.add(listener);
+    return () => this.revocationListeners.delete(listener);
   }
 
   /** The active (unrevoked) key a request presents, or null for an unknown, malformed or revoked key. */

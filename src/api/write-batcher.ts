@@ -33,9 +33,27 @@ class Batcher<I extends { id: number }> {
     });
   }
 
+  /**
+   * Up to maxBatch waiting calls, each task at most once: a second write for the same task (a client
+   * retrying, say) goes in the next batch, so it meets the first one's result as a single call would.
+   */
+  private nextBatch(): Waiting<I>[] {
+    const batch: Waiting<I>[] = [];
+    const ids = new Set<number>();
+    const later: Waiting<I>[] = [];
+    for (const waiting of this.queue) {
+      if (batch.length < this.maxBatch && !ids.has(waiting.item.id)) {
+        ids.add(waiting.item.id);
+        batch.push(waiting);
+      } else later.push(waiting);
+    }
+    this.queue = later;
+    return batch;
+  }
+
   private async flush(): Promise<void> {
     while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.maxBatch);
+      const batch = this.nextBatch();
       try {
         const outcomes = await this.write(batch.map((w) => w.item));
         batch.forEach((w, i) => w.resolve(outcomes[i]));

@@ -1,26 +1,31 @@
 import type { Command } from "commander";
 import { dbOption, openPool, schemaOption } from "./database.js";
 import { positiveInteger } from "./parse.js";
+import { resolveRetention } from "../coordinator/coordinator.js";
+import { addRetentionOptions, retentionFrom } from "./retention-options.js";
 
 export function coordinatorCommand(program: Command): void {
-  program
+  const command = program
     .command("coordinator")
-    .description("detect dead workers and recover their tasks (run as many as you like: one leads at a time)")
+    .description("detect dead workers and recover their tasks, and delete old finished tasks (run as many as you like: one leads at a time)")
     .option("--sweep-interval <ms>", "time between sweeps", positiveInteger, 60_000)
     .option("--stale-after <ms>", "silence before a worker is stale", positiveInteger, 60_000)
     .option("--dead-after <ms>", "silence before a worker is dead and its tasks recovered", positiveInteger, 120_000)
     .addOption(dbOption())
-    .addOption(schemaOption())
-    .action(async (opts) => {
-      const pool = await openPool(opts);
-      const coordinator = pool.coordinator({ sweepIntervalMs: opts.sweepInterval, staleAfterMs: opts.staleAfter, deadAfterMs: opts.deadAfter });
-      coordinator.start();
-      const stop = async () => {
-        await coordinator.stop();
-        await pool.close();
-        process.exit(0);
-      };
-      process.once("SIGTERM", stop);
-      process.once("SIGINT", stop);
-    });
+    .addOption(schemaOption());
+  addRetentionOptions(command).action(async (opts) => {
+    const retention = retentionFrom(opts);
+    // Bad settings are refused before the database is opened.
+    if (retention) resolveRetention(retention);
+    const pool = await openPool(opts);
+    const coordinator = pool.coordinator({ sweepIntervalMs: opts.sweepInterval, staleAfterMs: opts.staleAfter, deadAfterMs: opts.deadAfter, retention });
+    coordinator.start();
+    const stop = async () => {
+      await coordinator.stop();
+      await pool.close();
+      process.exit(0);
+    };
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+  });
 }

@@ -1,56 +1,144 @@
-import type { Command } from "commander";
+import { relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Command, Option } from "commander";
+import { buildServer } from "../server/server.js";
 import { consoleLogger } from "./console-log.js";
-import { dbOption, openPool } from "./database.js";
-import { DEMO_ROLES, DEMO_SEED, demoHandlers } from "./demo.js";
-import { positiveInteger } from "./parse.js";
+import { dbOption, openPool, schemaOption } from "./database.js";
+import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
+import { createDevKey } from "./dev-key.js";
+import { LiveStatus } from "./dev-status.js";
+import { CliError, redactUrl } from "./errors.js";
+import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
+import { integer, positiveInteger } from "./parse.js";
 import { printStatus } from "./status.js";
+
+/** Seed 004's pipeline, the example `dev` runs unless told otherwise (beside src/ and dist/ alike). */
+const EXAMPLE = fileURLToPath(new URL("../../examples/dispensary-crawl/", import.meta.url));
+/** The example's role whose crawl the simulated crash interrupts: five pages, a checkpoint after each. */
+const CRASH_ROLE = "product_discovery";
+
+/** Where the database is, for people: the file's full path, or the URL without its password. */
+function describeDatabase(db: string): string {
+  if (db === "sqlite::memory:") return "in memory (gone when dev stops)";
+  return db.startsWith("sqlite:") ? resolve(db.slice("sqlite:".length)) : redactUrl(db);
+}
+
+/** A module path as the user would type it: relative to here when it is below here. */
+const shown = (path: string) => (relative(".", path).startsWith("..") ? path : relative(".", path));
 
 export function devCommand(program: Command): void {
   program
     .command("dev")
-    .description("everything in one process on embedded SQLite: a coordinator, a worker and the demo pipeline")
+    .description("the one-minute tour: on embedded SQLite, the HTTP API and dashboard, a coordinator, and a worker per role running the dispensary-crawl example")
     .addOption(dbOption())
-    .option("--no-demo", "do not enqueue the demo pipeline")
-    .option("--concurrency <n>", "tasks the worker runs at once", positiveInteger, 4)
-    .option("--status-every <seconds>", "print the status table this often (0: never)", Number, 10)
-    .action(async (opts: { db: string; demo: boolean; concurrency: number; statusEvery: number }) => {
+    .addOption(schemaOption())
+    .addOption(new Option("--port <port>", "port of the API and dashboard on 127.0.0.1 (0: any free one)").default(0).argParser(integer))
+    .option("--handlers <module>", "run these handlers instead of the example's (a worker per exported role)")
+    .option("--schedules <module>", "save the schedules this module exports (devSchedules, else schedules); default: the example's, unless --handlers is given")
+    .option("--no-demo", "save no schedules: nothing runs until you enqueue tasks (and no simulated crash)")
+    .option("--no-crash", "do not stage the example's worker crash (an extra worker process killed mid-task, whose task the coordinator recovers)")
+    .option("--concurrency <n>", "tasks each role's worker runs at once", positiveInteger, 4)
+    .option("--no-live", "plain log lines even on a terminal, instead of the live status redrawn in place")
+    .option("--status-every <seconds>", "with plain log lines, print the status table this often (0: never)", Number, 10)
+    .addHelpText("after", "\nExample:\n  $ taskpool dev                      # then open the dashboard URL it prints, with the key it prints\n  $ taskpool dev --db sqlite:./tour.db --port 8080 --no-demo")
+    .action(async (opts: { db: string; schema?: string; port: number; handlers?: string; schedules?: string; demo: boolean; crash: boolean; live: boolean; concurrency: number; statusEvery: number }) => {
+      if (/^https?:\/\//.test(opts.db)) throw new CliError(`dev runs its own server: give it a database (sqlite:./taskpool.db or postgres://…), not ${redactUrl(opts.db)}`);
+      // On a terminal the log lines feed the live status; piped (CI, tests), they are printed as they come.
+      const live = opts.live && process.stdout.isTTY ? new LiveStatus() : null;
       // The tour shows every task move; a worker in production logs them at debug only.
-      const logger = consoleLogger("debug");
-      const pool = await openPool(opts);
-      logger.info(`taskpool dev on ${opts.db}; Ctrl-C stops gracefully`);
-      const coordinator = pool.coordinator({ sweepIntervalMs: 5000, staleAfterMs: 10_000, deadAfterMs: 20_000, reservationMs: 10_000, logger });
-      coordinator.start();
-      const worker = pool.worker({
-        roles: DEMO_ROLES,
-        handlers: demoHandlers,
-        workerId: "dev-worker",
-        concurrency: opts.concurrency,
-        pollIntervalMs: 1000,
-        heartbeatIntervalMs: 2000,
-        shutdownGraceMs: 5000,
-        handleSignals: false,
-        logger,
-      });
-      await worker.start();
-      if (opts.demo) {
-        const { task, created } = await pool.protocol.enqueue(DEMO_SEED);
-        logger.info(created ? `Enqueued demo pipeline: task ${task.id} (store_discovery)` : `Demo pipeline already pending as task ${task.id}`);
-      }
-      const status = opts.statusEvery > 0 ? setInterval(() => void printStatus(pool, (l) => logger.info(l)), opts.statusEvery * 1000) : null;
+      const logger = consoleLogger("debug", live?.print);
+      const handlersPath = opts.handlers ?? `${EXAMPLE}handlers.js`;
+      const handlers = await loadHandlers(handlersPath);
+      const schedulesPath = opts.schedules ?? (opts.handlers === undefined ? `${EXAMPLE}schedules.js` : undefined);
+      const schedulesAt = opts.demo && schedulesPath ? await loadDevSchedules(schedulesPath) : () => [];
 
+      const pool = await openPool(opts);
+      // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.
+      const definitions = schedulesAt(new Date());
+      for (const definition of definitions) await pool.schedule(definition);
+      // The crash is the example's: staged when its pipeline runs, on a database another process can open.
+      const noCrash = !opts.crash
+        ? "--no-crash"
+        : !opts.demo
+          ? "--no-demo"
+          : opts.handlers !== undefined
+            ? "it belongs to the example, and --handlers runs yours"
+            : opts.db === "sqlite::memory:"
+              ? "another process cannot open an in-memory database"
+              : null;
+      const crash: SimulatedCrash | null =
+        noCrash === null ? simulateCrash(pool, { handlersPath, db: opts.db, schema: opts.schema, role: CRASH_ROLE, checkpoints: 2, logger }) : null;
       let stopping = false;
+      const workers = Object.keys(handlers).map((role) => {
+        const worker = pool.worker({
+          roles: [role],
+          handlers,
+          workerId: `dev-${role}`,
+          concurrency: opts.concurrency,
+          pollIntervalMs: 1000,
+          heartbeatIntervalMs: 1000,
+          shutdownGraceMs: 5000,
+          handleSignals: false,
+          logger,
+        });
+        return { role, worker };
+      });
+      for (const { role, worker } of workers) {
+        // The crash's role waits for the extra worker to hold its task: else dev's own would take them all.
+        if (crash && role === CRASH_ROLE) {
+          void crash.claimed.then(() => (stopping ? undefined : worker.start())).catch((error: Error) => logger.error(`Worker dev-${role} did not start: ${error.message}`));
+        } else await worker.start();
+      }
+      // Sweeps every second: schedules fire at most a second after their tick. A worker silent for 7 s is
+      // dead, before its leases (10 s from the last beat, at dev's beat every second) would run out.
+      const coordinator = pool.coordinator({ sweepIntervalMs: 1000, staleAfterMs: 4000, deadAfterMs: 7000, reservationMs: 10_000, logger });
+      coordinator.start();
+      const { key, apiKey } = await createDevKey(pool);
+      const app = await buildServer(pool, { auth: "keys" });
+      let url: string;
+      try {
+        url = await app.listen({ host: "127.0.0.1", port: opts.port });
+      } catch (error) {
+        throw new CliError(`cannot listen on 127.0.0.1:${opts.port}: ${(error as Error).message}; pick another --port, or 0 for any free one`);
+      }
+
+      const crashLine = crash
+        ? `worker ${crash.workerId} (its own process) will be killed mid-crawl; watch the coordinator recover its task (--no-crash: none)`
+        : `none (${noCrash})`;
+      const banner = [
+        "",
+        `  taskpool dev: the API, a coordinator and ${workers.length} workers (one per role); Ctrl-C stops them all`,
+        "",
+        `  Dashboard   ${url}/   (it asks for the API key once)`,
+        `  API         ${url}/api/…   reference: ${url}/docs`,
+        `  API key     ${key}   (admin, for this session: revoked when dev stops)`,
+        `  Database    ${describeDatabase(opts.db)}`,
+        `  Handlers    ${shown(handlersPath)}: ${Object.keys(handlers).join(", ")}`,
+        `  Schedules   ${definitions.length === 0 ? "none saved" : `${definitions.map((d) => `${d.name} (${d.cron})`).join(", ")} from ${shown(schedulesPath as string)}`}`,
+        `  Crash       ${crashLine}`,
+        "",
+      ];
+      process.stdout.write(`${banner.join("\n")}\n`);
+      live?.start(pool, banner);
+      const status = !live && opts.statusEvery > 0 ? setInterval(() => void printStatus(pool, (l) => logger.info(l)), opts.statusEvery * 1000) : null;
+
       const stop = async () => {
         if (stopping) process.exit(130);
         stopping = true;
-        logger.info("Stopping: running tasks get 5 s to finish (Ctrl-C again to quit at once)");
+        crash?.stop();
+        await live?.stop();
+        logger.info("Stopping: the server closes, running tasks get 5 s to finish (Ctrl-C again to quit at once)");
         if (status) clearInterval(status);
-        await worker.stop();
+        await app.close();
+        await Promise.all(workers.map(({ worker }) => worker.stop()));
         await coordinator.stop();
+        await pool.revokeApiKey(apiKey.id);
         await printStatus(pool, (l) => logger.info(l));
         await pool.close();
+        logger.info("Stopped");
         process.exit(0);
       };
-      process.on("SIGINT", stop);
-      process.on("SIGTERM", stop);
+      process.on("SIGINT", () => void stop());
+      process.on("SIGTERM", () => void stop());
     });
 }

@@ -5,6 +5,8 @@ import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, buildServer } from "
 import { dbOption, openPool, schemaOption } from "./database.js";
 import { CliError } from "./errors.js";
 import { integer, positiveInteger } from "./parse.js";
+import { resolveRetention } from "../coordinator/coordinator.js";
+import { addRetentionOptions, retentionFrom } from "./retention-options.js";
 
 /** True for addresses only this machine can reach. */
 export function isLoopback(host: string): boolean {
@@ -15,7 +17,7 @@ export function isLoopback(host: string): boolean {
 }
 
 export function serveCommand(program: Command): void {
-  program
+  const command = program
     .command("serve")
     .description("the HTTP API for workers and producers in any language, with its OpenAPI document and /docs")
     .addOption(new Option("--host <host>", "address to listen on (0.0.0.0: every interface)").env("TASKPOOL_HOST").default("127.0.0.1"))
@@ -26,9 +28,12 @@ export function serveCommand(program: Command): void {
     .option("--coordinator", "also run a coordinator in this process (one leads at a time across all)")
     .option("--public-metrics", "serve /metrics without a key (for a Prometheus on a network you trust; default: a producer or admin key)")
     .addOption(dbOption())
-    .addOption(schemaOption())
-    .action(async (opts) => {
+    .addOption(schemaOption());
+  addRetentionOptions(command).action(async (opts) => {
       const logger = pino({ name: "taskpool", level: process.env.LOG_LEVEL ?? "info" });
+      const retention = retentionFrom(opts);
+      // Bad settings are refused before the database is opened.
+      if (retention) resolveRetention(retention);
       const pool = await openPool(opts);
       // Whether keys are required is decided here, once: keys created later apply after a restart.
       let auth: "keys" | "none" = "keys";
@@ -51,6 +56,7 @@ export function serveCommand(program: Command): void {
         rateLimitPerMinute: opts.rateLimit === 0 ? false : opts.rateLimit,
         bodyLimit: opts.bodyLimit,
         runCoordinator: opts.coordinator === true,
+        coordinator: { retention },
         metricsAccess: opts.publicMetrics === true ? "public" : "key",
         logger,
       });

@@ -127,6 +127,7 @@ export function tasksCommand(program: Command): void {
     .option("--status <status>", `only these statuses, repeatable or comma-separated: ${TASK_STATUSES.join(", ")}`, statuses)
     .option("--type <taskType>", "only this task type")
     .option("--worker <workerId>", "only tasks held (or last held) by this worker")
+    .option("--search <text>", "only tasks whose params contain this text (case-insensitive)")
     .option("--limit <n>", "at most this many (1-1000, default 100)", positiveInteger)
     .option("--cursor <cursor>", "the next page: the cursor the previous page printed")
     .addOption(new Option("--order <order>", "newest or oldest first").choices(LIST_ORDERS))
@@ -138,7 +139,7 @@ export function tasksCommand(program: Command): void {
     .addHelpText("after", "\nExample:\n  $ taskpool tasks list --status failed,cancelled --type product_resync --limit 20\n  $ taskpool tasks list --worker resync-1 --json")
     .action((opts) =>
       withPool(opts, async (pool) => {
-        const page = await pool.list({ status: opts.status, taskType: opts.type, workerId: opts.worker }, { limit: opts.limit, cursor: opts.cursor, order: opts.order });
+        const page = await pool.list({ status: opts.status, taskType: opts.type, workerId: opts.worker, search: opts.search }, { limit: opts.limit, cursor: opts.cursor, order: opts.order });
         emit(opts.json, page, () => {
           if (page.tasks.length === 0) return ["No tasks match"];
           const more = page.nextCursor === null ? [] : [`More: run again with --cursor ${page.nextCursor}`];

@@ -1,9 +1,7 @@
-import { resolve } from "node:path";
-import { pathToFileURL } from "node:url";
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { type Command, Option } from "commander";
 import { pino } from "pino";
-import type { Handler } from "../worker/options.js";
 import { apiKeyOption, dbOption, openPool, schemaOption, urlOption } from "./database.js";
+import { loadHandlers } from "./handlers-module.js";
 import { positiveInteger } from "./parse.js";
 
 export function workerCommand(program: Command): void {
@@ -21,11 +19,7 @@ export function workerCommand(program: Command): void {
     .addOption(apiKeyOption())
     .addOption(schemaOption())
     .action(async (opts) => {
-      const module = await import(pathToFileURL(resolve(opts.handlers)).href).catch((error: Error) => {
-        throw new InvalidArgumentError(`cannot load handlers from ${opts.handlers}: ${error.message}`);
-      });
-      const handlers = module.handlers as Record<string, Handler> | undefined;
-      if (!handlers || typeof handlers !== "object") throw new InvalidArgumentError(`${opts.handlers} does not export "handlers"`);
+      const handlers = await loadHandlers(opts.handlers);
       const roles = (opts.role ?? Object.keys(handlers).join(",")).split(",").filter(Boolean);
       const pool = await openPool(opts);
       const worker = pool.worker({

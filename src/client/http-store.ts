@@ -19,6 +19,7 @@ import type { FiredSchedule, GenerateResult, SaveScheduleResult, ScheduleDefinit
 import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions, CompleteOptions, EnqueueInput, FailOptions, Json, Lease, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
+import type { PruneResult } from "../core/retention.js";
 import { fromWire, toWire } from "../core/wire.js";
 import type { ReassignmentEvent, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import { type RouteDefinition, successEnvelope } from "../server/route.js";
@@ -198,6 +199,10 @@ export class HttpStore implements Store {
     throw coordinatorOnly("Sweeping");
   }
 
+  prune(): Promise<PruneResult> {
+    throw coordinatorOnly("Pruning finished tasks");
+  }
+
   tryLead(): Promise<boolean> {
     throw coordinatorOnly("Leading the coordinators");
   }
@@ -307,9 +312,9 @@ export class HttpStore implements Store {
   }
 
   private async batch(route: string, body: object): Promise<BatchOutcome[]> {
-    const { outcomes } = await this.call<{ outcomes: { id: number; ok: boolean; status?: Task["status"]; scheduledFor?: Date; error?: string; message?: string }[] }>(route, { body }, { repeatable: "yes" });
+    const { outcomes } = await this.call<{ outcomes: { id: number; ok: boolean; task?: Task; error?: string; message?: string }[] }>(route, { body }, { repeatable: "yes" });
     return outcomes.map((o) =>
-      o.ok ? { id: o.id, ok: true, status: o.status!, scheduledFor: o.scheduledFor! } : { id: o.id, ok: false, error: errorFromReply(409, { error: o.error, message: o.message }, { taskId: o.id }) },
+      o.ok ? { id: o.id, ok: true, task: o.task! } : { id: o.id, ok: false, error: errorFromReply(409, { error: o.error, message: o.message }, { taskId: o.id }) },
     );
   }
 

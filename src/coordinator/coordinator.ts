@@ -17,6 +17,7 @@ import type { FiredSchedule } from "../core/schedule.js";
 import { FireOptionsSchema, LeadershipSchema, SweepOptionsSchema } from "../core/schemas.js";
 import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
 import type { Store } from "../store/store.js";
+import { DEFAULT_RETENTION, MAX_AGE_SECONDS, MAX_BATCH_SIZE, type PruneOptions, type PruneResult, type RetentionOptions } from "../core/retention.js";
 
 export interface CoordinatorOptions {
   /** Default 60000 (DEFAULT_SWEEP_INTERVAL_MS). */
@@ -35,6 +36,13 @@ export interface CoordinatorOptions {
   onSweep?: (result: SweepResult, durationMs: number) => void;
   /** Called after every pass over the due schedules this coordinator ran (metrics, tests). */
   onSchedules?: (fired: FiredSchedule[]) => void;
+  /**
+   * Deleting finished tasks once old (see core/retention.ts for the defaults: completed and cancelled
+   * after 7 days, failed kept); the leader does it after each sweep, in batches. `false`: keep everything.
+   */
+  retention?: RetentionOptions | false;
+  /** Called after every sweep's retention batches, with what they deleted in all (metrics, tests). */
+  onPrune?: (result: PruneResult) => void;
 }
 
 /** The leadership the coordinators compete for, and under which the leader records its sweeps. */
@@ -57,6 +65,7 @@ export class Coordinator {
   readonly id: string;
   private readonly sweepIntervalMs: number;
   private readonly sweepOptions;
+  private readonly retention: { prune: PruneOptions; batchesPerSweep: number } | null;
   private readonly logger: Logger;
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> = Promise.resolve();
@@ -99,6 +108,7 @@ export class Coordinator {
       reservationSeconds: reservationMs / 1000,
       recoveryPolicies: options.recoveryPolicies,
     };
+    this.retention = options.retention === false ? null : resolveRetention(options.retention ?? {});
     this.id = options.coordinatorId ?? `coordinator-${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
     this.logger = (options.logger ?? pino({ name: "taskpool" })).child({ coordinatorId: this.id });
   }
@@ -172,9 +182,36 @@ export class Coordinator {
         await this.fireSchedules();
       }
       this.tickSucceeded();
+      if (leading) await this.pruneFinished();
     } catch (error) {
       this.tickFailed(error as Error);
     }
+  }
+
+  /**
+   * Retention's batches for this tick: each a short statement of its own, at most batchesPerSweep of
+   * them, stopping when a batch comes back short (nothing more is due). A failure is only logged: the
+   * sweep, which matters more, already ran, and the next tick tries again.
+   */
+  private async pruneFinished(): Promise<void> {
+    if (!this.retention) return;
+    const { prune, batchesPerSweep } = this.retention;
+    const total: PruneResult = { tasks: 0, events: 0, reassignments: 0, workers: 0 };
+    try {
+      for (let batch = 0; batch < batchesPerSweep; batch++) {
+        const r = await this.store.prune(prune);
+        total.tasks += r.tasks;
+        total.events += r.events;
+        total.reassignments += r.reassignments;
+        total.workers += r.workers;
+        if (Math.max(r.tasks, r.workers) < prune.batchSize && r.events < prune.batchSize) break;
+      }
+    } catch (error) {
+      this.logger.warn({ err: (error as Error).message, ...total }, `Retention pass failed; trying again next sweep: ${(error as Error).message}`);
+      return;
+    }
+    if (total.tasks + total.events + total.workers > 0) this.logger.info(total, `Retention: deleted ${total.tasks} finished tasks, ${total.events} events, ${total.workers} gone workers`);
+    this.options.onPrune?.(total);
   }
 
   private tickFailed(error: Error): void {
@@ -215,4 +252,39 @@ export class Coordinator {
         `${r.reassigned.length} reassigned, ${r.unassigned.length} without a worker with room`,
     );
   }
+}
+
+const DAY_MS = 86_400_000;
+const MAX_BATCHES_PER_SWEEP = 100;
+
+/** The coordinator's retention settings with their defaults, as the store's prune options; refuses bad ones. */
+export function resolveRetention(options: RetentionOptions): { prune: PruneOptions; batchesPerSweep: number } {
+  const r = { ...DEFAULT_RETENTION, ...options };
+  const ageMax = MAX_AGE_SECONDS * 1000;
+  const batchMax = MAX_BATCH_SIZE;
+  const invalid = (name: string, value: unknown, why: string) =>
+    new ValidationError(`Invalid coordinator option retention.${name}: ${value} (${why})`, [{ path: `retention.${name}`, message: why }]);
+  const ages: [string, number | null][] = [["completedAfterMs", r.completedAfterMs], ["cancelledAfterMs", r.cancelledAfterMs], ["failedAfterMs", r.failedAfterMs]];
+  for (const [name, value] of ages) {
+    if (value === null && name === "failedAfterMs") continue;
+    if (typeof value !== "number" || !Number.isFinite(value) || value < 1000 || value > ageMax) {
+      throw invalid(name, value, `from 1000 ms to ${ageMax} ms (${ageMax / DAY_MS} days)${name === "failedAfterMs" ? ", or null to keep failed tasks" : ""}`);
+    }
+  }
+  if (r.failedAfterMs !== null && r.failedAfterMs < r.completedAfterMs) {
+    throw invalid("failedAfterMs", r.failedAfterMs, `shorter than completedAfterMs (${r.completedAfterMs}): keep failed tasks at least as long, or null to keep them until retried`);
+  }
+  if (!Number.isInteger(r.batchSize) || r.batchSize < 1 || r.batchSize > batchMax) throw invalid("batchSize", r.batchSize, `a whole number of rows from 1 to ${batchMax}`);
+  if (!Number.isInteger(r.batchesPerSweep) || r.batchesPerSweep < 1 || r.batchesPerSweep > MAX_BATCHES_PER_SWEEP) {
+    throw invalid("batchesPerSweep", r.batchesPerSweep, `a whole number from 1 to ${MAX_BATCHES_PER_SWEEP}`);
+  }
+  return {
+    prune: {
+      completedAfterSeconds: r.completedAfterMs / 1000,
+      cancelledAfterSeconds: r.cancelledAfterMs / 1000,
+      failedAfterSeconds: r.failedAfterMs === null ? null : r.failedAfterMs / 1000,
+      batchSize: r.batchSize,
+    },
+    batchesPerSweep: r.batchesPerSweep,
+  };
 }

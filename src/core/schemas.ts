@@ -203,6 +203,8 @@ export const TaskFilterSchema = Type.Object(
     ),
     taskType: Type.Optional(TaskTypeName),
     workerId: Type.Optional(WorkerId),
+    /** Tasks whose params, as JSON text, contain this text (case-insensitive), e.g. a store id. */
+    search: Type.Optional(Text({ minLength: 1, maxLength: 200, description: "text the task's params contain, case-insensitive (1 to 200 characters)" })),
   },
   { additionalProperties: false },
 );

@@ -17,18 +17,33 @@
  */
 import { FormatRegistry, Kind, type TSchema } from "@sinclair/typebox";
 
-/** `workerId` → `worker_id`, `for1Hour` → `for_1_hour`. */
-export function toSnake(name: string): string {
-  return name
-    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
-    .replace(/([A-Za-z])(\d)/g, "$1_$2")
-    .toLowerCase();
+/**
+ * Names are converted on every request and answer, for every field: remembered (a few hundred
+ * schema names in practice; bounded, since request keys are the caller's).
+ */
+function memo(convert: (name: string) => string): (name: string) => string {
+  const known = new Map<string, string>();
+  return (name) => {
+    let converted = known.get(name);
+    if (converted === undefined) {
+      if (known.size >= 10_000) known.clear();
+      converted = convert(name);
+      known.set(name, converted);
+    }
+    return converted;
+  };
 }
 
+/** `workerId` → `worker_id`, `for1Hour` → `for_1_hour`. */
+export const toSnake = memo((name) =>
+  name
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .replace(/([A-Za-z])(\d)/g, "$1_$2")
+    .toLowerCase(),
+);
+
 /** `worker_id` → `workerId`, `for_1_hour` → `for1Hour`. */
-export function toCamel(name: string): string {
-  return name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
-}
+export const toCamel = memo((name) => name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase()));
 
 /** RFC 3339 date-time, as `Date.prototype.toISOString()` writes it (any offset accepted). */
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;

@@ -1,4 +1,5 @@
 import type { Taskpool } from "../api/taskpool.js";
+import type { WriteBatcher } from "../api/write-batcher.js";
 import type { Coordinator } from "../coordinator/coordinator.js";
 import type { LongPoll } from "./long-poll.js";
 
@@ -8,6 +9,8 @@ export interface ServerContext {
   longPoll: LongPoll;
   /** Runs `POST /api/tasks/recover-stale`'s sweep with the coordinator's thresholds. */
   coordinator: Coordinator;
+  /** Completions and failures of concurrent requests, written together (one statement and one commit per round trip). */
+  writes: WriteBatcher;
   /** What a worker heartbeat answers as `next_heartbeat_in`. */
   heartbeatIntervalSeconds: number;
 }

@@ -14,6 +14,7 @@ import { Value } from "@sinclair/typebox/value";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { pino, type Logger } from "pino";
 import type { Taskpool } from "../api/taskpool.js";
+import { WriteBatcher } from "../api/write-batcher.js";
 import type { CoordinatorOptions } from "../coordinator/coordinator.js";
 import { validate } from "../core/validation.js";
 import { VERSION } from "../version.js";
@@ -41,6 +42,8 @@ export interface ServerOptions {
    * (`taskpool keys create`). `none`: no key is asked for; only for a loopback address or a network you trust.
    */
   auth?: "keys" | "none";
+  /** How long a looked-up API key is trusted before it is looked up again (default 5000 ms); a key revoked on another process is refused after at most this long. */
+  apiKeyCacheMs?: number;
   /** Requests per minute per API key, unless the key sets its own (default 100, seed 002); false: no limit. Requests without a key are not limited. */
   rateLimitPerMinute?: number | false;
   /** Largest request body, in bytes (default 4 MiB: a 1 MiB params or checkpoint fits with room to spare). */
@@ -121,7 +124,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}; /docs lists them` }),
   );
 
-  installAuth(app, pool, options.auth !== "none");
+  installAuth(app, pool, options.auth !== "none", options.apiKeyCacheMs);
 
   await app.register(swagger, {
     openapi: {
@@ -164,7 +167,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       options.coordinator?.onSweep?.(result, durationMs);
     },
   });
-  const context: ServerContext = { pool, longPoll, coordinator, heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30 };
+  const context: ServerContext = { pool, longPoll, coordinator, writes: new WriteBatcher(pool.protocol), heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30 };
   for (const route of ROUTES) registerRoute(app, route, context);
 
   app.decorate("taskpool", { waitingClaims: () => longPoll.waiting });

@@ -6,6 +6,8 @@ export interface ResolvedList {
   statuses: TaskStatus[] | null;
   taskType: string | null;
   workerId: string | null;
+  /** Text the params (as JSON text) contain, compared in lower case. */
+  search: string | null;
   /** Newest first (ids below the cursor) or oldest first (ids above it). */
   order: "newest" | "oldest";
   afterCursor: number | null;
@@ -17,6 +19,7 @@ export function resolveList(filter: TaskFilter = {}, page: Page = {}): ResolvedL
     statuses: filter.status === undefined ? null : [filter.status].flat(),
     taskType: filter.taskType ?? null,
     workerId: filter.workerId ?? null,
+    search: filter.search?.toLowerCase() ?? null,
     order: page.order ?? "newest",
     afterCursor: page.cursor === undefined ? null : decodeCursor(page.cursor),
     limit: page.limit ?? 100,

@@ -3,6 +3,7 @@ import type { TaskEvent } from "../core/event.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import type { PruneOptions, PruneResult } from "../core/retention.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import type { FiredSchedule, FireOptions, GenerateInput, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
 import type {
@@ -18,7 +19,6 @@ import type {
   TaskCounts,
   TaskFilter,
   TaskPage,
-  TaskStatus,
 } from "../core/task.js";
 
 /** What enqueue did: `created` is false when a pending task with the same unique key was returned instead. */
@@ -34,13 +34,11 @@ export interface RegisterTaskTypeResult {
 }
 
 /**
- * What one item of a batched write came to: applied (with the task's status after it, and when a
- * retry is due), or refused with the error a single call would have thrown. A refused item changes
- * nothing and does not affect the others.
+ * What one item of a batched write came to: applied (with the task as the write left it: its status,
+ * and when a retry is due), or refused with the error a single call would have thrown. A refused item
+ * changes nothing and does not affect the others.
  */
-export type BatchOutcome =
-  | { id: number; ok: true; status: TaskStatus; scheduledFor: Date }
-  | { id: number; ok: false; error: Error };
+export type BatchOutcome = { id: number; ok: true; task: Task } | { id: number; ok: false; error: Error };
 
 export interface CompleteResult {
   task: Task;
@@ -139,6 +137,15 @@ export interface Store {
   listWorkers(): Promise<WorkerRecord[]>;
   /** One coordinator pass: stale/dead workers, recovery of their tasks and of expired leases, reassignment. */
   sweep(options: SweepOptions): Promise<SweepResult>;
+  /**
+   * One bounded retention pass (the leading coordinator's): deletes up to `batchSize` tasks of each
+   * finished status older than its age by the store's clock (completed_at), with their audit events
+   * and reassignment rows, deleted by task id, not by cascade; then up to `batchSize` dead or
+   * shut-down workers and worker-level events older than the completed age. A task that a remaining
+   * task names as its parent waits for it. Each statement is its own short transaction and never
+   * locks (or waits on) an unfinished task, so claims and lease writes go on meanwhile.
+   */
+  prune(options: PruneOptions): Promise<PruneResult>;
   /** Takes or renews the named leadership for `ttlSeconds`; true while `holder` leads. */
   tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean>;
   resign(name: string, holder: string): Promise<void>;

@@ -309,7 +309,7 @@ export class Worker {
     await this.persist(log, `record the failure of task ${task.id}`, async () => {
       const failed = await this.outcomes.fail({ id: task.id, lease: { workerId: task.workerId, leaseToken: task.leaseToken }, error: message, retryable });
       this.tasksProcessed++;
-      if (failed.status === "pending") log.warn({ err: message, retryAt: failed.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
+      if (failed.task.status === "pending") log.warn({ err: message, retryAt: failed.task.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
       else log.error({ err: message }, `Task ${task.id} failed for good`);
     });
   }

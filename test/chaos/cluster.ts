@@ -51,9 +51,9 @@ export class ChaosCluster {
     }
   }
 
-  /** Starts a worker process; `env` overrides chaos-worker.ts's settings. */
-  async startWorker(env: Record<string, string> = {}, id = `w${this.next++}`): Promise<WorkerProcess> {
-    const p = await startWorker(this.target, id, { HISTORY_LOG: join(this.dir, `${id}.history.jsonl`), RUNTIME_LOG: join(this.dir, `${id}.runtime.log`), ...env }, CHAOS_WORKER);
+  /** Starts a worker process; `env` overrides chaos-worker.ts's settings; `wrap` as in harness.ts's startWorker. */
+  async startWorker(env: Record<string, string> = {}, id = `w${this.next++}`, wrap: string[] = []): Promise<WorkerProcess> {
+    const p = await startWorker(this.target, id, { HISTORY_LOG: join(this.dir, `${id}.history.jsonl`), RUNTIME_LOG: join(this.dir, `${id}.runtime.log`), ...env }, CHAOS_WORKER, wrap);
     this.workers.set(id, p);
     return p;
   }

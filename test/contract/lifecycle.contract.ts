@@ -107,6 +107,23 @@ export function lifecycleContract(kind: StoreKind) {
       expect(again.scheduledFor).toEqual(new Date(ctx.clock.now().getTime() + 18_000)); // 20 s * 0.9
     });
 
+    it("clears an earlier attempt's error when the task completes (the error stays in the timeline)", async () => {
+      const lease = await claimNew({ maxAttempts: 3 });
+      await ctx.store.fail(lease.id, lease, { error: "HTTP 503" });
+      ctx.clock.advance(3_600_000);
+      const second = await claimOne(ctx.store, "w2");
+      expect(second.errorMessage).toBe("HTTP 503");
+      const { task } = await ctx.store.complete(second.id, second, { result: { ok: true } });
+      expect(task).toMatchObject({ status: "completed", errorMessage: null, result: { ok: true } });
+      const third = await claimNew({ maxAttempts: 3 });
+      await ctx.store.fail(third.id, third, { error: "timeout" });
+      ctx.clock.advance(3_600_000);
+      const retried = await claimOne(ctx.store, "w3");
+      const [outcome] = await ctx.store.completeMany([{ id: retried.id, lease: retried }]);
+      expect(outcome.ok && outcome.task.errorMessage).toBeNull();
+      expect((await ctx.store.events(retried.id)).map((e) => e.message).filter(Boolean)).toEqual(["timeout"]);
+    });
+
     it("caps the backoff and fails for good when attempts run out", async () => {
       ctx.jitter.value = 0;
       let lease = await claimNew({ maxAttempts: 4, backoff: { baseSeconds: 1, factor: 2, maxSeconds: 3, jitter: 0.5 } });

@@ -18,6 +18,23 @@ export function queriesContract(kind: StoreKind) {
       expect((await ctx.store.list({ status: "completed" })).tasks).toEqual([]);
     });
 
+    it("finds tasks by text in their params, case-insensitive, with the other filters", async () => {
+      const [a, b, c] = (
+        await ctx.store.enqueueMany([
+          { taskType: "resync", params: { store: "Green Leaf", storeId: 4211 } },
+          { taskType: "resync", params: { store: "Blue Sky", storeId: 42 } },
+          { taskType: "crawl", params: { url: "https://greenleaf.example/menu?page=1%_" } },
+        ])
+      ).map((r) => r.task.id);
+      expect((await ctx.store.list({ search: "green" })).tasks.map((t) => t.id)).toEqual([c, a]);
+      expect((await ctx.store.list({ search: "42" })).tasks.map((t) => t.id)).toEqual([b, a]);
+      expect((await ctx.store.list({ search: "GREEN", taskType: "resync" })).tasks.map((t) => t.id)).toEqual([a]);
+      // The text is text, not a pattern: % and _ match only themselves.
+      expect((await ctx.store.list({ search: "%_" })).tasks.map((t) => t.id)).toEqual([c]);
+      expect((await ctx.store.list({ search: "nowhere" })).tasks).toEqual([]);
+      await expect(ctx.store.list({ search: "" })).rejects.toBeInstanceOf(ValidationError);
+    });
+
     it("pages through everything with a cursor, each task once", async () => {
       await ctx.store.enqueueMany(Array.from({ length: 25 }, (_, i) => ({ taskType: "a", params: { i } })));
       const seen: number[] = [];

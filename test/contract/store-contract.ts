@@ -7,6 +7,7 @@ import { fencingContract } from "./fencing.contract.js";
 import { hostileInputContract } from "./hostile-input.contract.js";
 import { lifecycleContract } from "./lifecycle.contract.js";
 import { queriesContract } from "./queries.contract.js";
+import { retentionContract } from "./retention.contract.js";
 import { schedulesContract } from "./schedules.contract.js";
 import { taskTypesContract } from "./task-types.contract.js";
 import { throughputContract } from "./throughput.contract.js";
@@ -27,6 +28,7 @@ const PARTS = {
   hostileInput: hostileInputContract,
   apiKeys: apiKeysContract,
   schedules: schedulesContract,
+  retention: retentionContract,
 };
 
 /** A part of the contract, by name. */

@@ -17,9 +17,13 @@ export interface WorkerProcess {
 
 export const FAST = { HEARTBEAT_INTERVAL_MS: "200", POLL_INTERVAL_MS: "200", LEASE_SECONDS: "5" };
 
-/** Starts a worker process (by default test/fixtures/worker-process.ts) and waits until it is claiming. */
-export async function startWorker(handle: Pick<TestStore, "url" | "schema">, id: string, env: Record<string, string>, fixture = FIXTURE): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", fixture], {
+/**
+ * Starts a worker process (by default test/fixtures/worker-process.ts) and waits until it is claiming.
+ * `wrap` runs it through a command that execs it (`ip netns exec <ns>`), so the pid is still node's.
+ */
+export async function startWorker(handle: Pick<TestStore, "url" | "schema">, id: string, env: Record<string, string>, fixture = FIXTURE, wrap: string[] = []): Promise<WorkerProcess> {
+  const [command, ...args] = [...wrap, process.execPath, "--import", "tsx", fixture];
+  const child = spawn(command, args, {
     env: { ...process.env, ...FAST, TASKPOOL_URL: handle.url, TASKPOOL_SCHEMA: handle.schema ?? "", WORKER_ID: id, ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ApiKeyScope } from "../../src/core/api-key.js";
+import { Taskpool } from "../../src/api/taskpool.js";
 import { ROUTES } from "../../src/server/server.js";
 import { postgresKind, sqliteKind } from "../helpers/stores.js";
 import { useServer } from "./harness.js";
@@ -98,5 +99,24 @@ describe("the server's default rate limit", () => {
     expect(limited.status).toBe(429);
     expect(limited.body.message).toMatch(/^Rate limit exceeded: this API key may make 2 requests per minute; retry in \d+ s$/);
     for (let i = 0; i < 5; i++) expect((await s.call("GET", "/healthz")).status).toBe(200);
+  });
+});
+
+describe.each([sqliteKind, postgresKind])("the API key cache on $name", (kind) => {
+  const s = useServer(kind, { auth: "keys", apiKeyCacheMs: 400 });
+
+  it("trusts a looked-up key for the cache time: a revocation made elsewhere applies after it, one made through the server's pool at once", async () => {
+    const elsewhere = new Taskpool(s.pool.protocol, null); // another process's pool, as far as the server can tell
+    const { key, apiKey } = await s.pool.createApiKey({ scope: "admin" });
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key })).status).toBe(200);
+    await elsewhere.revokeApiKey(apiKey.id);
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key })).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 450));
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key })).status).toBe(401);
+
+    const second = await s.pool.createApiKey({ scope: "admin" });
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key: second.key })).status).toBe(200);
+    await s.pool.revokeApiKey(second.apiKey.id);
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key: second.key })).status).toBe(401);
   });
 });

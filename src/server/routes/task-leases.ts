@@ -133,18 +133,22 @@ export const taskLeaseRoutes = [
     ...leaseRoute("complete", "Complete a task", "With its result and follow-up tasks, created in the same transaction."),
     body: bodyOf(LeaseSchema, CompleteOptionsSchema),
     reply: { task: TaskRecord, followUps: Type.Array(TaskRecord) },
-    async handler({ params, body }, { pool }) {
+    async handler({ params, body }, { pool, writes }) {
       const { workerId, leaseToken, ...options } = body;
-      return pool.protocol.complete(params.id, { workerId, leaseToken }, options);
+      const lease = { workerId, leaseToken };
+      if (options.followUps && options.followUps.length > 0) return pool.protocol.complete(params.id, lease, options);
+      // Concurrent completions from many workers share one statement and one commit, each fenced by its own lease.
+      const { task } = await writes.complete({ id: params.id, lease, result: options.result ?? null });
+      return { task, followUps: [] };
     },
   }),
   defineRoute({
     ...leaseRoute("fail", "Fail a task", "Retried after backoff while attempts remain and retryable is not false; else failed."),
     body: bodyOf(LeaseSchema, FailOptionsSchema),
     reply: { task: TaskRecord },
-    async handler({ params, body }, { pool }) {
+    async handler({ params, body }, { writes }) {
       const { workerId, leaseToken, ...options } = body;
-      return { task: await pool.protocol.fail(params.id, { workerId, leaseToken }, options) };
+      return { task: (await writes.fail({ id: params.id, lease: { workerId, leaseToken }, ...options })).task };
     },
   }),
   defineRoute({

@@ -45,13 +45,13 @@ export const taskRoutes = [
     url: "/api/tasks",
     tag: TAG,
     summary: "List tasks",
-    description: "Filters: status (repeat it for several), task_type, worker_id. Paging: pass next_cursor back as cursor.",
+    description: "Filters: status (repeat it for several), task_type, worker_id, search (text in the params). Paging: pass next_cursor back as cursor.",
     access: ["producer"],
     query: bodyOf(TaskFilterSchema, PageSchema),
     reply: { tasks: Type.Array(TaskRecord), nextCursor: Type.Union([Type.String(), Type.Null()]) },
     async handler({ query }, { pool }) {
-      const { status, taskType, workerId, ...page } = query;
-      return pool.list({ status, taskType, workerId }, page);
+      const { cursor, limit, order, ...filter } = query;
+      return pool.list(filter, { cursor, limit, order });
     },
   }),
   defineRoute({

@@ -16,13 +16,12 @@ import { MAX_WAIT_MS } from "./task-leases.js";
 const TAG = "leases";
 const MAX_BATCH = 1000;
 
-/** One item's outcome: applied (`status`, `scheduled_for`), or refused with the error code and message a single call would have answered. */
+/** One item's outcome: applied (`task` as the write left it), or refused with the error code and message a single call would have answered. */
 export const BatchOutcomeRecord = Type.Object(
   {
     id: Type.Integer(),
     ok: Type.Boolean(),
-    status: Type.Optional(TaskRecord.properties.status),
-    scheduledFor: Type.Optional(Type.Date()),
+    task: Type.Optional(TaskRecord),
     error: Type.Optional(Type.String({ description: "the error code, as a single call's envelope has it" })),
     message: Type.Optional(Type.String()),
   },

@@ -45,6 +45,8 @@ import {
 } from "../monitoring-records.js";
 import { PgListener } from "./listener.js";
 import { migratePostgres } from "./migrate.js";
+import { prunePostgres } from "./postgres-retention.js";
+import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -263,7 +265,7 @@ export class PostgresStore implements Store {
   }
 
   async completeMany(items: Completion[]): Promise<BatchOutcome[]> {
-    const applied = await this.rows<AppliedRow>("tp_complete_many", sql.COMPLETE_MANY, [
+    const applied = await this.rows<TaskRow>("tp_complete_many", sql.COMPLETE_MANY, [
       ...leaseColumns(items),
       this.clock.now(),
       items.map((i) => JSON.stringify(i.result ?? null)),
@@ -272,7 +274,7 @@ export class PostgresStore implements Store {
   }
 
   async failMany(items: Failure[]): Promise<BatchOutcome[]> {
-    const applied = await this.rows<AppliedRow>("tp_fail_many", sql.FAIL_MANY, [
+    const applied = await this.rows<TaskRow>("tp_fail_many", sql.FAIL_MANY, [
       ...leaseColumns(items),
       this.clock.now(),
       items.map((i) => i.error),
@@ -283,12 +285,12 @@ export class PostgresStore implements Store {
   }
 
   /** Matches a batch's applied rows to its items; each refused item gets the error a single call would throw. */
-  private async outcomes(action: TaskAction, items: (Completion | Failure)[], applied: AppliedRow[]): Promise<BatchOutcome[]> {
+  private async outcomes(action: TaskAction, items: (Completion | Failure)[], applied: TaskRow[]): Promise<BatchOutcome[]> {
     const byId = new Map(applied.map((r) => [r.id, r]));
     return Promise.all(
       items.map(async ({ id, lease }): Promise<BatchOutcome> => {
         const row = byId.get(id);
-        if (row) return { id, ok: true, status: row.status, scheduledFor: row.scheduled_for };
+        if (row) return { id, ok: true, task: toTask(row) };
         const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
         return { id, ok: false, error: refusalError(id, state, action, lease) };
       }),
@@ -342,9 +344,9 @@ export class PostgresStore implements Store {
 
   async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
     const q = resolveList(filter, page);
-    const present = { statuses: q.statuses !== null, taskType: q.taskType !== null, workerId: q.workerId !== null, cursor: q.afterCursor !== null };
+    const present = { statuses: q.statuses !== null, taskType: q.taskType !== null, workerId: q.workerId !== null, search: q.search !== null, cursor: q.afterCursor !== null };
     const name = `tp_list_${q.order}_${Object.values(present).map(Number).join("")}`;
-    const values = [q.limit, q.statuses, q.taskType, q.workerId, q.afterCursor].filter((v) => v !== null);
+    const values = [q.limit, q.statuses, q.taskType, q.workerId, q.search, q.afterCursor].filter((v) => v !== null);
     const tasks = (await this.rows<TaskRow>(name, sql.listStatement(present, q.order), values)).map(toTask);
     return { tasks, nextCursor: tasks.length === q.limit ? encodeCursor(tasks[tasks.length - 1].id) : null };
   }
@@ -429,6 +431,10 @@ export class PostgresStore implements Store {
     const result = await sweepPostgres(this.pool, this.clock.now(), options);
     if (result.requeued.length > 0) await this.notify("");
     return result;
+  }
+
+  async prune(options: PruneOptions): Promise<PruneResult> {
+    return prunePostgres(this.pool, this.clock.now(), options);
   }
 
   async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {
@@ -604,12 +610,6 @@ export class PostgresStore implements Store {
   }
 }
 
-/** A row a batched write applied. */
-interface AppliedRow {
-  id: number;
-  status: Task["status"];
-  scheduled_for: Date;
-}
 
 /** The three lease arrays of a batch: ids, worker ids, tokens. */
 function leaseColumns(items: { id: number; lease: Lease }[]): [number[], string[], string[]] {

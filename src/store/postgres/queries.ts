@@ -283,7 +283,7 @@ export const CHECKPOINT = `
  */
 export const COMPLETE = `
   WITH done AS (
-    UPDATE tasks t SET status = 'completed', result = $5::jsonb, completed_at = $4::timestamptz, lease_expires_at = NULL, updated_at = $4::timestamptz
+    UPDATE tasks t SET status = 'completed', result = $5::jsonb, completed_at = $4::timestamptz, error_message = NULL, lease_expires_at = NULL, updated_at = $4::timestamptz
     WHERE ${LEASE_HELD("complete")}
     RETURNING t.*
   ),
@@ -360,13 +360,13 @@ const BATCH_LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
 export const COMPLETE_MANY = `
   WITH items AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $5::text[]) AS i(id, worker_id, lease_token, result)),
   done AS (
-    UPDATE tasks t SET status = 'completed', result = i.result::jsonb, completed_at = $4::timestamptz, lease_expires_at = NULL, updated_at = $4::timestamptz
+    UPDATE tasks t SET status = 'completed', result = i.result::jsonb, completed_at = $4::timestamptz, error_message = NULL, lease_expires_at = NULL, updated_at = $4::timestamptz
     FROM items i
     WHERE ${BATCH_LEASE_HELD("complete")}
-    RETURNING t.id, t.status, t.scheduled_for, i.worker_id
+    RETURNING t.*, i.worker_id AS completed_by
   ),
-  logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', worker_id, $4::timestamptz FROM done)
-  SELECT id, status, scheduled_for FROM done`;
+  logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', completed_by, $4::timestamptz FROM done)
+  SELECT * FROM done`;
 
 /** $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 error messages, $6 retryable flags, $7 jitter draws: FAIL for many. */
 export const FAIL_MANY = `
@@ -381,7 +381,7 @@ export const FAIL_MANY = `
     RETURNING t.*, i.worker_id AS failed_by, i.error AS failure
   ),
   ${logFailures("failed_by", "failure", "$4::timestamptz")}
-  SELECT id, status, scheduled_for FROM failed`;
+  SELECT * FROM failed`;
 
 /**
  * $1 id, $2 worker_id, $3 token, $4 now, $5 replace checkpoint?, $6 checkpoint, $7 reason.
@@ -445,14 +445,16 @@ export const GET = `SELECT * FROM tasks WHERE id = $1`;
 
 /**
  * A task listing with only the filters given ($1 limit, then the filters in this order: statuses,
- * type, worker, before-id). Built per combination rather than with "$n IS NULL OR …", because the
+ * type, worker, params text, before-id). The text search is a scan of the rows the other filters
+ * leave (strpos, not LIKE: the caller's text has no wildcards); it is for an operator's looking up. Built per combination rather than with "$n IS NULL OR …", because the
  * pool plans prepared statements generically and a generic plan cannot drop absent filters.
  */
-export function listStatement(filters: { statuses: boolean; taskType: boolean; workerId: boolean; cursor: boolean }, order: "newest" | "oldest"): string {
+export function listStatement(filters: { statuses: boolean; taskType: boolean; workerId: boolean; search: boolean; cursor: boolean }, order: "newest" | "oldest"): string {
   const conditions = [
     filters.statuses && "status = ANY($?::text[])",
     filters.taskType && "task_type = $?",
     filters.workerId && "worker_id = $?",
+    filters.search && "strpos(lower(params::text), $?) > 0",
     filters.cursor && (order === "newest" ? "id < $?" : "id > $?"),
   ]
     .filter((c): c is string => typeof c === "string")

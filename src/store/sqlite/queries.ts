@@ -55,7 +55,7 @@ export const PROGRESS = `UPDATE tasks SET progress = @progress, updated_at = @no
 export const CHECKPOINT = `UPDATE tasks SET checkpoint = @checkpoint, updated_at = @now WHERE ${LEASE_HELD("checkpoint")} RETURNING *`;
 
 export const COMPLETE = `
-  UPDATE tasks SET status = 'completed', result = @result, completed_at = @now, lease_expires_at = NULL, updated_at = @now
+  UPDATE tasks SET status = 'completed', result = @result, completed_at = @now, error_message = NULL, lease_expires_at = NULL, updated_at = @now
   WHERE ${LEASE_HELD("complete")}
   RETURNING *`;
 
@@ -114,7 +114,8 @@ export const GET = `SELECT * FROM tasks WHERE id = ?`;
 const LIST_WHERE = `
   WHERE (@statuses IS NULL OR status IN (SELECT value FROM json_each(@statuses)))
     AND (@taskType IS NULL OR task_type = @taskType)
-    AND (@workerId IS NULL OR worker_id = @workerId)`;
+    AND (@workerId IS NULL OR worker_id = @workerId)
+    AND (@search IS NULL OR instr(lower(params), @search) > 0)`;
 
 /** Task lists in each order of the allowlist, paged by id past the cursor. */
 export const LIST = {

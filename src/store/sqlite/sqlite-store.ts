@@ -47,6 +47,8 @@ import { CommitWatcher } from "./commit-watcher.js";
 import { type EventInput, isUniqueViolation, SqliteConnection } from "./connection.js";
 import { channelOf, notifyLocal, subscribeLocal } from "./local-signal.js";
 import { migrateSqlite } from "./migrate.js";
+import { pruneSqlite } from "./sqlite-retention.js";
+import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import { sweepSqlite } from "./sqlite-sweep.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -343,6 +345,7 @@ export class SqliteStore implements Store {
       statuses: q.statuses === null ? null : JSON.stringify(q.statuses),
       taskType: q.taskType,
       workerId: q.workerId,
+      search: q.search,
       cursor: q.afterCursor,
       limit: q.limit,
     }) as SqliteTaskRow[];
@@ -438,6 +441,10 @@ export class SqliteStore implements Store {
     const result = sweepSqlite(this.conn, this.clock.now(), options);
     if (result.requeued.length > 0) notifyLocal(this.channel, []);
     return result;
+  }
+
+  async prune(options: PruneOptions): Promise<PruneResult> {
+    return pruneSqlite(this.conn, this.clock.now(), options);
   }
 
   async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {
@@ -680,7 +687,7 @@ function decodeApiKey(r: SqliteApiKeyRow): ApiKeyRecord {
 function outcome(id: number, write: () => Task): BatchOutcome {
   try {
     const task = write();
-    return { id, ok: true, status: task.status, scheduledFor: task.scheduledFor };
+    return { id, ok: true, task };
   } catch (error) {
     if (error instanceof TaskpoolError) return { id, ok: false, error };
     throw error;

@@ -1,4 +1,4 @@
-// The task list: filtered by status, role and worker (kept in the URL), paged with the API's cursors.
+// The task list: filtered by status, role, worker and text in the params (kept in the URL), paged with the API's cursors.
 import { useEffect, useState } from "preact/hooks";
 import { api, query } from "../lib/api.js";
 import { ErrorBox, Loading, Status } from "../lib/components.js";
@@ -14,7 +14,7 @@ function Filters({ params, types }) {
   const set = (name) => (event) => setDraft({ ...draft, [name]: event.currentTarget.value });
   const apply = (event) => {
     event.preventDefault();
-    location.hash = `#/tasks${query({ status: draft.status, task_type: draft.task_type, worker_id: draft.worker_id?.trim() })}`;
+    location.hash = `#/tasks${query({ status: draft.status, task_type: draft.task_type, worker_id: draft.worker_id?.trim(), search: draft.search?.trim() })}`;
   };
   return html`<form class="filters" onSubmit=${apply}>
     <label>status
@@ -30,13 +30,14 @@ function Filters({ params, types }) {
       </select>
     </label>
     <label>worker <input name="worker_id" value=${draft.worker_id ?? ""} onInput=${set("worker_id")} placeholder="worker id" /></label>
+    <label>params contain <input name="search" value=${draft.search ?? ""} onInput=${set("search")} placeholder="e.g. a store id" /></label>
     <button class="primary" type="submit">Filter</button>
     <a href="#/tasks">clear</a>
   </form>`;
 }
 
 export function Tasks({ params }) {
-  const filter = { status: params.status, task_type: params.task_type, worker_id: params.worker_id };
+  const filter = { status: params.status, task_type: params.task_type, worker_id: params.worker_id, search: params.search };
   const key = JSON.stringify(filter);
   // cursors[i] opens page i; the first page has none.
   const [cursors, setCursors] = useState([undefined]);

@@ -1,0 +1,63 @@
+/**
+ * Retention: how long finished tasks (and the history that only describes them) are kept before the
+ * leading coordinator deletes them, so the tables stay bounded under steady load.
+ *
+ * Completed and cancelled tasks go after 7 days by default. Failed tasks are the dead-letter queue:
+ * each one waits for an operator to read its error and retry it, so they are kept until retried
+ * unless `failedAfterSeconds` is set, and it may not be shorter than the age of completed tasks (a
+ * failure is never worth less history than a success).
+ */
+import { type Static, Type } from "@sinclair/typebox";
+
+const DAY = 86_400;
+/** Ten years: anything longer is "keep forever", which `false` (no retention) says better. */
+export const MAX_AGE_SECONDS = 10 * 365 * DAY;
+/** Rows per statement at most: a batch must stay a short transaction. */
+export const MAX_BATCH_SIZE = 10_000;
+const Age = Type.Number({ minimum: 1, maximum: MAX_AGE_SECONDS, description: "seconds since the task finished, at least 1" });
+
+/** One bounded pass of `Store.prune`: the ages, by the store's clock, and the most rows per statement. */
+export const PruneOptionsSchema = Type.Object(
+  {
+    completedAfterSeconds: Age,
+    cancelledAfterSeconds: Age,
+    /** Null: failed tasks are kept until retried (or cancelled). */
+    failedAfterSeconds: Type.Union([Age, Type.Null()]),
+    /** At most this many tasks (or workers, or worker events) per statement. */
+    batchSize: Type.Integer({ minimum: 1, maximum: MAX_BATCH_SIZE }),
+  },
+  { additionalProperties: false },
+);
+export type PruneOptions = Static<typeof PruneOptionsSchema>;
+
+/** What one pass deleted. A count equal to batchSize means more may be due. */
+export interface PruneResult {
+  tasks: number;
+  /** Audit events: of the deleted tasks, and worker-level ones (worker_dead) older than the completed age. */
+  events: number;
+  reassignments: number;
+  /** Dead or shut-down workers last heard from before the completed age. */
+  workers: number;
+}
+
+/** The coordinator's retention settings (`Coordinator` option `retention`). */
+export interface RetentionOptions {
+  /** Default 7 days. */
+  completedAfterMs?: number;
+  /** Default 7 days. */
+  cancelledAfterMs?: number;
+  /** Default null: failed tasks are kept until retried. At least completedAfterMs. */
+  failedAfterMs?: number | null;
+  /** Rows per statement; default 500. */
+  batchSize?: number;
+  /** Statements per sweep at most, per kind of row; default 4 (so 2,000 tasks a sweep). */
+  batchesPerSweep?: number;
+}
+
+export const DEFAULT_RETENTION = {
+  completedAfterMs: 7 * DAY * 1000,
+  cancelledAfterMs: 7 * DAY * 1000,
+  failedAfterMs: null,
+  batchSize: 500,
+  batchesPerSweep: 4,
+} as const satisfies Required<RetentionOptions>;

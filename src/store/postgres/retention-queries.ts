@@ -1,0 +1,52 @@
+/**
+ * Retention's statements (see Store.prune). Each is one statement, so one short transaction. The
+ * status is a literal, not a parameter: with generic plans (plan_cache_mode=force_generic_plan) only
+ * a literal lets the planner use the status's partial index on completed_at.
+ *
+ * The tasks to delete are locked FOR UPDATE SKIP LOCKED: a finished task someone is touching (a retry
+ * of a failed task, an operator's read-modify-write) is skipped this time rather than waited for, and
+ * no unfinished task is ever locked. Events and reassignment rows are deleted by task id in the same
+ * statement, whether or not their tables keep a cascading foreign key.
+ */
+import type { TaskStatus } from "../../core/task.js";
+
+/** $1 finished before, $2 the most tasks. Returns the three counts. */
+export function pruneTasks(status: Extract<TaskStatus, "completed" | "cancelled" | "failed">): string {
+  return `
+  WITH doomed AS (
+    SELECT t.id FROM tasks t
+    WHERE t.status = '${status}' AND t.completed_at < $1::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM tasks c WHERE c.parent_id = t.id)
+    ORDER BY t.completed_at
+    LIMIT $2
+    FOR UPDATE OF t SKIP LOCKED
+  ),
+  events AS (DELETE FROM task_events e WHERE e.task_id IN (SELECT id FROM doomed) RETURNING 1),
+  moves AS (DELETE FROM reassignment_events r WHERE r.task_id IN (SELECT id FROM doomed) RETURNING 1),
+  gone AS (DELETE FROM tasks t WHERE t.id IN (SELECT id FROM doomed) RETURNING 1)
+  SELECT (SELECT count(*) FROM gone) AS tasks, (SELECT count(*) FROM events) AS events, (SELECT count(*) FROM moves) AS reassignments`;
+}
+
+/** $1 last seen before, $2 the most workers. A worker heard from again meanwhile is live, and stays. */
+export const PRUNE_WORKERS = `
+  WITH doomed AS (
+    SELECT worker_id FROM workers
+    WHERE status IN ('dead', 'inactive') AND last_seen_at < $1::timestamptz
+    ORDER BY last_seen_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  ),
+  gone AS (DELETE FROM workers w WHERE w.worker_id IN (SELECT worker_id FROM doomed) RETURNING 1)
+  SELECT count(*) AS workers FROM gone`;
+
+/** Worker-level events (worker_dead: no task) written before $1, at most $2. */
+export const PRUNE_WORKER_EVENTS = `
+  WITH doomed AS (
+    SELECT id FROM task_events
+    WHERE task_id IS NULL AND created_at < $1::timestamptz
+    ORDER BY id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  ),
+  gone AS (DELETE FROM task_events e WHERE e.id IN (SELECT id FROM doomed) RETURNING 1)
+  SELECT count(*) AS events FROM gone`;

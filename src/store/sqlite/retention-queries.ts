@@ -1,0 +1,34 @@
+/**
+ * Retention's statements (see Store.prune), run in one short write transaction per batch. The ids
+ * are chosen first, then their events, reassignment rows and the tasks are deleted by id, whether or
+ * not the tables keep a cascading foreign key. Statuses are literals so each picks its partial index.
+ */
+import type { TaskStatus } from "../../core/task.js";
+
+/** @before finished before, @limit the most tasks. */
+export function prunableTasks(status: Extract<TaskStatus, "completed" | "cancelled" | "failed">): string {
+  return `
+  SELECT t.id FROM tasks t
+  WHERE t.status = '${status}' AND t.completed_at < @before
+    AND NOT EXISTS (SELECT 1 FROM tasks c WHERE c.parent_id = t.id)
+  ORDER BY t.completed_at
+  LIMIT @limit`;
+}
+
+export const DELETE_TASK_EVENTS = `DELETE FROM task_events WHERE task_id IN (SELECT value FROM json_each(@ids))`;
+export const DELETE_REASSIGNMENTS = `DELETE FROM reassignment_events WHERE task_id IN (SELECT value FROM json_each(@ids))`;
+export const DELETE_TASKS = `DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(@ids))`;
+
+export const PRUNE_WORKERS = `
+  DELETE FROM workers WHERE worker_id IN (
+    SELECT worker_id FROM workers
+    WHERE status IN ('dead', 'inactive') AND last_seen_at < @before
+    ORDER BY last_seen_at
+    LIMIT @limit)`;
+
+export const PRUNE_WORKER_EVENTS = `
+  DELETE FROM task_events WHERE id IN (
+    SELECT id FROM task_events
+    WHERE task_id IS NULL AND created_at < @before
+    ORDER BY id
+    LIMIT @limit)`;

@@ -1,0 +1,195 @@
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { CheckedStore } from "../../src/api/checked-store.js";
+import { Taskpool } from "../../src/api/taskpool.js";
+import type { Coordinator } from "../../src/coordinator/coordinator.js";
+import { buildServer } from "../../src/server/server.js";
+import { eventually } from "../helpers/logs.js";
+import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
+import type { WorkerProcess } from "../process/harness.js";
+import { ChaosCluster } from "./cluster.js";
+import type { HistoryEntry } from "./history.js";
+import { CHAOS_COORDINATION, report } from "./settings.js";
+import { TcpProxy } from "./tcp-proxy.js";
+
+/**
+ * Scenario 4, network partitions, on PostgreSQL. A worker is cut off from the rest mid-task: the
+ * coordinator declares it dead, its tasks are claimed by a worker elsewhere and completed (from its
+ * checkpoints); then the network comes back and everything the cut-off worker sends under its old
+ * leases must be refused, and its handlers aborted (lease_lost). Two ways to cut:
+ *
+ *   - a worker in a network namespace of its own, reaching a taskpool HTTP server (started here,
+ *     listening on the host end of a veth pair, 10.213.x.1/30) over that link; the link is set down,
+ *     then up;
+ *   - a half-open connection: a worker reaching PostgreSQL through a TCP proxy that stops forwarding
+ *     without closing anything, then delivers what it held.
+ */
+const ip = (...args: string[]) => execFileSync("ip", args, { stdio: "pipe" }).toString();
+
+/** Whether this machine lets the test make network namespaces (root, or CAP_NET_ADMIN). */
+function netnsPermitted(): boolean {
+  const probe = `tp-probe-${randomBytes(3).toString("hex")}`;
+  try {
+    ip("netns", "add", probe);
+    ip("netns", "del", probe);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const TASK = { steps: 30, stepMs: 100 };
+
+/**
+ * The run both ways share: `isolated` holds two tasks mid-way; `cut()`; they are recovered and
+ * completed by a worker elsewhere; `heal()`; the isolated worker's handlers must abort with
+ * lease_lost and none of its writes sent after the cut may be accepted.
+ */
+async function cutOff(cluster: ChaosCluster, isolated: WorkerProcess, cut: () => void, heal: () => void): Promise<{ lateWrites: number; lateRefused: number; partitionMs: number }> {
+  const tasks = await cluster.pool.enqueueMany([0, 1].map(() => ({ taskType: "step", params: TASK, maxAttempts: 50 })));
+  const ids = tasks.map((t) => t.task.id);
+  const held = await eventually(async () => {
+    const running = (await cluster.pool.list({ workerId: isolated.id, status: "running" })).tasks;
+    return running.length === 2 && running.every((t) => t.checkpoint !== null) ? running : null;
+  }, 30_000, `${isolated.id} to run both tasks`);
+  const tokens = new Map(held.map((t) => [t.id, t.leaseToken as string]));
+  await cluster.startWorker({ CONCURRENCY: "2" }, "elsewhere");
+  const cutAt = Date.now();
+  cut();
+  await eventually(async () => {
+    for (const id of ids) {
+      const events = await cluster.pool.events(id);
+      if (!events.some((e) => e.event === "completed" && e.fromWorkerId === "elsewhere")) return false;
+    }
+    return true;
+  }, 30_000, "the cut-off worker's tasks to be completed elsewhere");
+  const partitionMs = Date.now() - cutAt;
+  heal();
+  const lines = async () => (await cluster.history()).log.filter((e) => e.worker === isolated.id && tokens.get(e.taskId) === (e as { token?: string }).token);
+  const aborted = await eventually(async () => {
+    const stopped = (await lines()).filter((e): e is Extract<HistoryEntry, { kind: "aborted" }> => e.kind === "aborted");
+    return stopped.length === 2 ? stopped : null;
+  }, 30_000, `the handlers of ${isolated.id} to abort once the network is back`);
+  expect(aborted.map((a) => a.reason)).toEqual(["lease_lost", "lease_lost"]);
+  const late = (await lines()).filter((e): e is Extract<HistoryEntry, { kind: "write" }> => e.kind === "write" && e.sentAt >= cutAt);
+  expect(late.filter((e) => e.ok === true)).toEqual([]);
+  return { lateWrites: late.length, lateRefused: late.filter((e) => e.ok === false).length, partitionMs };
+}
+
+describe("network partitions on postgres", () => {
+  let handle: TestStore | null = null;
+  let cluster: ChaosCluster | null = null;
+  let coordinator: Coordinator | null = null;
+  const cleanups: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    await coordinator?.stop();
+    await cluster?.close();
+    for (const c of cleanups.splice(0).reverse()) {
+      try {
+        await c();
+      } catch {
+        /* already gone */
+      }
+    }
+    await handle?.cleanup();
+    handle = cluster = coordinator = null;
+  });
+  // Whatever happened, no namespace or link of ours is left behind.
+  const namespaces = new Set<string>();
+  afterAll(() => {
+    for (const ns of namespaces) {
+      try {
+        ip("netns", "del", ns);
+      } catch {
+        /* already gone */
+      }
+    }
+  });
+
+  const start = async () => {
+    handle = await createPostgres();
+    cluster = await ChaosCluster.open(handle);
+    coordinator = cluster.pool.coordinator(CHAOS_COORDINATION);
+    coordinator.start();
+    return cluster;
+  };
+
+  const netns = netnsPermitted();
+  const netnsTitle = "a worker in its own network namespace, cut off from the HTTP server: recovered elsewhere, its late writes refused";
+  it.skipIf(!netns)(netns ? netnsTitle : `${netnsTitle} (SKIPPED: \`ip netns add\` is not permitted here; it needs root or CAP_NET_ADMIN)`, { timeout: 90_000 }, async () => {
+    const c = await start();
+    const tag = randomBytes(3).toString("hex");
+    const ns = `tp-part-${tag}`;
+    const [hostEnd, nsEnd] = [`tph${tag}`, `tpn${tag}`];
+    const subnet = `10.213.${1 + (parseInt(tag, 16) % 250)}`;
+    namespaces.add(ns);
+    ip("netns", "add", ns);
+    // Deleting the namespace deletes its end of the pair, and with it the host's.
+    cleanups.push(() => {
+      ip("netns", "del", ns);
+      namespaces.delete(ns);
+    });
+    ip("link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd);
+    // Gone with the namespace once its peer is in there; not if a step below failed first.
+    cleanups.push(() => void ip("link", "del", hostEnd));
+    ip("link", "set", nsEnd, "netns", ns);
+    ip("addr", "add", `${subnet}.1/30`, "dev", hostEnd);
+    ip("link", "set", hostEnd, "up");
+    ip("-n", ns, "addr", "add", `${subnet}.2/30`, "dev", nsEnd);
+    ip("-n", ns, "link", "set", nsEnd, "up");
+    ip("-n", ns, "link", "set", "lo", "up");
+
+    const app = await buildServer(new Taskpool(new CheckedStore(handle!.store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false, longPollRecheckMs: 100 });
+    const url = await app.listen({ host: `${subnet}.1`, port: 0 });
+    cleanups.push(() => app.close());
+    const isolated = await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: url, TASKPOOL_SCHEMA: "" }, "isolated", ["ip", "netns", "exec", ns]);
+
+    const figures = await cutOff(c, isolated, () => ip("link", "set", hostEnd, "down"), () => ip("link", "set", hostEnd, "up"));
+    await c.drained(30_000);
+    const summary = await c.check();
+    report("partition: network namespace, link down", { ...figures, ...summary });
+    expect(summary.violations.slice(0, 20)).toEqual([]);
+    expect(summary.completed).toBe(2);
+    expect(c.crashed()).toEqual([]);
+  });
+
+  it("a half-open connection to PostgreSQL (a proxy that stops forwarding without closing): recovered elsewhere, late writes refused", { timeout: 90_000 }, async () => {
+    const c = await start();
+    const target = new URL(PG_URL);
+    const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
+    cleanups.push(() => proxy.close());
+    const through = new URL(PG_URL);
+    through.hostname = "127.0.0.1";
+    through.port = String(proxy.port);
+    const isolated = await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: through.toString() }, "isolated");
+
+    const figures = await cutOff(c, isolated, () => proxy.freeze(), () => proxy.thaw());
+    await c.drained(30_000);
+    const summary = await c.check();
+    report("partition: half-open connection to PostgreSQL", { ...figures, ...summary });
+    expect(summary.violations.slice(0, 20)).toEqual([]);
+    expect(summary.completed).toBe(2);
+    expect(c.crashed()).toEqual([]);
+  });
+
+  // Known weakness (docs/reliability.md): the PostgreSQL store sets no query timeout and no TCP
+  // keepalive, so a connection that goes silent without closing hangs its worker for good, though
+  // new connections would work. Passes (and so fails here) once a store call gives up on a silent
+  // connection: then turn it into an `it`.
+  it.fails("a worker whose PostgreSQL connections go silent (new ones would work) claims again within 10 s", { timeout: 60_000 }, async () => {
+    const c = await start();
+    const target = new URL(PG_URL);
+    const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
+    cleanups.push(() => proxy.close());
+    const through = new URL(PG_URL);
+    through.hostname = "127.0.0.1";
+    through.port = String(proxy.port);
+    await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: through.toString() }, "isolated");
+    await c.pool.enqueue("step", { steps: 1, stepMs: 10 });
+    await eventually(async () => (await c.pool.counts()).byStatus.completed === 1, 20_000, "a first task done");
+    proxy.freeze({ existingOnly: true });
+    const later = await c.pool.enqueue("step", { steps: 1, stepMs: 10 });
+    await eventually(async () => (await c.pool.get(later.id))?.workerId === "isolated", 10_000, "the worker to claim again");
+  });
+});

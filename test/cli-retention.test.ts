@@ -1,0 +1,47 @@
+import { execFile, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { afterEach, describe, expect, it } from "vitest";
+import { connect } from "../src/api/taskpool.js";
+import { eventually } from "./helpers/logs.js";
+import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+
+const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
+const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, ["--import", "tsx", CLI, ...args]);
+
+describe("taskpool coordinator retention flags", () => {
+  const path = sqlitePath();
+  const db = `sqlite:${path}`;
+  afterEach(() => removeSqliteFiles(path));
+
+  it("refuses bad ages before opening the database, saying what would work", async () => {
+    const bad = await taskpool("coordinator", "--retain-completed", "a week", "--db", db).catch((e) => e);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/"a week" is not an age: write a number with a unit, e\.g\. 7d/);
+    const shorter = await taskpool("serve", "--coordinator", "--retain-failed", "1d", "--db", db).catch((e) => e);
+    expect(shorter.stderr).toMatch(/retention\.failedAfterMs: 86400000 \(shorter than completedAfterMs \(604800000\)/);
+  }, 30_000);
+
+  it("a coordinator with --retain-completed 1s deletes tasks finished over a second ago; --no-retention keeps them", async () => {
+    const pool = await connect(db);
+    try {
+      await pool.enqueueMany([{ taskType: "a" }, { taskType: "a" }]);
+      for (const t of await pool.protocol.claim({ workerId: "w1", limit: 2 })) await pool.protocol.complete(t.id, t);
+      const run = async (...flags: string[]) => {
+        const child = spawn(process.execPath, ["--import", "tsx", CLI, "coordinator", "--db", db, "--sweep-interval", "200", ...flags], { stdio: "ignore" });
+        return { stop: () => new Promise((r) => (child.once("exit", r), child.kill("SIGTERM"))) };
+      };
+      const finishedAt = Date.now();
+      const keeper = await run("--no-retention", "--retain-completed", "1s");
+      // A sweep well past the age: with retention on it would have deleted them.
+      await eventually(async () => ((await pool.protocol.leadershipStatus("coordinator")).lastSweptAt?.getTime() ?? 0) > finishedAt + 1500, 20_000, "a sweep 1.5 s after");
+      await keeper.stop();
+      expect((await pool.counts()).byStatus.completed).toBe(2);
+      const pruner = await run("--retain-completed", "1s", "--prune-batch", "1");
+      await eventually(async () => ((await pool.counts()).byStatus.completed ?? 0) === 0, 20_000, "the finished tasks to be deleted");
+      await pruner.stop();
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
+});
