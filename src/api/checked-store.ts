@@ -73,7 +73,7 @@ import { FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, Sched
 import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { decodeCursor } from "../store/paging.js";
-import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
+import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
 
 /** Size limits of stored JSON, in bytes once serialized. */
 export interface Limits {
@@ -178,15 +178,15 @@ export class CheckedStore implements Store {
   }
 
   /** A bad item (or a repeated id) is refused on its own, as its outcome; the others are written. */
-  async completeMany(items: Completion[]): Promise<BatchOutcome[]> {
+  async completeMany(items: Completion[], options?: BatchOptions): Promise<BatchOutcome[]> {
     return this.batch(items, (item) => {
       validate(CompletionSchema, item, "completion");
       this.checkStored("result", item.result ?? null);
-    }, (valid) => this.store.completeMany(valid));
+    }, (valid) => this.store.completeMany(valid, options));
   }
 
-  async failMany(items: Failure[]): Promise<BatchOutcome[]> {
-    return this.batch(items, (item) => validate(FailureSchema, item, "failure"), (valid) => this.store.failMany(valid));
+  async failMany(items: Failure[], options?: BatchOptions): Promise<BatchOutcome[]> {
+    return this.batch(items, (item) => validate(FailureSchema, item, "failure"), (valid) => this.store.failMany(valid, options));
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {

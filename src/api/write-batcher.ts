@@ -1,5 +1,5 @@
 import type { Completion, Failure } from "../core/schemas.js";
-import type { BatchOutcome, Store } from "../store/store.js";
+import type { BatchOptions, BatchOutcome, Store } from "../store/store.js";
 
 interface Waiting<I> {
   item: I;
@@ -75,9 +75,10 @@ export class WriteBatcher {
   private readonly completions: Batcher<Completion>;
   private readonly failures: Batcher<Failure>;
 
-  constructor(store: Pick<Store, "completeMany" | "failMany">, maxBatch = 1000) {
-    this.completions = new Batcher((items) => store.completeMany(items), maxBatch);
-    this.failures = new Batcher((items) => store.failMany(items), maxBatch);
+  /** `options.returnTasks`: each outcome carries the whole task (a server answering single calls needs it; a worker does not). */
+  constructor(store: Pick<Store, "completeMany" | "failMany">, options: BatchOptions = {}, maxBatch = 1000) {
+    this.completions = new Batcher((items) => store.completeMany(items, options), maxBatch);
+    this.failures = new Batcher((items) => store.failMany(items, options), maxBatch);
   }
 
   /** Resolves with the task's outcome once its batch committed; throws the refusal of a refused item. */

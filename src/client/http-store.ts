@@ -31,7 +31,7 @@ import { taskTypeRoutes } from "../server/routes/task-types.js";
 import { taskRoutes } from "../server/routes/tasks.js";
 import { workerTransportRoutes } from "../server/routes/worker-transport.js";
 import { workerRoutes } from "../server/routes/workers.js";
-import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
+import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
 import { errorFromReply, NotOverHttpError, type Subject } from "./errors.js";
 import { HttpTransport, type Repeatable, type TransportOptions } from "./http-transport.js";
 
@@ -122,16 +122,16 @@ export class HttpStore implements Store {
     return this.call("POST /api/tasks/:id/complete", { params: { id }, body: { ...leaseOf(lease), ...options } }, { repeatable: "yes", subject: { taskId: id } });
   }
 
-  completeMany(items: Completion[]): Promise<BatchOutcome[]> {
-    return this.batch("POST /api/tasks/complete", { completions: items.map((i) => ({ ...i, lease: leaseOf(i.lease) })) });
+  completeMany(items: Completion[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
+    return this.batch("POST /api/tasks/complete", { completions: items.map((i) => ({ ...i, lease: leaseOf(i.lease) })), returnTasks: options.returnTasks });
   }
 
   fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
     return this.leaseCall("fail", id, { ...leaseOf(lease), ...options });
   }
 
-  failMany(items: Failure[]): Promise<BatchOutcome[]> {
-    return this.batch("POST /api/tasks/fail", { failures: items.map((i) => ({ ...i, lease: leaseOf(i.lease) })) });
+  failMany(items: Failure[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
+    return this.batch("POST /api/tasks/fail", { failures: items.map((i) => ({ ...i, lease: leaseOf(i.lease) })), returnTasks: options.returnTasks });
   }
 
   release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
@@ -312,9 +312,9 @@ export class HttpStore implements Store {
   }
 
   private async batch(route: string, body: object): Promise<BatchOutcome[]> {
-    const { outcomes } = await this.call<{ outcomes: { id: number; ok: boolean; task?: Task; error?: string; message?: string }[] }>(route, { body }, { repeatable: "yes" });
+    const { outcomes } = await this.call<{ outcomes: { id: number; ok: boolean; status?: Task["status"]; scheduledFor?: Date; task?: Task; error?: string; message?: string }[] }>(route, { body }, { repeatable: "yes" });
     return outcomes.map((o) =>
-      o.ok ? { id: o.id, ok: true, task: o.task! } : { id: o.id, ok: false, error: errorFromReply(409, { error: o.error, message: o.message }, { taskId: o.id }) },
+      o.ok ? { id: o.id, ok: true, status: o.status!, scheduledFor: o.scheduledFor!, ...(o.task ? { task: o.task } : {}) } : { id: o.id, ok: false, error: errorFromReply(409, { error: o.error, message: o.message }, { taskId: o.id }) },
     );
   }
 

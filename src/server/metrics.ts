@@ -48,7 +48,7 @@ interface Answer {
   tasks?: unknown[];
   task?: { status?: string };
   lost?: unknown[];
-  outcomes?: { ok: boolean; task?: { status?: string }; error?: string }[];
+  outcomes?: { ok: boolean; status?: string; error?: string }[];
 }
 
 /** The metrics of one server: its registry, its counters, and the gauges read from the pool when scraped. */
@@ -201,7 +201,7 @@ export class ServerMetrics {
         } else if (route === COMPLETE_MANY) this.completions.inc();
         else {
           this.failures.inc();
-          if (outcome.task?.status === "pending") this.retries.inc({ kind: "automatic" });
+          if (outcome.status === "pending") this.retries.inc({ kind: "automatic" });
         }
       }
     }

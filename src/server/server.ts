@@ -167,7 +167,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       options.coordinator?.onSweep?.(result, durationMs);
     },
   });
-  const context: ServerContext = { pool, longPoll, coordinator, writes: new WriteBatcher(pool.protocol), heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30 };
+  const context: ServerContext = { pool, longPoll, coordinator, writes: new WriteBatcher(pool.protocol, { returnTasks: true }), heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30 };
   for (const route of ROUTES) registerRoute(app, route, context);
 
   app.decorate("taskpool", { waitingClaims: () => longPoll.waiting });

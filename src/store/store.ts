@@ -17,6 +17,7 @@ import type {
   Page,
   Task,
   TaskCounts,
+  TaskStatus,
   TaskFilter,
   TaskPage,
 } from "../core/task.js";
@@ -34,11 +35,16 @@ export interface RegisterTaskTypeResult {
 }
 
 /**
- * What one item of a batched write came to: applied (with the task as the write left it: its status,
- * and when a retry is due), or refused with the error a single call would have thrown. A refused item
- * changes nothing and does not affect the others.
+ * What one item of a batched write came to: applied (the task's status after it, when a retry is due,
+ * and with `returnTasks` the whole task as the write left it), or refused with the error a single call
+ * would have thrown. A refused item changes nothing and does not affect the others.
  */
-export type BatchOutcome = { id: number; ok: true; task: Task } | { id: number; ok: false; error: Error };
+export type BatchOutcome = { id: number; ok: true; status: TaskStatus; scheduledFor: Date; task?: Task } | { id: number; ok: false; error: Error };
+
+/** How much a batched write answers: the whole tasks only when asked (a worker needs their status, a server answering single calls the tasks). */
+export interface BatchOptions {
+  returnTasks?: boolean;
+}
 
 export interface CompleteResult {
   task: Task;
@@ -96,11 +102,11 @@ export interface Store {
    * Completes many tasks in one transaction (one statement on PostgreSQL), each fenced by its own
    * lease and logged with its event. Outcomes are in input order; ids are distinct.
    */
-  completeMany(items: Completion[]): Promise<BatchOutcome[]>;
+  completeMany(items: Completion[], options?: BatchOptions): Promise<BatchOutcome[]>;
   /** Retries after backoff while attempts remain and `retryable` is not false; else `failed`. */
   fail(id: number, lease: Lease, options: FailOptions): Promise<Task>;
   /** fail() for many tasks in one transaction, as completeMany. */
-  failMany(items: Failure[]): Promise<BatchOutcome[]>;
+  failMany(items: Failure[], options?: BatchOptions): Promise<BatchOutcome[]>;
   /** Back to pending without charging an attempt, keeping (or replacing) the checkpoint. */
   release(id: number, lease: Lease, options?: ReleaseOptions): Promise<Task>;
 

@@ -33,6 +33,8 @@ export class NonRetryableError extends Error {
 
 interface Running {
   task: ClaimedTask;
+  /** When this process claimed it (Date.now()): its lease runs from here until a heartbeat renews it. */
+  claimedAt: number;
   controller: AbortController;
   done: Promise<void>;
   renewUntil: number | null;
@@ -48,6 +50,8 @@ export class Worker {
   /** Completions and failures of concurrent handlers share a statement (group commit). */
   private readonly outcomes: WriteBatcher;
   private readonly running = new Map<number, Running>();
+  /** When heartbeats started failing (null while they get through): see fenceExpiredLeases. */
+  private beatsFailingSince: number | null = null;
   private tasksProcessed = 0;
   /** Handlers running; `running` also holds the tasks in `ready` and those whose outcome is being written. */
   private handling = 0;
@@ -88,8 +92,15 @@ export class Worker {
     await this.register();
     const events = {
       onLost: (leases: LostLease[]) => void this.leasesLost(leases),
-      onError: (error: Error) => this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval"),
-      onRecovered: () => this.logger.info("Heartbeats reach the database again"),
+      onError: (error: Error) => {
+        this.beatsFailingSince ??= Date.now();
+        this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval");
+        this.fenceExpiredLeases();
+      },
+      onRecovered: () => {
+        this.beatsFailingSince = null;
+        this.logger.info("Heartbeats reach the database again");
+      },
     };
     const thread = this.options.heartbeatThread === false ? null : this.heartbeatDatabase;
     if (this.options.heartbeatThread === true && thread === null) {
@@ -219,7 +230,7 @@ export class Worker {
 
   /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */
   private admit(task: ClaimedTask): void {
-    const entry: Running = { task, controller: new AbortController(), renewUntil: null, timeout: null, done: Promise.resolve() };
+    const entry: Running = { task, claimedAt: Date.now(), controller: new AbortController(), renewUntil: null, timeout: null, done: Promise.resolve() };
     this.running.set(task.id, entry);
     this.ready.push(entry);
   }
@@ -309,7 +320,7 @@ export class Worker {
     await this.persist(log, `record the failure of task ${task.id}`, async () => {
       const failed = await this.outcomes.fail({ id: task.id, lease: { workerId: task.workerId, leaseToken: task.leaseToken }, error: message, retryable });
       this.tasksProcessed++;
-      if (failed.task.status === "pending") log.warn({ err: message, retryAt: failed.task.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
+      if (failed.status === "pending") log.warn({ err: message, retryAt: failed.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
       else log.error({ err: message }, `Task ${task.id} failed for good`);
     });
   }
@@ -334,6 +345,25 @@ export class Worker {
         }
         await sleep(Math.min(10_000, 200 * 2 ** attempt));
       }
+    }
+  }
+
+  /**
+   * Self-fencing. While heartbeats fail (a network partition, a database out of reach), the leases
+   * they would renew run out: the last beat that got through was at most one interval before the
+   * first failure. Past the lease length the coordinator may have given the task to another worker,
+   * so its handler here is stopped rather than left running beside its successor: its writes would
+   * be refused anyway, but its side effects (a call to another service) would happen twice.
+   */
+  private fenceExpiredLeases(): void {
+    if (this.beatsFailingSince === null) return;
+    const renewedAtLeast = this.beatsFailingSince - this.options.heartbeatIntervalMs;
+    const now = Date.now();
+    for (const entry of this.running.values()) {
+      const leaseEnds = Math.max(renewedAtLeast, entry.claimedAt) + this.options.leaseSeconds * 1000;
+      if (now < leaseEnds || entry.controller.signal.aborted) continue;
+      this.logger.warn(`Task ${entry.task.id}: no heartbeat got through for the lease's ${this.options.leaseSeconds} s; stopping its handler (another worker may hold it now)`);
+      entry.controller.abort("lease_lost");
     }
   }
 

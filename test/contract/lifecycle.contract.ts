@@ -119,8 +119,8 @@ export function lifecycleContract(kind: StoreKind) {
       await ctx.store.fail(third.id, third, { error: "timeout" });
       ctx.clock.advance(3_600_000);
       const retried = await claimOne(ctx.store, "w3");
-      const [outcome] = await ctx.store.completeMany([{ id: retried.id, lease: retried }]);
-      expect(outcome.ok && outcome.task.errorMessage).toBeNull();
+      const [outcome] = await ctx.store.completeMany([{ id: retried.id, lease: retried }], { returnTasks: true });
+      expect(outcome.ok && outcome.task?.errorMessage).toBeNull();
       expect((await ctx.store.events(retried.id)).map((e) => e.message).filter(Boolean)).toEqual(["timeout"]);
     });
 

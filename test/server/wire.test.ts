@@ -26,7 +26,7 @@ import { fromWire, toCamel, toSnake, toWire, wirePath, wireSchema } from "../../
 import type { ReassignmentEvent, SweepResult, WorkerRecord } from "../../src/core/worker.js";
 import { buildServer, ROUTES } from "../../src/server/server.js";
 import { ClaimWait } from "../../src/server/routes/task-leases.js";
-import { WaitForWork } from "../../src/server/routes/worker-transport.js";
+import { BatchOptionsSchema, WaitForWork } from "../../src/server/routes/worker-transport.js";
 import type { Body } from "./harness.js";
 
 describe("the wire mapping", () => {
@@ -125,8 +125,8 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "POST /api/tasks/{id}/complete": { params: Id, body: strict(schemas.LeaseSchema, schemas.CompleteOptionsSchema) },
   "POST /api/tasks/{id}/fail": { params: Id, body: strict(schemas.LeaseSchema, schemas.FailOptionsSchema) },
   "POST /api/tasks/{id}/release": { params: Id, body: strict(schemas.LeaseSchema, schemas.ReleaseOptionsSchema) },
-  "POST /api/tasks/complete": { body: strict(Type.Object({ completions: Type.Array(schemas.CompletionSchema, { minItems: 1, maxItems: 1000 }) })) },
-  "POST /api/tasks/fail": { body: strict(Type.Object({ failures: Type.Array(schemas.FailureSchema, { minItems: 1, maxItems: 1000 }) })) },
+  "POST /api/tasks/complete": { body: strict(Type.Object({ completions: Type.Array(schemas.CompletionSchema, { minItems: 1, maxItems: 1000 }) }), BatchOptionsSchema) },
+  "POST /api/tasks/fail": { body: strict(Type.Object({ failures: Type.Array(schemas.FailureSchema, { minItems: 1, maxItems: 1000 }) }), BatchOptionsSchema) },
   "POST /api/tasks/wait": { body: strict(WaitForWork) },
   "POST /api/workers/heartbeat": { body: schemas.WorkerBeatSchema },
   "GET /api/workers": {},

@@ -103,6 +103,57 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(await store.get(task.id)).toMatchObject({ attempts: 1, errorMessage: "invalid store id" });
   });
 
+  it("stops a handler once its heartbeats have failed for the lease's length (self-fencing), not before", async () => {
+    const { task } = await store.enqueue({ taskType: "long" });
+    let cutOff = false;
+    // The database answers everything but the heartbeats: what a worker sees when its beats cannot get through.
+    const partitioned = new Proxy(store, {
+      get(target, name) {
+        if (name === "workerHeartbeat") return async (beat: never) => (cutOff ? Promise.reject(new Error("network unreachable (simulated)")) : target.workerHeartbeat(beat));
+        const value = Reflect.get(target, name);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    let reason: unknown;
+    let abortedAt = 0;
+    const logs = captureLogs();
+    const worker = new Worker(
+      partitioned,
+      {
+        roles: ["long"],
+        pollIntervalMs: 100,
+        heartbeatIntervalMs: 100,
+        leaseSeconds: 1,
+        handleSignals: false,
+        heartbeatThread: false,
+        logger: logs.logger,
+        handlers: {
+          long: (_params, ctx) =>
+            new Promise((_resolve, reject) =>
+              ctx.signal.addEventListener("abort", () => {
+                reason = ctx.signal.reason;
+                abortedAt = Date.now();
+                reject(new Error("stopped"));
+              }),
+            ),
+        },
+      },
+      null,
+    );
+    workers.push(worker);
+    await worker.start();
+    await settled(task.id, "running");
+    await new Promise((r) => setTimeout(r, 1500)); // beats renew the 1 s lease: a handler outliving it is fine
+    expect(reason).toBeUndefined();
+    const cut = Date.now();
+    cutOff = true;
+    await eventually(() => reason, 5000, "the handler to be fenced");
+    expect(reason).toBe("lease_lost");
+    expect(abortedAt - cut).toBeGreaterThanOrEqual(800); // not before the lease could have run out
+    expect(abortedAt - cut).toBeLessThan(3000);
+    expect(logs.messages().some((m) => m.startsWith(`Task ${task.id}: no heartbeat got through for the lease's 1 s`))).toBe(true);
+  });
+
   it("tells a handler it was cancelled at the next heartbeat; the task stays cancelled", async () => {
     const { task } = await store.enqueue({ taskType: "long" });
     let reason: unknown = null;

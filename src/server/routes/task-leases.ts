@@ -139,7 +139,7 @@ export const taskLeaseRoutes = [
       if (options.followUps && options.followUps.length > 0) return pool.protocol.complete(params.id, lease, options);
       // Concurrent completions from many workers share one statement and one commit, each fenced by its own lease.
       const { task } = await writes.complete({ id: params.id, lease, result: options.result ?? null });
-      return { task, followUps: [] };
+      return { task: task!, followUps: [] };
     },
   }),
   defineRoute({
@@ -148,7 +148,7 @@ export const taskLeaseRoutes = [
     reply: { task: TaskRecord },
     async handler({ params, body }, { writes }) {
       const { workerId, leaseToken, ...options } = body;
-      return { task: (await writes.fail({ id: params.id, lease: { workerId, leaseToken }, ...options })).task };
+      return { task: (await writes.fail({ id: params.id, lease: { workerId, leaseToken }, ...options })).task! };
     },
   }),
   defineRoute({

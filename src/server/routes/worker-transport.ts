@@ -16,11 +16,13 @@ import { MAX_WAIT_MS } from "./task-leases.js";
 const TAG = "leases";
 const MAX_BATCH = 1000;
 
-/** One item's outcome: applied (`task` as the write left it), or refused with the error code and message a single call would have answered. */
+/** One item's outcome: applied (its status, when a retry is due, and with `return_tasks` the task), or refused with the error code and message a single call would have answered. */
 export const BatchOutcomeRecord = Type.Object(
   {
     id: Type.Integer(),
     ok: Type.Boolean(),
+    status: Type.Optional(TaskRecord.properties.status),
+    scheduledFor: Type.Optional(Type.Date()),
     task: Type.Optional(TaskRecord),
     error: Type.Optional(Type.String({ description: "the error code, as a single call's envelope has it" })),
     message: Type.Optional(Type.String()),
@@ -36,6 +38,9 @@ function outcomeOf(outcome: BatchOutcome) {
 }
 
 const outcomesReply = { outcomes: Type.Array(BatchOutcomeRecord) };
+
+/** Whether each applied item's outcome carries the whole task (Store's BatchOptions). */
+export const BatchOptionsSchema = Type.Object({ returnTasks: Type.Optional(Type.Boolean({ description: "answer each applied item's whole task (default: its status and when a retry is due)" })) });
 
 /** HTTP-only: what a wait for work listens for, and how long. */
 export const WaitForWork = Type.Object({
@@ -53,10 +58,10 @@ export const workerTransportRoutes = [
       "Each item presents its own lease and is applied or refused on its own (409-like refusals come back as `ok: false` with the " +
       "error code, e.g. lease_lost), in input order. Follow-up tasks need the single complete.",
     access: ["worker"],
-    body: bodyOf(Type.Object({ completions: Type.Array(CompletionSchema, { minItems: 1, maxItems: MAX_BATCH }) })),
+    body: bodyOf(Type.Object({ completions: Type.Array(CompletionSchema, { minItems: 1, maxItems: MAX_BATCH }) }), BatchOptionsSchema),
     reply: outcomesReply,
     async handler({ body }, { pool }) {
-      return { outcomes: (await pool.protocol.completeMany(body.completions)).map(outcomeOf) };
+      return { outcomes: (await pool.protocol.completeMany(body.completions, { returnTasks: body.returnTasks })).map(outcomeOf) };
     },
   }),
   defineRoute({
@@ -66,10 +71,10 @@ export const workerTransportRoutes = [
     summary: "Fail many tasks in one commit",
     description: "As the batched complete: each item fenced by its own lease, answered on its own.",
     access: ["worker"],
-    body: bodyOf(Type.Object({ failures: Type.Array(FailureSchema, { minItems: 1, maxItems: MAX_BATCH }) })),
+    body: bodyOf(Type.Object({ failures: Type.Array(FailureSchema, { minItems: 1, maxItems: MAX_BATCH }) }), BatchOptionsSchema),
     reply: outcomesReply,
     async handler({ body }, { pool }) {
-      return { outcomes: (await pool.protocol.failMany(body.failures)).map(outcomeOf) };
+      return { outcomes: (await pool.protocol.failMany(body.failures, { returnTasks: body.returnTasks })).map(outcomeOf) };
     },
   }),
   defineRoute({

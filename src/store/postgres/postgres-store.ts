@@ -30,7 +30,7 @@ import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
-import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
+import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
 import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
@@ -83,6 +83,16 @@ const types = {
   getTypeParser: ((oid: number, format?: string) =>
     oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
 };
+
+/**
+ * How long a store call waits for its answer. A connection can go silent without closing (a network
+ * partition, a half-open proxy, a failover that leaves the old socket open); without a limit the call,
+ * and the worker or server waiting on it, hangs for good although new connections would work. Past
+ * it the call fails and its connection is discarded: the caller retries on a fresh one (a write that
+ * did land is then refused by its lease, never applied twice). Every call here is an indexed
+ * statement or a small batch; migrations, sweeps and schedule runs hold their own connections.
+ */
+const QUERY_TIMEOUT_MS = 10_000;
 
 /** The PostgreSQL store: many processes on many machines share one database. */
 export class PostgresStore implements Store {
@@ -139,7 +149,7 @@ export class PostgresStore implements Store {
   }
 
   private async rows<R>(name: string, text: string, values: unknown[]): Promise<R[]> {
-    const result = await this.pool.query({ name, text, values });
+    const result = await this.pool.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig);
     return result.rows as R[];
   }
 
@@ -264,33 +274,35 @@ export class PostgresStore implements Store {
     };
   }
 
-  async completeMany(items: Completion[]): Promise<BatchOutcome[]> {
-    const applied = await this.rows<TaskRow>("tp_complete_many", sql.COMPLETE_MANY, [
+  async completeMany(items: Completion[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
+    const tasks = options.returnTasks === true;
+    const applied = await this.rows<TaskRow>(`tp_complete_many${tasks ? "_tasks" : ""}`, sql.completeMany(tasks), [
       ...leaseColumns(items),
       this.clock.now(),
       items.map((i) => JSON.stringify(i.result ?? null)),
     ]);
-    return this.outcomes("complete", items, applied);
+    return this.outcomes("complete", items, applied, tasks);
   }
 
-  async failMany(items: Failure[]): Promise<BatchOutcome[]> {
-    const applied = await this.rows<TaskRow>("tp_fail_many", sql.FAIL_MANY, [
+  async failMany(items: Failure[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
+    const tasks = options.returnTasks === true;
+    const applied = await this.rows<TaskRow>(`tp_fail_many${tasks ? "_tasks" : ""}`, sql.failMany(tasks), [
       ...leaseColumns(items),
       this.clock.now(),
       items.map((i) => i.error),
       items.map((i) => i.retryable !== false),
       items.map(() => this.random()),
     ]);
-    return this.outcomes("fail", items, applied);
+    return this.outcomes("fail", items, applied, tasks);
   }
 
   /** Matches a batch's applied rows to its items; each refused item gets the error a single call would throw. */
-  private async outcomes(action: TaskAction, items: (Completion | Failure)[], applied: TaskRow[]): Promise<BatchOutcome[]> {
+  private async outcomes(action: TaskAction, items: (Completion | Failure)[], applied: TaskRow[], tasks: boolean): Promise<BatchOutcome[]> {
     const byId = new Map(applied.map((r) => [r.id, r]));
     return Promise.all(
       items.map(async ({ id, lease }): Promise<BatchOutcome> => {
         const row = byId.get(id);
-        if (row) return { id, ok: true, task: toTask(row) };
+        if (row) return { id, ok: true, status: row.status, scheduledFor: row.scheduled_for, ...(tasks ? { task: toTask(row) } : {}) };
         const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
         return { id, ok: false, error: refusalError(id, state, action, lease) };
       }),

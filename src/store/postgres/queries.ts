@@ -357,19 +357,19 @@ const BATCH_LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
  * $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 results (JSON text each). Many completions in one
  * statement and one commit; the ids it returns were applied, the others refused.
  */
-export const COMPLETE_MANY = `
+export const completeMany = (returnTasks: boolean) => `
   WITH items AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $5::text[]) AS i(id, worker_id, lease_token, result)),
   done AS (
     UPDATE tasks t SET status = 'completed', result = i.result::jsonb, completed_at = $4::timestamptz, error_message = NULL, lease_expires_at = NULL, updated_at = $4::timestamptz
     FROM items i
     WHERE ${BATCH_LEASE_HELD("complete")}
-    RETURNING t.*, i.worker_id AS completed_by
+    RETURNING ${returnTasks ? "t.*" : "t.id, t.status, t.scheduled_for"}, i.worker_id AS completed_by
   ),
   logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', completed_by, $4::timestamptz FROM done)
-  SELECT * FROM done`;
+  SELECT ${returnTasks ? "*" : "id, status, scheduled_for"} FROM done`;
 
 /** $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 error messages, $6 retryable flags, $7 jitter draws: FAIL for many. */
-export const FAIL_MANY = `
+export const failMany = (returnTasks: boolean) => `
   WITH items AS (
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $5::text[], $6::boolean[], $7::float8[])
       AS i(id, worker_id, lease_token, error, retryable, jitter)
@@ -381,7 +381,7 @@ export const FAIL_MANY = `
     RETURNING t.*, i.worker_id AS failed_by, i.error AS failure
   ),
   ${logFailures("failed_by", "failure", "$4::timestamptz")}
-  SELECT * FROM failed`;
+  SELECT ${returnTasks ? "*" : "id, status, scheduled_for"} FROM failed`;
 
 /**
  * $1 id, $2 worker_id, $3 token, $4 now, $5 replace checkpoint?, $6 checkpoint, $7 reason.

@@ -41,7 +41,7 @@ import { resolveClaim } from "../claim-options.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
-import type { BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
+import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
 import { claimTaskById, claimTasks } from "./claim.js";
 import { CommitWatcher } from "./commit-watcher.js";
 import { type EventInput, isUniqueViolation, SqliteConnection } from "./connection.js";
@@ -240,11 +240,11 @@ export class SqliteStore implements Store {
     return this.conn.tx(true, () => this.failOne({ id, lease, ...options }, this.now()));
   }
 
-  async completeMany(items: Completion[]): Promise<BatchOutcome[]> {
+  async completeMany(items: Completion[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
     return this.conn.tx(true, () => {
       const now = this.now();
       return items.map(({ id, lease, result }) =>
-        outcome(id, () => {
+        outcome(id, options, () => {
           const row = this.guarded("complete", sql.COMPLETE, id, lease, { result: JSON.stringify(result ?? null) }, now);
           this.conn.logEvent({ taskId: id, event: "completed", fromWorkerId: lease.workerId }, now);
           return toTask(row);
@@ -253,10 +253,10 @@ export class SqliteStore implements Store {
     });
   }
 
-  async failMany(items: Failure[]): Promise<BatchOutcome[]> {
+  async failMany(items: Failure[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
     return this.conn.tx(true, () => {
       const now = this.now();
-      return items.map((item) => outcome(item.id, () => this.failOne(item, now)));
+      return items.map((item) => outcome(item.id, options, () => this.failOne(item, now)));
     });
   }
 
@@ -684,10 +684,10 @@ function decodeApiKey(r: SqliteApiKeyRow): ApiKeyRecord {
 }
 
 /** One item of a batch inside its transaction: a refusal (a TaskpoolError) is its outcome; anything else aborts the batch. */
-function outcome(id: number, write: () => Task): BatchOutcome {
+function outcome(id: number, options: BatchOptions, write: () => Task): BatchOutcome {
   try {
     const task = write();
-    return { id, ok: true, task };
+    return { id, ok: true, status: task.status, scheduledFor: task.scheduledFor, ...(options.returnTasks ? { task } : {}) };
   } catch (error) {
     if (error instanceof TaskpoolError) return { id, ok: false, error };
     throw error;
