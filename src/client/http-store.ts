@@ -32,8 +32,8 @@ import { taskRoutes } from "../server/routes/tasks.js";
 import { workerTransportRoutes } from "../server/routes/worker-transport.js";
 import { workerRoutes } from "../server/routes/workers.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
-import { errorFromReply, NotOverHttpError, type Subject } from "./errors.js";
-import { HttpTransport, type Repeatable, type TransportOptions } from "./http-transport.js";
+import { errorFromReply, NotOverHttpError } from "./errors.js";
+import { HttpTransport, type RequestOptions, type TransportOptions } from "./http-transport.js";
 
 const ROUTES = new Map<string, RouteDefinition>(
   [...taskRoutes, ...taskLeaseRoutes, ...workerTransportRoutes, ...workerRoutes, ...reassignmentRoutes, ...taskTypeRoutes, ...scheduleRoutes, ...healthRoutes].map((r) => [`${r.method} ${r.url}`, r]),
@@ -46,13 +46,6 @@ interface CallInput {
   params?: Record<string, string | number>;
   query?: object;
   body?: object;
-}
-
-interface CallOptions {
-  repeatable: Repeatable;
-  subject?: Subject;
-  waitMs?: number;
-  signal?: AbortSignal;
 }
 
 /** A task the server answered 404 for: null where the store answers null. */
@@ -327,7 +320,7 @@ export class HttpStore implements Store {
   }
 
   /** One call through the server's route definition: the library's values to the wire and back. */
-  private async call<T>(key: string, input: CallInput, options: CallOptions): Promise<T> {
+  private async call<T>(key: string, input: CallInput, options: RequestOptions): Promise<T> {
     const route = ROUTES.get(key);
     if (!route) throw new Error(`HttpStore: no route ${key}`);
     let path = route.url.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(String(input.params?.[name])));

@@ -97,8 +97,13 @@ export class HttpTransport {
   private backoff(attempt: number, signal?: AbortSignal): Promise<void> {
     const ms = Math.min(2000, 100 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
     return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener("abort", done, { once: true });
     });
   }
 
