@@ -140,6 +140,11 @@ export class CheckedStore implements Store {
     return this.store.claim(options);
   }
 
+  async claimMany(claims: ClaimOptions[]): Promise<ClaimedTask[][]> {
+    claims.forEach((options, index) => atItem(index, () => validate(ClaimOptionsSchema, options, "claim options")));
+    return claims.length === 0 ? [] : this.store.claimMany(claims);
+  }
+
   async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
     checkId(id);
     validate(ClaimByIdOptionsSchema, options, "claim options");

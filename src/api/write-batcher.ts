@@ -1,9 +1,11 @@
-import type { Completion, Failure } from "../core/schemas.js";
+import { ClaimOptionsSchema, type Completion, type Failure } from "../core/schemas.js";
+import type { ClaimedTask, ClaimOptions } from "../core/task.js";
+import { validate } from "../core/validation.js";
 import type { BatchOptions, BatchOutcome, Store } from "../store/store.js";
 
-interface Waiting<I> {
+interface Waiting<I, O> {
   item: I;
-  resolve(outcome: BatchOutcome): void;
+  resolve(outcome: O): void;
   reject(error: unknown): void;
 }
 
@@ -14,16 +16,18 @@ interface Waiting<I> {
  * whatever arrived during the previous round trip, so the number of commits stops growing with the
  * number of tasks.
  */
-class Batcher<I extends { id: number }> {
-  private queue: Waiting<I>[] = [];
+class Batcher<I, O> {
+  private queue: Waiting<I, O>[] = [];
   private flushing = false;
 
   constructor(
-    private readonly write: (items: I[]) => Promise<BatchOutcome[]>,
+    private readonly write: (items: I[]) => Promise<O[]>,
     private readonly maxBatch: number,
+    /** Items with the same key never share a batch (null: any items may). */
+    private readonly keyOf: ((item: I) => unknown) | null = null,
   ) {}
 
-  add(item: I): Promise<BatchOutcome> {
+  add(item: I): Promise<O> {
     return new Promise((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
       if (!this.flushing) {
@@ -34,16 +38,17 @@ class Batcher<I extends { id: number }> {
   }
 
   /**
-   * Up to maxBatch waiting calls, each task at most once: a second write for the same task (a client
+   * Up to maxBatch waiting calls, each key at most once: a second write for the same task (a client
    * retrying, say) goes in the next batch, so it meets the first one's result as a single call would.
    */
-  private nextBatch(): Waiting<I>[] {
-    const batch: Waiting<I>[] = [];
-    const ids = new Set<number>();
-    const later: Waiting<I>[] = [];
+  private nextBatch(): Waiting<I, O>[] {
+    const batch: Waiting<I, O>[] = [];
+    const keys = new Set<unknown>();
+    const later: Waiting<I, O>[] = [];
     for (const waiting of this.queue) {
-      if (batch.length < this.maxBatch && !ids.has(waiting.item.id)) {
-        ids.add(waiting.item.id);
+      const key = this.keyOf?.(waiting.item);
+      if (batch.length < this.maxBatch && (key === undefined || !keys.has(key))) {
+        if (key !== undefined) keys.add(key);
         batch.push(waiting);
       } else later.push(waiting);
     }
@@ -66,19 +71,21 @@ class Batcher<I extends { id: number }> {
   }
 }
 
+const byId = (item: { id: number }) => item.id;
+
 /**
  * The outcomes of running tasks, batched: completions and failures from concurrent handlers (or
  * concurrent HTTP requests) share one statement each per round trip. Each item is still fenced by
  * its own lease: a refused item refuses only itself, and its caller gets the error.
  */
 export class WriteBatcher {
-  private readonly completions: Batcher<Completion>;
-  private readonly failures: Batcher<Failure>;
+  private readonly completions: Batcher<Completion, BatchOutcome>;
+  private readonly failures: Batcher<Failure, BatchOutcome>;
 
   /** `options.returnTasks`: each outcome carries the whole task (a server answering single calls needs it; a worker does not). */
   constructor(store: Pick<Store, "completeMany" | "failMany">, options: BatchOptions = {}, maxBatch = 1000) {
-    this.completions = new Batcher((items) => store.completeMany(items, options), maxBatch);
-    this.failures = new Batcher((items) => store.failMany(items, options), maxBatch);
+    this.completions = new Batcher<Completion, BatchOutcome>((items) => store.completeMany(items, options), maxBatch, byId);
+    this.failures = new Batcher<Failure, BatchOutcome>((items) => store.failMany(items, options), maxBatch, byId);
   }
 
   /** Resolves with the task's outcome once its batch committed; throws the refusal of a refused item. */
@@ -94,4 +101,23 @@ export class WriteBatcher {
 function settled(outcome: BatchOutcome): BatchOutcome & { ok: true } {
   if (!outcome.ok) throw outcome.error;
   return outcome;
+}
+
+/**
+ * Claims batched the same way: concurrent claims (HTTP workers each claiming one task, say) wait for
+ * the claim in flight and then share one `claimMany`, one statement and one commit for the lot, each
+ * still getting only what its own filters and limit allow.
+ */
+export class ClaimBatcher {
+  private readonly claims: Batcher<ClaimOptions, ClaimedTask[]>;
+
+  constructor(store: Pick<Store, "claimMany">, maxBatch = 100) {
+    this.claims = new Batcher((items) => store.claimMany(items), maxBatch);
+  }
+
+  /** Checked here, so that one bad claim is refused alone rather than failing its batch. */
+  async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
+    validate(ClaimOptionsSchema, options, "claim options");
+    return this.claims.add(options);
+  }
 }

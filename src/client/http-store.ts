@@ -91,6 +91,11 @@ export class HttpStore implements Store {
     }
   }
 
+  /** One request per claim, sent together: the server shares them out in one statement. */
+  async claimMany(claims: ClaimOptions[]): Promise<ClaimedTask[][]> {
+    return Promise.all(claims.map((options) => this.claim(options)));
+  }
+
   async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
     return (await this.call<{ task: ClaimedTask }>("POST /api/tasks/:id/claim", { params: { id }, body: options }, { repeatable: "only-if-unsent", subject: { taskId: id } })).task;
   }

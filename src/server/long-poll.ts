@@ -56,6 +56,8 @@ export class LongPoll {
 
   constructor(
     private readonly protocol: CheckedStore,
+    /** How a claim reaches the store (the server's ClaimBatcher: concurrent claims share a statement). */
+    private readonly claimNow: (options: ClaimOptions) => Promise<ClaimedTask[]>,
     private readonly recheckMs: number,
     /** Told how long each claim in the store took and how many tasks it found (metrics). */
     private readonly onClaim: (seconds: number, claimed: number) => void = () => {},
@@ -124,7 +126,7 @@ export class LongPoll {
 
   private async claimOnce(options: ClaimOptions): Promise<ClaimedTask[]> {
     const started = performance.now();
-    const tasks = await this.protocol.claim(options);
+    const tasks = await this.claimNow(options);
     this.onClaim((performance.now() - started) / 1000, tasks.length);
     return tasks;
   }

@@ -14,7 +14,7 @@ import { Value } from "@sinclair/typebox/value";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { pino, type Logger } from "pino";
 import type { Taskpool } from "../api/taskpool.js";
-import { WriteBatcher } from "../api/write-batcher.js";
+import { ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
 import type { CoordinatorOptions } from "../coordinator/coordinator.js";
 import { validate } from "../core/validation.js";
 import { VERSION } from "../version.js";
@@ -158,7 +158,8 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   }
 
   const metrics = new ServerMetrics(pool, () => app.taskpool.waitingClaims());
-  const longPoll = new LongPoll(pool.protocol, options.longPollRecheckMs ?? 1000, (seconds, claimed) => metrics.observeClaim(seconds, claimed));
+  const claims = new ClaimBatcher(pool.protocol);
+  const longPoll = new LongPoll(pool.protocol, (o) => claims.claim(o), options.longPollRecheckMs ?? 1000, (seconds, claimed) => metrics.observeClaim(seconds, claimed));
   const coordinator = pool.coordinator({
     logger,
     ...options.coordinator,

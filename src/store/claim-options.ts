@@ -25,3 +25,36 @@ export function resolveClaim(options: ClaimOptions): ResolvedClaim {
     start: options.start ?? false,
   };
 }
+
+/** Claims that can share one statement: the same filters, order, lease and start, for several workers. */
+export interface ClaimGroup {
+  /** The shared options (workerId and limit are each worker's). */
+  shape: ResolvedClaim;
+  /** Distinct worker ids, each with its total limit and the input positions of its claims, in input order. */
+  workers: { workerId: string; limit: number; members: number[] }[];
+}
+
+/** Groups claims by everything but worker and limit, keeping input order; one worker's claims merge into one entry. */
+export function groupClaims(claims: ResolvedClaim[]): ClaimGroup[] {
+  const groups = new Map<string, ClaimGroup>();
+  claims.forEach((c, index) => {
+    const key = JSON.stringify([c.taskTypes === null ? null : [...new Set(c.taskTypes)].sort(), c.maxAttemptsRemaining, c.sortBy, c.sortOrder, c.leaseSeconds, c.start]);
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = { shape: c, workers: [] }));
+    const worker = group.workers.find((w) => w.workerId === c.workerId);
+    if (worker) {
+      worker.limit += c.limit;
+      worker.members.push(index);
+    } else group.workers.push({ workerId: c.workerId, limit: c.limit, members: [index] });
+  });
+  return [...groups.values()];
+}
+
+/** Hands one worker's claimed tasks (in claim order) to its claims in input order, each up to its limit. */
+export function shareOut<T>(tasks: T[], members: number[], claims: ResolvedClaim[], answers: T[][]): void {
+  let next = 0;
+  for (const index of members) {
+    answers[index] = tasks.slice(next, next + claims[index].limit);
+    next += claims[index].limit;
+  }
+}

@@ -86,6 +86,14 @@ export interface Store {
    */
   claim(options: ClaimOptions): Promise<ClaimedTask[]>;
   /**
+   * Several claims at once (concurrent workers, or concurrent HTTP requests), answered in input order.
+   * Each claim gets what `claim` would give it: its worker's reserved tasks first, never more than its
+   * limit, the same filters. Ready tasks are shared out in turn among claims of the same shape, so with
+   * limit 1 each gets what it would have got claiming alone, one after another. A store may run claims
+   * of one shape as one statement.
+   */
+  claimMany(claims: ClaimOptions[]): Promise<ClaimedTask[][]>;
+  /**
    * Claims one pending task by id, ready or not; AlreadyClaimedError when another worker holds it,
    * TaskTypeAtCapacityError when its type is at its max_running cap.
    */

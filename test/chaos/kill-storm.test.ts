@@ -14,7 +14,8 @@ import { CHAOS_COORDINATION, report, scale } from "./settings.js";
 const TASKS = scale("CHAOS_TASKS", 1200);
 const WORKERS = scale("CHAOS_WORKERS", 4);
 const KILL_EVERY_MS = scale("CHAOS_KILL_EVERY_MS", 2000);
-const DEADLINE_MS = scale("CHAOS_DEADLINE_MS", 60_000);
+// A guard against a storm that never drains, not a speed target: 1,200 tasks took 40–56 s on a busy 2-core machine.
+const DEADLINE_MS = scale("CHAOS_DEADLINE_MS", 120_000);
 
 describe.each([
   ["postgres", createPostgres],

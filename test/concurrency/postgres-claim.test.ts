@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ClaimBatcher } from "../../src/api/write-batcher.js";
 import type { ClaimedTask } from "../../src/core/task.js";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { createPostgres, type TestStore } from "../helpers/stores.js";
@@ -37,6 +38,35 @@ describe("PostgreSQL claims under real concurrency", () => {
     const counts = await handle.store.counts();
     expect(counts.byStatus).toMatchObject({ pending: 0, claimed: 0, running: 0, completed: 5000 });
     await claimedOnceEach(handle.store, 5000);
+  });
+
+  it("batched claims (4 servers' ClaimBatchers, 8 concurrent callers each) drain 2,000 tasks, each once, in shared statements", async () => {
+    await handle.store.enqueueMany(Array.from({ length: 2000 }, (_, i) => ({ taskType: "drain", params: { i } })));
+    let statements = 0;
+    let claims = 0;
+    const seen = await Promise.all(
+      claimers.slice(0, 4).map(async (store, s) => {
+        const claimMany = store.claimMany.bind(store);
+        const batcher = new ClaimBatcher({ claimMany: (items) => (statements++, claimMany(items)) });
+        const callers = Array.from({ length: 8 }, async (_, c) => {
+          const mine: number[] = [];
+          for (;;) {
+            claims++;
+            const [task] = await batcher.claim({ workerId: `server-${s}-caller-${c}`, taskTypes: ["drain"] });
+            if (!task) return mine;
+            expect(task.workerId).toBe(`server-${s}-caller-${c}`);
+            mine.push(task.id);
+            await store.complete(task.id, task);
+          }
+        });
+        return (await Promise.all(callers)).flat();
+      }),
+    );
+    const all = seen.flat();
+    expect(all).toHaveLength(2000);
+    expect(new Set(all).size).toBe(2000);
+    expect(statements).toBeLessThan(claims / 2);
+    await claimedOnceEach(handle.store, 2000);
   });
 
   it("10 claimers race for 5 tasks: exactly 5 win", async () => {

@@ -119,6 +119,62 @@ export function claimContract(kind: StoreKind) {
       expect(new Set(all.map((t) => t.leaseToken)).size).toBe(5);
     });
 
+    describe("claimMany", () => {
+      it("shares ready tasks out in turn, in priority order, each task once, each event naming its worker", async () => {
+        const tasks = [await enqueueAt("a", 5), await enqueueAt("a", 9), await enqueueAt("a", 1), await enqueueAt("a", 7)];
+        const [w1, w2, w3] = await ctx.store.claimMany([{ workerId: "w1" }, { workerId: "w2" }, { workerId: "w3", limit: 2 }]);
+        const [p5, p9, p1, p7] = tasks.map((t) => t.id);
+        expect(w1.map((t) => t.id)).toEqual([p9]);
+        expect(w2.map((t) => t.id)).toEqual([p7]);
+        expect(w3.map((t) => t.id)).toEqual([p5, p1]);
+        for (const [worker, claimed] of [["w1", w1], ["w2", w2], ["w3", w3]] as const) {
+          for (const task of claimed) {
+            expect(task).toMatchObject({ status: "claimed", workerId: worker, attempts: 1 });
+            expect((await ctx.store.events(task.id)).at(-1)).toMatchObject({ event: "claimed", toWorkerId: worker });
+          }
+        }
+        expect(new Set([...w1, ...w2, ...w3].map((t) => t.leaseToken)).size).toBe(4);
+        expect(await ctx.store.claimMany([{ workerId: "w1" }, { workerId: "w2" }])).toEqual([[], []]);
+      });
+
+      it("gives each worker its reserved task first, and merges one worker's claims", async () => {
+        const open = await enqueueAt("a", 100);
+        const forW2 = await enqueueAt("a", 0);
+        const other = await enqueueAt("a", 50);
+        await ctx.store.reserve(forW2.id, "w2", 10);
+        const [a, b, c] = await ctx.store.claimMany([{ workerId: "w1" }, { workerId: "w2" }, { workerId: "w1" }]);
+        expect(b.map((t) => t.id)).toEqual([forW2.id]);
+        expect([...a, ...c].map((t) => t.id)).toEqual([open.id, other.id]);
+        expect([a.length, c.length]).toEqual([1, 1]);
+      });
+
+      it("keeps each claim's own filters and answers in input order", async () => {
+        const a = await enqueueAt("a", 0);
+        const b = await enqueueAt("b", 0);
+        const answers = await ctx.store.claimMany([{ workerId: "w1", taskTypes: ["b"] }, { workerId: "w2", taskTypes: ["zzz"] }, { workerId: "w3", taskTypes: ["a"], start: true }]);
+        expect(answers.map((claimed) => claimed.map((t) => [t.id, t.status]))).toEqual([[[b.id, "claimed"]], [], [[a.id, "running"]]]);
+      });
+
+      it("holds to concurrency keys and type caps across the claims it shares out", async () => {
+        await ctx.store.registerTaskType({ name: "capped", maxRunning: 1 });
+        await ctx.store.enqueueMany([{ taskType: "capped" }, { taskType: "capped" }, { taskType: "k", concurrencyKey: "x" }, { taskType: "k", concurrencyKey: "x" }]);
+        const capped = await ctx.store.claimMany(["w1", "w2", "w3"].map((workerId) => ({ workerId, taskTypes: ["capped"] })));
+        expect(capped.flat()).toHaveLength(1);
+        const keyed = await ctx.store.claimMany(["w1", "w2", "w3"].map((workerId) => ({ workerId, taskTypes: ["k"] })));
+        expect(keyed.flat()).toHaveLength(1);
+      });
+
+      it("never gives one task to two workers when batches race", async () => {
+        await ctx.store.enqueueMany(Array.from({ length: 60 }, () => ({ taskType: "a" })));
+        const batches = await Promise.all(
+          Array.from({ length: 4 }, (_, b) => ctx.store.claimMany(Array.from({ length: 8 }, (_, i) => ({ workerId: `w${b}-${i}`, limit: 2 })))),
+        );
+        const ids = batches.flat(2).map((t) => t.id);
+        expect(ids).toHaveLength(60);
+        expect(new Set(ids).size).toBe(60);
+      });
+    });
+
     it("holds at most one claimed or running task per concurrency key", async () => {
       const k1 = await enqueueAt("a", 0);
       await ctx.store.enqueue({ taskType: "a", concurrencyKey: "store:1" });

@@ -82,6 +82,24 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(batch.body).toMatchObject({ message: "2 tasks claimed successfully", task: { id: other.id }, lease_token: batch.body.tasks[0].lease_token });
   });
 
+  it("concurrent claims (shared out in one statement) each get their own task, their own filters, or 404", async () => {
+    const ids = [];
+    for (let i = 0; i < 10; i++) ids.push((await create({ task_type: "scrape", priority: i })).id);
+    const other = await create({ task_type: "other" });
+    const answers = await Promise.all([
+      ...Array.from({ length: 12 }, (_, i) => s.call("POST", "/api/tasks/claim", { worker_id: `w${i}`, task_types: ["scrape"] })),
+      s.call("POST", "/api/tasks/claim", { worker_id: "w-other", task_types: ["other"] }),
+      s.call("POST", "/api/tasks/claim", { worker_id: "w-bad", task_types: [""] }),
+    ]);
+    const scrapes = answers.slice(0, 12);
+    expect(scrapes.filter((a) => a.status === 404)).toHaveLength(2);
+    const won = scrapes.filter((a) => a.status === 200);
+    expect(won.map((a) => a.body.task.id).sort((a, b) => a - b)).toEqual(ids);
+    scrapes.forEach((a, i) => a.status === 200 && expect(a.body.task).toMatchObject({ status: "claimed", worker_id: `w${i}` }));
+    expect(answers[12]).toMatchObject({ status: 200, body: { task: { id: other.id, worker_id: "w-other" } } });
+    expect(answers[13].status).toBe(400);
+  });
+
   it("claim by id: 409 already_claimed when another worker holds it, 404 when it does not exist", async () => {
     const task = await create({ task_type: "crawl" });
     const mine = await s.call("POST", `/api/tasks/${task.id}/claim`, { worker_id: "w1", lease_seconds: 60 });

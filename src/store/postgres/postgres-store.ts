@@ -25,7 +25,7 @@ import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskType
 import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
-import { resolveClaim } from "../claim-options.js";
+import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
@@ -193,19 +193,35 @@ export class PostgresStore implements Store {
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
-    const c = resolveClaim(options);
+    return (await this.claimMany([options]))[0];
+  }
+
+  async claimMany(claims: ClaimOptions[]): Promise<ClaimedTask[][]> {
+    const resolved = claims.map(resolveClaim);
+    const answers: ClaimedTask[][] = resolved.map(() => []);
+    for (const group of groupClaims(resolved)) {
+      const rows = await this.claimGroup(group);
+      group.workers.forEach((worker, i) => {
+        const mine = rows.filter((row) => Number(row.claim_owner) === i + 1).map((row) => toTask(row) as ClaimedTask);
+        shareOut(mine, worker.members, resolved, answers);
+      });
+    }
+    return answers;
+  }
+
+  private async claimGroup({ shape: c, workers }: ClaimGroup): Promise<(TaskRow & { claim_owner: string })[]> {
     const typed = c.taskTypes !== null;
     const name = `tp_claim_${c.sortBy}_${c.sortOrder}_${typed ? "typed" : "any"}${c.start ? "_start" : ""}`;
-    const values: unknown[] = [c.workerId, this.clock.now(), c.limit, c.leaseSeconds, c.maxAttemptsRemaining];
+    const limits = workers.map((w) => w.limit);
+    const values: unknown[] = [workers.map((w) => w.workerId), this.clock.now(), limits.reduce((a, b) => a + b, 0), c.leaseSeconds, c.maxAttemptsRemaining, limits];
     if (typed) values.push(c.taskTypes);
     for (let attempt = 1; ; attempt++) {
       try {
-        const rows = await this.rows<TaskRow>(name, sql.claimStatement(c.sortBy, c.sortOrder, typed, c.start), values);
-        return rows.map(toTask) as ClaimedTask[];
+        return await this.rows<TaskRow & { claim_owner: string }>(name, sql.claimStatement(c.sortBy, c.sortOrder, typed, c.start), values);
       } catch (error) {
         // Lost a race for a concurrency key (see claimStatement); the retry sees the winner and skips the key.
         if (!isUniqueViolation(error, "tasks_active_concurrency_key")) throw error;
-        // Losing every time means others are taking the work as fast as it frees: this claim gets none now.
+        // Losing every time means others are taking the work as fast as it frees: these claims get none now.
         if (attempt >= CLAIM_RETRIES) return [];
       }
     }

@@ -73,9 +73,9 @@ const ORDER_BY: Record<SortBy, Record<SortOrder, string>> = {
   random: { asc: "random()", desc: "random()" },
 };
 
-/** Filters shared by every branch of a claim: $5 max_attempts_remaining, $6 task types (when typed). */
+/** Filters shared by every branch of a claim: $5 max_attempts_remaining, $7 task types (when typed). */
 const claimFilters = (typed: boolean) => `
-    ${typed ? "AND t.task_type = ANY($6::text[])" : ""}
+    ${typed ? "AND t.task_type = ANY($7::text[])" : ""}
     AND ($5::int IS NULL OR t.max_attempts - t.attempts > $5)
     AND (t.concurrency_key IS NULL OR NOT EXISTS (
           SELECT 1 FROM tasks a WHERE a.concurrency_key = t.concurrency_key AND a.status IN (${LEASED})))`;
@@ -96,17 +96,24 @@ const cappedTypes = (typeFilter: string | null) => `
 const UNCAPPED = `AND t.task_type <> ALL (ARRAY(SELECT name FROM capped))`;
 
 /**
- * The claim. $1 worker_id, $2 now, $3 limit, $4 lease seconds, $5 max_attempts_remaining, [$6 types].
- * With `start`, the tasks go straight to running (claimed and started events both logged).
+ * The claim, for one worker or for several at once (concurrent HTTP claims of one shape share it).
+ * $1 worker ids (distinct), $2 now, $3 the sum of their limits, $4 lease seconds,
+ * $5 max_attempts_remaining, $6 each worker's limit, [$7 types]. Rows come back with claim_owner (the
+ * worker's 1-based position in $1) and claim_order (its n-th task).
  *
- * Locked scans of the candidates (tasks reserved for this worker, then the open pool in the requested
- * order) are merged, at most one task per concurrency key is kept, and the winners are updated and
- * logged, all in one statement. SKIP LOCKED lets concurrent claimers pass over each other's rows
- * instead of waiting. The NOT EXISTS check sees a snapshot, so two claimers can still pick different
- * tasks of one key at the same instant; the unique index tasks_active_concurrency_key then fails the
- * later one (23505) and the store retries it. The ORDER BY comes from a fixed allowlist, never input.
+ * Locked scans of the candidates (tasks reserved for each worker, then the open pool in the requested
+ * order) are merged, at most one task per concurrency key is kept, and the winners are shared out,
+ * updated and logged, all in one statement. Each worker gets its reserved tasks first, up to its
+ * limit; its free slots are then filled from the open pool in turn (the best task to the first slot
+ * of the first worker, the next to the first slot of the second, ...), so with limit 1 each worker
+ * gets what it would have got claiming alone, one after another.
  *
- * Types with a max_running cap (see cappedTypes) are left out of those two scans and scanned on their
+ * SKIP LOCKED lets concurrent claimers pass over each other's rows instead of waiting. The NOT EXISTS
+ * check sees a snapshot, so two claimers can still pick different tasks of one key at the same
+ * instant; the unique index tasks_active_concurrency_key then fails the later one (23505) and the
+ * store retries it. The ORDER BY comes from a fixed allowlist, never input.
+ *
+ * Types with a max_running cap (see cappedTypes) are left out of those scans and scanned on their
  * own, at most `room` tasks each, where room comes from taskpool_cap_room: it takes the type's advisory
  * lock and counts on a fresh snapshot, so capped claims of a type run one at a time and each sees the
  * ones before it (see migration 003). When no capped type is in scope `capped` is empty: the
@@ -116,10 +123,10 @@ const UNCAPPED = `AND t.task_type <> ALL (ARRAY(SELECT name FROM capped))`;
  * The open pool of a typed claim, scanned per type: each scan walks its type's claim index in order
  * and stops after `limit` rows, so the cost does not grow with the backlog. One scan over
  * `task_type = ANY(...)` cannot use the index order and sorted every pending row of the types
- * (10 ms per claim at 10,000 pending). The merge in `picked` keeps the best `limit` of them.
+ * (10 ms per claim at 10,000 pending). The merge in `kept` keeps the best of them.
  */
 const openPerType = (openToAll: string, order: string) => `
-    SELECT o.* FROM (SELECT DISTINCT unnest($6::text[]) AS task_type) AS wanted CROSS JOIN LATERAL (
+    SELECT o.* FROM (SELECT DISTINCT unnest($7::text[]) AS task_type) AS wanted CROSS JOIN LATERAL (
       SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
       WHERE t.status = 'pending' AND t.task_type = wanted.task_type AND ${openToAll}
       ${claimFilters(false)}
@@ -131,18 +138,21 @@ const openPerType = (openToAll: string, order: string) => `
 
 export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: boolean, start: boolean): string {
   const order = ORDER_BY[sortBy][sortOrder];
-  const reservedForMe = `t.reserved_for = $1 AND t.reserved_until > $2::timestamptz AND t.scheduled_for <= $2::timestamptz`;
+  const reservedForMe = `t.reserved_for = w.worker_id AND t.reserved_until > $2::timestamptz AND t.scheduled_for <= $2::timestamptz`;
   const openToAll = `t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS NULL OR t.reserved_until <= $2::timestamptz)`;
   return `
-  WITH ${cappedTypes(typed ? "ANY($6::text[])" : null)},
+  WITH ${cappedTypes(typed ? "ANY($7::text[])" : null)},
+  workers AS (SELECT w.worker_id, w.lim, w.ord FROM unnest($1::text[], $6::int[]) WITH ORDINALITY AS w(worker_id, lim, ord)),
   reserved AS (
-    SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
-    WHERE t.status = 'pending' AND ${reservedForMe}
-    ${claimFilters(typed)}
-    ${UNCAPPED}
-    ORDER BY t.priority DESC, t.id
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
+    SELECT r.*, w.ord AS owner FROM workers w CROSS JOIN LATERAL (
+      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
+      WHERE t.status = 'pending' AND ${reservedForMe}
+      ${claimFilters(typed)}
+      ${UNCAPPED}
+      ORDER BY t.priority DESC, t.id
+      LIMIT w.lim
+      FOR UPDATE SKIP LOCKED
+    ) r
   ),
   open AS (${typed ? openPerType(openToAll, order) : `
     SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
@@ -154,12 +164,12 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
     FOR UPDATE SKIP LOCKED`}
   ),
   capped_reserved AS (
-    SELECT c.*, r.cap_type, r.room FROM room r CROSS JOIN LATERAL (
+    SELECT c.*, r.cap_type, r.room, w.ord AS owner FROM room r CROSS JOIN workers w CROSS JOIN LATERAL (
       SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
       WHERE t.status = 'pending' AND t.task_type = r.cap_type AND ${reservedForMe}
       ${claimFilters(false)}
       ORDER BY t.priority DESC, t.id
-      LIMIT $3
+      LIMIT w.lim
       FOR UPDATE SKIP LOCKED
     ) c
     WHERE r.room > 0
@@ -176,38 +186,51 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
     WHERE r.room > 0
   ),
   candidates AS (
-    SELECT *, 0 AS grp, NULL::text AS cap_type, NULL::int AS room FROM reserved
-    UNION ALL SELECT *, 1 AS grp, NULL, NULL FROM open
-    UNION ALL SELECT id, concurrency_key, priority, created_at, 0, cap_type, room FROM capped_reserved
-    UNION ALL SELECT id, concurrency_key, priority, created_at, 1, cap_type, room FROM capped_open
+    SELECT id, concurrency_key, priority, created_at, 0 AS grp, owner, NULL::text AS cap_type, NULL::int AS room FROM reserved
+    UNION ALL SELECT id, concurrency_key, priority, created_at, 1, NULL::bigint, NULL, NULL FROM open
+    UNION ALL SELECT id, concurrency_key, priority, created_at, 0, owner, cap_type, room FROM capped_reserved
+    UNION ALL SELECT id, concurrency_key, priority, created_at, 1, NULL, cap_type, room FROM capped_open
   ),
-  picked AS (
-    SELECT id, row_number() OVER (ORDER BY grp, ${order}) AS claim_order FROM (
+  kept AS (
+    SELECT id, grp, owner, row_number() OVER (ORDER BY grp, ${order}) AS rank FROM (
       SELECT *, row_number() OVER (PARTITION BY cap_type ORDER BY grp, ${order}) AS cap_rank FROM (
         SELECT *, row_number() OVER (PARTITION BY concurrency_key ORDER BY grp, ${order}) AS key_rank FROM candidates
       ) k
       WHERE concurrency_key IS NULL OR key_rank = 1
     ) c
     WHERE cap_type IS NULL OR cap_rank <= room
-    ORDER BY grp, ${order}
-    LIMIT $3
+  ),
+  mine AS (
+    SELECT k.id, k.owner, k.n FROM (
+      SELECT id, owner, row_number() OVER (PARTITION BY owner ORDER BY rank) AS n FROM kept WHERE grp = 0
+    ) k JOIN workers w ON w.ord = k.owner
+    WHERE k.n <= w.lim
+  ),
+  slots AS (
+    SELECT w.ord AS owner, s.n, row_number() OVER (ORDER BY s.n, w.ord) AS slot
+    FROM workers w CROSS JOIN LATERAL generate_series((SELECT count(*) FROM mine m WHERE m.owner = w.ord)::int + 1, w.lim) AS s(n)
+  ),
+  picked AS (
+    SELECT id, owner, n FROM mine
+    UNION ALL
+    SELECT o.id, s.owner, s.n FROM (SELECT id, row_number() OVER (ORDER BY rank) AS slot FROM kept WHERE grp = 1) o JOIN slots s ON s.slot = o.slot
   ),
   claimed AS (
     UPDATE tasks t
-    SET status = '${start ? "running" : "claimed"}', worker_id = $1, lease_token = gen_random_uuid()::text, lease_seconds = $4::int,
+    SET status = '${start ? "running" : "claimed"}', worker_id = w.worker_id, lease_token = gen_random_uuid()::text, lease_seconds = $4::int,
         lease_expires_at = $2::timestamptz + make_interval(secs => $4::int), claimed_at = $2::timestamptz, last_heartbeat_at = $2::timestamptz,
         started_at = ${start ? "$2::timestamptz" : "NULL"}, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
-    FROM picked WHERE t.id = picked.id
-    RETURNING t.*, picked.claim_order
+    FROM picked p JOIN workers w ON w.ord = p.owner WHERE t.id = p.id
+    RETURNING t.*, p.owner AS claim_owner, p.n AS claim_order
   ),
   -- Claimed and started in one step is one transition, so one event: 'claimed' with started: true.
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
-    SELECT c.id, 'claimed', $1, jsonb_build_object('attempt', c.attempts${start ? ", 'started', true" : ""}), $2::timestamptz
+    SELECT c.id, 'claimed', c.worker_id, jsonb_build_object('attempt', c.attempts${start ? ", 'started', true" : ""}), $2::timestamptz
     FROM claimed c ORDER BY c.id
   ),
   ${ASYNC_COMMIT}
-  SELECT claimed.* FROM claimed, async_commit ORDER BY claimed.claim_order`;
+  SELECT claimed.* FROM claimed, async_commit ORDER BY claimed.claim_owner, claimed.claim_order`;
 }
 
 /**

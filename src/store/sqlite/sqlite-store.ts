@@ -182,6 +182,11 @@ export class SqliteStore implements Store {
     return claimTasks(this.conn, this.clock, resolveClaim(options));
   }
 
+  /** One claim after another: each is a short in-process transaction, with no round trip to share. */
+  async claimMany(claims: ClaimOptions[]): Promise<ClaimedTask[][]> {
+    return claims.map((options) => claimTasks(this.conn, this.clock, resolveClaim(options)));
+  }
+
   async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
     return claimTaskById(this.conn, this.clock, id, options.workerId, options.leaseSeconds ?? DEFAULT_LEASE_SECONDS);
   }
