@@ -200,11 +200,10 @@ export class PostgresStore implements Store {
     const resolved = claims.map(resolveClaim);
     const answers: ClaimedTask[][] = resolved.map(() => []);
     for (const group of groupClaims(resolved)) {
-      const rows = await this.claimGroup(group);
-      group.workers.forEach((worker, i) => {
-        const mine = rows.filter((row) => Number(row.claim_owner) === i + 1).map((row) => toTask(row) as ClaimedTask);
-        shareOut(mine, worker.members, resolved, answers);
-      });
+      // claim_owner is the worker's 1-based position in the group.
+      const byWorker: ClaimedTask[][] = group.workers.map(() => []);
+      for (const row of await this.claimGroup(group)) byWorker[Number(row.claim_owner) - 1].push(toTask(row) as ClaimedTask);
+      group.workers.forEach((worker, i) => shareOut(byWorker[i], worker.members, resolved, answers));
     }
     return answers;
   }
