@@ -136,13 +136,21 @@ export class CheckedStore implements Store {
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
-    validate(ClaimOptionsSchema, options, "claim options");
+    checkClaim(options);
     return this.store.claim(options);
   }
 
   async claimMany(claims: ClaimOptions[]): Promise<ClaimedTask[][]> {
-    claims.forEach((options, index) => atItem(index, () => validate(ClaimOptionsSchema, options, "claim options")));
+    claims.forEach((options, index) => atItem(index, () => checkClaim(options)));
     return claims.length === 0 ? [] : this.store.claimMany(claims);
+  }
+
+  /**
+   * claimMany for independent callers (a server's concurrent claim requests): a bad claim is refused
+   * alone, as its outcome, and the others are claimed together.
+   */
+  claimEach(claims: ClaimOptions[]): Promise<Outcome<ClaimedTask[]>[]> {
+    return this.each(claims, checkClaim, (valid) => this.store.claimMany(valid));
   }
 
   async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
@@ -270,9 +278,21 @@ export class CheckedStore implements Store {
   }
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
-    validate(WorkerBeatSchema, beat, "worker heartbeat");
-    if (beat.metadata !== undefined) this.checkStored("metadata", beat.metadata);
+    this.checkBeat(beat);
     return this.store.workerHeartbeat(beat);
+  }
+
+  /** All or nothing, like claimMany: a bad beat or a worker beating twice refuses the lot, naming the index. */
+  async workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]> {
+    const seen = new Set<string>();
+    beats.forEach((beat, index) => atItem(index, () => this.checkBeat(beat, seen)));
+    return beats.length === 0 ? [] : this.store.workerHeartbeatMany(beats);
+  }
+
+  /** workerHeartbeatMany for independent callers, as claimEach: a bad beat is refused alone. */
+  workerHeartbeatEach(beats: WorkerBeat[]): Promise<Outcome<WorkerBeatResult>[]> {
+    const seen = new Set<string>();
+    return this.each(beats, (beat) => this.checkBeat(beat, seen), (valid) => this.store.workerHeartbeatMany(valid));
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {
@@ -405,20 +425,40 @@ export class CheckedStore implements Store {
   private async batch<T extends { id: number }>(items: T[], check: (item: T) => void, write: (valid: T[]) => Promise<BatchOutcome[]>): Promise<BatchOutcome[]> {
     validate(BatchSchema, items, "batch");
     const seen = new Set<number>();
-    const refused = new Map<number, BatchOutcome>();
+    const outcomes = await this.each(items, (item, index) => {
+      check(item);
+      if (seen.has(item.id)) throw new ValidationError(`Invalid batch: task ${item.id} appears more than once`, [{ path: `${index}.id`, message: "repeated" }]);
+      seen.add(item.id);
+    }, write);
+    return outcomes.map((o, index) => (o.ok ? o.value : { id: items[index]?.id, ok: false, error: o.error }));
+  }
+
+  /** Checks each item; a refused one answers its ValidationError as its outcome, and the rest go to `write` together. */
+  private async each<I, O>(items: I[], check: (item: I, index: number) => void, write: (valid: I[]) => Promise<O[]>): Promise<Outcome<O>[]> {
+    const refused = new Map<number, ValidationError>();
     items.forEach((item, index) => {
       try {
-        check(item);
-        if (seen.has(item.id)) throw new ValidationError(`Invalid batch: task ${item.id} appears more than once`, [{ path: `${index}.id`, message: "repeated" }]);
-        seen.add(item.id);
+        check(item, index);
       } catch (error) {
         if (!(error instanceof ValidationError)) throw error;
-        refused.set(index, { id: item?.id, ok: false, error });
+        refused.set(index, error);
       }
     });
     const valid = items.filter((_, index) => !refused.has(index));
     const written = valid.length > 0 ? await write(valid) : [];
-    return items.map((_, index) => refused.get(index) ?? (written.shift() as BatchOutcome));
+    let next = 0;
+    return items.map((_, index) => {
+      const error = refused.get(index);
+      return error ? { ok: false, error } : { ok: true, value: written[next++] };
+    });
+  }
+
+  /** A worker's beat; `seen` refuses a worker beating twice in one batch (its upsert would meet itself). */
+  private checkBeat(beat: WorkerBeat, seen?: Set<string>): void {
+    validate(WorkerBeatSchema, beat, "worker heartbeat");
+    if (beat.metadata !== undefined) this.checkStored("metadata", beat.metadata);
+    if (seen?.has(beat.workerId)) throw new ValidationError(`Invalid worker heartbeat: worker ${beat.workerId} beats more than once in this batch`, [{ path: "workerId", message: "repeated" }]);
+    seen?.add(beat.workerId);
   }
 
   /** The JSON rules, with the size limit of the kind of value (`path` names it in the error). */
@@ -434,6 +474,13 @@ export class CheckedStore implements Store {
 }
 
 const Enabled = Type.Boolean();
+
+/** What a per-item call answers for each item: its value, or why it was refused (nothing of it was written). */
+export type Outcome<T> = { ok: true; value: T } | { ok: false; error: ValidationError };
+
+function checkClaim(options: ClaimOptions): void {
+  validate(ClaimOptionsSchema, options, "claim options");
+}
 
 function checkId(id: number): void {
   validate(TaskId, id, "task id");

@@ -1,7 +1,8 @@
-import { ClaimOptionsSchema, type Completion, type Failure } from "../core/schemas.js";
+import type { Completion, Failure } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions } from "../core/task.js";
-import { validate } from "../core/validation.js";
+import type { WorkerBeat, WorkerBeatResult } from "../core/worker.js";
 import type { BatchOptions, BatchOutcome, Store } from "../store/store.js";
+import type { CheckedStore, Outcome } from "./checked-store.js";
 
 interface Waiting<I, O> {
   item: I;
@@ -106,18 +107,38 @@ function settled(outcome: BatchOutcome): BatchOutcome & { ok: true } {
 /**
  * Claims batched the same way: concurrent claims (HTTP workers each claiming one task, say) wait for
  * the claim in flight and then share one `claimMany`, one statement and one commit for the lot, each
- * still getting only what its own filters and limit allow.
+ * still getting only what its own filters and limit allow. The checked layer checks each claim on its
+ * own, so a bad one is refused alone rather than failing its batch.
  */
 export class ClaimBatcher {
-  private readonly claims: Batcher<ClaimOptions, ClaimedTask[]>;
+  private readonly claims: Batcher<ClaimOptions, Outcome<ClaimedTask[]>>;
 
-  constructor(store: Pick<Store, "claimMany">, maxBatch = 100) {
-    this.claims = new Batcher((items) => store.claimMany(items), maxBatch);
+  constructor(store: Pick<CheckedStore, "claimEach">, maxBatch = 100) {
+    this.claims = new Batcher((items) => store.claimEach(items), maxBatch);
   }
 
-  /** Checked here, so that one bad claim is refused alone rather than failing its batch. */
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
-    validate(ClaimOptionsSchema, options, "claim options");
-    return this.claims.add(options);
+    return unwrap(await this.claims.add(options));
   }
+}
+
+/**
+ * Worker heartbeats batched the same way: the beats of concurrent requests register their workers and
+ * renew their leases in one statement. A worker beating twice at once waits for its first beat's batch.
+ */
+export class BeatBatcher {
+  private readonly beats: Batcher<WorkerBeat, Outcome<WorkerBeatResult>>;
+
+  constructor(store: Pick<CheckedStore, "workerHeartbeatEach">, maxBatch = 100) {
+    this.beats = new Batcher((items) => store.workerHeartbeatEach(items), maxBatch, (beat) => beat.workerId);
+  }
+
+  async beat(beat: WorkerBeat): Promise<WorkerBeatResult> {
+    return unwrap(await this.beats.add(beat));
+  }
+}
+
+function unwrap<T>(outcome: Outcome<T>): T {
+  if (!outcome.ok) throw outcome.error;
+  return outcome.value;
 }

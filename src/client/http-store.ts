@@ -185,6 +185,11 @@ export class HttpStore implements Store {
     return { lost };
   }
 
+  /** One request per beat, sent together: the server writes them in one statement. */
+  async workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]> {
+    return Promise.all(beats.map((beat) => this.workerHeartbeat(beat)));
+  }
+
   async shutdownWorker(workerId: string): Promise<number[]> {
     return (await this.call<{ released: number[] }>("POST /api/workers/:id/shutdown", { params: { id: workerId } }, { repeatable: "yes" })).released;
   }

@@ -1,5 +1,5 @@
 import type { Taskpool } from "../api/taskpool.js";
-import type { WriteBatcher } from "../api/write-batcher.js";
+import type { BeatBatcher, WriteBatcher } from "../api/write-batcher.js";
 import type { Coordinator } from "../coordinator/coordinator.js";
 import type { LongPoll } from "./long-poll.js";
 
@@ -11,6 +11,8 @@ export interface ServerContext {
   coordinator: Coordinator;
   /** Completions and failures of concurrent requests, written together (one statement and one commit per round trip). */
   writes: WriteBatcher;
+  /** Worker heartbeats of concurrent requests, written together the same way. */
+  beats: BeatBatcher;
   /** What a worker heartbeat answers as `next_heartbeat_in`. */
   heartbeatIntervalSeconds: number;
 }

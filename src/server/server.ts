@@ -14,7 +14,7 @@ import { Value } from "@sinclair/typebox/value";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { pino, type Logger } from "pino";
 import type { Taskpool } from "../api/taskpool.js";
-import { ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
+import { BeatBatcher, ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
 import type { CoordinatorOptions } from "../coordinator/coordinator.js";
 import { validate } from "../core/validation.js";
 import { VERSION } from "../version.js";
@@ -168,7 +168,14 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       options.coordinator?.onSweep?.(result, durationMs);
     },
   });
-  const context: ServerContext = { pool, longPoll, coordinator, writes: new WriteBatcher(pool.protocol, { returnTasks: true }), heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30 };
+  const context: ServerContext = {
+    pool,
+    longPoll,
+    coordinator,
+    writes: new WriteBatcher(pool.protocol, { returnTasks: true }),
+    beats: new BeatBatcher(pool.protocol),
+    heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30,
+  };
   for (const route of ROUTES) registerRoute(app, route, context);
 
   app.decorate("taskpool", { waitingClaims: () => longPoll.waiting });

@@ -146,6 +146,11 @@ export interface Store {
 
   /** Registers or refreshes a worker and renews the leases it still holds, in one call. */
   workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult>;
+  /**
+   * workerHeartbeat for many workers (a server's concurrent heartbeat requests), one statement on
+   * PostgreSQL; answers in input order. Worker ids are distinct.
+   */
+  workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]>;
   /** Graceful deregistration: what it still holds goes back to the pool (no attempt charged); it turns inactive. */
   shutdownWorker(workerId: string): Promise<number[]>;
   listWorkers(): Promise<WorkerRecord[]>;

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ClaimBatcher } from "../../src/api/write-batcher.js";
+import { CheckedStore } from "../../src/api/checked-store.js";
+import { BeatBatcher, ClaimBatcher } from "../../src/api/write-batcher.js";
 import type { ClaimedTask } from "../../src/core/task.js";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { createPostgres, type TestStore } from "../helpers/stores.js";
@@ -47,7 +48,8 @@ describe("PostgreSQL claims under real concurrency", () => {
     const seen = await Promise.all(
       claimers.slice(0, 4).map(async (store, s) => {
         const claimMany = store.claimMany.bind(store);
-        const batcher = new ClaimBatcher({ claimMany: (items) => (statements++, claimMany(items)) });
+        store.claimMany = (items) => (statements++, claimMany(items));
+        const batcher = new ClaimBatcher(new CheckedStore(store));
         const callers = Array.from({ length: 8 }, async (_, c) => {
           const mine: number[] = [];
           for (;;) {
@@ -67,6 +69,34 @@ describe("PostgreSQL claims under real concurrency", () => {
     expect(new Set(all).size).toBe(2000);
     expect(statements).toBeLessThan(claims / 2);
     await claimedOnceEach(handle.store, 2000);
+  });
+
+  it("batched worker heartbeats: 48 workers beating at once each renew only their own leases, in shared statements", async () => {
+    const workers = Array.from({ length: 48 }, (_, i) => `beater-${i}`);
+    await handle.store.enqueueMany(workers.map((w) => ({ taskType: "beat", params: { w } })));
+    const held = await Promise.all(workers.map(async (workerId) => (await handle.store.claim({ workerId, leaseSeconds: 30 }))[0]));
+    const store = claimers[0];
+    let statements = 0;
+    const many = store.workerHeartbeatMany.bind(store);
+    store.workerHeartbeatMany = (beats) => (statements++, many(beats));
+    const batcher = new BeatBatcher(new CheckedStore(store));
+    // Each worker also names its neighbour's task with the neighbour's own token: a lease it does not hold, so lost for it.
+    const results = await Promise.all(
+      workers.map((workerId, i) => {
+        const other = held[(i + 1) % workers.length];
+        const leases = [{ taskId: held[i].id, leaseToken: held[i].leaseToken }, { taskId: other.id, leaseToken: other.leaseToken }];
+        return batcher.beat({ workerId, roles: ["beat"], capacity: 1, currentLoad: 1, tasksProcessed: i, leases });
+      }),
+    );
+    results.forEach((result, i) => expect(result.lost).toEqual([held[(i + 1) % workers.length].id]));
+    expect(statements).toBeLessThan(workers.length / 2);
+    const registry = await handle.store.listWorkers();
+    expect(registry.filter((w) => w.workerId.startsWith("beater-") && w.status === "active")).toHaveLength(48);
+    for (const [i, task] of held.entries()) {
+      const now = await handle.store.get(task.id);
+      expect(now?.workerId).toBe(workers[i]);
+      expect(now!.leaseExpiresAt!.getTime()).toBeGreaterThan(task.leaseExpiresAt!.getTime());
+    }
   });
 
   it("10 claimers race for 5 tasks: exactly 5 win", async () => {

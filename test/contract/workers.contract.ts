@@ -48,6 +48,38 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.get(kept.id))?.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 120_000));
     });
 
+    it("beats for many workers at once: each registered, each told only of its own lost leases, in input order", async () => {
+      await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }]);
+      const mine = await claimOne(ctx.store, "w1");
+      const theirs = await claimOne(ctx.store, "w2");
+      ctx.clock.advance(100_000);
+      const leaseOf = (t: typeof mine) => ({ taskId: t.id, leaseToken: t.leaseToken });
+      const results = await ctx.store.workerHeartbeatMany([
+        { workerId: "w2", roles: ["crawl"], capacity: 2, currentLoad: 1, tasksProcessed: 3, leases: [leaseOf(theirs)] },
+        // w1 names w2's task with w2's token: a lease it does not hold.
+        { workerId: "w1", roles: ["crawl"], capacity: 1, currentLoad: 1, tasksProcessed: 0, leases: [leaseOf(mine), leaseOf(theirs)] },
+        { workerId: "w3", roles: ["index"], capacity: 5, currentLoad: 0, tasksProcessed: 0 },
+      ]);
+      expect(results).toEqual([{ lost: [] }, { lost: [theirs.id] }, { lost: [] }]);
+      const renewed = new Date(ctx.clock.now().getTime() + 120_000);
+      expect((await ctx.store.get(mine.id))?.leaseExpiresAt).toEqual(renewed);
+      expect((await ctx.store.get(theirs.id))?.leaseExpiresAt).toEqual(renewed);
+      const registry = await ctx.store.listWorkers();
+      expect(registry.map((w) => [w.workerId, w.status, w.capacity, w.roles]).sort()).toEqual([
+        ["w1", "active", 1, ["crawl"]],
+        ["w2", "active", 2, ["crawl"]],
+        ["w3", "active", 5, ["index"]],
+      ]);
+      expect(await ctx.store.workerHeartbeatMany([])).toEqual([]);
+    });
+
+    it("refuses a batch of beats with a bad one or a worker twice, naming the item, and registers none", async () => {
+      const ok = { workerId: "w1", roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 };
+      await expect(ctx.store.workerHeartbeatMany([ok, { ...ok, workerId: "w2", capacity: 0 }])).rejects.toThrow(/item 1: .*capacity/);
+      await expect(ctx.store.workerHeartbeatMany([ok, { ...ok, currentLoad: 1 }])).rejects.toThrow(/item 1: .*w1 beats more than once/);
+      expect(await ctx.store.listWorkers()).toEqual([]);
+    });
+
     it("refuses a malformed heartbeat", async () => {
       await expect(beat("bad id")).rejects.toBeInstanceOf(ValidationError);
       await expect(beat("w1", { capacity: 0 })).rejects.toThrow(/capacity/);

@@ -100,6 +100,26 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(answers[13].status).toBe(400);
   });
 
+  it("concurrent worker heartbeats (written together) each register their worker and learn only their own lost leases", async () => {
+    await create({ task_type: "crawl" });
+    const held = await claim("w0");
+    const beat = (workerId: string, leases: unknown[] = []) => s.call("POST", "/api/workers/heartbeat", { worker_id: workerId, roles: ["crawl"], capacity: 2, current_load: leases.length, tasks_processed: 0, leases });
+    const lease = { task_id: held.task.id, lease_token: held.lease.lease_token };
+    const answers = await Promise.all([
+      beat("w0", [lease]),
+      ...Array.from({ length: 10 }, (_, i) => beat(`w${i + 1}`, i === 0 ? [lease] : [])),
+      // The same worker twice at once: its second beat waits for the first one's batch.
+      beat("w0", [lease]),
+    ]);
+    expect(answers.map((a) => a.status)).toEqual(Array(12).fill(200));
+    expect(answers[0].body).toEqual({ success: true, message: "Heartbeat recorded", next_heartbeat_in: 30, lost: [] });
+    expect(answers[1].body.lost).toEqual([held.task.id]);
+    expect(answers[11].body.lost).toEqual([]);
+    const workers = (await s.call("GET", "/api/workers")).body.workers as { worker_id: string; status: string }[];
+    expect(workers.map((w) => w.worker_id).sort()).toEqual(Array.from({ length: 11 }, (_, i) => `w${i}`).sort());
+    expect(workers.every((w) => w.status === "active")).toBe(true);
+  });
+
   it("claim by id: 409 already_claimed when another worker holds it, 404 when it does not exist", async () => {
     const task = await create({ task_type: "crawl" });
     const mine = await s.call("POST", `/api/tasks/${task.id}/claim`, { worker_id: "w1", lease_seconds: 60 });

@@ -18,8 +18,9 @@ export const workerRoutes = [
     access: ["worker"],
     body: WorkerBeatSchema,
     reply: { message: Type.String(), nextHeartbeatIn: Type.Number(), lost: Type.Array(Type.Integer()) },
-    async handler({ body }, { pool, heartbeatIntervalSeconds }) {
-      const { lost } = await pool.protocol.workerHeartbeat(body);
+    async handler({ body }, { beats, heartbeatIntervalSeconds }) {
+      // Concurrent beats from many workers share one statement and one commit.
+      const { lost } = await beats.beat(body);
       return { message: "Heartbeat recorded", nextHeartbeatIn: heartbeatIntervalSeconds, lost };
     },
   }),

@@ -424,23 +424,31 @@ export class PostgresStore implements Store {
   }
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
-    const leases = beat.leases ?? [];
-    const [row] = await this.rows<{ held: number[] }>("tp_worker_heartbeat", workerSql.WORKER_HEARTBEAT, [
-      beat.workerId,
-      beat.roles,
-      beat.hostname ?? null,
-      beat.pid ?? null,
-      beat.version ?? null,
-      beat.capacity,
-      beat.currentLoad,
-      beat.tasksProcessed,
-      JSON.stringify(beat.metadata ?? {}),
+    return (await this.workerHeartbeatMany([beat]))[0];
+  }
+
+  async workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]> {
+    const rows = beats.map((b) => ({
+      worker_id: b.workerId,
+      roles: b.roles,
+      hostname: b.hostname ?? null,
+      pid: b.pid ?? null,
+      version: b.version ?? null,
+      capacity: b.capacity,
+      current_load: b.currentLoad,
+      tasks_processed: b.tasksProcessed,
+      metadata: b.metadata ?? {},
+    }));
+    const leases = beats.flatMap((b) => (b.leases ?? []).map((l) => ({ workerId: b.workerId, ...l })));
+    const [row] = await this.rows<{ held_by: string[]; held: string[] }>("tp_worker_heartbeat", workerSql.WORKER_HEARTBEAT, [
+      JSON.stringify(rows),
       this.clock.now(),
+      leases.map((l) => l.workerId),
       leases.map((l) => l.taskId),
       leases.map((l) => l.leaseToken),
     ]);
-    const held = new Set(row.held.map(Number));
-    return { lost: leases.map((l) => l.taskId).filter((id) => !held.has(id)) };
+    const held = new Set(row.held.map((id, i) => `${row.held_by[i]}:${id}`));
+    return beats.map((b) => ({ lost: (b.leases ?? []).map((l) => l.taskId).filter((id) => !held.has(`${b.workerId}:${id}`)) }));
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {

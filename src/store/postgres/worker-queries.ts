@@ -8,17 +8,25 @@ import { ISO_TIME } from "./queries.js";
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
 /**
- * $1 worker_id, $2 roles, $3 hostname, $4 pid, $5 version, $6 capacity, $7 current_load,
- * $8 tasks_processed, $9 metadata, $10 now, $11 task ids, $12 lease tokens.
- * Registers or refreshes the worker and renews the leases it still holds, in one round trip; the ids
- * that come back are the leases still held. Asynchronous commit, like a task heartbeat: a lost one
- * costs at most a spurious recovery, which fencing makes safe.
+ * $1 the beats (a JSON array of {worker_id, roles, hostname, pid, version, capacity, current_load,
+ * tasks_processed, metadata}, distinct worker ids), $2 now, $3 worker ids, $4 task ids, $5 lease
+ * tokens (the leases the beats list, one row each).
+ * Registers or refreshes the workers and renews the leases they still hold, in one round trip for
+ * any number of workers; the (worker, task) pairs that come back are the leases still held.
+ * Asynchronous commit, like a task heartbeat: a lost one costs at most a spurious recovery, which
+ * fencing makes safe.
  */
 export const WORKER_HEARTBEAT = `
-  WITH worker AS (
+  WITH beat AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(worker_id text, roles text[], hostname text, pid int, version text,
+                                                     capacity int, current_load int, tasks_processed bigint, metadata jsonb)
+  ),
+  worker AS (
     INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                          metadata, status, last_seen_at, started_at)
-    VALUES ($1, $2::text[], $3, $4::int, $5, $6::int, $7::int, $8::bigint, $9::jsonb, 'active', $10::timestamptz, $10::timestamptz)
+    SELECT worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed, metadata, 'active',
+           $2::timestamptz, $2::timestamptz
+    FROM beat
     ON CONFLICT (worker_id) DO UPDATE SET
       roles = EXCLUDED.roles, hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
       capacity = EXCLUDED.capacity, current_load = EXCLUDED.current_load, tasks_processed = EXCLUDED.tasks_processed,
@@ -27,14 +35,17 @@ export const WORKER_HEARTBEAT = `
     RETURNING worker_id
   ),
   held AS (
-    UPDATE tasks t SET last_heartbeat_at = $10::timestamptz,
-        lease_expires_at = $10::timestamptz + make_interval(secs => t.lease_seconds), updated_at = $10::timestamptz
-    FROM unnest($11::bigint[], $12::text[]) AS l(id, token)
-    WHERE t.id = l.id AND t.lease_token = l.token AND t.worker_id = $1 AND t.status IN (${LEASED})
-    RETURNING t.id
+    UPDATE tasks t SET last_heartbeat_at = $2::timestamptz,
+        lease_expires_at = $2::timestamptz + make_interval(secs => t.lease_seconds), updated_at = $2::timestamptz
+    FROM unnest($3::text[], $4::bigint[], $5::text[]) AS l(worker_id, id, token)
+    WHERE t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id AND t.status IN (${LEASED})
+    RETURNING t.worker_id, t.id
   ),
   async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
-  SELECT coalesce((SELECT array_agg(id) FROM held), '{}') AS held FROM async_commit`;
+  SELECT h.held_by, h.held
+  FROM async_commit, LATERAL (
+    SELECT coalesce(array_agg(worker_id ORDER BY id), '{}') AS held_by, coalesce(array_agg(id ORDER BY id), '{}') AS held FROM held
+  ) h`;
 
 /** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded. */
 export const WORKER_SHUTDOWN = `

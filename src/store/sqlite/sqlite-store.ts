@@ -421,6 +421,13 @@ export class SqliteStore implements Store {
     });
   }
 
+  /** One beat after another: each is a short in-process transaction, with no round trip to share. */
+  async workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]> {
+    const results: WorkerBeatResult[] = [];
+    for (const beat of beats) results.push(await this.workerHeartbeat(beat));
+    return results;
+  }
+
   async shutdownWorker(workerId: string): Promise<number[]> {
     const released = this.conn.tx(true, () => {
       const now = this.now();
