@@ -12,7 +12,9 @@
  * worker in a loop: `POST /api/tasks/claim` (limit 1), then `POST /api/tasks/:id/complete` with the
  * lease token, timing each request; then each connection a worker beating (`POST
  * /api/workers/heartbeat`) as fast as it is answered. BENCH_RUNS runs of each, interleaved; the
- * tables give each run and the medians. Progress goes to stderr; the tables and one JSON line to stdout.
+ * tables give each run and the medians, with the CPU time the server, this client and PostgreSQL
+ * spent per operation (on a 2-core machine the three share the cores, so the server's CPU per cycle
+ * is what says how fast it would go on cores of its own). Progress goes to stderr; the tables and one JSON line to stdout.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -22,6 +24,7 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { connect } from "../src/api/taskpool.js";
+import { postgresCpuMs, processCpuMs } from "./lib/cpu.js";
 import { envInt } from "./lib/env.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { dropSchema, PG_URL, postgresServer } from "./lib/database.js";
@@ -70,6 +73,24 @@ interface CycleRun {
   perSecond: number;
   claim: ReturnType<typeof summarize>;
   complete: ReturnType<typeof summarize>;
+  cpu: CpuPerOperation;
+}
+
+/** CPU milliseconds per operation of the server process, this client process and PostgreSQL. */
+interface CpuPerOperation {
+  server: number;
+  client: number;
+  postgres: number;
+}
+
+function cpuMeter(): (operations: number) => CpuPerOperation {
+  const read = () => ({ server: processCpuMs(server!.pid!), client: process.cpuUsage().user / 1000 + process.cpuUsage().system / 1000, postgres: postgresCpuMs() });
+  const before = read();
+  return (operations) => {
+    const after = read();
+    const per = (k: keyof CpuPerOperation) => (after[k] - before[k]) / Math.max(1, operations);
+    return { server: per("server"), client: per("client"), postgres: per("postgres") };
+  };
 }
 
 async function cycleRun(run: number, seconds = config.seconds): Promise<CycleRun> {
@@ -91,15 +112,17 @@ async function cycleRun(run: number, seconds = config.seconds): Promise<CycleRun
     }
   });
   const started = performance.now();
+  const cpu = cpuMeter();
   await Promise.all(loops);
   const elapsed = (performance.now() - started) / 1000;
-  return { cycles: completes.length, perSecond: completes.length / elapsed, claim: summarize(claims), complete: summarize(completes) };
+  return { cycles: completes.length, perSecond: completes.length / elapsed, claim: summarize(claims), complete: summarize(completes), cpu: cpu(completes.length) };
 }
 
-async function heartbeatRun(run: number): Promise<{ perSecond: number; latency: ReturnType<typeof summarize> }> {
+async function heartbeatRun(run: number): Promise<{ perSecond: number; latency: ReturnType<typeof summarize>; cpu: CpuPerOperation }> {
   const latencies: number[] = [];
   const until = performance.now() + config.seconds * 1000;
   const started = performance.now();
+  const cpu = cpuMeter();
   await Promise.all(
     Array.from({ length: config.connections }, async (_, i) => {
       const beat = { worker_id: `beat-${run}-${i}`, roles: ["bench"], capacity: 10, current_load: 1, tasks_processed: 0 };
@@ -111,7 +134,7 @@ async function heartbeatRun(run: number): Promise<{ perSecond: number; latency: 
       }
     }),
   );
-  return { perSecond: latencies.length / ((performance.now() - started) / 1000), latency: summarize(latencies) };
+  return { perSecond: latencies.length / ((performance.now() - started) / 1000), latency: summarize(latencies), cpu: cpu(latencies.length) };
 }
 
 const cycles: CycleRun[] = [];
@@ -139,14 +162,27 @@ const pgInfo = await postgresServer(client);
 await client.end();
 
 console.log(`bench:http: ${config.connections} connections, ${config.seconds} s per run, ${config.runs} runs; PostgreSQL ${pgInfo.version} (synchronous_commit ${pgInfo.synchronousCommit}); ${availableParallelism()} cores, load ${loadavg()[0].toFixed(2)}`);
-console.log("\nclaim + complete cycles over HTTP (ms)");
-const rows = cycles.map((c, i) => [`run ${i + 1}`, Math.round(c.perSecond), c.claim.p50, c.claim.p95, c.claim.p99, c.complete.p50, c.complete.p95]);
-rows.push(["median", Math.round(median(cycles.map((c) => c.perSecond))), median(cycles.map((c) => c.claim.p50)), median(cycles.map((c) => c.claim.p95)), median(cycles.map((c) => c.claim.p99)), median(cycles.map((c) => c.complete.p50)), median(cycles.map((c) => c.complete.p95))]);
-console.log(formatTable(["", "cycles/s", "claim p50", "claim p95", "claim p99", "complete p50", "complete p95"], rows));
-console.log("\nworker heartbeats over HTTP (ms)");
-const beatRows = beats.map((b, i) => [`run ${i + 1}`, Math.round(b.perSecond), b.latency.p50, b.latency.p95, b.latency.p99]);
-beatRows.push(["median", Math.round(median(beats.map((b) => b.perSecond))), median(beats.map((b) => b.latency.p50)), median(beats.map((b) => b.latency.p95)), median(beats.map((b) => b.latency.p99))]);
-console.log(formatTable(["", "beats/s", "p50", "p95", "p99"], beatRows));
+const cpuCells = (cpu: CpuPerOperation[]) => [median(cpu.map((c) => c.server)), median(cpu.map((c) => c.client)), median(cpu.map((c) => c.postgres))].map((ms) => round(ms, 3));
+const CPU_HEADERS = ["server CPU", "client CPU", "PostgreSQL CPU"];
+console.log("\nclaim + complete cycles over HTTP (latency in ms; CPU in ms per cycle)");
+const rows = cycles.map((c, i) => [`run ${i + 1}`, Math.round(c.perSecond), c.claim.p50, c.claim.p95, c.claim.p99, c.complete.p50, c.complete.p95, ...cpuCells([c.cpu])]);
+rows.push([
+  "median",
+  Math.round(median(cycles.map((c) => c.perSecond))),
+  median(cycles.map((c) => c.claim.p50)),
+  median(cycles.map((c) => c.claim.p95)),
+  median(cycles.map((c) => c.claim.p99)),
+  median(cycles.map((c) => c.complete.p50)),
+  median(cycles.map((c) => c.complete.p95)),
+  ...cpuCells(cycles.map((c) => c.cpu)),
+]);
+console.log(formatTable(["", "cycles/s", "claim p50", "claim p95", "claim p99", "complete p50", "complete p95", ...CPU_HEADERS], rows));
+console.log("\nworker heartbeats over HTTP (latency in ms; CPU in ms per beat)");
+const beatRows = beats.map((b, i) => [`run ${i + 1}`, Math.round(b.perSecond), b.latency.p50, b.latency.p95, b.latency.p99, ...cpuCells([b.cpu])]);
+beatRows.push(["median", Math.round(median(beats.map((b) => b.perSecond))), median(beats.map((b) => b.latency.p50)), median(beats.map((b) => b.latency.p95)), median(beats.map((b) => b.latency.p99)), ...cpuCells(beats.map((b) => b.cpu))]);
+console.log(formatTable(["", "beats/s", "p50", "p95", "p99", ...CPU_HEADERS], beatRows));
+const [serverCpuPerCycle, clientCpuPerCycle, postgresCpuPerCycle] = cpuCells(cycles.map((c) => c.cpu));
+const [serverCpuPerBeat] = cpuCells(beats.map((b) => b.cpu));
 console.log(
   JSON.stringify({
     bench: "http",
@@ -154,7 +190,12 @@ console.log(
     cyclesPerSecond: round(median(cycles.map((c) => c.perSecond)), 0),
     claimP95: round(median(cycles.map((c) => c.claim.p95))),
     completeP95: round(median(cycles.map((c) => c.complete.p95))),
+    beatsPerSecond: round(median(beats.map((b) => b.perSecond)), 0),
     heartbeatP95: round(median(beats.map((b) => b.latency.p95))),
+    serverCpuPerCycle,
+    clientCpuPerCycle,
+    postgresCpuPerCycle,
+    serverCpuPerBeat,
   }),
 );
 
