@@ -15,6 +15,8 @@
  *             task completed (tasks whose handler started during the start call are left out).
  *   CPU       the worker process's CPU time (user + system, all threads) over that drain, per 1,000
  *             tasks, from process.cpuUsage() in the child.
+ *   DB CPU    the database server's CPU time (all PostgreSQL processes, or Redis for BullMQ, from
+ *             /proc) over the start call and the drain, per 1,000 tasks: where the rest of the cost goes.
  *   latency   enqueue call → handler start, with tasks sent open-loop one by one (each send at its
  *             scheduled time, never waiting for the previous one) at 500 tasks/s, then at 100 tasks/s,
  *             BENCH_LATENCY_SECONDS each (0 skips both); p95 at 500/s and p99 at 100/s are the figures.
@@ -29,7 +31,8 @@
  * each round, so no system always runs first or right after the same neighbour. The table shows the
  * median of each figure over the runs, and each figure as a ratio to the best peer's (the best of the
  * systems that are not taskpool). Progress goes to stderr; the tables and one JSON line go to stdout.
- * BENCH_CPU_PROF=<dir> writes a .cpuprofile of every worker process there.
+ * BENCH_CPU_PROF=<dir> writes .cpuprofile files of every worker process there, one directory per run and
+ * one file per thread (the main thread's is the largest; tsx's loader thread has its own).
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -40,6 +43,7 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import pg from "pg";
+import { cpuMsOfProcessesNamed } from "./lib/cpu.js";
 import { envInt, envList } from "./lib/env.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { PG_URL, postgresServer } from "./lib/database.js";
@@ -118,7 +122,7 @@ class WorkerProcess {
   static async spawn(name: SystemName, namespace: string): Promise<WorkerProcess> {
     // Explicit execArgv: the child needs tsx's loader for .ts files, whatever this process was started with.
     const execArgv = ["--import", "tsx"];
-    if (config.cpuProfileDir) execArgv.push("--cpu-prof", "--cpu-prof-dir", config.cpuProfileDir, "--cpu-prof-name", `${name}-${namespace}.cpuprofile`);
+    if (config.cpuProfileDir) execArgv.push("--cpu-prof", "--cpu-prof-dir", resolve(config.cpuProfileDir, `${name}-${namespace}`));
     // stdout to /dev/null: the systems' default loggers write there, as a deployment's would to a file.
     const child = fork(WORKER_SCRIPT, [name, namespace], { execArgv, stdio: ["ignore", "ignore", "inherit", "ipc"] });
     let worker: WorkerProcess | undefined;
@@ -198,6 +202,8 @@ interface RunResult {
   cpuUserMs: number;
   cpuSystemMs: number;
   cpuMsPer1000: number;
+  /** The database server's CPU time over the start call and the drain, per 1,000 tasks (NaN for SQLite, which runs in the worker). */
+  databaseCpuMsPer1000: number;
   phases: Phase[];
 }
 
@@ -288,6 +294,12 @@ async function openLoop(producer: Producer, worker: WorkerProcess, rate: number,
   };
 }
 
+/** CPU so far of the database server the system uses: PostgreSQL's processes, Redis for BullMQ; NaN for SQLite (it runs inside the worker). */
+function databaseCpuMs(name: SystemName): number {
+  if (name === "taskpool-sqlite") return Number.NaN;
+  return cpuMsOfProcessesNamed(name === "bullmq" ? "redis-server" : "postgres");
+}
+
 async function runOnce(system: System, signal: AbortSignal): Promise<RunResult> {
   const namespace = `bench_peers_${randomBytes(4).toString("hex")}`;
   const producer = system.producer(namespace);
@@ -306,9 +318,11 @@ async function runOnce(system: System, signal: AbortSignal): Promise<RunResult> 
 
     worker = await WorkerProcess.spawn(system.name, namespace);
     signal.throwIfAborted();
+    const databaseCpuBefore = databaseCpuMs(system.name);
     const start = await worker.call("start", { latencyFrom: config.jobs, drainCount: config.jobs });
     const drainedAt = await waitDrained(producer, worker, signal);
     const cpu = await worker.call("cpu");
+    const databaseCpu = databaseCpuMs(system.name) - databaseCpuBefore;
     const drainSeconds = (drainedAt - start.startedAt) / 1000;
     const drained = config.jobs - start.handledAtStart;
     if (drained < config.jobs / 2) throw new Error(`${start.handledAtStart} of ${config.jobs} tasks ran during the start call; raise BENCH_JOBS`);
@@ -334,6 +348,7 @@ async function runOnce(system: System, signal: AbortSignal): Promise<RunResult> 
       cpuUserMs: cpu.userMs,
       cpuSystemMs: cpu.systemMs,
       cpuMsPer1000: ((cpu.userMs + cpu.systemMs) * 1000) / drained,
+      databaseCpuMsPer1000: (databaseCpu * 1000) / drained,
       phases,
     };
   } finally {
@@ -350,6 +365,7 @@ async function runOnce(system: System, signal: AbortSignal): Promise<RunResult> 
 const FIGURES = [
   { key: "drainPerSecond", label: "drain tasks/s", higherIsBetter: true },
   { key: "cpuMsPer1000", label: "CPU ms/1k", higherIsBetter: false },
+  { key: "databaseCpuMsPer1000", label: "DB CPU ms/1k", higherIsBetter: false },
   { key: "latencyP95At500", label: "p95 @500/s ms", higherIsBetter: false },
   { key: "latencyP99At100", label: "p99 @100/s ms", higherIsBetter: false },
   { key: "dispatchP50At500", label: "dispatch p50 @500/s", higherIsBetter: false },
@@ -362,6 +378,7 @@ function figuresOf(run: RunResult): Record<FigureKey, number> {
   return {
     drainPerSecond: run.drainPerSecond,
     cpuMsPer1000: run.cpuMsPer1000,
+    databaseCpuMsPer1000: run.databaseCpuMsPer1000,
     latencyP95At500: at(500)?.latency.p95 ?? Number.NaN,
     latencyP99At100: at(100)?.latency.p99 ?? Number.NaN,
     dispatchP50At500: at(500)?.dispatch.p50 ?? Number.NaN,
@@ -370,6 +387,7 @@ function figuresOf(run: RunResult): Record<FigureKey, number> {
 }
 
 const isPeer = (name: SystemName) => !name.startsWith("taskpool");
+
 
 interface Environment {
   /** 1-minute load average when the bench started: on a shared machine, other work shows here. */
@@ -419,6 +437,7 @@ function report(systems: System[], runs: Map<SystemName, RunResult[]>, failures:
     "",
     `drain = tasks/s from the worker's start call resolving to every task completed in the store (polled every ${CLOSE_POLL_MS} ms once all handlers have started);`,
     "CPU = the worker process's user + system time (all threads) over the drain, per 1,000 tasks; start-up is in neither (JSON: startSeconds, startCpuMs);",
+    "DB CPU = the database server's processes (PostgreSQL's, or Redis for BullMQ) over the start call and the drain, per 1,000 tasks;",
     `p95/p99 = enqueue call → handler start, tasks sent open-loop one by one at that rate for ${config.latencySeconds} s;`,
     "dispatch = enqueue resolved (committed) → handler start. All in ms, medians over runs.",
     ...rows.filter((r) => r.missing > 0).map((r) => `warning: ${r.system.name}: ${r.missing} latency tasks never started within ${START_TIMEOUT_MS / 1000} s (left out of its percentiles)`),
@@ -464,6 +483,7 @@ function report(systems: System[], runs: Map<SystemName, RunResult[]>, failures:
         cpuUserMs: round(x.cpuUserMs, 1),
         cpuSystemMs: round(x.cpuSystemMs, 1),
         cpuMsPer1000: round(x.cpuMsPer1000),
+        databaseCpuMsPer1000: round(x.databaseCpuMsPer1000),
         phases: x.phases.map((p) => ({
           ...p,
           latency: roundPercentiles(p.latency),

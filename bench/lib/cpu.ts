@@ -1,6 +1,6 @@
 /**
  * CPU time spent by the parties of a benchmark on one machine, read from /proc (Linux): a process's
- * user + system time, and all PostgreSQL server processes' together. On a small machine the parties
+ * user + system time, and all of a database server's processes together. On a small machine the parties
  * share the cores, so throughput alone hides who spent them; CPU per operation does not.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -18,12 +18,17 @@ export function processCpuMs(pid: number): number {
 
 /** CPU milliseconds used so far by every process named `postgres` (the server and its backends). */
 export function postgresCpuMs(): number {
+  return cpuMsOfProcessesNamed("postgres");
+}
+
+/** CPU milliseconds used so far by every process whose command name is `name` (0 off Linux). */
+export function cpuMsOfProcessesNamed(name: string): number {
   let ms = 0;
   for (const entry of safeList("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) === "postgres") ms += ticksOf(stat) * TICK_MS;
+      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) === name) ms += ticksOf(stat) * TICK_MS;
     } catch {
       // the process ended while we looked
     }

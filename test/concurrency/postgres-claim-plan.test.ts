@@ -1,0 +1,69 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { claimStatement } from "../../src/store/postgres/queries.js";
+import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
+
+/**
+ * A claim must walk a claim index and stop after its limit, whatever the backlog: a plan that reads
+ * the whole table makes every claim cost as much as the backlog is long. PostgreSQL picks the plan
+ * from the table's statistics, so this test gives it real ones (one task type, as a single-queue
+ * deployment has, which once made the planner estimate that no row passes the capped-type filter and
+ * pick a full scan) and reads the plans it chooses, custom and generic.
+ */
+describe("PostgreSQL claim plans", () => {
+  let handle: TestStore<PostgresStore>;
+  let client: pg.Client;
+  beforeAll(async () => {
+    handle = await createPostgres();
+    for (let i = 0; i < 2; i++) await handle.store.enqueueMany(Array.from({ length: 5000 }, () => ({ taskType: "only", params: { payload: "x".repeat(100) } })));
+    client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    await client.query(`SET search_path = "${handle.schema}"`);
+    await client.query("ANALYZE tasks");
+  });
+  afterAll(async () => {
+    await client?.end();
+    await handle.cleanup();
+  });
+
+  const shapes = [
+    { sortBy: "priority", sortOrder: "desc", typed: true },
+    { sortBy: "priority", sortOrder: "desc", typed: false },
+    { sortBy: "created_at", sortOrder: "asc", typed: true },
+    { sortBy: "created_at", sortOrder: "desc", typed: false },
+  ] as const;
+
+  for (const { sortBy, sortOrder, typed } of shapes) {
+    for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+      it(`${typed ? "typed" : "untyped"} claim by ${sortBy} ${sortOrder} (${mode}) reads no more rows than it claims, through indexes`, async () => {
+        await client.query(`SET plan_cache_mode = ${mode}`);
+        await client.query("DEALLOCATE ALL");
+        await client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${claimStatement(sortBy, sortOrder, typed, true)}`);
+        const args = `'{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{only}'" : ""}`;
+        // Inside a transaction rolled back after: the plan is read from a real execution, and nothing is claimed.
+        await client.query("BEGIN");
+        try {
+          const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim(${args})`);
+          const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
+          expect(scans.filter((s) => s.type === "Seq Scan")).toEqual([]);
+          // The scans that ran read at most what the claim takes (10) plus what it skips.
+          expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(20);
+        } finally {
+          await client.query("ROLLBACK");
+        }
+      });
+    }
+  }
+});
+
+interface Scan {
+  type: string;
+  relation: string;
+  rows: number;
+}
+
+function scansOf(plan: Record<string, unknown>): Scan[] {
+  const here = typeof plan["Relation Name"] === "string" ? [{ type: plan["Node Type"] as string, relation: plan["Relation Name"] as string, rows: (plan["Actual Rows"] as number) * ((plan["Actual Loops"] as number) || 0) + ((plan["Rows Removed by Filter"] as number) ?? 0) }] : [];
+  return [...here, ...((plan.Plans as Record<string, unknown>[] | undefined) ?? []).flatMap(scansOf)];
+}
