@@ -7,7 +7,8 @@ export type Cell = string | number;
 export function formatTable(headers: string[], rows: Cell[][]): string {
   const text = rows.map((row) => row.map((cell) => (typeof cell === "number" ? formatNumber(cell) : cell)));
   const widths = headers.map((h, i) => Math.max(h.length, ...text.map((row) => row[i].length)));
-  const numeric = headers.map((_, i) => rows.length > 0 && rows.every((row) => typeof row[i] === "number"));
+  // "-" (no figure) does not make a column of numbers text.
+  const numeric = headers.map((_, i) => rows.some((row) => typeof row[i] === "number") && rows.every((row) => typeof row[i] === "number" || row[i] === "-"));
   const line = (cells: string[]) =>
     cells.map((c, i) => (numeric[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ").trimEnd();
   return [line(headers), line(widths.map((w) => "-".repeat(w))), ...text.map(line)].join("\n");

@@ -40,6 +40,30 @@ export interface PruneResult {
   workers: number;
 }
 
+/** A finished status, and the time before which its tasks are due for deletion. */
+export interface PruneCutoff {
+  status: "completed" | "cancelled" | "failed";
+  before: Date;
+}
+
+/**
+ * What one pass deletes, on every store: the finished statuses that have an age (failed ones only
+ * when failedAfterSeconds is set), each with its cutoff; and the cutoff of the worker history (dead
+ * or shut-down workers, worker-level events), which goes with the completed age.
+ */
+export function pruneCutoffs(now: Date, options: PruneOptions): { tasks: PruneCutoff[]; history: Date } {
+  const before = (seconds: number) => new Date(now.getTime() - seconds * 1000);
+  const ages = [
+    ["completed", options.completedAfterSeconds],
+    ["cancelled", options.cancelledAfterSeconds],
+    ["failed", options.failedAfterSeconds],
+  ] as const;
+  return {
+    tasks: ages.flatMap(([status, age]) => (age === null ? [] : [{ status, before: before(age) }])),
+    history: before(options.completedAfterSeconds),
+  };
+}
+
 /** The coordinator's retention settings (`Coordinator` option `retention`). */
 export interface RetentionOptions {
   /** Default 7 days. */

@@ -21,7 +21,7 @@ export interface WorkerOptions {
   /**
    * Most claimed tasks held ready beyond those running, so a finished slot is refilled without a
    * round trip. The worker holds only what its handlers get through in about 50 ms at their recent
-   * pace (none until one has finished), so long tasks are never hoarded. Default 4 × concurrency; 0 turns it off.
+   * pace (none until one has finished), so long tasks are never hoarded. Default 10 × concurrency; 0 turns it off.
    */
   prefetch?: number;
   /** How often an idle worker looks for work when no notification wakes it. Default 5000. */

@@ -1,8 +1,6 @@
-import type { PruneOptions, PruneResult } from "../../core/retention.js";
+import { type PruneOptions, type PruneResult, pruneCutoffs } from "../../core/retention.js";
 import type { SqliteConnection } from "./connection.js";
 import * as sql from "./retention-queries.js";
-
-type Finished = "completed" | "cancelled" | "failed";
 
 /**
  * One retention pass (Store.prune): a write transaction per finished status, then one for the gone
@@ -10,17 +8,11 @@ type Finished = "completed" | "cancelled" | "failed";
  * claims and completions get their turn between batches.
  */
 export function pruneSqlite(conn: SqliteConnection, now: Date, options: PruneOptions): PruneResult {
-  const before = (seconds: number) => new Date(now.getTime() - seconds * 1000).toISOString();
-  const ages: [Finished, number | null][] = [
-    ["completed", options.completedAfterSeconds],
-    ["cancelled", options.cancelledAfterSeconds],
-    ["failed", options.failedAfterSeconds],
-  ];
+  const cutoffs = pruneCutoffs(now, options);
   const result: PruneResult = { tasks: 0, events: 0, reassignments: 0, workers: 0 };
-  for (const [status, age] of ages) {
-    if (age === null) continue;
+  for (const { status, before } of cutoffs.tasks) {
     conn.tx(false, () => {
-      const rows = conn.stmt(sql.prunableTasks(status)).all({ before: before(age), limit: options.batchSize }) as { id: number }[];
+      const rows = conn.stmt(sql.prunableTasks(status)).all({ before: before.toISOString(), limit: options.batchSize }) as { id: number }[];
       if (rows.length === 0) return;
       const ids = JSON.stringify(rows.map((r) => r.id));
       result.events += conn.stmt(sql.DELETE_TASK_EVENTS).run({ ids }).changes;
@@ -28,7 +20,7 @@ export function pruneSqlite(conn: SqliteConnection, now: Date, options: PruneOpt
       result.tasks += conn.stmt(sql.DELETE_TASKS).run({ ids }).changes;
     });
   }
-  const historyBefore = before(options.completedAfterSeconds);
+  const historyBefore = cutoffs.history.toISOString();
   conn.tx(false, () => {
     result.workers = conn.stmt(sql.PRUNE_WORKERS).run({ before: historyBefore, limit: options.batchSize }).changes;
     result.events += conn.stmt(sql.PRUNE_WORKER_EVENTS).run({ before: historyBefore, limit: options.batchSize }).changes;
