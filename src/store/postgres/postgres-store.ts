@@ -439,7 +439,7 @@ export class PostgresStore implements Store {
       tasks_processed: b.tasksProcessed,
       metadata: b.metadata ?? {},
     }));
-    const leases = beats.flatMap((b) => (b.leases ?? []).map((l) => ({ workerId: b.workerId, ...l })));
+    const leases = beats.flatMap((b) => (b.leases ?? []).map((l) => ({ ...l, workerId: b.workerId })));
     const [row] = await this.rows<{ held_by: string[]; held: string[] }>("tp_worker_heartbeat", workerSql.WORKER_HEARTBEAT, [
       JSON.stringify(rows),
       this.clock.now(),

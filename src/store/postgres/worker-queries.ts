@@ -27,6 +27,8 @@ export const WORKER_HEARTBEAT = `
     SELECT worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed, metadata, 'active',
            $2::timestamptz, $2::timestamptz
     FROM beat
+    -- Rows locked in one order: two servers' batches naming the same workers cannot deadlock.
+    ORDER BY worker_id
     ON CONFLICT (worker_id) DO UPDATE SET
       roles = EXCLUDED.roles, hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
       capacity = EXCLUDED.capacity, current_load = EXCLUDED.current_load, tasks_processed = EXCLUDED.tasks_processed,
