@@ -313,7 +313,8 @@ class Worker:
             # A signal can land between the loop's check and here: do not start a wait then.
             if self._stopping.is_set():
                 return None
-            return self.client.claim(self.worker_id, list(self.handlers), wait_ms=self.wait_ms, lease_seconds=self.lease_seconds)
+            # Claimed and started in one request: the task is running when the handler is called.
+            return self.client.claim(self.worker_id, list(self.handlers), wait_ms=self.wait_ms, lease_seconds=self.lease_seconds, start=True)
         except TaskpoolError as e:
             if e.status == 429 or e.status is None or e.status >= 500:
                 pause = e.retry_after or 1.0
@@ -330,7 +331,6 @@ class Worker:
         self._current = ctx
         try:
             try:
-                self.client.start(ctx.id, self.worker_id, ctx.lease_token)
                 result = handler(ctx)
             except LeaseLost:
                 log.warning("worker %s: lease of task %s lost; dropping it", self.worker_id, ctx.id)

@@ -216,6 +216,9 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual((shown["task"]["status"], shown["task"]["result"]), ("completed", {"total": 190}))
         self.assertEqual(shown["task"]["checkpoint"], {"i": 19, "total": 190})
         self.assertEqual([e["event"] for e in shown["events"]].count("checkpoint"), 4)
+        # Claimed and started in one request: one 'claimed' event that says so, no 'started' of its own.
+        claimed = [e for e in shown["events"] if e["event"] in ("claimed", "started")]
+        self.assertEqual([(e["event"], e["data"]) for e in claimed], [("claimed", {"attempt": 1, "started": True})])
         failed_once = self.client.get(b["id"])["task"]
         self.assertEqual((failed_once["status"], failed_once["attempts"], failed_once["error_message"]), ("pending", 1, "ValueError: the input is broken"))
         failed = self.client.get(c["id"])["task"]
