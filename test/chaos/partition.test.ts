@@ -115,6 +115,17 @@ describe("network partitions on postgres", () => {
     return cluster;
   };
 
+  /** A TCP proxy in front of PostgreSQL, closed after the test, and the database URL through it. */
+  const proxyToPostgres = async () => {
+    const target = new URL(PG_URL);
+    const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
+    cleanups.push(() => proxy.close());
+    const through = new URL(PG_URL);
+    through.hostname = "127.0.0.1";
+    through.port = String(proxy.port);
+    return { proxy, url: through.toString() };
+  };
+
   const netns = netnsPermitted();
   const netnsTitle = "a worker in its own network namespace, cut off from the HTTP server: recovered elsewhere, its late writes refused";
   it.skipIf(!netns)(netns ? netnsTitle : `${netnsTitle} (SKIPPED: \`ip netns add\` is not permitted here; it needs root or CAP_NET_ADMIN)`, { timeout: 90_000 }, async () => {
@@ -156,13 +167,8 @@ describe("network partitions on postgres", () => {
 
   it("a half-open connection to PostgreSQL (a proxy that stops forwarding without closing): recovered elsewhere, late writes refused", { timeout: 90_000 }, async () => {
     const c = await start();
-    const target = new URL(PG_URL);
-    const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    cleanups.push(() => proxy.close());
-    const through = new URL(PG_URL);
-    through.hostname = "127.0.0.1";
-    through.port = String(proxy.port);
-    const isolated = await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: through.toString() }, "isolated");
+    const { proxy, url } = await proxyToPostgres();
+    const isolated = await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: url }, "isolated");
 
     const figures = await cutOff(c, isolated, () => proxy.freeze(), () => proxy.thaw());
     await c.drained(30_000);
@@ -177,13 +183,8 @@ describe("network partitions on postgres", () => {
   // (10 s) fails the call and discards the connection, and the worker claims again on a fresh one.
   it("a worker whose PostgreSQL connections go silent (new ones would work) claims again", { timeout: 60_000 }, async () => {
     const c = await start();
-    const target = new URL(PG_URL);
-    const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    cleanups.push(() => proxy.close());
-    const through = new URL(PG_URL);
-    through.hostname = "127.0.0.1";
-    through.port = String(proxy.port);
-    await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: through.toString() }, "isolated");
+    const { proxy, url } = await proxyToPostgres();
+    await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: url }, "isolated");
     await c.pool.enqueue("step", { steps: 1, stepMs: 10 });
     await eventually(async () => (await c.pool.counts()).byStatus.completed === 1, 20_000, "a first task done");
     proxy.freeze({ existingOnly: true });
