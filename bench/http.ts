@@ -84,7 +84,7 @@ interface CpuPerOperation {
 }
 
 function cpuMeter(): (operations: number) => CpuPerOperation {
-  const read = () => ({ server: processCpuMs(server!.pid!), client: process.cpuUsage().user / 1000 + process.cpuUsage().system / 1000, postgres: postgresCpuMs() });
+  const read = () => ({ server: processCpuMs(server!.pid!), client: processCpuMs(process.pid), postgres: postgresCpuMs() });
   const before = read();
   return (operations) => {
     const after = read();
