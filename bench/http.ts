@@ -10,7 +10,8 @@
  * schema, with a worker-scoped key and the rate limit off (the key's limit is what the bench would
  * otherwise measure). This process is the client: BENCH_CONNECTIONS keep-alive connections, each a
  * worker in a loop: `POST /api/tasks/claim` (limit 1), then `POST /api/tasks/:id/complete` with the
- * lease token, timing each request; then each connection a worker beating (`POST
+ * lease token, timing each request; then the same cycles chained, each completion carrying `claim_next`
+ * and its answer the next task (one request per task); then each connection a worker beating (`POST
  * /api/workers/heartbeat`) as fast as it is answered. BENCH_RUNS runs of each, interleaved; the
  * tables give each run and the medians, with the CPU time the server, this client and PostgreSQL
  * spent per operation (on a 2-core machine the three share the cores, so the server's CPU per cycle
@@ -51,8 +52,8 @@ onInterrupt(async () => {
 const pool = await connect(PG_URL, { schema });
 const { key } = await pool.createApiKey({ scope: "worker", name: "bench:http" });
 const WARM_UP_SECONDS = 2;
-// Enough tasks that no run finds the pool empty, at up to ~8,000 cycles/s.
-const backlog = (config.runs * config.seconds + WARM_UP_SECONDS) * 8_000;
+// Enough tasks that no run of either kind of cycle finds the pool empty, at up to ~8,000 cycles/s.
+const backlog = 2 * (config.runs * config.seconds + WARM_UP_SECONDS) * 8_000;
 log(`enqueueing ${backlog} tasks into ${schema}`);
 for (let done = 0; done < backlog; done += 10_000) {
   await pool.enqueueMany(Array.from({ length: Math.min(10_000, backlog - done) }, () => ({ taskType: "bench", params: { payload: "x".repeat(100) } })));
@@ -93,22 +94,31 @@ function cpuMeter(): (operations: number) => CpuPerOperation {
   };
 }
 
-async function cycleRun(run: number, seconds = config.seconds): Promise<CycleRun> {
+/**
+ * Claim + complete cycles. Plain: two requests per task, `POST /api/tasks/claim` then `…/complete`.
+ * Chained: the completion carries `claim_next` and its answer the next task, so a cycle is one request
+ * (a connection claims plainly only when the answer brought none); `complete` then times that request.
+ */
+async function cycleRun(run: number, chained: boolean, seconds = config.seconds): Promise<CycleRun> {
   const claims: number[] = [];
   const completes: number[] = [];
   const until = performance.now() + seconds * 1000;
   const loops = Array.from({ length: config.connections }, async (_, i) => {
-    const workerId = `bench-${run}-${i}`;
+    const workerId = `bench-${run}-${chained ? "chained" : "plain"}-${i}`;
+    let held: { id: number; lease_token: string } | null = null;
     while (performance.now() < until) {
       let t = performance.now();
-      const claimed = await post("/api/tasks/claim", { worker_id: workerId, task_types: ["bench"] });
-      claims.push(performance.now() - t);
-      if (claimed.status !== 200) throw new Error(`claim answered ${claimed.status}: ${JSON.stringify(claimed.body)}`);
-      const task = claimed.body.task as { id: number };
+      if (!held) {
+        const claimed = await post("/api/tasks/claim", { worker_id: workerId, task_types: ["bench"] });
+        claims.push(performance.now() - t);
+        if (claimed.status !== 200) throw new Error(`claim answered ${claimed.status}: ${JSON.stringify(claimed.body)}`);
+        held = claimed.body.task as { id: number; lease_token: string };
+      }
       t = performance.now();
-      const completed = await post(`/api/tasks/${task.id}/complete`, { worker_id: workerId, lease_token: claimed.body.lease_token, result: { ok: true } });
+      const completed = await post(`/api/tasks/${held.id}/complete`, { worker_id: workerId, lease_token: held.lease_token, result: { ok: true }, ...(chained ? { claim_next: { task_types: ["bench"] } } : {}) });
       completes.push(performance.now() - t);
       if (completed.status !== 200) throw new Error(`complete answered ${completed.status}: ${JSON.stringify(completed.body)}`);
+      held = chained ? ((completed.body.next_tasks as (typeof held)[])[0] ?? null) : null;
     }
   });
   const started = performance.now();
@@ -138,13 +148,17 @@ async function heartbeatRun(run: number): Promise<{ perSecond: number; latency: 
 }
 
 const cycles: CycleRun[] = [];
+const chainedCycles: CycleRun[] = [];
 const beats: Awaited<ReturnType<typeof heartbeatRun>>[] = [];
 try {
   // Warm-up, unrecorded: every connection opened, every statement prepared.
-  await cycleRun(-1, WARM_UP_SECONDS);
+  await cycleRun(-1, false, WARM_UP_SECONDS);
+  await cycleRun(-1, true, WARM_UP_SECONDS);
   for (let run = 0; run < config.runs; run++) {
     log(`run ${run + 1}/${config.runs}: claim + complete`);
-    cycles.push(await cycleRun(run));
+    cycles.push(await cycleRun(run, false));
+    log(`run ${run + 1}/${config.runs}: complete with claim_next`);
+    chainedCycles.push(await cycleRun(run, true));
     log(`run ${run + 1}/${config.runs}: heartbeats`);
     beats.push(await heartbeatRun(run));
   }
@@ -177,11 +191,23 @@ rows.push([
   ...cpuCells(cycles.map((c) => c.cpu)),
 ]);
 console.log(formatTable(["", "cycles/s", "claim p50", "claim p95", "claim p99", "complete p50", "complete p95", ...CPU_HEADERS], rows));
+console.log("\ncycles chained with claim_next: one request per task, the completion claiming the next (latency in ms; CPU in ms per cycle)");
+const chainedRows = chainedCycles.map((c, i) => [`run ${i + 1}`, Math.round(c.perSecond), c.complete.p50, c.complete.p95, c.complete.p99, ...cpuCells([c.cpu])]);
+chainedRows.push([
+  "median",
+  Math.round(median(chainedCycles.map((c) => c.perSecond))),
+  median(chainedCycles.map((c) => c.complete.p50)),
+  median(chainedCycles.map((c) => c.complete.p95)),
+  median(chainedCycles.map((c) => c.complete.p99)),
+  ...cpuCells(chainedCycles.map((c) => c.cpu)),
+]);
+console.log(formatTable(["", "cycles/s", "request p50", "request p95", "request p99", ...CPU_HEADERS], chainedRows));
 console.log("\nworker heartbeats over HTTP (latency in ms; CPU in ms per beat)");
 const beatRows = beats.map((b, i) => [`run ${i + 1}`, Math.round(b.perSecond), b.latency.p50, b.latency.p95, b.latency.p99, ...cpuCells([b.cpu])]);
 beatRows.push(["median", Math.round(median(beats.map((b) => b.perSecond))), median(beats.map((b) => b.latency.p50)), median(beats.map((b) => b.latency.p95)), median(beats.map((b) => b.latency.p99)), ...cpuCells(beats.map((b) => b.cpu))]);
 console.log(formatTable(["", "beats/s", "p50", "p95", "p99", ...CPU_HEADERS], beatRows));
 const [serverCpuPerCycle, clientCpuPerCycle, postgresCpuPerCycle] = cpuCells(cycles.map((c) => c.cpu));
+const [serverCpuPerChainedCycle] = cpuCells(chainedCycles.map((c) => c.cpu));
 const [serverCpuPerBeat] = cpuCells(beats.map((b) => b.cpu));
 console.log(
   JSON.stringify({
@@ -190,11 +216,14 @@ console.log(
     cyclesPerSecond: round(median(cycles.map((c) => c.perSecond)), 0),
     claimP95: round(median(cycles.map((c) => c.claim.p95))),
     completeP95: round(median(cycles.map((c) => c.complete.p95))),
+    chainedCyclesPerSecond: round(median(chainedCycles.map((c) => c.perSecond)), 0),
+    chainedRequestP95: round(median(chainedCycles.map((c) => c.complete.p95))),
     beatsPerSecond: round(median(beats.map((b) => b.perSecond)), 0),
     heartbeatP95: round(median(beats.map((b) => b.latency.p95))),
     serverCpuPerCycle,
     clientCpuPerCycle,
     postgresCpuPerCycle,
+    serverCpuPerChainedCycle,
     serverCpuPerBeat,
   }),
 );

@@ -4,7 +4,9 @@
     client.enqueue("resize", {"image": "a.png"})
     Worker(client, {"resize": resize}).run()
 
-The worker claims with a long poll (``wait_ms``), so an idle worker costs one request per wait;
+The worker claims with a long poll (``wait_ms``), so an idle worker costs one request per wait; a
+busy one asks for its next task in the request that completes the last (``claim_next``), so a task
+costs one request, not two;
 while a handler runs, a background thread sends the worker heartbeat that also renews the task's
 lease, and learns there when the lease was taken back (``ctx.lost``): the handler should then stop,
 and its result is never reported, since another worker may already run the task. On SIGTERM or
@@ -158,9 +160,16 @@ class Client:
         """Reports progress, 0 to 1."""
         return self._lease_call(task_id, "progress", worker_id, lease_token, {"progress": progress})
 
-    def complete(self, task_id: int, worker_id: str, lease_token: str, result: Any = None, follow_ups: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
-        """Completes a task with its result and follow-up tasks; returns ``{"task": …, "follow_ups": […]}``."""
-        return self.request("POST", f"/api/tasks/{int(task_id)}/complete", _without_none({"worker_id": worker_id, "lease_token": lease_token, "result": result, "follow_ups": follow_ups}))
+    def complete(
+        self, task_id: int, worker_id: str, lease_token: str, result: Any = None, follow_ups: Optional[List[Dict[str, Any]]] = None, *, claim_next: Optional[Dict[str, Any]] = None
+    ) -> Dict[str, Any]:
+        """Completes a task with its result and follow-up tasks; returns ``{"task": …, "follow_ups": […]}``.
+
+        ``claim_next`` (a claim's fields but ``worker_id``, e.g. ``{"task_types": ["resize"], "start": True}``) also claims
+        this worker's next task(s) once the completion is written; they come back as ``next_tasks`` (``[]``: none ready).
+        """
+        fields = {"worker_id": worker_id, "lease_token": lease_token, "result": result, "follow_ups": follow_ups, "claim_next": claim_next}
+        return self.request("POST", f"/api/tasks/{int(task_id)}/complete", _without_none(fields))
 
     def fail(self, task_id: int, worker_id: str, lease_token: str, error: str, *, retryable: Optional[bool] = None) -> Dict[str, Any]:
         """Fails an attempt: retried after backoff while attempts remain, unless retryable is False."""
@@ -271,6 +280,9 @@ class Worker:
         self._stopping = threading.Event()
         self._beats_stop = threading.Event()
         self._current: Optional[TaskContext] = None
+        #: A task the last completion's answer brought (claim_next): run next, without a claim of its own.
+        self._handed: Optional[Dict[str, Any]] = None
+        self._max_tasks: Optional[int] = None
         self._waiting = False
         self._next_beat = heartbeat_interval or 10.0
 
@@ -281,12 +293,13 @@ class Worker:
     def run(self, *, max_tasks: Optional[int] = None, handle_signals: bool = True) -> None:
         """Runs until stopped (or until ``max_tasks`` tasks were handled), then gives back what it holds and deregisters."""
         previous = self._install_signals() if handle_signals else {}
+        self._max_tasks = max_tasks
         beats = threading.Thread(target=self._beat_loop, name=f"taskpool-heartbeat-{self.worker_id}", daemon=True)
         try:
             self._beat()
             beats.start()
             while not self._stopping.is_set() and (max_tasks is None or self.tasks_processed < max_tasks):
-                task = self._claim()
+                task, self._handed = self._handed or self._claim(), None
                 if task is not None:
                     self._run(task)
         except _Interrupted:
@@ -300,6 +313,8 @@ class Worker:
                 signal.signal(sig, handler)
             # A last beat, so the registry keeps the final tasks_processed.
             self._beat()
+            # The shutdown gives back whatever it holds, a task handed over but not run included.
+            self._handed = None
             try:
                 released = self.client.shutdown_worker(self.worker_id)
                 if released:
@@ -343,20 +358,28 @@ class Worker:
                 retryable = None if not isinstance(e, PermanentError) else False
                 self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable))
                 return
-            self._report(ctx, lambda: self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result))
+            answer = self._report(ctx, lambda: self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result, claim_next=self._claim_next()))
+            self._handed = next(iter((answer or {}).get("next_tasks", [])), None)
         finally:
             self._current = None
             self.tasks_processed += 1
 
-    def _report(self, ctx: TaskContext, call: Callable[[], Any]) -> None:
+    def _claim_next(self) -> Optional[Dict[str, Any]]:
+        """What the completion should claim next: nothing once stopping or when this task is the last one asked for."""
+        if self._stopping.is_set() or (self._max_tasks is not None and self.tasks_processed + 1 >= self._max_tasks):
+            return None
+        return _without_none({"task_types": list(self.handlers), "start": True, "lease_seconds": self.lease_seconds})
+
+    def _report(self, ctx: TaskContext, call: Callable[[], Any]) -> Optional[Dict[str, Any]]:
         # Another worker may run the task by now: what this one found must not be reported.
         if ctx.lost:
             log.warning("worker %s: lease of task %s lost; its outcome is not reported", self.worker_id, ctx.id)
-            return
+            return None
         try:
-            call()
+            return call()
         except LeaseLost:
             log.warning("worker %s: lease of task %s lost before its outcome was reported", self.worker_id, ctx.id)
+            return None
 
     def _beat_loop(self) -> None:
         while not self._beats_stop.wait(self._next_beat):

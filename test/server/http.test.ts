@@ -157,6 +157,51 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await s.call("POST", `/api/tasks/${task.id}/complete`, { ...fresh.lease, result: { ok: 1 } })).body.task.status).toBe("completed");
   });
 
+  it("claim_next: complete and fail claim the worker's next task in the same request; a refused outcome or a bad claim_next claims nothing", async () => {
+    const [a, b, c] = [await create({ task_type: "crawl", priority: 3 }), await create({ task_type: "crawl", priority: 2 }), await create({ task_type: "crawl", priority: 1 })];
+    const other = await create({ task_type: "mail" });
+    const first = await claim("w1", { task_types: ["crawl"], start: true });
+    expect(first.task.id).toBe(a.id);
+
+    const completed = await s.call("POST", `/api/tasks/${a.id}/complete`, { ...first.lease, result: { n: 1 }, claim_next: { task_types: ["crawl"], start: true } });
+    expect(completed.status).toBe(200);
+    expect(completed.body.task).toMatchObject({ id: a.id, status: "completed", result: { n: 1 } });
+    expect(completed.body.next_tasks).toHaveLength(1);
+    const next = completed.body.next_tasks[0];
+    expect(next).toMatchObject({ id: b.id, status: "running", worker_id: "w1", attempts: 1 });
+    expect(typeof next.lease_token).toBe("string");
+    const timeline = (await s.call("GET", `/api/tasks/${b.id}`)).body.events.map((e: Body) => e.event);
+    expect(timeline).toEqual(["created", "claimed"]);
+
+    // A failure asks for up to 5: only c is ready (b backs off before its retry).
+    const failed = await s.call("POST", `/api/tasks/${b.id}/fail`, { worker_id: "w1", lease_token: next.lease_token, error: "flaky", claim_next: { task_types: ["crawl"], limit: 5 } });
+    expect(failed.status).toBe(200);
+    expect(failed.body.task).toMatchObject({ id: b.id, status: "pending", attempts: 1 });
+    expect(failed.body.next_tasks.map((t: Body) => [t.id, t.status])).toEqual([[c.id, "claimed"]]);
+    const lastLease = { worker_id: "w1", lease_token: failed.body.next_tasks[0].lease_token };
+
+    // Nothing ready of its types: the outcome is written and next_tasks is empty; without claim_next there is no next_tasks.
+    const done = await s.call("POST", `/api/tasks/${c.id}/complete`, { ...lastLease, claim_next: { task_types: ["crawl"] } });
+    expect(done.body).toMatchObject({ success: true, task: { id: c.id, status: "completed" }, next_tasks: [] });
+    const plain = await claim("w2", { task_types: ["mail"] });
+    expect(plain.task.id).toBe(other.id);
+
+    // Refused: a stale token, and a claim_next the claim would refuse. Neither writes the outcome nor claims.
+    const spare = await create({ task_type: "mail" });
+    const stale = await s.call("POST", `/api/tasks/${b.id}/complete`, { worker_id: "w1", lease_token: next.lease_token, claim_next: {} });
+    expect(stale).toMatchObject({ status: 409, body: LEASE_LOST(b.id) });
+    expect((await s.call("POST", `/api/tasks/${c.id}/complete`, { ...lastLease, claim_next: {} })).body.error).toBe("invalid_transition");
+    for (const [claimNext, field] of [[{ limit: 0 }, "claim_next.limit"], [{ worker_id: "w9" }, "claim_next"], [{ sort_by: "size" }, "claim_next.sort_by"]] as const) {
+      const refused = await s.call("POST", `/api/tasks/${other.id}/complete`, { ...plain.lease, claim_next: claimNext });
+      expect(refused.status, JSON.stringify(claimNext)).toBe(400);
+      expect(refused.body).toMatchObject({ success: false, error: "validation_error" });
+      expect(refused.body.message).toContain(field);
+    }
+    expect((await s.call("GET", `/api/tasks/${other.id}`)).body.task).toMatchObject({ status: "claimed", worker_id: "w2" });
+    expect((await s.call("GET", `/api/tasks/${spare.id}`)).body.task).toMatchObject({ status: "pending", worker_id: null });
+    expect((await s.call("GET", `/api/tasks/${b.id}`)).body.task).toMatchObject({ status: "pending", attempts: 1 });
+  });
+
   it("fail retries after backoff or fails for good; release keeps the attempt; retry and cancel are operator actions", async () => {
     const task = await create({ task_type: "crawl", max_attempts: 2 });
     let held = await claim("w1");

@@ -228,6 +228,28 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(workers[worker.worker_id]["status"], "inactive")
         self.assertEqual(workers[worker.worker_id]["tasks_processed"], 3)
 
+    def test_a_busy_worker_gets_its_next_task_in_the_answer_to_its_completion(self):
+        kind = unique("chained")
+        ids = [self.client.enqueue(kind, {"n": n}, priority=10 - n)["id"] for n in range(4)]
+        worker = self.worker({kind: lambda ctx: {"n": ctx.params["n"]}})
+        requests = []
+        send = worker.client.request
+
+        def counting(method, path, body=None, **options):
+            requests.append(path.rsplit("/", 1)[-1])
+            return send(method, path, body, **options)
+
+        worker.client.request = counting
+        worker.run(max_tasks=3, handle_signals=False)
+        # One claim, then each completion brings the next task, but the last, which asks for none.
+        self.assertEqual([r for r in requests if r in ("claim", "complete")], ["claim", "complete", "complete", "complete"])
+        for task_id, n in zip(ids[:3], range(3)):
+            shown = self.client.get(task_id)
+            self.assertEqual((shown["task"]["status"], shown["task"]["result"]), ("completed", {"n": n}))
+            claimed = [(e["event"], e["data"]) for e in shown["events"] if e["event"] in ("claimed", "started")]
+            self.assertEqual(claimed, [("claimed", {"attempt": 1, "started": True})])
+        self.assertEqual(self.client.get(ids[3])["task"]["status"], "pending")
+
     def test_a_lost_lease_stops_the_handler_and_its_result_is_never_reported(self):
         kind = unique("long")
         task = self.client.enqueue(kind)

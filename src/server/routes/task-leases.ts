@@ -4,7 +4,8 @@
  * stale token is refused with 409 lease_lost and changes nothing (the store checks it in the
  * statement that writes).
  */
-import { Type } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { TaskRecord } from "../../core/record-schemas.js";
 import {
   ClaimByIdOptionsSchema,
@@ -18,10 +19,13 @@ import {
   ReleaseOptionsSchema,
   TaskId,
 } from "../../core/schemas.js";
+import type { ClaimedTask, ClaimOptions } from "../../core/task.js";
+import type { ServerContext } from "../context.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";
 
 const TAG = "leases";
+type TaskRecordValue = Static<typeof TaskRecord>;
 const IdParams = Type.Object({ id: TaskId }, { additionalProperties: false });
 /** The longest a claim may wait for work (`wait_ms`). */
 export const MAX_WAIT_MS = 30_000;
@@ -30,6 +34,56 @@ export const MAX_WAIT_MS = 30_000;
 export const ClaimWait = Type.Object({
   waitMs: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_WAIT_MS, description: "wait up to this long for a task when none is ready (long-poll), 0..30000; default 0" })),
 });
+
+/**
+ * HTTP-only field of complete and fail: the worker's next claim, made in the same request once the
+ * outcome is written, so a worker that runs one task at a time needs one request per task, not two.
+ */
+export const ClaimNext = Type.Object({
+  claimNext: Type.Optional(
+    Type.Omit(ClaimOptionsSchema, ["workerId"], {
+      additionalProperties: false,
+      description: "claim this worker's next task(s) in the same request (the claim's fields but worker_id, no wait); the answer's next_tasks holds them",
+    }),
+  ),
+});
+
+type RequestContext = ServerContext & { request: FastifyRequest; reply: FastifyReply };
+
+/**
+ * Claims for a request, waiting up to `waitMs` for work. A client that hangs up meanwhile ends the
+ * wait, and a task claimed for it after all goes back at once rather than at its lease's end.
+ */
+async function claimFor(options: ClaimOptions, waitMs: number, { longPoll, pool, request, reply }: RequestContext): Promise<ClaimedTask[]> {
+  const gone = new AbortController();
+  const onClose = () => !reply.raw.writableFinished && gone.abort();
+  reply.raw.once("close", onClose);
+  try {
+    const tasks = await longPoll.claim(options, waitMs, gone.signal);
+    if (tasks.length > 0 && gone.signal.aborted) {
+      await Promise.allSettled(tasks.map((t) => pool.protocol.release(t.id, t, { reason: "client disconnected before the claim was answered" })));
+      request.log.info({ tasks: tasks.map((t) => t.id) }, "Claim released: the client hung up");
+    }
+    return tasks;
+  } finally {
+    reply.raw.off("close", onClose);
+  }
+}
+
+/**
+ * The `claim_next` of a complete or fail whose outcome is written. The outcome stands whatever
+ * happens here: a claim that fails (the database went away) is logged and answered with no next
+ * task, so the worker does not retry a write that succeeded; its next plain claim meets the error.
+ */
+async function claimNext(workerId: string, next: Omit<ClaimOptions, "workerId"> | undefined, ctx: RequestContext): Promise<{ nextTasks?: ClaimedTask[] }> {
+  if (!next) return {};
+  try {
+    return { nextTasks: await claimFor({ ...next, workerId }, 0, ctx) };
+  } catch (error) {
+    ctx.request.log.warn({ err: error, workerId }, "claim_next failed after the outcome was written; answering no next task");
+    return { nextTasks: [] };
+  }
+}
 
 const leaseRoute = (action: string, summary: string, description?: string) => ({
   method: "POST" as const,
@@ -55,27 +109,15 @@ export const taskLeaseRoutes = [
     body: bodyOf(ClaimOptionsSchema, ClaimWait),
     reply: { message: Type.String(), task: TaskRecord, leaseToken: Type.String(), tasks: Type.Array(TaskRecord) },
     errors: [404],
-    async handler({ body }, { longPoll, request, reply, pool }) {
+    async handler({ body }, ctx) {
       const { waitMs = 0, ...options } = body;
-      // A client that hangs up while waiting ends its wait; a task claimed for it after all goes back at once.
-      const gone = new AbortController();
-      const onClose = () => !reply.raw.writableFinished && gone.abort();
-      reply.raw.once("close", onClose);
-      try {
-        const tasks = await longPoll.claim(options, waitMs, gone.signal);
-        if (tasks.length > 0 && gone.signal.aborted) {
-          await Promise.allSettled(tasks.map((t) => pool.protocol.release(t.id, t, { reason: "client disconnected before the claim was answered" })));
-          request.log.info({ tasks: tasks.map((t) => t.id) }, "Claim released: the client hung up");
-        }
-        if (tasks.length === 0) {
-          throw new HttpError("no_tasks", "No pending tasks available", {
-            filters: { taskTypes: options.taskTypes ?? null, maxAttemptsRemaining: options.maxAttemptsRemaining ?? null },
-          });
-        }
-        return { message: tasks.length === 1 ? "Task claimed successfully" : `${tasks.length} tasks claimed successfully`, task: tasks[0], leaseToken: tasks[0].leaseToken, tasks };
-      } finally {
-        reply.raw.off("close", onClose);
+      const tasks = await claimFor(options, waitMs, ctx);
+      if (tasks.length === 0) {
+        throw new HttpError("no_tasks", "No pending tasks available", {
+          filters: { taskTypes: options.taskTypes ?? null, maxAttemptsRemaining: options.maxAttemptsRemaining ?? null },
+        });
       }
+      return { message: tasks.length === 1 ? "Task claimed successfully" : `${tasks.length} tasks claimed successfully`, task: tasks[0], leaseToken: tasks[0].leaseToken, tasks };
     },
   }),
   defineRoute({
@@ -130,25 +172,30 @@ export const taskLeaseRoutes = [
     },
   }),
   defineRoute({
-    ...leaseRoute("complete", "Complete a task", "With its result and follow-up tasks, created in the same transaction."),
-    body: bodyOf(LeaseSchema, CompleteOptionsSchema),
-    reply: { task: TaskRecord, followUps: Type.Array(TaskRecord) },
-    async handler({ params, body }, { pool, writes }) {
-      const { workerId, leaseToken, ...options } = body;
+    ...leaseRoute("complete", "Complete a task", "With its result and follow-up tasks, created in the same transaction; with claim_next, also claims the worker's next task(s)."),
+    body: bodyOf(LeaseSchema, CompleteOptionsSchema, ClaimNext),
+    reply: { task: TaskRecord, followUps: Type.Array(TaskRecord), nextTasks: Type.Optional(Type.Array(TaskRecord)) },
+    async handler({ params, body }, ctx) {
+      const { workerId, leaseToken, claimNext: next, ...options } = body;
       const lease = { workerId, leaseToken };
-      if (options.followUps && options.followUps.length > 0) return pool.protocol.complete(params.id, lease, options);
-      // Concurrent completions from many workers share one statement and one commit, each fenced by its own lease.
-      const { task } = await writes.complete({ id: params.id, lease, result: options.result ?? null });
-      return { task: task!, followUps: [] };
+      let done: { task: TaskRecordValue; followUps: TaskRecordValue[] };
+      if (options.followUps && options.followUps.length > 0) done = await ctx.pool.protocol.complete(params.id, lease, options);
+      else {
+        // Concurrent completions from many workers share one statement and one commit, each fenced by its own lease.
+        const { task } = await ctx.writes.complete({ id: params.id, lease, result: options.result ?? null });
+        done = { task: task!, followUps: [] };
+      }
+      return { ...done, ...(await claimNext(workerId, next, ctx)) };
     },
   }),
   defineRoute({
-    ...leaseRoute("fail", "Fail a task", "Retried after backoff while attempts remain and retryable is not false; else failed."),
-    body: bodyOf(LeaseSchema, FailOptionsSchema),
-    reply: { task: TaskRecord },
-    async handler({ params, body }, { writes }) {
-      const { workerId, leaseToken, ...options } = body;
-      return { task: (await writes.fail({ id: params.id, lease: { workerId, leaseToken }, ...options })).task! };
+    ...leaseRoute("fail", "Fail a task", "Retried after backoff while attempts remain and retryable is not false; else failed. With claim_next, also claims the worker's next task(s)."),
+    body: bodyOf(LeaseSchema, FailOptionsSchema, ClaimNext),
+    reply: { task: TaskRecord, nextTasks: Type.Optional(Type.Array(TaskRecord)) },
+    async handler({ params, body }, ctx) {
+      const { workerId, leaseToken, claimNext: next, ...options } = body;
+      const { task } = await ctx.writes.fail({ id: params.id, lease: { workerId, leaseToken }, ...options });
+      return { task: task!, ...(await claimNext(workerId, next, ctx)) };
     },
   }),
   defineRoute({
