@@ -25,7 +25,7 @@ import type { TaskTypeRecord } from "../../src/core/task-type.js";
 import { fromWire, toCamel, toSnake, toWire, wirePath, wireSchema } from "../../src/core/wire.js";
 import type { ReassignmentEvent, SweepResult, WorkerRecord } from "../../src/core/worker.js";
 import { buildServer, ROUTES } from "../../src/server/server.js";
-import { ClaimWait } from "../../src/server/routes/task-leases.js";
+import { ClaimNext, ClaimWait } from "../../src/server/routes/task-leases.js";
 import { BatchOptionsSchema, WaitForWork } from "../../src/server/routes/worker-transport.js";
 import type { Body } from "./harness.js";
 
@@ -101,7 +101,7 @@ describe("the wire mapping", () => {
   });
 });
 
-/** What each route must accept: the library's input schema of the call it makes, plus HTTP-only fields (ClaimWait). */
+/** What each route must accept: the library's input schema of the call it makes, plus HTTP-only fields (ClaimWait, ClaimNext). */
 const strict = (...parts: TSchema[]) => Type.Composite(parts as never, { additionalProperties: false });
 const Id = Type.Object({ id: schemas.TaskId });
 const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?: TSchema }> = {
@@ -122,8 +122,8 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "POST /api/tasks/{id}/heartbeat": { params: Id, body: strict(schemas.LeaseSchema, schemas.HeartbeatOptionsSchema) },
   "POST /api/tasks/{id}/checkpoint": { params: Id, body: strict(schemas.LeaseSchema, Type.Object({ checkpoint: schemas.JsonValue })) },
   "POST /api/tasks/{id}/progress": { params: Id, body: strict(schemas.LeaseSchema, Type.Object({ progress: schemas.ProgressSchema })) },
-  "POST /api/tasks/{id}/complete": { params: Id, body: strict(schemas.LeaseSchema, schemas.CompleteOptionsSchema) },
-  "POST /api/tasks/{id}/fail": { params: Id, body: strict(schemas.LeaseSchema, schemas.FailOptionsSchema) },
+  "POST /api/tasks/{id}/complete": { params: Id, body: strict(schemas.LeaseSchema, schemas.CompleteOptionsSchema, ClaimNext) },
+  "POST /api/tasks/{id}/fail": { params: Id, body: strict(schemas.LeaseSchema, schemas.FailOptionsSchema, ClaimNext) },
   "POST /api/tasks/{id}/release": { params: Id, body: strict(schemas.LeaseSchema, schemas.ReleaseOptionsSchema) },
   "POST /api/tasks/complete": { body: strict(Type.Object({ completions: Type.Array(schemas.CompletionSchema, { minItems: 1, maxItems: 1000 }) }), BatchOptionsSchema) },
   "POST /api/tasks/fail": { body: strict(Type.Object({ failures: Type.Array(schemas.FailureSchema, { minItems: 1, maxItems: 1000 }) }), BatchOptionsSchema) },
