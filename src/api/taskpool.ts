@@ -16,6 +16,7 @@ import type { WorkerOptions } from "../worker/options.js";
 import { Worker } from "../worker/worker.js";
 import { CheckedStore, type Limits, resolveLimits } from "./checked-store.js";
 import { type ScheduleOperations, scheduleOperations } from "./schedules.js";
+import { EnqueueBatcher } from "./write-batcher.js";
 import type { GenerateInput, GenerateResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
 
 export interface ConnectOptions {
@@ -52,10 +53,16 @@ export class Taskpool {
   ) {}
 
   private readonly revocationListeners = new Set<(id: number) => void>();
+  private enqueues: EnqueueBatcher | null = null;
 
-  /** Puts one task in the pool; with a unique key already pending, returns that task instead. */
+  /**
+   * Puts one task in the pool; with a unique key already pending, returns that task instead. Calls
+   * made while an earlier one is being written share the next insert and commit (EnqueueBatcher), so
+   * a producer sending one task at a time is not held to one durable commit per task.
+   */
   async enqueue(taskType: string, params: JsonObject = {}, options: EnqueueOptions = {}): Promise<Task> {
-    return (await this.protocol.enqueue({ ...options, taskType, params })).task;
+    this.enqueues ??= new EnqueueBatcher(this.protocol);
+    return (await this.enqueues.enqueue({ ...options, taskType, params })).task;
   }
 
   /** All or nothing: one bad item refuses the batch, naming its index. `created` is false for unique-key hits. */

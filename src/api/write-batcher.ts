@@ -1,7 +1,9 @@
+import { TaskpoolError } from "../core/errors.js";
 import type { Completion, Failure } from "../core/schemas.js";
+import type { EnqueueInput } from "../core/task.js";
 import type { ClaimedTask, ClaimOptions } from "../core/task.js";
 import type { WorkerBeat, WorkerBeatResult } from "../core/worker.js";
-import type { BatchOptions, BatchOutcome, Store } from "../store/store.js";
+import type { BatchOptions, BatchOutcome, EnqueueResult, Store } from "../store/store.js";
 import type { CheckedStore, Outcome } from "./checked-store.js";
 
 interface Waiting<I, O> {
@@ -141,4 +143,51 @@ export class BeatBatcher {
 function unwrap<T>(outcome: Outcome<T>): T {
   if (!outcome.ok) throw outcome.error;
   return outcome.value;
+}
+
+/**
+ * Single enqueues batched the same way: calls made while an insert is in flight (a producer sending
+ * tasks one by one, faster than a durable commit per task allows) share the next `enqueueMany`, one
+ * insert and one commit; a call made alone is the single enqueue it always was. Tasks with the same
+ * unique key never share a batch, so the second meets the first's task as it would one call later.
+ * The batch is all or nothing; when it is refused (a bad item, an unknown task type), nothing was
+ * written and each item is enqueued on its own, so a refusal reaches only its caller, worded as for a
+ * single call. Any other error (the database unreachable: the insert may or may not have committed)
+ * reaches every caller of the batch, as it would each single call.
+ */
+export class EnqueueBatcher {
+  private readonly enqueues: Batcher<EnqueueInput, Settled<EnqueueResult>>;
+
+  constructor(store: Pick<CheckedStore, "enqueue" | "enqueueMany">, maxBatch = 1000) {
+    this.enqueues = new Batcher(
+      async (inputs) => {
+        if (inputs.length > 1) {
+          try {
+            return (await store.enqueueMany(inputs)).map((value) => ({ ok: true, value }));
+          } catch (error) {
+            if (!(error instanceof TaskpoolError)) throw error;
+          }
+        }
+        // Alone, or refused as a batch: each item as its own call, with its own answer or refusal.
+        return Promise.all(inputs.map((input) => settle(store.enqueue(input))));
+      },
+      maxBatch,
+      (input) => input.uniqueKey ?? undefined,
+    );
+  }
+
+  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
+    const outcome = await this.enqueues.add(input);
+    if (!outcome.ok) throw outcome.error;
+    return outcome.value;
+  }
+}
+
+type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
+  return promise.then(
+    (value) => ({ ok: true, value }),
+    (error: unknown) => ({ ok: false, error }),
+  );
 }

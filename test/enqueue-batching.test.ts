@@ -1,0 +1,53 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CheckedStore } from "../src/api/checked-store.js";
+import { Taskpool } from "../src/api/taskpool.js";
+import { ValidationError } from "../src/core/errors.js";
+import { postgresKind, sqliteKind, type TestStore } from "./helpers/stores.js";
+
+describe.each([postgresKind, sqliteKind])("pool.enqueue batching on $name", (kind) => {
+  let handle: TestStore;
+  let pool: Taskpool;
+  /** The batches the store was asked to insert, by size (a real store, counted on its way in). */
+  let batches: number[];
+  beforeEach(async () => {
+    handle = await kind.create();
+    batches = [];
+    const enqueueMany = handle.store.enqueueMany.bind(handle.store);
+    handle.store.enqueueMany = (inputs) => {
+      batches.push(inputs.length);
+      return enqueueMany(inputs);
+    };
+    pool = new Taskpool(new CheckedStore(handle.store), null);
+  });
+  afterEach(() => handle.cleanup());
+
+  it("concurrent calls share inserts, each caller gets its own task, in its own order", async () => {
+    const tasks = await Promise.all(Array.from({ length: 60 }, (_, i) => pool.enqueue("mail", { n: i }, { priority: i % 3 })));
+    expect(tasks.map((t) => t.params)).toEqual(Array.from({ length: 60 }, (_, i) => ({ n: i })));
+    expect(tasks.map((t) => t.priority)).toEqual(Array.from({ length: 60 }, (_, i) => i % 3));
+    expect(new Set(tasks.map((t) => t.id)).size).toBe(60);
+    expect((await pool.counts()).byStatus.pending).toBe(60);
+    // The first call goes alone; the rest waited for it and went together.
+    expect(batches.length).toBeGreaterThan(0);
+    expect(batches.length).toBeLessThan(5);
+    expect(batches.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(59);
+  });
+
+  it("a refused call among concurrent ones is refused alone, worded as a single call's, and the others are written", async () => {
+    await pool.registerTaskType({ name: "resize", paramsSchema: { type: "object", properties: { width: { type: "integer" } }, required: ["width"] } });
+    const calls = [pool.enqueue("resize", { width: 1 }), pool.enqueue("resize", { width: 2 }), pool.enqueue("resize", { width: "wide" }), pool.enqueue("resize", { width: 4 })];
+    const settled = await Promise.allSettled(calls);
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+    const refusal = (settled[2] as PromiseRejectedResult).reason;
+    expect(refusal).toBeInstanceOf(ValidationError);
+    expect(refusal.message).toBe("Invalid params for resize v1: params.width: must be integer");
+    expect(settled.flatMap((s) => (s.status === "fulfilled" ? [s.value.params.width] : []))).toEqual([1, 2, 4]);
+    expect((await pool.counts()).byType.resize).toMatchObject({ pending: 3 });
+  });
+
+  it("concurrent calls with one unique key make one task, as one call after another would", async () => {
+    const tasks = await Promise.all(Array.from({ length: 5 }, () => pool.enqueue("report", { day: "2026-11-23" }, { uniqueKey: "report:2026-11-23" })));
+    expect(new Set(tasks.map((t) => t.id)).size).toBe(1);
+    expect((await pool.counts()).byStatus.pending).toBe(1);
+  });
+});
