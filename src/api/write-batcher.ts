@@ -1,7 +1,6 @@
 import { TaskpoolError } from "../core/errors.js";
 import type { Completion, Failure } from "../core/schemas.js";
-import type { EnqueueInput } from "../core/task.js";
-import type { ClaimedTask, ClaimOptions } from "../core/task.js";
+import type { ClaimedTask, ClaimOptions, EnqueueInput } from "../core/task.js";
 import type { WorkerBeat, WorkerBeatResult } from "../core/worker.js";
 import type { BatchOptions, BatchOutcome, EnqueueResult, Store } from "../store/store.js";
 import type { CheckedStore, Outcome } from "./checked-store.js";
