@@ -30,7 +30,7 @@ import { envInt } from "./lib/env.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { dropSchema, PG_URL, postgresServer } from "./lib/database.js";
 import { median, round, summarize } from "./lib/stats.js";
-import { formatTable } from "./lib/table.js";
+import { type Cell, formatTable } from "./lib/table.js";
 
 const config = {
   connections: envInt("BENCH_CONNECTIONS", 16),
@@ -178,34 +178,16 @@ await client.end();
 console.log(`bench:http: ${config.connections} connections, ${config.seconds} s per run, ${config.runs} runs; PostgreSQL ${pgInfo.version} (synchronous_commit ${pgInfo.synchronousCommit}); ${availableParallelism()} cores, load ${loadavg()[0].toFixed(2)}`);
 const cpuCells = (cpu: CpuPerOperation[]) => [median(cpu.map((c) => c.server)), median(cpu.map((c) => c.client)), median(cpu.map((c) => c.postgres))].map((ms) => round(ms, 3));
 const CPU_HEADERS = ["server CPU", "client CPU", "PostgreSQL CPU"];
+const CPU_COLUMNS: Column<{ cpu: CpuPerOperation }>[] = [[(r) => r.cpu.server, 3], [(r) => r.cpu.client, 3], [(r) => r.cpu.postgres, 3]];
 console.log("\nclaim + complete cycles over HTTP (latency in ms; CPU in ms per cycle)");
-const rows = cycles.map((c, i) => [`run ${i + 1}`, Math.round(c.perSecond), c.claim.p50, c.claim.p95, c.claim.p99, c.complete.p50, c.complete.p95, ...cpuCells([c.cpu])]);
-rows.push([
-  "median",
-  Math.round(median(cycles.map((c) => c.perSecond))),
-  median(cycles.map((c) => c.claim.p50)),
-  median(cycles.map((c) => c.claim.p95)),
-  median(cycles.map((c) => c.claim.p99)),
-  median(cycles.map((c) => c.complete.p50)),
-  median(cycles.map((c) => c.complete.p95)),
-  ...cpuCells(cycles.map((c) => c.cpu)),
-]);
-console.log(formatTable(["", "cycles/s", "claim p50", "claim p95", "claim p99", "complete p50", "complete p95", ...CPU_HEADERS], rows));
+const cycleColumns: Column<CycleRun>[] = [[(c) => c.perSecond, 0], [(c) => c.claim.p50], [(c) => c.claim.p95], [(c) => c.claim.p99], [(c) => c.complete.p50], [(c) => c.complete.p95], ...CPU_COLUMNS];
+console.log(formatTable(["", "cycles/s", "claim p50", "claim p95", "claim p99", "complete p50", "complete p95", ...CPU_HEADERS], runRows(cycles, cycleColumns)));
 console.log("\ncycles chained with claim_next: one request per task, the completion claiming the next (latency in ms; CPU in ms per cycle)");
-const chainedRows = chainedCycles.map((c, i) => [`run ${i + 1}`, Math.round(c.perSecond), c.complete.p50, c.complete.p95, c.complete.p99, ...cpuCells([c.cpu])]);
-chainedRows.push([
-  "median",
-  Math.round(median(chainedCycles.map((c) => c.perSecond))),
-  median(chainedCycles.map((c) => c.complete.p50)),
-  median(chainedCycles.map((c) => c.complete.p95)),
-  median(chainedCycles.map((c) => c.complete.p99)),
-  ...cpuCells(chainedCycles.map((c) => c.cpu)),
-]);
-console.log(formatTable(["", "cycles/s", "request p50", "request p95", "request p99", ...CPU_HEADERS], chainedRows));
+const chainedColumns: Column<CycleRun>[] = [[(c) => c.perSecond, 0], [(c) => c.complete.p50], [(c) => c.complete.p95], [(c) => c.complete.p99], ...CPU_COLUMNS];
+console.log(formatTable(["", "cycles/s", "request p50", "request p95", "request p99", ...CPU_HEADERS], runRows(chainedCycles, chainedColumns)));
 console.log("\nworker heartbeats over HTTP (latency in ms; CPU in ms per beat)");
-const beatRows = beats.map((b, i) => [`run ${i + 1}`, Math.round(b.perSecond), b.latency.p50, b.latency.p95, b.latency.p99, ...cpuCells([b.cpu])]);
-beatRows.push(["median", Math.round(median(beats.map((b) => b.perSecond))), median(beats.map((b) => b.latency.p50)), median(beats.map((b) => b.latency.p95)), median(beats.map((b) => b.latency.p99)), ...cpuCells(beats.map((b) => b.cpu))]);
-console.log(formatTable(["", "beats/s", "p50", "p95", "p99", ...CPU_HEADERS], beatRows));
+const beatColumns: Column<(typeof beats)[number]>[] = [[(b) => b.perSecond, 0], [(b) => b.latency.p50], [(b) => b.latency.p95], [(b) => b.latency.p99], ...CPU_COLUMNS];
+console.log(formatTable(["", "beats/s", "p50", "p95", "p99", ...CPU_HEADERS], runRows(beats, beatColumns)));
 const [serverCpuPerCycle, clientCpuPerCycle, postgresCpuPerCycle] = cpuCells(cycles.map((c) => c.cpu));
 const [serverCpuPerChainedCycle] = cpuCells(chainedCycles.map((c) => c.cpu));
 const [serverCpuPerBeat] = cpuCells(beats.map((b) => b.cpu));
@@ -227,6 +209,17 @@ console.log(
     serverCpuPerBeat,
   }),
 );
+
+/** A figure of a run, and the decimals it is printed with (as measured when none are given). */
+type Column<R> = [figure: (run: R) => number, decimals?: number];
+
+/** A row per run and a last row of medians, each column's median taken before it is rounded. */
+function runRows<R>(runs: R[], columns: Column<R>[]): Cell[][] {
+  const cell = ([, decimals]: Column<R>, value: number) => (decimals === undefined ? value : round(value, decimals));
+  const rows: Cell[][] = runs.map((run, i) => [`run ${i + 1}`, ...columns.map((column) => cell(column, column[0](run)))]);
+  rows.push(["median", ...columns.map((column) => cell(column, median(runs.map(column[0]))))]);
+  return rows;
+}
 
 function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const payload = JSON.stringify(body);

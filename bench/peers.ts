@@ -388,7 +388,6 @@ function figuresOf(run: RunResult): Record<FigureKey, number> {
 
 const isPeer = (name: SystemName) => !name.startsWith("taskpool");
 
-
 interface Environment {
   /** 1-minute load average when the bench started: on a shared machine, other work shows here. */
   loadAverage: number;
