@@ -139,7 +139,7 @@ export class BeatBatcher {
   }
 }
 
-function unwrap<T>(outcome: Outcome<T>): T {
+function unwrap<T>(outcome: Settled<T>): T {
   if (!outcome.ok) throw outcome.error;
   return outcome.value;
 }
@@ -176,12 +176,11 @@ export class EnqueueBatcher {
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    const outcome = await this.enqueues.add(input);
-    if (!outcome.ok) throw outcome.error;
-    return outcome.value;
+    return unwrap(await this.enqueues.add(input));
   }
 }
 
+/** An item's answer or refusal; the checked layer's Outcome is one whose refusals are ValidationErrors. */
 type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
