@@ -21,7 +21,8 @@ export interface WorkerOptions {
   /**
    * Most claimed tasks held ready beyond those running, so a finished slot is refilled without a
    * round trip. The worker holds only what its handlers get through in about 50 ms at their recent
-   * pace (none until one has finished), so long tasks are never hoarded. Default 10 × concurrency; 0 turns it off.
+   * pace (none until one has finished), so long tasks are never hoarded. Default 50 × concurrency (the cap
+   * matters only for tasks under a few milliseconds, which a smaller buffer runs dry during a claim); 0 turns it off.
    */
   prefetch?: number;
   /** How often an idle worker looks for work when no notification wakes it. Default 5000. */
@@ -91,7 +92,7 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     handlers: options.handlers,
     workerId,
     concurrency,
-    prefetch: positive("prefetch", options.prefetch ?? 10 * concurrency, 0),
+    prefetch: positive("prefetch", options.prefetch ?? 50 * concurrency, 0),
     pollIntervalMs: positive("pollIntervalMs", options.pollIntervalMs ?? 5000, 10),
     heartbeatIntervalMs,
     leaseSeconds,

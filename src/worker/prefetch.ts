@@ -23,4 +23,21 @@ export class Prefetch {
     if (this.averageMs === null || this.max === 0) return 0;
     return Math.min(this.max, Math.floor((this.concurrency * Prefetch.HORIZON_MS) / Math.max(this.averageMs, 0.1)));
   }
+
+  /**
+   * How many tasks to claim now (0: none), given the handlers running, the tasks held ready and all
+   * the tasks leased (those two plus finished ones whose outcome is still being written).
+   *
+   * Room is what it may run and hold; at most as many outcomes as that may wait on the database. A
+   * claim costs a round trip whatever its size, so it claims at once for a slot that would sit idle
+   * but tops the buffer up only once it is half empty. Topping it up for every task that left it made
+   * every other claim a claim of one or two, and the buffer ran dry during the big ones.
+   */
+  claimLimit(handling: number, ready: number, leased: number): number {
+    const target = this.target;
+    const window = this.concurrency + target;
+    const free = Math.min(window - handling - ready, 2 * window - leased);
+    const refill = handling + ready < this.concurrency || ready <= target / 2;
+    return refill ? Math.max(free, 0) : 0;
+  }
 }

@@ -171,11 +171,9 @@ export class Worker {
   private async claimLoop(): Promise<void> {
     let failures = 0;
     while (this.state === "running") {
-      // Room for tasks to run now and to hold ready (see Prefetch). A slot frees when its handler
-      // returns, while the outcome is still being written (the write and the next claim overlap); at
-      // most as many outcomes as it may run and hold may be waiting on the database.
-      const window = this.options.concurrency + this.prefetch.target;
-      const free = Math.min(window - this.handling - this.ready.length, 2 * window - this.running.size);
+      // A slot frees when its handler returns, while the outcome is still being written: the write
+      // and the next claim overlap (see Prefetch.claimLimit).
+      const free = this.prefetch.claimLimit(this.handling, this.ready.length, this.running.size);
       let claimed = 0;
       if (free > 0) {
         try {
