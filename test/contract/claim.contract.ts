@@ -3,6 +3,7 @@ import {
   AlreadyClaimedError,
   ConcurrencyKeyBusyError,
   InvalidTransitionError,
+  LeaseLostError,
   TaskNotFoundError,
   ValidationError,
 } from "../../src/core/errors.js";
@@ -23,7 +24,7 @@ export function claimContract(kind: StoreKind) {
       const { task } = await ctx.store.enqueue({ taskType: "a" });
       const claimed = await claimOne(ctx.store, "worker-1", { leaseSeconds: 30 });
       expect(claimed).toMatchObject({ id: task.id, status: "claimed", workerId: "worker-1", attempts: 1 });
-      expect(claimed.leaseToken).toMatch(/^[0-9a-f-]{36}$/);
+      expect(claimed.leaseToken).toMatch(/^[A-Za-z0-9-]{32,64}$/); // the API's LeaseToken format
       expect(claimed.claimedAt).toEqual(ctx.clock.now());
       expect(claimed.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 30_000));
       const events = await ctx.store.events(task.id);
@@ -31,6 +32,13 @@ export function claimContract(kind: StoreKind) {
         ["created", null, null],
         ["claimed", "worker-1", { attempt: 1 }],
       ]);
+    });
+
+    it("gives each task of a batch its own token, which no other task of the batch accepts", async () => {
+      await ctx.store.enqueueMany([{ taskType: "a" }, { taskType: "a" }, { taskType: "a" }]);
+      const batch = await ctx.store.claim({ workerId: "w1", limit: 3 });
+      expect(new Set(batch.map((t) => t.leaseToken)).size).toBe(3);
+      await expect(ctx.store.heartbeat(batch[0].id, { workerId: "w1", leaseToken: batch[1].leaseToken })).rejects.toBeInstanceOf(LeaseLostError);
     });
 
     it("claims and starts in one step when asked", async () => {
