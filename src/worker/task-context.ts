@@ -2,6 +2,7 @@ import type { Logger } from "pino";
 import { LeaseLostError, TaskpoolError } from "../core/errors.js";
 import type { ClaimedTask, EnqueueInput, Json, JsonObject, Task } from "../core/task.js";
 import type { Store } from "../store/store.js";
+import type { RunAbort } from "./run-abort.js";
 
 /** Why a handler's signal fired. */
 export type AbortReason = "lease_lost" | "cancelled" | "timeout" | "shutdown";
@@ -30,7 +31,7 @@ const WRITE_ATTEMPTS = 6;
 export function createTaskContext(
   store: Store,
   task: ClaimedTask,
-  controller: AbortController,
+  abort: RunAbort,
   logger: Logger,
   followUps: EnqueueInput[],
 ): TaskContext {
@@ -43,8 +44,8 @@ export function createTaskContext(
       try {
         return await write();
       } catch (error) {
-        if (error instanceof LeaseLostError) controller.abort("lease_lost");
-        if (error instanceof TaskpoolError || attempt >= WRITE_ATTEMPTS || controller.signal.aborted) throw error;
+        if (error instanceof LeaseLostError) abort.abort("lease_lost");
+        if (error instanceof TaskpoolError || attempt >= WRITE_ATTEMPTS || abort.aborted) throw error;
         logger.warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying`);
         await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
       }
@@ -54,7 +55,9 @@ export function createTaskContext(
     task,
     attempt: task.attempts,
     checkpoint: task.checkpoint,
-    signal: controller.signal,
+    get signal() {
+      return abort.signal;
+    },
     logger,
     saveCheckpoint: (data) => fenced(() => store.checkpoint(task.id, lease, data)).then(() => undefined),
     progress: (value) => fenced(() => store.progress(task.id, lease, value)).then(() => undefined),

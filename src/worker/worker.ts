@@ -24,7 +24,8 @@ import type { Store } from "../store/store.js";
 import { type Heartbeats, type HeartbeatState, InProcessHeartbeats, type LostLease, ThreadHeartbeats } from "./heartbeats.js";
 import { resolveWorkerOptions, type ResolvedWorkerOptions, type WorkerOptions } from "./options.js";
 import { Prefetch } from "./prefetch.js";
-import { type AbortReason, createTaskContext } from "./task-context.js";
+import { RunAbort } from "./run-abort.js";
+import { createTaskContext } from "./task-context.js";
 
 /** Throw this from a handler to fail the task for good, whatever attempts remain. */
 export class NonRetryableError extends Error {
@@ -35,7 +36,7 @@ interface Running {
   task: ClaimedTask;
   /** When this process claimed it (Date.now()): its lease runs from here until a heartbeat renews it. */
   claimedAt: number;
-  controller: AbortController;
+  abort: RunAbort;
   done: Promise<void>;
   renewUntil: number | null;
   timeout: NodeJS.Timeout | null;
@@ -228,7 +229,7 @@ export class Worker {
 
   /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */
   private admit(task: ClaimedTask): void {
-    const entry: Running = { task, claimedAt: Date.now(), controller: new AbortController(), renewUntil: null, timeout: null, done: Promise.resolve() };
+    const entry: Running = { task, claimedAt: Date.now(), abort: new RunAbort(), renewUntil: null, timeout: null, done: Promise.resolve() };
     this.running.set(task.id, entry);
     this.ready.push(entry);
   }
@@ -237,7 +238,7 @@ export class Worker {
   private startReady(): void {
     while (this.handling < this.options.concurrency && this.ready.length > 0) {
       const entry = this.ready.shift() as Running;
-      if (entry.controller.signal.aborted) {
+      if (entry.abort.aborted) {
         this.running.delete(entry.task.id);
         continue;
       }
@@ -246,12 +247,12 @@ export class Worker {
   }
 
   private run(entry: Running): void {
-    const { task, controller } = entry;
+    const { task, abort } = entry;
     this.handling++;
     if (task.timeoutSeconds !== null) {
       // The timeout runs from the handler's start, and the lease is renewed until then, no longer.
       entry.renewUntil = Date.now() + task.timeoutSeconds * 1000;
-      entry.timeout = setTimeout(() => controller.abort("timeout"), task.timeoutSeconds * 1000);
+      entry.timeout = setTimeout(() => abort.abort("timeout"), task.timeoutSeconds * 1000);
     }
     this.logger.debug({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
     entry.done = this.execute(entry).finally(() => {
@@ -262,7 +263,7 @@ export class Worker {
     });
   }
 
-  private async execute({ task, controller }: Running): Promise<void> {
+  private async execute({ task, abort }: Running): Promise<void> {
     const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
     const log = this.logger.child({ taskId: task.id, taskType: task.taskType });
     const followUps: EnqueueInput[] = [];
@@ -271,7 +272,7 @@ export class Worker {
     const started = performance.now();
     try {
       const handler = this.options.handlers[task.taskType];
-      result = await handler(task.params, createTaskContext(this.store, task, controller, log, followUps));
+      result = await handler(task.params, createTaskContext(this.store, task, abort, log, followUps));
     } catch (error) {
       thrown = { error };
     }
@@ -280,11 +281,11 @@ export class Worker {
     this.startReady();
     this.wake();
     if (thrown) {
-      await this.afterFailure(task, controller, thrown.error, log);
+      await this.afterFailure(task, abort, thrown.error, log);
       return;
     }
-    if (controller.signal.aborted && controller.signal.reason !== "timeout") {
-      log.warn(`Task ${task.id} finished after its lease ended (${controller.signal.reason}); result discarded`);
+    if (abort.aborted && abort.reason !== "timeout") {
+      log.warn(`Task ${task.id} finished after its lease ended (${abort.reason}); result discarded`);
       return;
     }
     await this.persist(log, `complete task ${task.id}`, async () => {
@@ -306,8 +307,8 @@ export class Worker {
     });
   }
 
-  private async afterFailure(task: ClaimedTask, controller: AbortController, error: unknown, log: Logger): Promise<void> {
-    const reason = controller.signal.aborted ? (controller.signal.reason as AbortReason) : null;
+  private async afterFailure(task: ClaimedTask, abort: RunAbort, error: unknown, log: Logger): Promise<void> {
+    const reason = abort.reason;
     if (reason === "lease_lost" || reason === "cancelled" || error instanceof LeaseLostError) {
       log.warn(`Task ${task.id} stopped: ${reason === "cancelled" ? "it was cancelled" : "its lease was lost to another worker"}`);
       return;
@@ -359,9 +360,9 @@ export class Worker {
     const now = Date.now();
     for (const entry of this.running.values()) {
       const leaseEnds = Math.max(renewedAtLeast, entry.claimedAt) + this.options.leaseSeconds * 1000;
-      if (now < leaseEnds || entry.controller.signal.aborted) continue;
+      if (now < leaseEnds || entry.abort.aborted) continue;
       this.logger.warn(`Task ${entry.task.id}: no heartbeat got through for the lease's ${this.options.leaseSeconds} s; stopping its handler (another worker may hold it now)`);
-      entry.controller.abort("lease_lost");
+      entry.abort.abort("lease_lost");
     }
   }
 
@@ -369,9 +370,9 @@ export class Worker {
     for (const { taskId, leaseToken } of leases) {
       const entry = this.running.get(taskId);
       // Another run of the same task (re-claimed since that beat) holds a lease of its own.
-      if (!entry || entry.task.leaseToken !== leaseToken || entry.controller.signal.aborted) continue;
+      if (!entry || entry.task.leaseToken !== leaseToken || entry.abort.aborted) continue;
       const now = await this.store.get(taskId).catch(() => null);
-      entry.controller.abort(now?.status === "cancelled" ? "cancelled" : "lease_lost");
+      entry.abort.abort(now?.status === "cancelled" ? "cancelled" : "lease_lost");
     }
   }
 
@@ -416,7 +417,7 @@ export class Worker {
       await Promise.race([Promise.all(inFlight.map((r) => r.done)), graceOver]);
     }
     for (const entry of this.running.values()) {
-      entry.controller.abort("shutdown");
+      entry.abort.abort("shutdown");
       await this.release(entry);
     }
     await this.heartbeats?.stop();
