@@ -61,8 +61,13 @@ export class Taskpool {
    * a producer sending one task at a time is not held to one durable commit per task.
    */
   async enqueue(taskType: string, params: JsonObject = {}, options: EnqueueOptions = {}): Promise<Task> {
+    return (await this.enqueueOne({ ...options, taskType, params })).task;
+  }
+
+  /** enqueue() as the HTTP API takes it: one input, answered with the task and whether it was created (false for a unique-key hit). */
+  enqueueOne(input: EnqueueInput): Promise<EnqueueResult> {
     this.enqueues ??= new EnqueueBatcher(this.protocol);
-    return (await this.enqueues.enqueue({ ...options, taskType, params })).task;
+    return this.enqueues.enqueue(input);
   }
 
   /** All or nothing: one bad item refuses the batch, naming its index. `created` is false for unique-key hits. */

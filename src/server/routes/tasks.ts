@@ -21,7 +21,8 @@ export const taskRoutes = [
     status: [201, 200],
     reply: { task: TaskRecord, created: Type.Boolean() },
     async handler({ body }, { pool, reply }) {
-      const { task, created } = await pool.protocol.enqueue(body);
+      // Through the pool's batcher: concurrent producers share inserts and commits.
+      const { task, created } = await pool.enqueueOne(body);
       if (!created) reply.code(200);
       return { task, created };
     },
