@@ -1,9 +1,9 @@
 /**
  * The worker runtime.
  *
- * One claim loop fills free capacity in batches (claim up to `concurrency - running`), then sleeps
- * until the poll interval passes, a notification says tasks of its roles arrived, or a running task
- * finishes. Each claimed task runs its handler with an AbortController whose signal fires when:
+ * One claim loop fills free slots and a buffer of ready tasks in batches (see Prefetch.claimLimit),
+ * then sleeps until the poll interval passes, a notification says tasks of its roles arrived, or a
+ * running task finishes. Each claimed task runs its handler with an AbortController whose signal fires when:
  *   - the heartbeat learns the lease is gone (recovered by the coordinator, or the task cancelled),
  *   - a write through the context is refused with lease_lost,
  *   - the task's timeout passes (the lease then stops being renewed, so a handler that never
@@ -406,11 +406,11 @@ export class Worker {
     this.state = "stopping";
     this.wake();
     await this.loop;
-    // Tasks that never started go back at once, for other workers.
-    for (const entry of this.ready.splice(0)) {
-      this.running.delete(entry.task.id);
-      await this.release(entry);
-    }
+    // Tasks that never started go back at once, for other workers: together, as a buffer of short
+    // tasks can hold hundreds.
+    const unstarted = this.ready.splice(0);
+    for (const entry of unstarted) this.running.delete(entry.task.id);
+    await Promise.all(unstarted.map((entry) => this.release(entry)));
     const inFlight = [...this.running.values()];
     if (inFlight.length > 0) {
       const graceOver = sleep(graceMs).then(() => "timeout" as const);
