@@ -68,26 +68,32 @@ export class InProcessHeartbeats implements Heartbeats {
   readonly ready = Promise.resolve();
   private readonly timer: NodeJS.Timeout;
   private failing = false;
+  private beating: Promise<void> = Promise.resolve();
 
   constructor(store: Store, state: () => HeartbeatState, intervalMs: number, events: HeartbeatEvents) {
-    this.timer = setInterval(async () => {
+    const beat = async () => {
       try {
-        const beat = beatOf(state(), Date.now());
-        const { lost } = await store.workerHeartbeat(beat);
+        const sent = beatOf(state(), Date.now());
+        const { lost } = await store.workerHeartbeat(sent);
         if (this.failing) events.onRecovered();
         this.failing = false;
-        if (lost.length > 0) events.onLost(lostLeases(beat, lost));
+        if (lost.length > 0) events.onLost(lostLeases(sent, lost));
       } catch (error) {
         this.failing = true;
         events.onError(error as Error);
       }
+    };
+    this.timer = setInterval(() => {
+      this.beating = beat();
     }, intervalMs);
   }
 
   changed(): void {}
 
+  /** Waits for a beat in flight, as the thread does: landing after the worker's shutdown, it would mark the worker active again. */
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    await this.beating;
   }
 }
 

@@ -332,6 +332,31 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     open();
   });
 
+  it("on stop, waits for a heartbeat in flight, so the worker stays inactive", async () => {
+    let inFlight: () => void = () => {};
+    const beatStarted = new Promise<void>((resolve) => (inFlight = resolve));
+    const slowBeats: Store = Object.create(store);
+    let beats = 0;
+    slowBeats.workerHeartbeat = async (beat) => {
+      // The first beat registers the worker; a later one is held past the worker's shutdown.
+      if (++beats > 1) {
+        inFlight();
+        await new Promise((r) => setTimeout(r, 300));
+      }
+      return store.workerHeartbeat(beat);
+    };
+    const worker = new Worker(slowBeats, {
+      roles: ["x"], pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false,
+      logger: captureLogs().logger, handlers: { x: async () => {} },
+    });
+    workers.push(worker);
+    await worker.start();
+    await beatStarted;
+    await worker.stop(0);
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await store.listWorkers())[0]).toMatchObject({ workerId: worker.id, status: "inactive" });
+  });
+
   it("on stop, releases unfinished tasks with their checkpoint and no attempt charged, and turns inactive", async () => {
     const { task } = await store.enqueue({ taskType: "long" });
     const { worker } = await startWorker({
