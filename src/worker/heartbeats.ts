@@ -25,7 +25,7 @@ export interface LostLease {
 }
 
 /** The leases of `beat` among the task ids the store reported lost. */
-export function lostLeases(beat: WorkerBeat, lost: number[]): LostLease[] {
+function lostLeases(beat: WorkerBeat, lost: number[]): LostLease[] {
   const ids = new Set(lost);
   return (beat.leases ?? []).filter((l) => ids.has(l.taskId));
 }
@@ -53,11 +53,53 @@ export interface Heartbeats {
  * The beat to send now. A lease past its task's timeout is no longer renewed: if the handler never
  * returns, the lease runs out and the coordinator gives the task to someone else.
  */
-export function beatOf(state: HeartbeatState, now: number): WorkerBeat {
+function beatOf(state: HeartbeatState, now: number): WorkerBeat {
   return {
     ...state.beat,
     leases: state.leases.filter((l) => l.renewUntil === null || l.renewUntil > now).map(({ taskId, leaseToken }) => ({ taskId, leaseToken })),
   };
+}
+
+/**
+ * Beats every interval: each beat sends the state's beat and reports lost leases, an error, or the
+ * first success after errors. stop() waits for a beat in flight: landing after the worker's
+ * shutdown, it would mark the worker active again. The heartbeat thread and InProcessHeartbeats each
+ * run one.
+ */
+export class BeatLoop {
+  private failing = false;
+  private beating: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly store: Pick<Store, "workerHeartbeat">,
+    private readonly state: () => HeartbeatState,
+    private readonly events: HeartbeatEvents,
+  ) {}
+
+  async beat(): Promise<void> {
+    try {
+      const sent = beatOf(this.state(), Date.now());
+      const { lost } = await this.store.workerHeartbeat(sent);
+      if (this.failing) this.events.onRecovered();
+      this.failing = false;
+      if (lost.length > 0) this.events.onLost(lostLeases(sent, lost));
+    } catch (error) {
+      this.failing = true;
+      this.events.onError(error as Error);
+    }
+  }
+
+  start(intervalMs: number): void {
+    this.timer = setInterval(() => {
+      this.beating = this.beat();
+    }, intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.beating;
+  }
 }
 
 /**
@@ -66,34 +108,17 @@ export function beatOf(state: HeartbeatState, now: number): WorkerBeat {
  */
 export class InProcessHeartbeats implements Heartbeats {
   readonly ready = Promise.resolve();
-  private readonly timer: NodeJS.Timeout;
-  private failing = false;
-  private beating: Promise<void> = Promise.resolve();
+  private readonly loop: BeatLoop;
 
   constructor(store: Store, state: () => HeartbeatState, intervalMs: number, events: HeartbeatEvents) {
-    const beat = async () => {
-      try {
-        const sent = beatOf(state(), Date.now());
-        const { lost } = await store.workerHeartbeat(sent);
-        if (this.failing) events.onRecovered();
-        this.failing = false;
-        if (lost.length > 0) events.onLost(lostLeases(sent, lost));
-      } catch (error) {
-        this.failing = true;
-        events.onError(error as Error);
-      }
-    };
-    this.timer = setInterval(() => {
-      this.beating = beat();
-    }, intervalMs);
+    this.loop = new BeatLoop(store, state, events);
+    this.loop.start(intervalMs);
   }
 
   changed(): void {}
 
-  /** Waits for a beat in flight, as the thread does: landing after the worker's shutdown, it would mark the worker active again. */
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    await this.beating;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 }
 
