@@ -55,8 +55,10 @@ async function cutOff(cluster: ChaosCluster, isolated: WorkerProcess, cut: () =>
   }, 30_000, `${isolated.id} to run both tasks`);
   const tokens = new Map(held.map((t) => [t.id, t.leaseToken as string]));
   await cluster.startWorker({ CONCURRENCY: "2" }, "elsewhere");
-  const cutAt = Date.now();
   cut();
+  // Taken once the cut is in force: a write sent a moment before could still reach the server, be
+  // accepted under a lease that was valid, and have its answer held by the link until the heal.
+  const cutAt = Date.now();
   await eventually(async () => {
     for (const id of ids) {
       const events = await cluster.pool.events(id);
