@@ -3,10 +3,11 @@
  * for each number of concurrent claimers, at each table size, on each store.
  *
  *   npm run bench:claim
- *   BENCH_SIZES=10000 BENCH_CLAIMERS=8,16 BENCH_CYCLES=500 BENCH_STORES=postgres npm run bench:claim
+ *   BENCH_SIZES=10000 BENCH_CLAIMERS=8,16 BENCH_CYCLES=500 BENCH_STORES=postgres,postgres-shared npm run bench:claim
  *
  * Each claimer does what an HTTP worker will: claim({ limit: 1 }), then complete() it, again and
- * again. PostgreSQL claimers are async loops in this process, each on its own pooled connection;
+ * again. PostgreSQL claimers are async loops in this process, each on its own pooled connection,
+ * calling the store itself (`postgres`) or the server's batchers in front of it (`postgres-shared`);
  * SQLite claimers are processes on one file (claim-sqlite-claimer.ts), as SQLite deployments scale
  * out. For each size in BENCH_SIZES (rows in the tasks table) a fresh schema or file is seeded in one
  * statement (INSERT … SELECT generate_series on PostgreSQL, a recursive CTE on SQLite): the backlog
@@ -27,25 +28,34 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
-import { DEFAULT_BACKOFF } from "../src/core/task.js";
+import { CheckedStore } from "../src/api/checked-store.js";
+import { ClaimBatcher, WriteBatcher } from "../src/api/write-batcher.js";
+import { DEFAULT_BACKOFF, type Task } from "../src/core/task.js";
 import { openStore } from "../src/store/open-store.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import type { ClaimerMessage } from "./claim-sqlite-claimer.js";
-import { claimCycles, type ClaimerSamples } from "./lib/claim-loop.js";
+import { type ClaimPath, claimCycles, type ClaimerSamples } from "./lib/claim-loop.js";
 import { envInt, envIntList, envList } from "./lib/env.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { type Percentiles, round, summarize } from "./lib/stats.js";
 import { type Cell, formatTable } from "./lib/table.js";
 import { dropSchema, PG_URL, postgresServer, removeSqliteFiles } from "./lib/database.js";
 
-type StoreName = "postgres" | "sqlite";
+/**
+ * postgres: each claimer's calls are its own statements on its own connection (a library worker's
+ * path). postgres-shared: the same claimers go through the batchers `taskpool serve` puts in front of
+ * the store (ClaimBatcher, WriteBatcher), so concurrent claims share one statement and concurrent
+ * completions another: the path of HTTP workers reaching one server, without the HTTP.
+ */
+type StoreName = "postgres" | "postgres-shared" | "sqlite";
 
+const pgClaimers = envIntList("BENCH_CLAIMERS", [1, 2, 4, 8, 16, 32]);
 const config = {
   sizes: envIntList("BENCH_SIZES", [10_000, 100_000, 1_000_000]),
-  claimers: { postgres: envIntList("BENCH_CLAIMERS", [1, 2, 4, 8, 16, 32]), sqlite: envIntList("BENCH_SQLITE_CLAIMERS", [1, 2, 4, 8]) },
+  claimers: { postgres: pgClaimers, "postgres-shared": pgClaimers, sqlite: envIntList("BENCH_SQLITE_CLAIMERS", [1, 2, 4, 8]) },
   cycles: envInt("BENCH_CYCLES", 1000),
-  stores: envList<StoreName>("BENCH_STORES", ["postgres", "sqlite"], ["postgres", "sqlite"]),
+  stores: envList<StoreName>("BENCH_STORES", ["postgres", "postgres-shared", "sqlite"], ["postgres", "postgres-shared", "sqlite"]),
 };
 /** Unrecorded cycles per claimer before the first PostgreSQL configuration, and per SQLite claimer process. */
 const WARMUP_PER_CLAIMER = 2;
@@ -83,8 +93,8 @@ const max = (values: number[]) => values.reduce((a, b) => Math.max(a, b), 0);
  */
 function plan(store: StoreName, size: number): { history: number; backlog: number; cyclesFor: (claimers: number) => number } {
   const counts = config.claimers[store];
-  const cyclesFor = (k: number) => (store === "postgres" ? config.cycles : k * Math.ceil(config.cycles / k));
-  const warmup = store === "postgres" ? max(counts) * WARMUP_PER_CLAIMER : counts.reduce((sum, k) => sum + k * WARMUP_PER_CLAIMER, 0);
+  const cyclesFor = (k: number) => (store !== "sqlite" ? config.cycles : k * Math.ceil(config.cycles / k));
+  const warmup = store !== "sqlite" ? max(counts) * WARMUP_PER_CLAIMER : counts.reduce((sum, k) => sum + k * WARMUP_PER_CLAIMER, 0);
   const backlog = counts.reduce((sum, k) => sum + cyclesFor(k), 0) + warmup;
   if (backlog > size) {
     throw new Error(`BENCH_SIZES: ${size} rows cannot hold the ${backlog}-task backlog of ${counts.length} ${store} configurations × BENCH_CYCLES=${config.cycles}; use a larger size or fewer cycles`);
@@ -169,16 +179,27 @@ function toResult(store: StoreName, rows: number, backlog: number, claimers: num
 const describe = (r: Result) =>
   `${r.claimers} claimers: ${Math.round(r.cyclesPerSecond)} cycles/s, claim p50 ${r.claimMs.p50.toFixed(2)} p95 ${r.claimMs.p95.toFixed(2)} p99 ${r.claimMs.p99.toFixed(2)} ms`;
 
-async function benchPostgres(size: number, signal: AbortSignal): Promise<Result[]> {
-  const { history, backlog, cyclesFor } = plan("postgres", size);
-  const counts = config.claimers.postgres;
+/** The server's batchers over a checked store, answering as the store would (what `taskpool serve` builds). */
+function sharedPath(store: PostgresStore): ClaimPath {
+  const checked = new CheckedStore(store);
+  const claims = new ClaimBatcher(checked);
+  const writes = new WriteBatcher(checked, { returnTasks: true });
+  return {
+    claim: (options) => claims.claim(options),
+    complete: async (id, { workerId, leaseToken }) => ({ task: (await writes.complete({ id, lease: { workerId, leaseToken } })).task as Task, followUps: [] }),
+  };
+}
+
+async function benchPostgres(name: "postgres" | "postgres-shared", size: number, signal: AbortSignal): Promise<Result[]> {
+  const { history, backlog, cyclesFor } = plan(name, size);
+  const counts = config.claimers[name];
   const schema = `tp_bench_${suffix()}`;
   // One connection per claimer: a claimer waiting for a pooled connection would time the wait as
   // claim latency. The store's own pool, as the bench's raw store, so its size can be chosen.
   const store = new PostgresStore({ url: PG_URL, schema, poolSize: max(counts) });
   try {
     await store.migrate();
-    log(`postgres ${size} rows: seeding ${history} completed + ${backlog} pending into schema ${schema}`);
+    log(`${name} ${size} rows: seeding ${history} completed + ${backlog} pending into schema ${schema}`);
     const t0 = performance.now();
     await seedPostgres(store.pool, history, backlog);
     // Fresh statistics and visibility map, as autovacuum would have left a table that grew to this size.
@@ -187,7 +208,8 @@ async function benchPostgres(size: number, signal: AbortSignal): Promise<Result[
     // Open every claimer's connection now, so connection set-up is not timed as a claim.
     const clients = await Promise.all(range(max(counts)).map(() => store.pool.connect()));
     for (const client of clients) client.release();
-    await Promise.all(range(max(counts)).map((i) => claimCycles(store, `bench-pg-${i}`, { signal, budget: { left: WARMUP_PER_CLAIMER } })));
+    const path = name === "postgres" ? store : sharedPath(store);
+    await Promise.all(range(max(counts)).map((i) => claimCycles(path, `bench-pg-${i}`, { signal, budget: { left: WARMUP_PER_CLAIMER } })));
 
     const results: Result[] = [];
     let left = backlog - max(counts) * WARMUP_PER_CLAIMER;
@@ -196,11 +218,11 @@ async function benchPostgres(size: number, signal: AbortSignal): Promise<Result[
       await store.pool.query("VACUUM (ANALYZE) tasks");
       const budget = { left: cyclesFor(claimers) };
       const started = performance.now();
-      const samples = await Promise.all(range(claimers).map((i) => claimCycles(store, `bench-pg-${i}`, { signal, budget })));
+      const samples = await Promise.all(range(claimers).map((i) => claimCycles(path, `bench-pg-${i}`, { signal, budget })));
       const seconds = (performance.now() - started) / 1000;
       // An interrupted configuration's numbers cover part of it and would not compare with full ones.
       signal.throwIfAborted();
-      const result = toResult("postgres", size, left, claimers, cyclesFor(claimers), samples, seconds);
+      const result = toResult(name, size, left, claimers, cyclesFor(claimers), samples, seconds);
       left -= result.cycles;
       log(`  ${describe(result)}`);
       results.push(result);
@@ -374,15 +396,16 @@ async function main(): Promise<void> {
 
   const load = loadavg()[0];
   let server: PostgresServer | null = null;
-  if (config.stores.includes("postgres")) {
+  if (config.stores.some((s) => s !== "sqlite")) {
     const admin = new pg.Client({ connectionString: PG_URL });
     await admin.connect();
     server = await postgresServer(admin).finally(() => admin.end().catch(() => {}));
   }
   const results: Result[] = [];
-  for (const store of config.stores) {
-    for (const size of config.sizes) {
-      results.push(...(store === "postgres" ? await benchPostgres(size, abort.signal) : await benchSqlite(size, abort.signal)));
+  // Size by size, so the two PostgreSQL paths run side by side.
+  for (const size of config.sizes) {
+    for (const store of config.stores) {
+      results.push(...(store === "sqlite" ? await benchSqlite(size, abort.signal) : await benchPostgres(store, size, abort.signal)));
     }
   }
   report(results, server, load);

@@ -1,6 +1,9 @@
 import { performance } from "node:perf_hooks";
 import type { Store } from "../../src/store/store.js";
 
+/** What a claimer calls: a store, or the server's batchers in front of one (see bench/claim.ts). */
+export type ClaimPath = Pick<Store, "claim" | "complete">;
+
 /** What one claimer measured: one claim and one complete latency (ms) per cycle. */
 export interface ClaimerSamples {
   cycles: number;
@@ -34,7 +37,7 @@ const MAX_ATTEMPTS = 5;
  * empty (the pending set is drained) or the signal aborts. The final empty claim is not recorded: it
  * measures an idle poll, not the claim of a task.
  */
-export async function claimCycles(store: Store, workerId: string, options: ClaimLoopOptions = {}): Promise<ClaimerSamples> {
+export async function claimCycles(store: ClaimPath, workerId: string, options: ClaimLoopOptions = {}): Promise<ClaimerSamples> {
   const samples: ClaimerSamples = { cycles: 0, claimMs: [], completeMs: [], retries: 0 };
   const attempt = async <T>(call: () => Promise<T>): Promise<T> => {
     for (let n = 1; ; n++) {
