@@ -1,6 +1,5 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Command } from "commander";
 import { afterEach, describe, expect, it } from "vitest";
@@ -11,8 +10,8 @@ import { tasksCommand } from "../src/cli/tasks.js";
 import { workersCommand } from "../src/cli/workers.js";
 import { ManualClock } from "../src/core/clock.js";
 import { dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { CLI } from "./helpers/cli.js";
 
-const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
 const exec = promisify(execFile);
 
 interface Run {
@@ -24,7 +23,7 @@ interface Run {
 /** Runs the CLI as a real process; a failure is returned (exit code and output), not thrown. */
 async function taskpool(...args: string[]): Promise<Run> {
   try {
-    const { stdout, stderr } = await exec(process.execPath, ["--import", "tsx", CLI, ...args]);
+    const { stdout, stderr } = await exec(process.execPath, [CLI, ...args]);
     return { code: 0, stdout, stderr };
   } catch (error) {
     const e = error as { code: number; stdout: string; stderr: string };

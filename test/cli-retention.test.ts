@@ -1,13 +1,12 @@
 import { execFile, spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect } from "../src/api/taskpool.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { CLI } from "./helpers/cli.js";
 
-const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
-const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, ["--import", "tsx", CLI, ...args]);
+const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, [CLI, ...args]);
 
 describe("taskpool coordinator retention flags", () => {
   const path = sqlitePath();
@@ -28,7 +27,7 @@ describe("taskpool coordinator retention flags", () => {
       await pool.enqueueMany([{ taskType: "a" }, { taskType: "a" }]);
       for (const t of await pool.protocol.claim({ workerId: "w1", limit: 2 })) await pool.protocol.complete(t.id, t);
       const run = async (...flags: string[]) => {
-        const child = spawn(process.execPath, ["--import", "tsx", CLI, "coordinator", "--db", db, "--sweep-interval", "200", ...flags], { stdio: "ignore" });
+        const child = spawn(process.execPath, [CLI, "coordinator", "--db", db, "--sweep-interval", "200", ...flags], { stdio: "ignore" });
         return { stop: () => new Promise((r) => (child.once("exit", r), child.kill("SIGTERM"))) };
       };
       const finishedAt = Date.now();

@@ -1,6 +1,5 @@
 import { execFile, spawn } from "node:child_process";
 import { rmSync, writeFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect } from "../src/api/taskpool.js";
@@ -8,10 +7,10 @@ import { printStatus } from "../src/cli/status.js";
 import { ManualClock } from "../src/core/clock.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { CLI } from "./helpers/cli.js";
 
-const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
 const run = promisify(execFile);
-const taskpool = (...args: string[]) => run(process.execPath, ["--import", "tsx", CLI, ...args]);
+const taskpool = (...args: string[]) => run(process.execPath, [CLI, ...args]);
 
 describe("taskpool CLI", () => {
   const path = sqlitePath();
@@ -109,7 +108,7 @@ describe("taskpool CLI", () => {
     writeFileSync(module, "export const handlers = { greet: async (params) => ({ hello: params.name }) };\n");
     try {
       await taskpool("enqueue", "greet", '{"name":"taskpool"}', "--db", db);
-      const child = spawn(process.execPath, ["--import", "tsx", CLI, "worker", "--handlers", module, "--id", "cli-worker", "--db", db], {
+      const child = spawn(process.execPath, [CLI, "worker", "--handlers", module, "--id", "cli-worker", "--db", db], {
         env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" },
         stdio: ["ignore", "pipe", "pipe"],
       });

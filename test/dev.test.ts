@@ -1,7 +1,6 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { PassThrough } from "node:stream";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
@@ -14,15 +13,15 @@ import { handlers as crawl } from "../examples/dispensary-crawl/handlers.js";
 import { schedules } from "../examples/dispensary-crawl/schedules.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { CLI } from "./helpers/cli.js";
 
-const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
 const CRASHING = "dev-product_discovery-crashing";
 const EXAMPLE_HANDLERS = "examples/dispensary-crawl/handlers.js";
 const ROLES = ["store_discovery", "entry_point_discovery", "product_discovery", "product_resync", "analytics_refresh"];
 
 /** `taskpool …` as a real process from the sources, its stdout and stderr gathered in `output()`. */
 function start(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exit: Promise<number | null> } {
-  const child = spawn(process.execPath, ["--import", "tsx", CLI, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   child.stdout?.on("data", (d) => (output += d));
   child.stderr?.on("data", (d) => (output += d));
@@ -141,7 +140,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
   }, 40_000);
 
   it("dev refuses what it cannot run in one line, before starting anything", async () => {
-    const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, ["--import", "tsx", CLI, ...args]).catch((e) => e);
+    const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, [CLI, ...args]).catch((e) => e);
     const missing = await taskpool("dev", "--handlers", `${path}.nothing.js`, "--db", db);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/^taskpool: cannot load handlers from .*nothing\.js: /);
@@ -151,8 +150,8 @@ describe("taskpool dev and the dispensary-crawl example", () => {
 
   it.skipIf(!existsSync("/usr/bin/script"))("dev on a terminal redraws a live status in place below the banner, and shows the cursor again on Ctrl-C", async () => {
     // script(1) gives dev a terminal; timeout sends it Ctrl-C's SIGINT after a few frames. Starting
-    // dev from the sources (tsx compiling them) took over 7 s on a busy 2-core machine: 15 s leaves room.
-    const command = `stty cols 100 rows 40; exec timeout --preserve-status -s INT 15 ${process.execPath} --import tsx ${CLI} dev --db sqlite:${path} --no-demo`;
+    // dev took over 7 s on a busy 2-core machine when it started from the sources through tsx: 15 s leaves room.
+    const command = `stty cols 100 rows 40; exec timeout --preserve-status -s INT 15 ${process.execPath} ${CLI} dev --db sqlite:${path} --no-demo`;
     const script = spawn("script", ["-qfec", command, "/dev/null"], { stdio: ["ignore", "pipe", "inherit"] });
     children.push(script);
     let out = "";

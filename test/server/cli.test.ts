@@ -1,15 +1,14 @@
 import { execFile, spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { isLoopback } from "../../src/cli/serve.js";
 import { eventually } from "../helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
 import { request } from "./harness.js";
+import { CLI } from "../helpers/cli.js";
 
-const CLI = fileURLToPath(new URL("../../src/cli/index.ts", import.meta.url));
 const run = promisify(execFile);
-const taskpool = (...args: string[]) => run(process.execPath, ["--import", "tsx", CLI, ...args]);
+const taskpool = (...args: string[]) => run(process.execPath, [CLI, ...args]);
 
 describe("taskpool keys and serve", () => {
   const path = sqlitePath();
@@ -45,7 +44,7 @@ describe("taskpool keys and serve", () => {
 
   it("serve requires the keys that exist and stops gracefully on SIGTERM, answering a waiting claim first", async () => {
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
-    const child = spawn(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
     let output = "";
     child.stdout.on("data", (d) => (output += d));
     child.stderr.on("data", (d) => (output += d));
@@ -74,7 +73,7 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
 
   it("enqueues, lists, shows and reports status through a server; a bad URL or key is one clear line", async () => {
     const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
-    const child = spawn(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
     let output = "";
     child.stdout.on("data", (d) => (output += d));
     child.stderr.on("data", (d) => (output += d));
@@ -87,7 +86,7 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       expect((await taskpool("tasks", "show", "1", ...remote)).stdout).toMatch(/created/);
       expect((await taskpool("status", ...remote)).stdout).toMatch(/Tasks: pending 1[\s\S]*Coordinator: no coordinator leads; no sweep yet|Coordinator: WARNING no coordinator leads/);
       // Over TASKPOOL_URL / TASKPOOL_API_KEY as well.
-      const viaEnv = await run(process.execPath, ["--import", "tsx", CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } });
+      const viaEnv = await run(process.execPath, [CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } });
       expect(viaEnv.stdout).toMatch(/crawl/);
 
       const badKey = await taskpool("tasks", "list", "--url", url, "--api-key", "tp_wrong-key-0000000000").catch((e) => e);
