@@ -15,7 +15,13 @@
  * /api/workers/heartbeat`) as fast as it is answered. BENCH_RUNS runs of each, interleaved; the
  * tables give each run and the medians, with the CPU time the server, this client and PostgreSQL
  * spent per operation (on a 2-core machine the three share the cores, so the server's CPU per cycle
- * is what says how fast it would go on cores of its own). Progress goes to stderr; the tables and one JSON line to stdout.
+ * is what says how fast it would go on cores of its own). Those are the server flat out: with 16
+ * connections each sending its next request as soon as the last is answered, latency is mostly
+ * waiting behind the other 15. So each run also paces both kinds of request, open loop at a fixed
+ * rate (BENCH_PACED_CYCLES claim + complete cycles/s, BENCH_PACED_BEATS heartbeats/s, from as many
+ * workers as connections and as BENCH_PACED_FLEET), each timed from the moment it was due, so a late
+ * send counts against the server: the latency a fleet sees when the server is busy but not
+ * saturated. Progress goes to stderr; the tables and one JSON line to stdout.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -37,6 +43,9 @@ const config = {
   seconds: envInt("BENCH_SECONDS", 10),
   runs: envInt("BENCH_RUNS", 3),
   port: envInt("BENCH_PORT", 18_080),
+  pacedCycles: envInt("BENCH_PACED_CYCLES", 500),
+  pacedBeats: envInt("BENCH_PACED_BEATS", 500),
+  pacedFleet: envInt("BENCH_PACED_FLEET", 2_000),
 };
 /** The CLI from the sources (as tsx runs them), so the bench measures this checkout without a build. */
 const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
@@ -53,7 +62,7 @@ const pool = await connect(PG_URL, { schema });
 const { key } = await pool.createApiKey({ scope: "worker", name: "bench:http" });
 const WARM_UP_SECONDS = 2;
 // Enough tasks that no run of either kind of cycle finds the pool empty, at up to ~8,000 cycles/s.
-const backlog = 2 * (config.runs * config.seconds + WARM_UP_SECONDS) * 8_000;
+const backlog = 2 * (config.runs * config.seconds + WARM_UP_SECONDS) * 8_000 + config.runs * config.seconds * config.pacedCycles;
 log(`enqueueing ${backlog} tasks into ${schema}`);
 for (let done = 0; done < backlog; done += 10_000) {
   await pool.enqueueMany(Array.from({ length: Math.min(10_000, backlog - done) }, () => ({ taskType: "bench", params: { payload: "x".repeat(100) } })));
@@ -147,9 +156,66 @@ async function heartbeatRun(run: number): Promise<{ perSecond: number; latency: 
   return { perSecond: latencies.length / ((performance.now() - started) / 1000), latency: summarize(latencies), cpu: cpu(latencies.length) };
 }
 
+/**
+ * Calls `request(n, due)` open loop, `perSecond` times a second for `seconds`, each without waiting
+ * for the ones before; `due` is when it should have been sent, which the request times itself from.
+ * Returns how late each was sent (this client's timers and event loop, counted in the latencies).
+ */
+async function paced(perSecond: number, seconds: number, request: (n: number, due: number) => Promise<void>): Promise<number[]> {
+  const started = performance.now();
+  const sent: Promise<void>[] = [];
+  const late: number[] = [];
+  for (let n = 0; n < Math.round(perSecond * seconds); n++) {
+    const due = started + (n * 1000) / perSecond;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    late.push(Math.max(0, performance.now() - due));
+    sent.push(request(n, due));
+  }
+  await Promise.all(sent);
+  return late;
+}
+
+interface PacedRun {
+  /** How late this client sent the cycles' claims, included in their latency. */
+  sentLate: ReturnType<typeof summarize>;
+  claim: ReturnType<typeof summarize>;
+  complete: ReturnType<typeof summarize>;
+  beat: ReturnType<typeof summarize>;
+}
+
+/**
+ * Claim + complete cycles at config.pacedCycles a second (one worker per connection, cycle n by
+ * worker n mod connections: claim timed from when the cycle was due, complete from the claim's
+ * answer), then heartbeats at config.pacedBeats a second from a fleet of config.pacedFleet workers.
+ */
+async function pacedRun(run: number): Promise<PacedRun> {
+  const claims: number[] = [];
+  const completes: number[] = [];
+  const late = await paced(config.pacedCycles, config.seconds, async (n, due) => {
+    const workerId = `paced-${run}-${n % config.connections}`;
+    const claimed = await post("/api/tasks/claim", { worker_id: workerId, task_types: ["bench"] });
+    const answered = performance.now();
+    claims.push(answered - due);
+    if (claimed.status !== 200) throw new Error(`claim answered ${claimed.status}: ${JSON.stringify(claimed.body)}`);
+    const task = claimed.body.task as { id: number; lease_token: string };
+    const completed = await post(`/api/tasks/${task.id}/complete`, { worker_id: workerId, lease_token: task.lease_token, result: { ok: true } });
+    completes.push(performance.now() - answered);
+    if (completed.status !== 200) throw new Error(`complete answered ${completed.status}: ${JSON.stringify(completed.body)}`);
+  });
+  const beats: number[] = [];
+  await paced(config.pacedBeats, config.seconds, async (n, due) => {
+    const answer = await post("/api/workers/heartbeat", { worker_id: `fleet-${run}-${n % config.pacedFleet}`, roles: ["bench"], capacity: 10, current_load: 1, tasks_processed: 0 });
+    beats.push(performance.now() - due);
+    if (answer.status !== 200) throw new Error(`heartbeat answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+  });
+  return { sentLate: summarize(late), claim: summarize(claims), complete: summarize(completes), beat: summarize(beats) };
+}
+
 const cycles: CycleRun[] = [];
 const chainedCycles: CycleRun[] = [];
 const beats: Awaited<ReturnType<typeof heartbeatRun>>[] = [];
+const pacedRuns: PacedRun[] = [];
 try {
   // Warm-up, unrecorded: every connection opened, every statement prepared.
   await cycleRun(-1, false, WARM_UP_SECONDS);
@@ -161,6 +227,8 @@ try {
     chainedCycles.push(await cycleRun(run, true));
     log(`run ${run + 1}/${config.runs}: heartbeats`);
     beats.push(await heartbeatRun(run));
+    log(`run ${run + 1}/${config.runs}: paced, ${config.pacedCycles} cycles/s then ${config.pacedBeats} heartbeats/s`);
+    pacedRuns.push(await pacedRun(run));
   }
 } finally {
   agent.destroy();
@@ -188,6 +256,9 @@ console.log(formatTable(["", "cycles/s", "request p50", "request p95", "request 
 console.log("\nworker heartbeats over HTTP (latency in ms; CPU in ms per beat)");
 const beatColumns: Column<(typeof beats)[number]>[] = [[(b) => b.perSecond, 0], [(b) => b.latency.p50], [(b) => b.latency.p95], [(b) => b.latency.p99], ...CPU_COLUMNS];
 console.log(formatTable(["", "beats/s", "p50", "p95", "p99", ...CPU_HEADERS], runRows(beats, beatColumns)));
+console.log(`\npaced, open loop: ${config.pacedCycles} claim + complete cycles/s, then ${config.pacedBeats} heartbeats/s from ${config.pacedFleet} workers (ms; claim and heartbeat timed from when they were due)`);
+const pacedColumns: Column<PacedRun>[] = [[(p) => p.sentLate.p95], [(p) => p.claim.p50], [(p) => p.claim.p95], [(p) => p.claim.p99], [(p) => p.complete.p50], [(p) => p.complete.p95], [(p) => p.beat.p50], [(p) => p.beat.p95], [(p) => p.beat.p99]];
+console.log(formatTable(["", "sent late p95", "claim p50", "claim p95", "claim p99", "complete p50", "complete p95", "heartbeat p50", "heartbeat p95", "heartbeat p99"], runRows(pacedRuns, pacedColumns)));
 const [serverCpuPerCycle, clientCpuPerCycle, postgresCpuPerCycle] = cpuCells(cycles.map((c) => c.cpu));
 const [serverCpuPerChainedCycle] = cpuCells(chainedCycles.map((c) => c.cpu));
 const [serverCpuPerBeat] = cpuCells(beats.map((b) => b.cpu));
@@ -207,6 +278,13 @@ console.log(
     postgresCpuPerCycle,
     serverCpuPerChainedCycle,
     serverCpuPerBeat,
+    paced: {
+      cyclesPerSecond: config.pacedCycles,
+      beatsPerSecond: config.pacedBeats,
+      claimP95: round(median(pacedRuns.map((p) => p.claim.p95))),
+      completeP95: round(median(pacedRuns.map((p) => p.complete.p95))),
+      heartbeatP95: round(median(pacedRuns.map((p) => p.beat.p95))),
+    },
   }),
 );
 
