@@ -138,7 +138,9 @@ export type FromThread = { type: "ready" } | { type: "lost"; leases: LostLease[]
 /**
  * Beats from a worker thread with its own database connection, so heartbeats keep going while a
  * CPU-bound handler holds the main event loop; lost leases are reported back and acted on as soon
- * as the loop is free again.
+ * as the loop is free again. A thread that ends unasked (it could not load, or crashed) is replaced
+ * by `fallback()`: heartbeats from the event loop, since a worker that runs tasks without beating
+ * would be declared dead and lose them all.
  */
 export class ThreadHeartbeats implements Heartbeats {
   readonly ready: Promise<void>;
@@ -146,15 +148,18 @@ export class ThreadHeartbeats implements Heartbeats {
   private readonly exited: Promise<void>;
 
   private posting: NodeJS.Timeout | null = null;
+  private stopping = false;
+  private replacement: Heartbeats | null = null;
 
   constructor(
     database: DatabaseConfig,
     private readonly state: () => HeartbeatState,
     intervalMs: number,
     events: HeartbeatEvents,
+    fallback: () => Heartbeats,
+    entry = new URL(`./heartbeat-thread.${import.meta.url.endsWith(".ts") ? "ts" : "js"}`, import.meta.url),
   ) {
     const workerData: ThreadData = { database, intervalMs, state: state() };
-    const entry = new URL(`./heartbeat-thread.${import.meta.url.endsWith(".ts") ? "ts" : "js"}`, import.meta.url);
     this.thread = entry.pathname.endsWith(".ts")
       ? // Running from TypeScript sources (tests, tsx): the thread registers the same loader first.
         new Thread(`import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); })`, { eval: true, workerData })
@@ -162,7 +167,11 @@ export class ThreadHeartbeats implements Heartbeats {
     this.exited = new Promise((resolve) => this.thread.once("exit", () => resolve()));
     this.ready = new Promise((resolve) => {
       this.thread.on("message", (msg: FromThread) => msg.type === "ready" && resolve());
-      void this.exited.then(resolve);
+      void this.exited.then(() => {
+        if (this.stopping) return resolve();
+        this.replacement = fallback();
+        void this.replacement.ready.then(resolve);
+      });
     });
     this.thread.on("message", (msg: FromThread) => {
       if (msg.type === "lost") events.onLost(msg.leases);
@@ -180,6 +189,7 @@ export class ThreadHeartbeats implements Heartbeats {
    * harmlessly.
    */
   changed(now = false): void {
+    if (this.replacement) return this.replacement.changed(now);
     if (now) {
       this.post();
       return;
@@ -194,7 +204,9 @@ export class ThreadHeartbeats implements Heartbeats {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     if (this.posting) clearTimeout(this.posting);
+    if (this.replacement) return this.replacement.stop();
     this.thread.postMessage({ type: "stop" } satisfies ToThread);
     const timeout = setTimeout(() => void this.thread.terminate(), 5000);
     await this.exited;

@@ -108,10 +108,16 @@ export class Worker {
       this.logger.warn("heartbeatThread: this pool cannot open a second connection (in-memory or custom clock); beating from the event loop");
     }
     const state = () => this.heartbeatState();
+    const inProcess = () => new InProcessHeartbeats(this.store, state, this.options.heartbeatIntervalMs, events);
     this.heartbeats =
       thread !== null
-        ? new ThreadHeartbeats(thread, state, this.options.heartbeatIntervalMs, events)
-        : new InProcessHeartbeats(this.store, state, this.options.heartbeatIntervalMs, events);
+        ? new ThreadHeartbeats(thread, state, this.options.heartbeatIntervalMs, events, () => {
+            this.logger.error("The heartbeat thread ended; beating from the event loop instead");
+            // Its error was the thread's, not the database's: leases are renewed again from here on.
+            this.beatsFailingSince = null;
+            return inProcess();
+          })
+        : inProcess();
     // Claim only once heartbeats flow: a worker that claims but never beats would look dead.
     await this.heartbeats.ready;
     this.unsubscribe = await this.store
