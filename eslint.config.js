@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "scratch/", ".prof/"] },
+  { ignores: ["dist/", ".build/", "node_modules/", "scratch/", ".prof/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

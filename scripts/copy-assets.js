@@ -1,14 +1,18 @@
 // tsc compiles only TypeScript. What ships beside the compiled code: the migrations (.sql, next to
-// each compiled store) and the dashboard's static files (next to the compiled server, which serves them).
+// each compiled store) and the dashboard's static files (next to the compiled server, which serves
+// them). The argument is where the compiled src/ is (dist, or .build/src for the tests' processes).
 import { cpSync, readdirSync } from "node:fs";
+import process from "node:process";
+
+const out = process.argv[2] ?? "dist";
 
 for (const dialect of readdirSync("src/store", { withFileTypes: true }).filter((d) => d.isDirectory())) {
   const from = `src/store/${dialect.name}/migrations`;
   try {
-    cpSync(from, `dist/store/${dialect.name}/migrations`, { recursive: true });
+    cpSync(from, `${out}/store/${dialect.name}/migrations`, { recursive: true });
   } catch (error) {
     if (error.code !== "ENOENT") throw error;
   }
 }
 
-cpSync("src/dashboard/public", "dist/dashboard/public", { recursive: true });
+cpSync("src/dashboard/public", `${out}/dashboard/public`, { recursive: true });

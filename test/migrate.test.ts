@@ -7,6 +7,7 @@ import { loadMigrations } from "../src/store/migrations.js";
 import { openStore } from "../src/store/open-store.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { script } from "./helpers/processes.js";
 
 const run = promisify(execFile);
 const MIGRATOR = fileURLToPath(new URL("./helpers/migrate-sqlite.ts", import.meta.url));
@@ -35,7 +36,7 @@ describe("migrations", () => {
   it("SQLite: four processes migrating one new file at once all succeed", async () => {
     const path = sqlitePath();
     cleanups.push(() => removeSqliteFiles(path));
-    const outputs = await Promise.all(Array.from({ length: 4 }, () => run(process.execPath, ["--import", "tsx", MIGRATOR, path])));
+    const outputs = await Promise.all(Array.from({ length: 4 }, () => run(process.execPath, [script(MIGRATOR), path])));
     const latest = String(loadMigrations(new URL("../src/store/sqlite/migrations/", import.meta.url)).at(-1)?.version);
     expect(outputs.map((o) => o.stdout.trim())).toEqual([latest, latest, latest, latest]);
     const store = await openStore(`sqlite:${path}`);

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { createSqlite, type TestStore } from "../helpers/stores.js";
 import { claimedOnceEach } from "./audit.js";
+import { script } from "../helpers/processes.js";
 
 const run = promisify(execFile);
 const CLAIMER = fileURLToPath(new URL("./sqlite-claimer.ts", import.meta.url));
@@ -14,7 +15,7 @@ async function claimers(path: string, count: number, mode: "drain" | "race"): Pr
   const startAt = Date.now() + 3000;
   const outputs = await Promise.all(
     Array.from({ length: count }, (_, n) =>
-      run(process.execPath, ["--import", "tsx", CLAIMER, path, `claimer-${n}`, mode, String(startAt)], { timeout: 120_000 }),
+      run(process.execPath, [script(CLAIMER), path, `claimer-${n}`, mode, String(startAt)], { timeout: 120_000 }),
     ),
   );
   return outputs.map((o) => JSON.parse(o.stdout.trim().split("\n").at(-1) as string));

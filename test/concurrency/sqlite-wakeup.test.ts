@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { eventually } from "../helpers/logs.js";
 import { createSqlite, type TestStore } from "../helpers/stores.js";
+import { script } from "../helpers/processes.js";
 
 const run = promisify(execFile);
 const ENQUEUER = fileURLToPath(new URL("./sqlite-enqueuer.ts", import.meta.url));
@@ -20,7 +21,7 @@ describe("SQLite wake-ups from other connections to the file", () => {
   it("a subscriber hears another process's enqueue within 500 ms", async () => {
     const heard: { at: number; types: string[] }[] = [];
     const unsubscribe = await handle.store.subscribe((types) => heard.push({ at: Date.now(), types }));
-    const { stdout } = await run(process.execPath, ["--import", "tsx", ENQUEUER, handle.store.db.name, "crawl"], { timeout: 60_000 });
+    const { stdout } = await run(process.execPath, [script(ENQUEUER), handle.store.db.name, "crawl"], { timeout: 60_000 });
     const { id, committedAt } = JSON.parse(stdout.trim().split("\n").at(-1) as string) as { id: number; committedAt: number };
     const first = await eventually(() => heard[0], 2_000, "a wake-up");
     await unsubscribe();

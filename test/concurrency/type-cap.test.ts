@@ -7,6 +7,7 @@ import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import type { Store } from "../../src/store/store.js";
 import { createPostgres, createSqlite, type TestStore } from "../helpers/stores.js";
 import { claimedOnceEach } from "./audit.js";
+import { script } from "../helpers/processes.js";
 
 const run = promisify(execFile);
 const CLAIMER = fileURLToPath(new URL("./type-cap-claimer.ts", import.meta.url));
@@ -107,7 +108,7 @@ describe("max_running under 16 concurrent claimers", () => {
     const startAt = Date.now() + 3000;
     const outputs = await Promise.all(
       Array.from({ length: 16 }, (_, n) =>
-        run(process.execPath, ["--import", "tsx", CLAIMER, db.name, `claimer-${n}`, String(startAt)], { timeout: 120_000 }),
+        run(process.execPath, [script(CLAIMER), db.name, `claimer-${n}`, String(startAt)], { timeout: 120_000 }),
       ),
     );
     const maxSeen = await watch.stop();

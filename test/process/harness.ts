@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { eventually } from "../helpers/logs.js";
 import type { TestStore } from "../helpers/stores.js";
+import { script } from "../helpers/processes.js";
 
 const FIXTURE = fileURLToPath(new URL("../fixtures/worker-process.ts", import.meta.url));
 
@@ -22,7 +23,7 @@ export const FAST = { HEARTBEAT_INTERVAL_MS: "200", POLL_INTERVAL_MS: "200", LEA
  * `wrap` runs it through a command that execs it (`ip netns exec <ns>`), so the pid is still node's.
  */
 export async function startWorker(handle: Pick<TestStore, "url" | "schema">, id: string, env: Record<string, string>, fixture = FIXTURE, wrap: string[] = []): Promise<WorkerProcess> {
-  const [command, ...args] = [...wrap, process.execPath, "--import", "tsx", fixture];
+  const [command, ...args] = [...wrap, process.execPath, script(fixture)];
   const child = spawn(command, args, {
     env: { ...process.env, ...FAST, TASKPOOL_URL: handle.url, TASKPOOL_SCHEMA: handle.schema ?? "", WORKER_ID: id, ...env },
     stdio: ["ignore", "pipe", "inherit"],
