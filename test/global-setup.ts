@@ -10,7 +10,7 @@ const run = promisify(execFile);
  * CLI, as bin/taskpool.js loads it) and .build/ (the worker, coordinator and claimer scripts the
  * process, chaos and concurrency tests start; see test/helpers/processes.ts). Node starts compiled
  * code in about a third of the CPU that starting the sources through tsx takes, and the suite starts
- * a few hundred processes on a 2-core machine.
+ * many processes on a 2-core machine.
  */
 export default async function setup(): Promise<void> {
   // Incremental: with nothing changed since the last run, each takes a couple of seconds. tsc does

@@ -3,8 +3,8 @@ import { fileURLToPath } from "node:url";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /**
- * How to start one of the tests' TypeScript scripts as a node process: its compiled copy in .build/
- * (test/global-setup.ts compiles them with the sources they import), as `node <file>` arguments.
+ * The file node starts for one of the tests' TypeScript scripts: its compiled copy in .build/
+ * (test/global-setup.ts compiles them with the sources they import).
  */
 export function script(tsFile: string): string {
   if (!tsFile.startsWith(ROOT) || !tsFile.endsWith(".ts")) throw new Error(`${tsFile} is not a TypeScript file of this checkout`);
