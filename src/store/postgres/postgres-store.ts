@@ -56,6 +56,7 @@ import * as typeSql from "./task-type-queries.js";
 import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
 import * as scheduleSql from "./schedule-queries.js";
+import { parseTimestamptz } from "./timestamptz.js";
 import { nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
@@ -78,10 +79,16 @@ const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 const UNIQUE_VIOLATION = "23505";
 const CLAIM_RETRIES = 5;
 
-/** pg returns int8 (ids, counts) as strings to be safe past 2^53; taskpool ids stay far below that. */
+/**
+ * pg returns int8 (ids, counts) as strings to be safe past 2^53; taskpool ids stay far below that.
+ * Timestamps are read by position (see parseTimestamptz).
+ */
 const types = {
-  getTypeParser: ((oid: number, format?: string) =>
-    oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+  getTypeParser: ((oid: number, format?: string) => {
+    if (oid === pg.types.builtins.INT8) return Number;
+    if (oid === pg.types.builtins.TIMESTAMPTZ && format !== "binary") return parseTimestamptz;
+    return pg.types.getTypeParser(oid, format as "text");
+  }) as typeof pg.types.getTypeParser,
 };
 
 /**
