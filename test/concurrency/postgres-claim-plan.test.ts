@@ -1,7 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
-import { claimStatement } from "../../src/store/postgres/queries.js";
+import { claimStatement, listStatement } from "../../src/store/postgres/queries.js";
 import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
 
 /**
@@ -54,6 +54,52 @@ describe("PostgreSQL claim plans", () => {
         }
       });
     }
+  }
+});
+
+/**
+ * The listing indexes hold only pending, failed and cancelled tasks (migration 010), so a listing of
+ * those must reach them through the index, in the generic plans the pool uses: a plan that walks the
+ * primary key instead reads the whole history before the oldest pending task.
+ */
+describe("PostgreSQL listing plans", () => {
+  let handle: TestStore<PostgresStore>;
+  let client: pg.Client;
+  beforeAll(async () => {
+    handle = await createPostgres();
+    await handle.store.enqueueMany(Array.from({ length: 10_000 }, (_, i) => ({ taskType: i % 2 ? "odd" : "even" })));
+    client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    await client.query(`SET search_path = "${handle.schema}"`);
+    // A history older than the backlog: 9,000 completed, 100 failed, then 900 pending.
+    await client.query("UPDATE tasks SET status = 'completed', completed_at = now() WHERE id <= (SELECT min(id) + 8999 FROM tasks)");
+    await client.query("UPDATE tasks SET status = 'failed', completed_at = now() WHERE id % 90 = 0 AND status = 'completed'");
+    await client.query("ANALYZE tasks");
+    await client.query("SET plan_cache_mode = force_generic_plan");
+  });
+  afterAll(async () => {
+    await client?.end();
+    await handle.cleanup();
+  });
+
+  const listings = [
+    { statuses: ["pending"], taskType: null, order: "oldest" },
+    { statuses: ["pending"], taskType: "odd", order: "oldest" },
+    { statuses: ["failed"], taskType: null, order: "newest" },
+  ] as const;
+
+  for (const { statuses, taskType, order } of listings) {
+    it(`${statuses.join(" + ")} tasks${taskType ? ` of one type` : ""}, ${order} first: read through a listing index, not the history`, async () => {
+      const text = listStatement({ statuses: [...statuses], taskType: taskType !== null, workerId: false, search: false, cursor: false }, order);
+      await client.query("DEALLOCATE ALL");
+      await client.query(`PREPARE list AS ${text}`);
+      const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE list(20${taskType ? `, '${taskType}'` : ""})`);
+      const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan);
+      expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
+      // What it reads is the page and the rows of other statuses or types it passes over on the way, not the history.
+      expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(200);
+      expect(rows[0]["QUERY PLAN"][0].Plan["Actual Rows"]).toBe(20);
+    });
   }
 });
 

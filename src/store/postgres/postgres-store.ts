@@ -378,10 +378,11 @@ export class PostgresStore implements Store {
 
   async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
     const q = resolveList(filter, page);
-    const present = { statuses: q.statuses !== null, taskType: q.taskType !== null, workerId: q.workerId !== null, search: q.search !== null, cursor: q.afterCursor !== null };
-    const name = `tp_list_${q.order}_${Object.values(present).map(Number).join("")}`;
-    const values = [q.limit, q.statuses, q.taskType, q.workerId, q.search, q.afterCursor].filter((v) => v !== null);
-    const tasks = (await this.rows<TaskRow>(name, sql.listStatement(present, q.order), values)).map(toTask);
+    const statuses = q.statuses && [...new Set(q.statuses)].sort();
+    const present = { taskType: q.taskType !== null, workerId: q.workerId !== null, search: q.search !== null, cursor: q.afterCursor !== null };
+    const name = `tp_list_${q.order}_${Object.values(present).map(Number).join("")}_${statuses?.join("_") ?? "any"}`;
+    const values = [q.limit, q.taskType, q.workerId, q.search, q.afterCursor].filter((v) => v !== null);
+    const tasks = (await this.rows<TaskRow>(name, sql.listStatement({ statuses, ...present }, q.order), values)).map(toTask);
     return { tasks, nextCursor: tasks.length === q.limit ? encodeCursor(tasks[tasks.length - 1].id) : null };
   }
 

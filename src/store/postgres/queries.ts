@@ -15,7 +15,7 @@
  *   can never survive a crash that its claim did not.
  */
 import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
-import type { SortBy, SortOrder } from "../../core/task.js";
+import { type SortBy, type SortOrder, TASK_STATUSES, type TaskStatus } from "../../core/task.js";
 
 const sqlList = (items: readonly string[]) => items.map((s) => `'${s}'`).join(", ");
 const LEASED = sqlList(LEASED_STATUSES);
@@ -477,22 +477,32 @@ export const RESERVE = `
 export const GET = `SELECT * FROM tasks WHERE id = $1`;
 
 /**
- * A task listing with only the filters given ($1 limit, then the filters in this order: statuses,
- * type, worker, params text, before-id). The text search is a scan of the rows the other filters
- * leave (strpos, not LIKE: the caller's text has no wildcards); it is for an operator's looking up. Built per combination rather than with "$n IS NULL OR …", because the
- * pool plans prepared statements generically and a generic plan cannot drop absent filters.
+ * A task listing with only the filters given ($1 limit, then the filters in this order: type, worker,
+ * params text, before-id). The text search is a scan of the rows the other filters leave (strpos, not
+ * LIKE: the caller's text has no wildcards); it is for an operator's looking up. Built per combination
+ * rather than with "$n IS NULL OR …", because the pool plans prepared statements generically and a
+ * generic plan cannot drop absent filters. The statuses are written into the statement (they are
+ * checked names, never the caller's text): a generic plan cannot tell that `status = ANY($n)` stays
+ * within a partial index's statuses, and the listing indexes are partial (migration 010).
  */
-export function listStatement(filters: { statuses: boolean; taskType: boolean; workerId: boolean; search: boolean; cursor: boolean }, order: "newest" | "oldest"): string {
+export function listStatement(
+  filters: { statuses: TaskStatus[] | null; taskType: boolean; workerId: boolean; search: boolean; cursor: boolean },
+  order: "newest" | "oldest",
+): string {
+  const statuses = filters.statuses?.map((status) => {
+    if (!TASK_STATUSES.includes(status)) throw new Error(`Not a task status: ${status}`);
+    return `'${status}'`;
+  });
   const conditions = [
-    filters.statuses && "status = ANY($?::text[])",
+    statuses && (statuses.length > 0 ? `status IN (${statuses.join(", ")})` : "false"),
     filters.taskType && "task_type = $?",
     filters.workerId && "worker_id = $?",
     filters.search && "strpos(lower(params::text), $?) > 0",
     filters.cursor && (order === "newest" ? "id < $?" : "id > $?"),
-  ]
-    .filter((c): c is string => typeof c === "string")
-    .map((c, i) => c.replace("$?", `$${i + 2}`));
-  return `SELECT * FROM tasks ${conditions.length > 0 ? `WHERE ${conditions.join(" AND ")}` : ""} ORDER BY id ${order === "newest" ? "DESC" : "ASC"} LIMIT $1`;
+  ].filter((c): c is string => typeof c === "string");
+  let parameter = 1;
+  const where = conditions.map((c) => (c.includes("$?") ? c.replace("$?", `$${++parameter}`) : c));
+  return `SELECT * FROM tasks ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id ${order === "newest" ? "DESC" : "ASC"} LIMIT $1`;
 }
 
 export const COUNTS = `SELECT task_type, status, count(*) AS n FROM tasks GROUP BY task_type, status`;
