@@ -2,7 +2,7 @@
 -- entry to both, a third of the index writes of a task's life, for listings that other indexes
 -- serve. Now they hold the rows no other index lists by status: pending ones (a backlog can be
 -- large, and its oldest are listed first), failed and cancelled ones. Leased tasks are listed
--- through tasks_leased_by_worker (there are only as many as workers hold), completed ones through
+-- through the leased-task indexes (there are only as many as workers hold), completed ones through
 -- the primary key (they are most of the table, so a walk down it finds them at once). The listings
 -- write their statuses into the statement so that generic plans can use these (queries.ts). The
 -- price: a listing by type of all statuses walks the primary key too, fast for a common type and
