@@ -101,6 +101,26 @@ describe("PostgreSQL listing plans", () => {
       expect(rows[0]["QUERY PLAN"][0].Plan["Actual Rows"]).toBe(20);
     });
   }
+  it("claims never read a listing index, whatever the planner estimates: their guard keeps them to listings", async () => {
+    // With the claim indexes gone (in a transaction rolled back after), a listing index is the best
+    // plan left for a claim's scan of pending tasks if the planner may use it, as it once chose to
+    // when its estimates were off.
+    await client.query("BEGIN");
+    try {
+      const { rows: claimIndexes } = await client.query<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE 'tasks_claim%'");
+      expect(claimIndexes.length).toBeGreaterThanOrEqual(5);
+      for (const { name } of claimIndexes) await client.query(`DROP INDEX ${name}`);
+      for (const typed of [true, false]) {
+        await client.query("DEALLOCATE ALL");
+        await client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${claimStatement("priority", "desc", typed, true)}`);
+        const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE claim('{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{odd}'" : ""})`);
+        const indexes = JSON.stringify(rows[0]["QUERY PLAN"]).match(/"Index Name":"[a-z_]+"/g) ?? [];
+        expect(indexes.join(" ")).not.toMatch(/tasks_by_status|tasks_by_type/);
+      }
+    } finally {
+      await client.query("ROLLBACK");
+    }
+  });
 });
 
 interface Scan {

@@ -483,7 +483,8 @@ export const GET = `SELECT * FROM tasks WHERE id = $1`;
  * rather than with "$n IS NULL OR …", because the pool plans prepared statements generically and a
  * generic plan cannot drop absent filters. The statuses are written into the statement (they are
  * checked names, never the caller's text): a generic plan cannot tell that `status = ANY($n)` stays
- * within a partial index's statuses, and the listing indexes are partial (migration 010).
+ * within a partial index's statuses, and the listing indexes are partial (migration 010), guarded
+ * by `id > 0` so that only listings use them.
  */
 export function listStatement(
   filters: { statuses: TaskStatus[] | null; taskType: boolean; workerId: boolean; search: boolean; cursor: boolean },
@@ -494,7 +495,8 @@ export function listStatement(
     return `'${status}'`;
   });
   const conditions = [
-    statuses && (statuses.length > 0 ? `status IN (${statuses.join(", ")})` : "false"),
+    // `id > 0`: the listing indexes' guard (migration 010).
+    statuses && (statuses.length > 0 ? `status IN (${statuses.join(", ")}) AND id > 0` : "false"),
     filters.taskType && "task_type = $?",
     filters.workerId && "worker_id = $?",
     filters.search && "strpos(lower(params::text), $?) > 0",

@@ -10,5 +10,10 @@
 -- alternated pairs): the database's CPU per task fell 14 %, the drain rose 8 %.
 DROP INDEX tasks_by_status;
 DROP INDEX tasks_by_type;
-CREATE INDEX tasks_by_status ON tasks (status, id) WHERE status IN ('pending', 'failed', 'cancelled');
-CREATE INDEX tasks_by_type ON tasks (task_type, id) WHERE status IN ('pending', 'failed', 'cancelled');
+--
+-- `id > 0` is always true; it is there so that only the listings, which say it, can use these two. A
+-- claim's scan for pending tasks could otherwise match them, and did: with a planner estimate of a
+-- dozen pending tasks where there were 279,500, the generic plan of a typed claim intersected
+-- tasks_by_type with a claim index and sorted every pending task, 150-200 ms a claim.
+CREATE INDEX tasks_by_status ON tasks (status, id) WHERE status IN ('pending', 'failed', 'cancelled') AND id > 0;
+CREATE INDEX tasks_by_type ON tasks (task_type, id) WHERE status IN ('pending', 'failed', 'cancelled') AND id > 0;
