@@ -123,6 +123,21 @@ export function taskTypesContract(kind: StoreKind) {
         expect((await ctx.store.enqueue({ taskType: "product_resync", params: { storeId: "42" } })).task.taskTypeVersion).toBe(2);
       });
 
+      it("applies a version another process registered after this one last enqueued the type", async () => {
+        await ctx.store.registerTaskType(RESYNC);
+        expect((await ctx.store.enqueue({ taskType: "product_resync", params: { storeId: 1 } })).task.taskTypeVersion).toBe(1);
+        expect((await ctx.store.enqueue({ taskType: "adhoc" })).task.taskTypeVersion).toBeNull();
+        const other = await ctx.another();
+        await other.registerTaskType({ ...RESYNC, paramsSchema: { type: "object", properties: { storeId: { type: "string" } } } });
+        await other.registerTaskType({ name: "adhoc", priority: 7 });
+        const error = await ctx.store.enqueue({ taskType: "product_resync", params: { storeId: 2 } }).catch((e) => e);
+        expect(error.message).toBe("Invalid params for product_resync v2: params.storeId: must be string");
+        const [resync, adhoc] = await ctx.store.enqueueMany([{ taskType: "product_resync", params: { storeId: "3" } }, { taskType: "adhoc" }]);
+        expect(resync.task.taskTypeVersion).toBe(2);
+        expect(adhoc.task).toMatchObject({ taskTypeVersion: 1, priority: 7 });
+        expect(await pendingCount()).toBe(4);
+      });
+
       it("refuses a whole batch when one item's params are bad, naming the item", async () => {
         await ctx.store.registerTaskType(RESYNC);
         const error = await ctx.store

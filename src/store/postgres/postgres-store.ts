@@ -78,6 +78,10 @@ export interface PostgresStoreOptions {
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 const UNIQUE_VIOLATION = "23505";
 const CLAIM_RETRIES = 5;
+const typeNames = (inputs: EnqueueInput[]) => [...new Set(inputs.map((i) => i.taskType))];
+
+/** Task type names an enqueue remembers the latest version of (see insertPrepared). */
+const KNOWN_TYPES_MAX = 1000;
 
 /**
  * pg returns int8 (ids, counts) as strings to be safe past 2^53; taskpool ids stay far below that.
@@ -112,6 +116,8 @@ export class PostgresStore implements Store {
   private readonly random: () => number;
   private readonly listener: PgListener;
   private readonly rules: NewTaskRules;
+  /** The latest version of each task type this store read (null: none registered); see insertPrepared. */
+  private readonly knownTypes = new Map<string, TaskTypeRecord | null>();
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? "taskpool";
@@ -161,29 +167,65 @@ export class PostgresStore implements Store {
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    const types = await this.latestTypes([input]);
-    const [result] = await this.insert([prepareNewTask(input, this.clock.now(), types.get(input.taskType), this.rules)]);
+    const [result] = await this.insertPrepared([input], (types) => [prepareNewTask(input, this.clock.now(), types.get(input.taskType), this.rules)]);
     return result;
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
-    return this.insert(prepareNewTasks(inputs, this.clock.now(), await this.latestTypes(inputs), this.rules));
+    return this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, this.clock.now(), types, this.rules));
   }
 
   /**
-   * The latest registered version of each type among `inputs`, read afresh on every enqueue (one
-   * indexed query per call) so a version registered by another process applies at once. A version
-   * registered between this read and the insert is not used: that enqueue happened just before it.
+   * Tasks are prepared (defaults filled in, params checked) against their types' latest registered
+   * versions, and a version registered by another process applies at once. One round trip in the
+   * usual case: they are prepared against the versions this store read last, and the insert writes
+   * them only if those are still the latest (ENQUEUE_IF_CURRENT); if not, it writes nothing and the
+   * types are read afresh. A refusal is only ever decided on a fresh read.
    */
-  private async latestTypes(inputs: EnqueueInput[]): Promise<Map<string, TaskTypeRecord>> {
-    const names = [...new Set(inputs.map((i) => i.taskType))];
-    const rows = await this.rows<TaskTypeRow>("tp_latest_task_types", typeSql.LATEST_TASK_TYPES, [names]);
-    return new Map(rows.map((r) => [r.name, toTaskType(r)]));
+  private async insertPrepared(inputs: EnqueueInput[], prepare: (types: ReadonlyMap<string, TaskTypeRecord>) => NewTask[]): Promise<EnqueueResult[]> {
+    const names = typeNames(inputs);
+    for (let fresh = !names.every((name) => this.knownTypes.has(name)); ; fresh = true) {
+      const types = fresh ? await this.latestTypes(names) : this.knownTypesOf(names);
+      let prepared: NewTask[];
+      try {
+        prepared = prepare(types);
+      } catch (error) {
+        if (fresh) throw error;
+        continue;
+      }
+      const results = await this.insert(prepared, true);
+      if (results !== null) return results;
+    }
   }
 
-  private async insert(prepared: NewTask[]): Promise<EnqueueResult[]> {
-    const inserted = (await this.rows<TaskRow>("tp_enqueue", sql.ENQUEUE, [newTasksJson(prepared), this.clock.now(), this.channel])).map(toTask);
+  /** The latest registered version of each type, read afresh, and remembered for the next enqueue. */
+  private async latestTypes(names: string[]): Promise<Map<string, TaskTypeRecord>> {
+    const rows = await this.rows<TaskTypeRow>("tp_latest_task_types", typeSql.LATEST_TASK_TYPES, [names]);
+    const types = new Map(rows.map((r) => [r.name, toTaskType(r)]));
+    // Type names come from producers: forget them all rather than grow without bound.
+    if (this.knownTypes.size + names.length > KNOWN_TYPES_MAX) this.knownTypes.clear();
+    for (const name of names) this.knownTypes.set(name, types.get(name) ?? null);
+    return types;
+  }
+
+  private knownTypesOf(names: string[]): Map<string, TaskTypeRecord> {
+    const types = new Map<string, TaskTypeRecord>();
+    for (const name of names) {
+      const type = this.knownTypes.get(name);
+      if (type) types.set(name, type);
+    }
+    return types;
+  }
+
+  /** Null when `checked` and a type has a newer version than the one a task was prepared against: nothing was written. */
+  private async insert(prepared: NewTask[], checked: boolean): Promise<EnqueueResult[] | null> {
+    const values = [newTasksJson(prepared), this.clock.now(), this.channel];
+    const rows = checked
+      ? await this.rows<TaskRow & { types_current: boolean }>("tp_enqueue_if_current", sql.ENQUEUE_IF_CURRENT, values)
+      : await this.rows<TaskRow & { types_current: boolean }>("tp_enqueue", sql.ENQUEUE, values);
+    if (checked && !rows[0].types_current) return null;
+    const inserted = rows.filter((row) => row.id !== null).map(toTask);
     const keys = skippedKeys(prepared, inserted);
     const holders = new Map<string, Task>();
     if (keys.length > 0) {
@@ -195,7 +237,8 @@ export class PostgresStore implements Store {
     // A holder claimed between the insert and the lookup frees its key: enqueue those items again.
     const retry = prepared.filter((_, i) => matched[i] === null);
     if (retry.length === 0) return matched as EnqueueResult[];
-    const again = await this.insert(retry);
+    // The same call going on: its tasks were prepared against the versions that were current then.
+    const again = (await this.insert(retry, false)) as EnqueueResult[];
     return matched.map((m) => m ?? (again.shift() as EnqueueResult));
   }
 
@@ -282,7 +325,7 @@ export class PostgresStore implements Store {
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     const result = options.result ?? null;
     const inputs = options.followUps ?? [];
-    const types = inputs.length > 0 ? await this.latestTypes(inputs) : new Map<string, TaskTypeRecord>();
+    const types = inputs.length > 0 ? await this.latestTypes(typeNames(inputs)) : new Map<string, TaskTypeRecord>();
     const followUps = prepareNewTasks(inputs, this.clock.now(), types, this.rules, id);
     const rows = await this.guarded("complete", "tp_complete", sql.COMPLETE, id, lease, [
       JSON.stringify(result),
@@ -619,7 +662,7 @@ export class PostgresStore implements Store {
   /** One transaction (see schedule-queries.ts): the tick's row, its tasks, the schedule's pass. */
   private async writeRun(run: RunWrite): Promise<number[] | null> {
     const now = this.clock.now();
-    const prepared = prepareNewTasks(run.inputs, now, run.inputs.length > 0 ? await this.latestTypes(run.inputs) : new Map(), this.rules);
+    const prepared = prepareNewTasks(run.inputs, now, run.inputs.length > 0 ? await this.latestTypes(typeNames(run.inputs)) : new Map(), this.rules);
     const client = await this.pool.connect();
     try {
       await client.query("BEGIN");

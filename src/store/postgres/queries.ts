@@ -64,6 +64,23 @@ export const ENQUEUE = `
   ${NOTIFY_INSERTED("$3")}
   SELECT inserted.* FROM inserted LEFT JOIN notified ON true ORDER BY id`;
 
+/**
+ * ENQUEUE, written only if each task's task_type_version is still its type's latest (null: the type
+ * has none): the tasks were prepared against versions the store read earlier. Rows: the inserted
+ * tasks, each with types_current; or one row of nulls but types_current, when nothing was inserted
+ * (false: a newer version exists, and nothing was written).
+ */
+export const ENQUEUE_IF_CURRENT = `
+  WITH versions AS (
+    SELECT NOT EXISTS (
+      SELECT 1 FROM jsonb_to_recordset($1::jsonb) AS n(task_type text, task_type_version int)
+      JOIN task_types tt ON tt.name = n.task_type AND tt.version > coalesce(n.task_type_version, 0)
+    ) AS types_current
+  ),
+  ${insertTasks("$1", "$2::timestamptz", "(SELECT types_current FROM versions)")},
+  ${NOTIFY_INSERTED("$3")}
+  SELECT v.types_current, i.* FROM versions v LEFT JOIN (inserted i LEFT JOIN notified ON true) ON true ORDER BY i.id`;
+
 /** $1 unique keys. The pending tasks that hold them (what a deduplicated enqueue returns). */
 export const PENDING_BY_UNIQUE_KEYS = `SELECT * FROM tasks WHERE status = 'pending' AND unique_key = ANY($1::text[])`;
 
