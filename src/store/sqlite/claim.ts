@@ -70,9 +70,10 @@ const ORDER_BY: Record<SortBy, Record<SortOrder, string>> = {
 };
 
 /**
- * The claim index for a sort, where one fits. SQLite's planner, without statistics, prefers
- * tasks_by_status and then sorts every pending row (about 1 ms per 10k pending, all of it under the
- * write lock); naming the partial index makes the scan stop after `limit` rows.
+ * The claim index for a sort, where one fits. SQLite's planner, without statistics, preferred another
+ * index (tasks_by_status, since dropped) and then sorted every pending row (about 1 ms per 10k
+ * pending, all of it under the write lock); naming the partial index makes the scan stop after
+ * `limit` rows.
  */
 function claimIndex(sortBy: SortBy, sortOrder: SortOrder, typeCount: number): string {
   if (sortBy === "priority" && sortOrder === "desc") return typeCount > 0 ? "INDEXED BY tasks_claim_by_type_priority" : "INDEXED BY tasks_claim_by_priority";
