@@ -101,6 +101,7 @@ describe("PostgreSQL listing plans", () => {
       expect(rows[0]["QUERY PLAN"][0].Plan["Actual Rows"]).toBe(20);
     });
   }
+
   it("claims never read a listing index, whatever the planner estimates: their guard keeps them to listings", async () => {
     // With the claim indexes gone (in a transaction rolled back after), a listing index is the best
     // plan left for a claim's scan of pending tasks if the planner may use it, as it once chose to
