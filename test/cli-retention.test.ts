@@ -1,12 +1,10 @@
-import { execFile, spawn } from "node:child_process";
-import { promisify } from "node:util";
+import { spawn } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect } from "../src/api/taskpool.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { CLI } from "./helpers/cli.js";
+import { CLI, taskpool } from "./helpers/cli.js";
 
-const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, [CLI, ...args]);
 
 describe("taskpool coordinator retention flags", () => {
   const path = sqlitePath();

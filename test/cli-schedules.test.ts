@@ -1,11 +1,7 @@
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { CLI } from "./helpers/cli.js";
+import { taskpool } from "./helpers/cli.js";
 
-const run = promisify(execFile);
-const taskpool = (...args: string[]) => run(process.execPath, [CLI, ...args]);
 /** A command expected to fail: its exit code and output. */
 const failing = (...args: string[]) => taskpool(...args).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
 

@@ -1,16 +1,13 @@
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { rmSync, writeFileSync } from "node:fs";
-import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect } from "../src/api/taskpool.js";
 import { printStatus } from "../src/cli/status.js";
 import { ManualClock } from "../src/core/clock.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { CLI } from "./helpers/cli.js";
+import { CLI, taskpool } from "./helpers/cli.js";
 
-const run = promisify(execFile);
-const taskpool = (...args: string[]) => run(process.execPath, [CLI, ...args]);
 
 describe("taskpool CLI", () => {
   const path = sqlitePath();

@@ -19,7 +19,7 @@ const CRASHING = "dev-product_discovery-crashing";
 const EXAMPLE_HANDLERS = "examples/dispensary-crawl/handlers.js";
 const ROLES = ["store_discovery", "entry_point_discovery", "product_discovery", "product_resync", "analytics_refresh"];
 
-/** `taskpool …` as a real process from the sources, its stdout and stderr gathered in `output()`. */
+/** `taskpool …` as a real process (the build in dist/), its stdout and stderr gathered in `output()`. */
 function start(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exit: Promise<number | null> } {
   const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";

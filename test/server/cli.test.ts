@@ -5,10 +5,9 @@ import { isLoopback } from "../../src/cli/serve.js";
 import { eventually } from "../helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
 import { request } from "./harness.js";
-import { CLI } from "../helpers/cli.js";
+import { CLI, taskpool } from "../helpers/cli.js";
 
 const run = promisify(execFile);
-const taskpool = (...args: string[]) => run(process.execPath, [CLI, ...args]);
 
 describe("taskpool keys and serve", () => {
   const path = sqlitePath();
