@@ -1,7 +1,8 @@
 import pg from "pg";
+import type { SortBy, SortOrder } from "../../src/core/task.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
-import { claimStatement, listStatement } from "../../src/store/postgres/queries.js";
+import { claimStatement, leanClaimStatement, listStatement } from "../../src/store/postgres/queries.js";
 import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
 
 /**
@@ -35,24 +36,26 @@ describe("PostgreSQL claim plans", () => {
   ] as const;
 
   for (const { sortBy, sortOrder, typed } of shapes) {
-    for (const mode of ["force_custom_plan", "force_generic_plan"]) {
-      it(`${typed ? "typed" : "untyped"} claim by ${sortBy} ${sortOrder} (${mode}) reads no more rows than it claims, through indexes`, async () => {
-        await client.query(`SET plan_cache_mode = ${mode}`);
-        await client.query("DEALLOCATE ALL");
-        await client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${claimStatement(sortBy, sortOrder, typed, true)}`);
-        const args = `'{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{only}'" : ""}`;
-        // Inside a transaction rolled back after: the plan is read from a real execution, and nothing is claimed.
-        await client.query("BEGIN");
-        try {
-          const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim(${args})`);
-          const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
-          expect(scans.filter((s) => s.type === "Seq Scan")).toEqual([]);
-          // The scans that ran read at most what the claim takes (10) plus what it skips.
-          expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(20);
-        } finally {
-          await client.query("ROLLBACK");
-        }
-      });
+    for (const [statement, text] of claimStatements(sortBy, sortOrder, typed)) {
+      for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+        it(`${typed ? "typed" : "untyped"} ${statement} by ${sortBy} ${sortOrder} (${mode}) reads no more rows than it claims, through indexes`, async () => {
+          await client.query(`SET plan_cache_mode = ${mode}`);
+          await client.query("DEALLOCATE ALL");
+          await client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${text}`);
+          const args = `'{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{only}'" : ""}`;
+          // Inside a transaction rolled back after: the plan is read from a real execution, and nothing is claimed.
+          await client.query("BEGIN");
+          try {
+            const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim(${args})`);
+            const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
+            expect(scans.filter((s) => s.type === "Seq Scan")).toEqual([]);
+            // The scans that ran read at most what the claim takes (10) plus what it skips.
+            expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(20);
+          } finally {
+            await client.query("ROLLBACK");
+          }
+        });
+      }
     }
   }
 });
@@ -112,17 +115,28 @@ describe("PostgreSQL listing plans", () => {
       expect(claimIndexes.length).toBeGreaterThanOrEqual(5);
       for (const { name } of claimIndexes) await client.query(`DROP INDEX ${name}`);
       for (const typed of [true, false]) {
-        await client.query("DEALLOCATE ALL");
-        await client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${claimStatement("priority", "desc", typed, true)}`);
-        const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE claim('{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{odd}'" : ""})`);
-        const indexes = JSON.stringify(rows[0]["QUERY PLAN"]).match(/"Index Name":"[a-z_]+"/g) ?? [];
-        expect(indexes.join(" ")).not.toMatch(/tasks_by_status|tasks_by_type/);
+        for (const [, text] of claimStatements("priority", "desc", typed)) {
+          await client.query("DEALLOCATE ALL");
+          await client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${text}`);
+          const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE claim('{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{odd}'" : ""})`);
+          const indexes = JSON.stringify(rows[0]["QUERY PLAN"]).match(/"Index Name":"[a-z_]+"/g) ?? [];
+          expect(indexes.join(" ")).not.toMatch(/tasks_by_status|tasks_by_type/);
+        }
       }
     } finally {
       await client.query("ROLLBACK");
     }
   });
 });
+
+/** Every statement a claim of this shape may run: the full one, and the lean one for one worker and for several. */
+function claimStatements(sortBy: SortBy, sortOrder: SortOrder, typed: boolean): [string, string][] {
+  return [
+    ["claim", claimStatement(sortBy, sortOrder, typed, true)],
+    ["lean claim (one worker)", leanClaimStatement(sortBy, sortOrder, typed, true, true)],
+    ["lean claim (several workers)", leanClaimStatement(sortBy, sortOrder, typed, true, false)],
+  ];
+}
 
 interface Scan {
   type: string;

@@ -78,6 +78,10 @@ export interface PostgresStoreOptions {
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 const UNIQUE_VIOLATION = "23505";
 const CLAIM_RETRIES = 5;
+/** How long a claim shape that met a capped type goes straight to the full claim statement (see claimOnce). */
+const CAPPED_MEMORY_MS = 10_000;
+/** A claimed row: claim_owner is the claiming worker's 1-based position in its group. */
+type ClaimRow = TaskRow & { claim_owner: string };
 const typeNames = (inputs: EnqueueInput[]) => [...new Set(inputs.map((i) => i.taskType))];
 
 /** Task type names an enqueue remembers the latest version of (see insertPrepared). */
@@ -118,6 +122,8 @@ export class PostgresStore implements Store {
   private readonly rules: NewTaskRules;
   /** The latest version of each task type this store read (null: none registered); see insertPrepared. */
   private readonly knownTypes = new Map<string, TaskTypeRecord | null>();
+  /** Claim shapes that met a capped type, until when they skip the lean claim (see claimOnce). */
+  private readonly cappedShapes = new Map<string, number>();
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? "taskpool";
@@ -250,7 +256,6 @@ export class PostgresStore implements Store {
     const resolved = claims.map(resolveClaim);
     const answers: ClaimedTask[][] = resolved.map(() => []);
     for (const group of groupClaims(resolved)) {
-      // claim_owner is the worker's 1-based position in the group.
       const byWorker: ClaimedTask[][] = group.workers.map(() => []);
       for (const row of await this.claimGroup(group)) byWorker[Number(row.claim_owner) - 1].push(toTask(row) as ClaimedTask);
       group.workers.forEach((worker, i) => shareOut(byWorker[i], worker.members, resolved, answers));
@@ -258,15 +263,15 @@ export class PostgresStore implements Store {
     return answers;
   }
 
-  private async claimGroup({ shape: c, workers }: ClaimGroup): Promise<(TaskRow & { claim_owner: string })[]> {
+  private async claimGroup({ shape: c, workers }: ClaimGroup): Promise<ClaimRow[]> {
     const typed = c.taskTypes !== null;
-    const name = `tp_claim_${c.sortBy}_${c.sortOrder}_${typed ? "typed" : "any"}${c.start ? "_start" : ""}`;
     const limits = workers.map((w) => w.limit);
     const values: unknown[] = [workers.map((w) => w.workerId), this.clock.now(), limits.reduce((a, b) => a + b, 0), c.leaseSeconds, c.maxAttemptsRemaining, limits];
     if (typed) values.push(c.taskTypes);
+    const shape = `${c.sortBy}_${c.sortOrder}_${typed ? "typed" : "any"}${c.start ? "_start" : ""}`;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.rows<TaskRow & { claim_owner: string }>(name, sql.claimStatement(c.sortBy, c.sortOrder, typed, c.start), values);
+        return await this.claimOnce(shape, c, typed, workers.length === 1, values);
       } catch (error) {
         // Lost a race for a concurrency key (see claimStatement); the retry sees the winner and skips the key.
         if (!isUniqueViolation(error, "tasks_active_concurrency_key")) throw error;
@@ -274,6 +279,22 @@ export class PostgresStore implements Store {
         if (attempt >= CLAIM_RETRIES) return [];
       }
     }
+  }
+
+  /**
+   * The lean claim, or the full one when the lean one finds a capped type in scope or a reservation
+   * for one of the workers (see leanClaimStatement). A shape that met a capped type goes straight to
+   * the full statement for a while, rather than paying for both on every claim; either is correct.
+   */
+  private async claimOnce(shape: string, c: ClaimGroup["shape"], typed: boolean, single: boolean, values: unknown[]): Promise<ClaimRow[]> {
+    const full = () => this.rows<ClaimRow>(`tp_claim_${shape}`, sql.claimStatement(c.sortBy, c.sortOrder, typed, c.start), values);
+    if ((this.cappedShapes.get(shape) ?? 0) > performance.now()) return full();
+    const name = `tp_claim_lean_${shape}${single ? "_single" : ""}`;
+    const rows = await this.rows<ClaimRow & { blocked: "capped" | "reserved" | null }>(name, sql.leanClaimStatement(c.sortBy, c.sortOrder, typed, c.start, single), values);
+    const blocked = rows[0]?.blocked ?? null;
+    if (blocked === null) return rows.filter((row) => row.id !== null);
+    if (blocked === "capped") this.cappedShapes.set(shape, performance.now() + CAPPED_MEMORY_MS);
+    return full();
   }
 
   async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
