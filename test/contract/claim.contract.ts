@@ -57,6 +57,37 @@ export function claimContract(kind: StoreKind) {
       expect((await ctx.store.complete(batch[0].id, batch[0])).task.status).toBe("completed");
     });
 
+    it("returns each claimed task exactly as stored, whatever it went through before", async () => {
+      // A task with history (a failed attempt with its error, a checkpoint, progress), a reserved one,
+      // a plain one and one with every option: the claim's answer must be what a read gives after it.
+      const { task: retried } = await ctx.store.enqueue({ taskType: "a", params: { n: 1 }, maxAttempts: 3, priority: 5 });
+      const first = await claimOne(ctx.store, "w1", { start: true });
+      await ctx.store.checkpoint(first.id, first, { step: 2 });
+      await ctx.store.progress(first.id, first, 0.5);
+      await ctx.store.fail(first.id, first, { error: "boom", retryable: true });
+      ctx.clock.advance(3_600_000); // past its backoff
+      const { task: reserved } = await ctx.store.enqueue({ taskType: "a", priority: 4 });
+      await ctx.store.reserve(reserved.id, "w2", 60);
+      await ctx.store.enqueueMany([
+        { taskType: "a", priority: 3 },
+        { taskType: "a", priority: 2, concurrencyKey: "k", uniqueKey: "u", timeoutSeconds: 9, scheduledFor: new Date(ctx.clock.now().getTime() - 1000) },
+      ]);
+      for (const start of [false, true]) {
+        const batches = await ctx.store.claimMany([
+          { workerId: "w1", limit: 2, leaseSeconds: 17, start },
+          { workerId: "w2", limit: 1, leaseSeconds: 17, start },
+        ]);
+        const claimed = batches.flat();
+        expect(claimed.map((t) => t.id)).toEqual(expect.arrayContaining([retried.id, reserved.id]));
+        for (const task of claimed) expect(task).toEqual(await ctx.store.get(task.id));
+        for (const task of claimed) await ctx.store.release(task.id, task);
+        ctx.clock.advance(1000);
+      }
+      const alone = await ctx.store.claim({ workerId: "w3", limit: 4, leaseSeconds: 5 });
+      expect(alone.length).toBe(4);
+      for (const task of alone) expect(task).toEqual(await ctx.store.get(task.id));
+    });
+
     it("returns nothing when nothing is ready", async () => {
       expect(await ctx.store.claim({ workerId: "w1" })).toEqual([]);
     });

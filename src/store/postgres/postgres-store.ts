@@ -51,7 +51,7 @@ import { sweepPostgres } from "./postgres-sweep.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
 import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
-import { type EventRow, newTasksJson, type TaskRow, toEvent, toTask } from "./rows.js";
+import { type ClaimedRow, type EventRow, newTasksJson, type TaskRow, toClaimedTask, toEvent, toTask } from "./rows.js";
 import * as typeSql from "./task-type-queries.js";
 import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
@@ -81,7 +81,7 @@ const CLAIM_RETRIES = 5;
 /** How long a claim shape that met a capped type goes straight to the full claim statement (see claimOnce). */
 const CAPPED_MEMORY_MS = 10_000;
 /** A claimed row: claim_owner is the claiming worker's 1-based position in its group. */
-type ClaimRow = TaskRow & { claim_owner: string };
+type ClaimRow = ClaimedRow & { claim_owner: string };
 const typeNames = (inputs: EnqueueInput[]) => [...new Set(inputs.map((i) => i.taskType))];
 
 /** Task type names an enqueue remembers the latest version of (see insertPrepared). */
@@ -257,16 +257,17 @@ export class PostgresStore implements Store {
     const answers: ClaimedTask[][] = resolved.map(() => []);
     for (const group of groupClaims(resolved)) {
       const byWorker: ClaimedTask[][] = group.workers.map(() => []);
-      for (const row of await this.claimGroup(group)) byWorker[Number(row.claim_owner) - 1].push(toTask(row) as ClaimedTask);
+      const writes = { now: this.clock.now(), leaseSeconds: group.shape.leaseSeconds, start: group.shape.start };
+      for (const row of await this.claimGroup(group, writes.now)) byWorker[Number(row.claim_owner) - 1].push(toClaimedTask(row, writes));
       group.workers.forEach((worker, i) => shareOut(byWorker[i], worker.members, resolved, answers));
     }
     return answers;
   }
 
-  private async claimGroup({ shape: c, workers }: ClaimGroup): Promise<ClaimRow[]> {
+  private async claimGroup({ shape: c, workers }: ClaimGroup, now: Date): Promise<ClaimRow[]> {
     const typed = c.taskTypes !== null;
     const limits = workers.map((w) => w.limit);
-    const values: unknown[] = [workers.map((w) => w.workerId), this.clock.now(), limits.reduce((a, b) => a + b, 0), c.leaseSeconds, c.maxAttemptsRemaining, limits];
+    const values: unknown[] = [workers.map((w) => w.workerId), now, limits.reduce((a, b) => a + b, 0), c.leaseSeconds, c.maxAttemptsRemaining, limits];
     if (typed) values.push(c.taskTypes);
     const shape = `${c.sortBy}_${c.sortOrder}_${typed ? "typed" : "any"}${c.start ? "_start" : ""}`;
     for (let attempt = 1; ; attempt++) {

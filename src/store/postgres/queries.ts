@@ -16,6 +16,7 @@
  */
 import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
 import { type SortBy, type SortOrder, TASK_STATUSES, type TaskStatus } from "../../core/task.js";
+import { CLAIMED_COLUMNS } from "./rows.js";
 
 const sqlList = (items: readonly string[]) => items.map((s) => `'${s}'`).join(", ");
 const LEASED = sqlList(LEASED_STATUSES);
@@ -128,6 +129,9 @@ const OPEN_TO_ALL = `t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS
 /** The claiming workers: $1 ids, $6 limits; `ord` is each one's 1-based position, `nonce` its lease tokens' secret part. */
 const WORKERS = `workers AS (SELECT w.worker_id, w.lim, w.ord, gen_random_uuid()::text AS nonce FROM unnest($1::text[], $6::int[]) WITH ORDINALITY AS w(worker_id, lim, ord))`;
 
+/** What a claim returns of each task (see CLAIMED_COLUMNS). */
+const CLAIM_RETURNS = CLAIMED_COLUMNS.map((column) => `t.${column}`).join(", ");
+
 /** Leases the tasks in `picked` (id, owner, n) to their owners and logs each claim: the end of every claim. */
 const claimWrites = (start: boolean) => `
   claimed AS (
@@ -136,7 +140,7 @@ const claimWrites = (start: boolean) => `
         lease_expires_at = $2::timestamptz + make_interval(secs => $4::int), claimed_at = $2::timestamptz, last_heartbeat_at = $2::timestamptz,
         started_at = ${start ? "$2::timestamptz" : "NULL"}, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
     FROM picked p JOIN workers w ON w.ord = p.owner WHERE t.id = p.id
-    RETURNING t.*, p.owner AS claim_owner, p.n AS claim_order
+    RETURNING ${CLAIM_RETURNS}, p.owner AS claim_owner, p.n AS claim_order
   ),
   -- Claimed and started in one step is one transition, so one event: 'claimed' with started: true.
   logged AS (
