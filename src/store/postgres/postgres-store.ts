@@ -78,8 +78,10 @@ export interface PostgresStoreOptions {
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 const UNIQUE_VIOLATION = "23505";
 const CLAIM_RETRIES = 5;
-/** How long a claim shape that met a capped type goes straight to the full claim statement (see claimOnce). */
+/** How long claims that met a capped type go straight to the full claim statement (see claimOnce). */
 const CAPPED_MEMORY_MS = 10_000;
+/** Bound on the claims remembered so: the task types are the caller's. */
+const CAPPED_MEMORY_MAX = 1000;
 /** A claimed row: claim_owner is the claiming worker's 1-based position in its group. */
 type ClaimRow = ClaimedRow & { claim_owner: string };
 const typeNames = (inputs: EnqueueInput[]) => [...new Set(inputs.map((i) => i.taskType))];
@@ -122,8 +124,8 @@ export class PostgresStore implements Store {
   private readonly rules: NewTaskRules;
   /** The latest version of each task type this store read (null: none registered); see insertPrepared. */
   private readonly knownTypes = new Map<string, TaskTypeRecord | null>();
-  /** Claim shapes that met a capped type, until when they skip the lean claim (see claimOnce). */
-  private readonly cappedShapes = new Map<string, number>();
+  /** Claims (shape and task types) that met a capped type, until when they skip the lean claim (see claimOnce). */
+  private readonly cappedClaims = new Map<string, number>();
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? "taskpool";
@@ -284,17 +286,22 @@ export class PostgresStore implements Store {
 
   /**
    * The lean claim, or the full one when the lean one finds a capped type in scope or a reservation
-   * for one of the workers (see leanClaimStatement). A shape that met a capped type goes straight to
-   * the full statement for a while, rather than paying for both on every claim; either is correct.
+   * for one of the workers (see leanClaimStatement). Claims that met a capped type (same shape, same
+   * types) go straight to the full statement for a while, rather than paying for both every time;
+   * either statement is correct.
    */
   private async claimOnce(shape: string, c: ClaimGroup["shape"], typed: boolean, single: boolean, values: unknown[]): Promise<ClaimRow[]> {
     const full = () => this.rows<ClaimRow>(`tp_claim_${shape}`, sql.claimStatement(c.sortBy, c.sortOrder, typed, c.start), values);
-    if ((this.cappedShapes.get(shape) ?? 0) > performance.now()) return full();
+    const memo = `${shape}:${c.taskTypes === null ? "" : JSON.stringify([...c.taskTypes].sort())}`;
+    if ((this.cappedClaims.get(memo) ?? 0) > performance.now()) return full();
     const name = `tp_claim_lean_${shape}${single ? "_single" : ""}`;
     const rows = await this.rows<ClaimRow & { blocked: "capped" | "reserved" | null }>(name, sql.leanClaimStatement(c.sortBy, c.sortOrder, typed, c.start, single), values);
     const blocked = rows[0]?.blocked ?? null;
     if (blocked === null) return rows.filter((row) => row.id !== null);
-    if (blocked === "capped") this.cappedShapes.set(shape, performance.now() + CAPPED_MEMORY_MS);
+    if (blocked === "capped") {
+      if (this.cappedClaims.size >= CAPPED_MEMORY_MAX) this.cappedClaims.clear();
+      this.cappedClaims.set(memo, performance.now() + CAPPED_MEMORY_MS);
+    }
     return full();
   }
 
