@@ -70,9 +70,9 @@ export function toTask(r: TaskRow): Task {
 }
 
 /**
- * The columns a claim returns: those it did not set, and the worker and lease token (drawn by the
- * database). The store knows the rest (see toClaimedTask); reading all 33 columns of each claimed
- * task cost a worker 12 % more CPU in a drain.
+ * The columns a claim returns: those it did not set, and of those it set, the attempt count, the
+ * worker and the lease token (drawn by the database). The store knows the rest (see toClaimedTask);
+ * reading all 31 columns of each claimed task cost a worker 17 % more CPU in a drain.
  */
 export const CLAIMED_COLUMNS = [
   "id",
