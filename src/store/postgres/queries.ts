@@ -278,7 +278,7 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
 }
 
 /**
- * The claim in the usual case, at a fraction of claimStatement's cost: no type in scope has a
+ * The claim in the usual case, cheaper than claimStatement: no type in scope has a
  * max_running cap, and no task is reserved for these workers. The statement checks both first; if
  * either holds it claims nothing and says which in `blocked` ('capped' or 'reserved'), and the store
  * runs claimStatement instead. Otherwise it does what claimStatement would, without the branches that
