@@ -126,6 +126,18 @@ const UNCAPPED = `AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.name = t.task_t
 /** Tasks no one holds a reservation on ($2 now). */
 const OPEN_TO_ALL = `t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS NULL OR t.reserved_until <= $2::timestamptz)`;
 
+/**
+ * A locked scan of the open pool in the claim's order, at most $3 rows; `where` adds conditions
+ * (the type to scan, say). SKIP LOCKED passes over rows other claims hold (see claimStatement).
+ */
+const openScan = (order: string, where: string) => `
+      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
+      WHERE t.status = 'pending' ${where} AND ${OPEN_TO_ALL}
+      ${claimFilters(false)}
+      ORDER BY ${order}
+      LIMIT $3
+      FOR UPDATE SKIP LOCKED`;
+
 /** The claiming workers: $1 ids, $6 limits; `ord` is each one's 1-based position, `nonce` its lease tokens' secret part. */
 const WORKERS = `workers AS (SELECT w.worker_id, w.lim, w.ord, gen_random_uuid()::text AS nonce FROM unnest($1::text[], $6::int[]) WITH ORDINALITY AS w(worker_id, lim, ord))`;
 
@@ -158,13 +170,7 @@ const claimWrites = (start: boolean) => `
  * taken out of the list of types rather than filtered row by row, so each scan is a plain index walk.
  */
 const openPerType = (order: string) => `
-    SELECT o.* FROM (SELECT unnest($7::text[]) AS task_type EXCEPT SELECT name FROM capped) AS wanted CROSS JOIN LATERAL (
-      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
-      WHERE t.status = 'pending' AND t.task_type = wanted.task_type AND ${OPEN_TO_ALL}
-      ${claimFilters(false)}
-      ORDER BY ${order}
-      LIMIT $3
-      FOR UPDATE SKIP LOCKED
+    SELECT o.* FROM (SELECT unnest($7::text[]) AS task_type EXCEPT SELECT name FROM capped) AS wanted CROSS JOIN LATERAL (${openScan(order, "AND t.task_type = wanted.task_type")}
     ) o`;
 
 /**
@@ -212,14 +218,7 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
       FOR UPDATE SKIP LOCKED
     ) r
   ),
-  open AS (${typed ? openPerType(order) : `
-    SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
-    WHERE t.status = 'pending' AND ${OPEN_TO_ALL}
-    ${claimFilters(false)}
-    ${UNCAPPED}
-    ORDER BY ${order}
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED`}
+  open AS (${typed ? openPerType(order) : openScan(order, UNCAPPED)}
   ),
   capped_reserved AS (
     SELECT c.*, r.cap_type, r.room, w.ord AS owner FROM room r CROSS JOIN workers w CROSS JOIN LATERAL (
@@ -233,13 +232,7 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
     WHERE r.room > 0
   ),
   capped_open AS (
-    SELECT c.*, r.cap_type, r.room FROM room r CROSS JOIN LATERAL (
-      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
-      WHERE t.status = 'pending' AND t.task_type = r.cap_type AND ${OPEN_TO_ALL}
-      ${claimFilters(false)}
-      ORDER BY ${order}
-      LIMIT $3
-      FOR UPDATE SKIP LOCKED
+    SELECT c.*, r.cap_type, r.room FROM room r CROSS JOIN LATERAL (${openScan(order, "AND t.task_type = r.cap_type")}
     ) c
     WHERE r.room > 0
   ),
@@ -295,13 +288,6 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
 export function leanClaimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: boolean, start: boolean, single: boolean): string {
   const order = ORDER_BY[sortBy][sortOrder];
   const clear = `(SELECT reason FROM blocked) IS NULL`;
-  const scan = (typeFilter: string) => `
-      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
-      WHERE t.status = 'pending' ${typeFilter} AND ${OPEN_TO_ALL}
-      ${claimFilters(false)}
-      ORDER BY ${order}
-      LIMIT $3
-      FOR UPDATE SKIP LOCKED`;
   return `
   WITH ${CAPPED(typed ? "ANY($7::text[])" : null)},
   ${WORKERS},
@@ -318,10 +304,10 @@ export function leanClaimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: 
   open AS (${
     typed
       ? `
-    SELECT o.* FROM (SELECT DISTINCT unnest($7::text[]) AS task_type WHERE ${clear}) AS wanted CROSS JOIN LATERAL (${scan("AND t.task_type = wanted.task_type")}
+    SELECT o.* FROM (SELECT DISTINCT unnest($7::text[]) AS task_type WHERE ${clear}) AS wanted CROSS JOIN LATERAL (${openScan(order, "AND t.task_type = wanted.task_type")}
     ) o`
       : `
-    SELECT * FROM (${scan(`AND ${clear}`)}) o`
+    SELECT * FROM (${openScan(order, `AND ${clear}`)}) o`
   }
   ),
   -- At most one task per concurrency key; only keyed tasks pay for the window that picks it.
