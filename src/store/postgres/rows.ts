@@ -107,7 +107,11 @@ export interface ClaimWrites {
   start: boolean;
 }
 
-/** A claimed task: its row, with what the claim set filled in as the statement wrote it (see claimWrites in queries.ts). */
+/**
+ * A claimed task: its row, with what the claim set filled in as the statement wrote it (see claimWrites
+ * in queries.ts). It builds the task itself rather than spreading the row into toTask: that spread
+ * took a worker's CPU per task in a drain from 54 to 87–99 ms per 1,000 (3 alternated pairs).
+ */
 export function toClaimedTask(r: ClaimedRow, claim: ClaimWrites): ClaimedTask {
   const at = claim.now.getTime();
   return {
