@@ -1,6 +1,7 @@
 import { afterEach, beforeEach } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { ManualClock } from "../../src/core/clock.js";
+import type { TaskCounts } from "../../src/core/task.js";
 import type { Store } from "../../src/store/store.js";
 import type { StoreKind, TestStore } from "../helpers/stores.js";
 
@@ -35,4 +36,17 @@ export async function claimOne(store: Store, workerId = "w1", extra: Record<stri
   const tasks = await store.claim({ workerId, ...extra });
   if (tasks.length !== 1) throw new Error(`expected one claimed task, got ${tasks.length}`);
   return tasks[0];
+}
+
+/** The counts as a full read of the tasks gives them (at most 1,000): what counts() must answer. */
+export async function countsByReading(store: Store): Promise<TaskCounts> {
+  const { tasks } = await store.list({}, { limit: 1000 });
+  const byStatus: TaskCounts["byStatus"] = { pending: 0, claimed: 0, running: 0, completed: 0, failed: 0, cancelled: 0 };
+  const byType: TaskCounts["byType"] = {};
+  for (const t of tasks) {
+    byStatus[t.status]++;
+    const ofType = (byType[t.taskType] ??= {});
+    ofType[t.status] = (ofType[t.status] ?? 0) + 1;
+  }
+  return { byStatus, byType };
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../src/core/errors.js";
 import type { StoreKind } from "../helpers/stores.js";
-import { claimOne, useStore } from "./context.js";
+import { claimOne, countsByReading, useStore } from "./context.js";
 
 export function queriesContract(kind: StoreKind) {
   describe("list, counts, events", () => {
@@ -65,6 +65,35 @@ export function queriesContract(kind: StoreKind) {
       const counts = await ctx.store.counts();
       expect(counts.byStatus).toEqual({ pending: 2, claimed: 0, running: 0, completed: 1, failed: 0, cancelled: 0 });
       expect(counts.byType).toEqual({ a: { pending: 2 }, b: { completed: 1 } });
+    });
+
+    it("keeps counting exactly through every way into completed, folded by a sweep or not", async () => {
+      const check = async () => expect(await ctx.store.counts()).toEqual(await countsByReading(ctx.store));
+      await ctx.store.enqueueMany(Array.from({ length: 12 }, (_, i) => ({ taskType: i % 3 === 0 ? "b" : "a", maxAttempts: 1 })));
+      await check();
+      // Completed one at a time, with a follow-up, and in batches (one of whose items is refused).
+      const one = await claimOne(ctx.store, "w1", { taskTypes: ["a"] });
+      await ctx.store.complete(one.id, one, { followUps: [{ taskType: "c" }] });
+      const batch = await ctx.store.claim({ workerId: "w2", limit: 5 });
+      await ctx.store.completeMany([...batch.slice(0, 4).map((t) => ({ id: t.id, lease: t })), { id: batch[4].id, lease: { ...batch[4], leaseToken: "stale" } }]);
+      await check();
+      // Completing twice counts once.
+      await expect(ctx.store.complete(one.id, one)).rejects.toThrow();
+      await ctx.store.completeMany([{ id: batch[0].id, lease: batch[0] }]);
+      await check();
+      // Failed, cancelled, running: none of them completed.
+      const failing = await claimOne(ctx.store, "w3", { taskTypes: ["b"] });
+      await ctx.store.fail(failing.id, failing, { error: "boom" });
+      await ctx.store.cancel((await ctx.store.list({ status: "pending", taskType: "a" })).tasks[0].id);
+      const running = await claimOne(ctx.store, "w4", { leaseSeconds: 86_400 });
+      await ctx.store.start(running.id, running);
+      await check();
+      await ctx.store.sweep({ staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds: 30 });
+      await check();
+      const next = await claimOne(ctx.store, "w5", { taskTypes: ["c"] });
+      await ctx.store.complete(next.id, next);
+      await check();
+      expect((await ctx.store.counts()).byStatus.completed).toBe(6);
     });
 
     it("returns no events for an unknown task", async () => {

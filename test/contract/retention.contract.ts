@@ -3,7 +3,7 @@ import { ValidationError } from "../../src/core/errors.js";
 import type { PruneOptions } from "../../src/core/retention.js";
 import type { Store } from "../../src/store/store.js";
 import type { StoreKind } from "../helpers/stores.js";
-import { claimOne, useStore } from "./context.js";
+import { claimOne, countsByReading, useStore } from "./context.js";
 
 const DAY_MS = 86_400_000;
 const WEEK = 7 * 86_400;
@@ -26,6 +26,27 @@ export function retentionContract(kind: StoreKind) {
       await ctx.store.complete(lease.id, lease, { result: { ok: true } });
       return lease.id;
     };
+
+    it("keeps the counts exact as it deletes completed tasks, before and after a sweep folds their tallies", async () => {
+      const check = async () => expect(await ctx.store.counts()).toEqual(await countsByReading(ctx.store));
+      await ctx.store.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ taskType: i % 2 ? "a" : "b" })));
+      const batch = await ctx.store.claim({ workerId: "w1", limit: 5 });
+      await ctx.store.completeMany(batch.map((t) => ({ id: t.id, lease: t })));
+      ctx.clock.advance(8 * DAY_MS);
+      await ctx.store.enqueue({ taskType: "a" });
+      const recent = await finish();
+      const prune = (batchSize: number) => ctx.store.prune({ ...KEEP_FAILED, batchSize });
+      expect((await prune(2)).tasks).toBe(2);
+      await check();
+      await ctx.store.sweep(SWEEP);
+      await check();
+      expect((await prune(500)).tasks).toBe(3);
+      await check();
+      await ctx.store.sweep(SWEEP);
+      await check();
+      expect(await ctx.store.counts()).toMatchObject({ byStatus: { completed: 1, pending: 1 }, byType: { a: { completed: 1 } } });
+      expect((await ctx.store.get(recent))?.status).toBe("completed");
+    });
 
     it("deletes old completed and cancelled tasks with their events and reassignment rows; nothing else changes", async () => {
       // Old, finished: a completion, a cancellation, and a task recovered from a dead worker, then completed.

@@ -545,6 +545,8 @@ export class PostgresStore implements Store {
   async sweep(options: SweepOptions): Promise<SweepResult> {
     const result = await sweepPostgres(this.pool, this.clock.now(), options);
     if (result.requeued.length > 0) await this.notify("");
+    // Housekeeping for counts(), outside the sweep's transaction: it holds no lock a worker waits on.
+    await this.pool.query({ name: "tp_fold_completed_tallies", text: sql.FOLD_COMPLETED_TALLIES });
     return result;
   }
 

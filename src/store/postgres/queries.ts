@@ -24,6 +24,13 @@ const LEASED = sqlList(LEASED_STATUSES);
 /** set_config(..., true) lasts until the end of the statement's implicit transaction, i.e. its commit. */
 const ASYNC_COMMIT = `async_commit AS (SELECT set_config('synchronous_commit', 'off', true))`;
 
+/**
+ * One completed_tallies row per task type of the tasks in `rows` (a CTE with their task_type), `sign`
+ * '' for tasks that were completed, '-' for completed tasks that were deleted (see COUNTS).
+ */
+export const TALLY_COMPLETED = (rows: string, sign: "" | "-") =>
+  `tallied AS (INSERT INTO completed_tallies (task_type, n) SELECT task_type, ${sign}count(*) FROM ${rows} GROUP BY task_type)`;
+
 /** Lease check shared by every worker call: $1 id, $2 worker_id, $3 lease_token. */
 const LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
   `t.id = $1 AND t.worker_id = $2 AND t.lease_token = $3 AND t.status IN (${sqlList(TRANSITIONS[action].from)})`;
@@ -413,6 +420,7 @@ export const COMPLETE = `
   done_event AS (
     INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', $2, $4::timestamptz FROM done
   ),
+  ${TALLY_COMPLETED("done", "")},
   ${insertTasks("$6", "$4::timestamptz", "EXISTS (SELECT 1 FROM done)")},
   ${NOTIFY_INSERTED("$7")}
   SELECT 'done' AS row_kind, done.* FROM done
@@ -486,9 +494,10 @@ export const completeMany = (returnTasks: boolean) => `
     UPDATE tasks t SET status = 'completed', result = i.result::jsonb, completed_at = $4::timestamptz, error_message = NULL, lease_expires_at = NULL, updated_at = $4::timestamptz
     FROM items i
     WHERE ${BATCH_LEASE_HELD("complete")}
-    RETURNING ${returnTasks ? "t.*" : "t.id, t.status, t.scheduled_for"}, i.worker_id AS completed_by
+    RETURNING ${returnTasks ? "t.*" : "t.id, t.status, t.scheduled_for, t.task_type"}, i.worker_id AS completed_by
   ),
-  logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', completed_by, $4::timestamptz FROM done)
+  logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', completed_by, $4::timestamptz FROM done),
+  ${TALLY_COMPLETED("done", "")}
   SELECT ${returnTasks ? "*" : "id, status, scheduled_for"} FROM done`;
 
 /** $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 error messages, $6 retryable flags, $7 jitter draws: FAIL for many. */
@@ -597,6 +606,32 @@ export function listStatement(
   return `SELECT * FROM tasks ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id ${order === "newest" ? "DESC" : "ASC"} LIMIT $1`;
 }
 
-export const COUNTS = `SELECT task_type, status, count(*) AS n FROM tasks GROUP BY task_type, status`;
+/**
+ * Tasks by type and status without reading the table: each status through its partial index (the
+ * statuses are literals so that generic plans can use them), completed ones from their tallies
+ * (migration 011). Pending tasks cost a walk of the backlog's index; the history costs nothing.
+ */
+export const COUNTS = `
+  SELECT task_type, 'pending' AS status, count(*) AS n FROM tasks WHERE status = 'pending' GROUP BY task_type
+  UNION ALL
+  SELECT task_type, status, count(*) FROM tasks WHERE status IN (${LEASED}) GROUP BY task_type, status
+  UNION ALL
+  SELECT task_type, 'failed', count(*) FROM tasks WHERE status = 'failed' GROUP BY task_type
+  UNION ALL
+  SELECT task_type, 'cancelled', count(*) FROM tasks WHERE status = 'cancelled' GROUP BY task_type
+  UNION ALL
+  SELECT task_type, 'completed', sum(n)::bigint FROM (SELECT task_type, n FROM completed_totals UNION ALL SELECT task_type, n FROM completed_tallies) c
+  GROUP BY task_type HAVING sum(n) <> 0`;
+
+/**
+ * Folds the completed tallies into the totals (the coordinator's sweep). Deleting the tallies and
+ * adding them up is one statement: a reader sees them on one side or the other, never both. Two
+ * folds at once cannot count a tally twice: the second waits for the first's row locks and then
+ * finds those rows gone.
+ */
+export const FOLD_COMPLETED_TALLIES = `
+  WITH folded AS (DELETE FROM completed_tallies RETURNING task_type, n)
+  INSERT INTO completed_totals AS c (task_type, n) SELECT task_type, sum(n) FROM folded GROUP BY task_type
+  ON CONFLICT (task_type) DO UPDATE SET n = c.n + excluded.n`;
 
 export const EVENTS = `SELECT * FROM task_events WHERE task_id = $1 ORDER BY id`;
