@@ -3,6 +3,7 @@ import type { SortBy, SortOrder } from "../../src/core/task.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { claimStatement, COUNTS, leanClaimStatement, listStatement } from "../../src/store/postgres/queries.js";
+import { PRUNE_WORKER_EVENTS } from "../../src/store/postgres/retention-queries.js";
 import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
 
 /**
@@ -131,12 +132,13 @@ describe("PostgreSQL listing plans", () => {
 });
 
 /**
- * counts() must not read the history (migration 011): on a table that is mostly completed tasks, it
- * reaches the other statuses through their indexes. A backlog that is a large share of the table may
- * rightly be read in a sequential scan, so this history is 100 times the backlog, as in a queue that
- * keeps a week of completed work.
+ * Statements that must not read the history: on a table that is mostly completed tasks, counts()
+ * reaches the other statuses through their indexes (migration 011), and the pruning of worker-level
+ * events finds them without a primary key (migration 012). A backlog that is a large share of the
+ * table may rightly be read in a sequential scan, so this history is 100 times the backlog, as in a
+ * queue that keeps a week of completed work.
  */
-describe("PostgreSQL counts plan", () => {
+describe("PostgreSQL plans over a long history", () => {
   let handle: TestStore<PostgresStore>;
   let client: pg.Client;
   beforeAll(async () => {
@@ -147,13 +149,30 @@ describe("PostgreSQL counts plan", () => {
     await client.query(`SET search_path = "${handle.schema}"`);
     await client.query(`INSERT INTO tasks (task_type, scheduled_for, backoff, status, completed_at, created_at, updated_at)
       SELECT 'odd', now(), backoff, 'completed', now(), now(), now() FROM generate_series(1, 50000), (SELECT backoff FROM tasks LIMIT 1) b`);
+    await client.query("INSERT INTO task_events (task_id, event, created_at) SELECT id, 'completed', now() FROM tasks WHERE status = 'completed'");
+    await client.query("INSERT INTO task_events (event, from_worker_id, created_at) SELECT 'worker_dead', 'w' || i, now() - interval '30 days' FROM generate_series(1, 10) i");
     await client.query("UPDATE tasks SET status = 'failed', completed_at = now() WHERE id IN (SELECT id FROM tasks WHERE status = 'pending' LIMIT 20)");
-    await client.query("ANALYZE tasks");
+    await client.query("ANALYZE tasks, task_events");
     await client.query("SET plan_cache_mode = force_generic_plan");
   });
   afterAll(async () => {
     await client?.end();
     await handle.cleanup();
+  });
+
+  it("prunes worker-level events through the task index, not a scan of every event", async () => {
+    await client.query(`PREPARE prune_worker_events(timestamptz, int) AS ${PRUNE_WORKER_EVENTS}`);
+    await client.query("BEGIN");
+    try {
+      const { rows } = await client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE prune_worker_events(now() - interval '7 days', 500)");
+      const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "task_events");
+      expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
+      expect(scans.reduce((n, s) => n + s.rows, 0)).toBeLessThanOrEqual(100);
+      expect(rows[0]["QUERY PLAN"][0].Plan["Actual Rows"]).toBe(1);
+      expect((await client.query("SELECT count(*)::int AS n FROM task_events WHERE task_id IS NULL")).rows[0].n).toBe(0);
+    } finally {
+      await client.query("ROLLBACK");
+    }
   });
 
   it("reads the backlog and the failures through their indexes, not the history", async () => {

@@ -41,7 +41,10 @@ export const PRUNE_WORKERS = `
   gone AS (DELETE FROM workers w WHERE w.worker_id IN (SELECT worker_id FROM doomed) RETURNING 1)
   SELECT count(*) AS workers FROM gone`;
 
-/** Worker-level events (worker_dead: no task) written before $1, at most $2. */
+/**
+ * Worker-level events (worker_dead: no task) written before $1, at most $2. Both the scan and the
+ * delete go through task_events_by_task, on (task_id IS NULL, id): the table has no other index.
+ */
 export const PRUNE_WORKER_EVENTS = `
   WITH doomed AS (
     SELECT id FROM task_events
@@ -50,5 +53,5 @@ export const PRUNE_WORKER_EVENTS = `
     LIMIT $2
     FOR UPDATE SKIP LOCKED
   ),
-  gone AS (DELETE FROM task_events e WHERE e.id IN (SELECT id FROM doomed) RETURNING 1)
+  gone AS (DELETE FROM task_events e WHERE e.task_id IS NULL AND e.id IN (SELECT id FROM doomed) RETURNING 1)
   SELECT count(*) AS events FROM gone`;
