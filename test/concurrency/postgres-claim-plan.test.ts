@@ -49,7 +49,6 @@ describe("PostgreSQL claim plans", () => {
           try {
             const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim(${args})`);
             const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
-    console.log(JSON.stringify(scans));
             expect(scans.filter((s) => s.type === "Seq Scan")).toEqual([]);
             // The scans that ran read at most what the claim takes (10) plus what it skips.
             expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(20);
