@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { claimStatement, COUNTS, leanClaimStatement, listStatement } from "../../src/store/postgres/queries.js";
 import { PRUNE_WORKER_EVENTS } from "../../src/store/postgres/retention-queries.js";
+import { RECOVER_TASKS } from "../../src/store/postgres/worker-queries.js";
 import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
 
 /**
@@ -132,8 +133,9 @@ describe("PostgreSQL listing plans", () => {
 
 /**
  * Statements that must not read the history: on a table that is mostly completed tasks, counts()
- * reaches the other statuses through their indexes (migration 011), and the pruning of worker-level
- * events finds them without a primary key (migration 012). A backlog that is a large share of the
+ * reaches the other statuses through their indexes (migration 011), the pruning of worker-level
+ * events finds them without a primary key (migration 012), and the sweep's recovery finds expired
+ * and orphaned leases among the leased tasks only. A backlog that is a large share of the
  * table may rightly be read in a sequential scan, so this history is 100 times the backlog, as in a
  * queue that keeps a week of completed work.
  */
@@ -174,12 +176,30 @@ describe("PostgreSQL plans over a long history", () => {
     }
   });
 
+  it("recovers expired leases and a dead worker's tasks through the leased-task indexes, not the history", async () => {
+    await client.query("UPDATE tasks SET status = 'running', worker_id = 'w' || (id % 7), lease_token = 'x', lease_expires_at = now() - interval '1 minute' * (id % 3 - 1) WHERE id IN (SELECT id FROM tasks WHERE status = 'pending' LIMIT 60)");
+    await client.query("ANALYZE tasks");
+    await client.query(`PREPARE recover(text[], timestamptz, jsonb, text, text) AS ${RECOVER_TASKS}`);
+    await client.query("BEGIN");
+    try {
+      const { rows } = await client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE recover('{w1}', now(), '{}', 'died', 'expired')");
+      const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
+      expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
+      // The 60 leased tasks (some expired, some of w1) and the rows recovered; none of the history.
+      expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(60);
+      const { rows: left } = await client.query("SELECT count(*)::int AS n FROM tasks WHERE status = 'running' AND (worker_id = 'w1' OR lease_expires_at < now())");
+      expect(left[0].n).toBe(0);
+    } finally {
+      await client.query("ROLLBACK");
+    }
+  });
+
   it("reads the backlog and the failures through their indexes, not the history", async () => {
     await client.query(`PREPARE counts AS ${COUNTS}`);
     const { rows } = await client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE counts");
     const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
     expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
-    // 480 pending and 20 failed tasks; none of the 50,000 completed ones.
+    // 420 pending, 60 running (the recovery test's) and 20 failed tasks; none of the 50,000 completed ones.
     expect(scans.reduce((n, s) => n + s.rows, 0)).toBe(500);
   });
 });
