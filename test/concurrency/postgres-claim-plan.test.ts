@@ -15,19 +15,9 @@ import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
  * pick a full scan) and reads the plans it chooses, custom and generic.
  */
 describe("PostgreSQL claim plans", () => {
-  let handle: TestStore<PostgresStore>;
-  let client: pg.Client;
-  beforeAll(async () => {
-    handle = await createPostgres();
-    for (let i = 0; i < 2; i++) await handle.store.enqueueMany(Array.from({ length: 5000 }, () => ({ taskType: "only", params: { payload: "x".repeat(100) } })));
-    client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`SET search_path = "${handle.schema}"`);
+  const db = usePlanSchema(async (store, client) => {
+    for (let i = 0; i < 2; i++) await store.enqueueMany(Array.from({ length: 5000 }, () => ({ taskType: "only", params: { payload: "x".repeat(100) } })));
     await client.query("ANALYZE tasks");
-  });
-  afterAll(async () => {
-    await client?.end();
-    await handle.cleanup();
   });
 
   const shapes = [
@@ -41,20 +31,20 @@ describe("PostgreSQL claim plans", () => {
     for (const [statement, text] of claimStatements(sortBy, sortOrder, typed)) {
       for (const mode of ["force_custom_plan", "force_generic_plan"]) {
         it(`${typed ? "typed" : "untyped"} ${statement} by ${sortBy} ${sortOrder} (${mode}) reads no more rows than it claims, through indexes`, async () => {
-          await client.query(`SET plan_cache_mode = ${mode}`);
-          await client.query("DEALLOCATE ALL");
-          await client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${text}`);
+          await db.client.query(`SET plan_cache_mode = ${mode}`);
+          await db.client.query("DEALLOCATE ALL");
+          await db.client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${text}`);
           const args = `'{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{only}'" : ""}`;
           // Inside a transaction rolled back after: the plan is read from a real execution, and nothing is claimed.
-          await client.query("BEGIN");
+          await db.client.query("BEGIN");
           try {
-            const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim(${args})`);
+            const { rows } = await db.client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim(${args})`);
             const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
             expect(scans.filter((s) => s.type === "Seq Scan")).toEqual([]);
             // The scans that ran read at most what the claim takes (10) plus what it skips.
             expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(20);
           } finally {
-            await client.query("ROLLBACK");
+            await db.client.query("ROLLBACK");
           }
         });
       }
@@ -68,23 +58,13 @@ describe("PostgreSQL claim plans", () => {
  * primary key instead reads the whole history before the oldest pending task.
  */
 describe("PostgreSQL listing plans", () => {
-  let handle: TestStore<PostgresStore>;
-  let client: pg.Client;
-  beforeAll(async () => {
-    handle = await createPostgres();
-    await handle.store.enqueueMany(Array.from({ length: 10_000 }, (_, i) => ({ taskType: i % 2 ? "odd" : "even" })));
-    client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`SET search_path = "${handle.schema}"`);
+  const db = usePlanSchema(async (store, client) => {
+    await store.enqueueMany(Array.from({ length: 10_000 }, (_, i) => ({ taskType: i % 2 ? "odd" : "even" })));
     // A history older than the backlog: 9,000 completed, 100 failed, then 900 pending.
     await client.query("UPDATE tasks SET status = 'completed', completed_at = now() WHERE id <= (SELECT min(id) + 8999 FROM tasks)");
     await client.query("UPDATE tasks SET status = 'failed', completed_at = now() WHERE id % 90 = 0 AND status = 'completed'");
     await client.query("ANALYZE tasks");
     await client.query("SET plan_cache_mode = force_generic_plan");
-  });
-  afterAll(async () => {
-    await client?.end();
-    await handle.cleanup();
   });
 
   const listings = [
@@ -96,9 +76,9 @@ describe("PostgreSQL listing plans", () => {
   for (const { statuses, taskType, order } of listings) {
     it(`${statuses.join(" + ")} tasks${taskType ? ` of one type` : ""}, ${order} first: read through a listing index, not the history`, async () => {
       const text = listStatement({ statuses: [...statuses], taskType: taskType !== null, workerId: false, search: false, cursor: false }, order);
-      await client.query("DEALLOCATE ALL");
-      await client.query(`PREPARE list AS ${text}`);
-      const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE list(20${taskType ? `, '${taskType}'` : ""})`);
+      await db.client.query("DEALLOCATE ALL");
+      await db.client.query(`PREPARE list AS ${text}`);
+      const { rows } = await db.client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE list(20${taskType ? `, '${taskType}'` : ""})`);
       const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan);
       expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
       // What it reads is the page and the rows of other statuses or types it passes over on the way, not the history.
@@ -111,22 +91,22 @@ describe("PostgreSQL listing plans", () => {
     // With the claim indexes gone (in a transaction rolled back after), a listing index is the best
     // plan left for a claim's scan of pending tasks if the planner may use it, as it once chose to
     // when its estimates were off.
-    await client.query("BEGIN");
+    await db.client.query("BEGIN");
     try {
-      const { rows: claimIndexes } = await client.query<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE 'tasks_claim%'");
+      const { rows: claimIndexes } = await db.client.query<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE 'tasks_claim%'");
       expect(claimIndexes.length).toBeGreaterThanOrEqual(5);
-      for (const { name } of claimIndexes) await client.query(`DROP INDEX ${name}`);
+      for (const { name } of claimIndexes) await db.client.query(`DROP INDEX ${name}`);
       for (const typed of [true, false]) {
         for (const [, text] of claimStatements("priority", "desc", typed)) {
-          await client.query("DEALLOCATE ALL");
-          await client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${text}`);
-          const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE claim('{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{odd}'" : ""})`);
+          await db.client.query("DEALLOCATE ALL");
+          await db.client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${text}`);
+          const { rows } = await db.client.query(`EXPLAIN (FORMAT JSON) EXECUTE claim('{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{odd}'" : ""})`);
           const indexes = JSON.stringify(rows[0]["QUERY PLAN"]).match(/"Index Name":"[a-z_]+"/g) ?? [];
           expect(indexes.join(" ")).not.toMatch(/tasks_by_status|tasks_by_type/);
         }
       }
     } finally {
-      await client.query("ROLLBACK");
+      await db.client.query("ROLLBACK");
     }
   });
 });
@@ -140,14 +120,8 @@ describe("PostgreSQL listing plans", () => {
  * queue that keeps a week of completed work.
  */
 describe("PostgreSQL plans over a long history", () => {
-  let handle: TestStore<PostgresStore>;
-  let client: pg.Client;
-  beforeAll(async () => {
-    handle = await createPostgres();
-    await handle.store.enqueueMany(Array.from({ length: 500 }, (_, i) => ({ taskType: i % 2 ? "odd" : "even", maxAttempts: 1 })));
-    client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`SET search_path = "${handle.schema}"`);
+  const db = usePlanSchema(async (store, client) => {
+    await store.enqueueMany(Array.from({ length: 500 }, (_, i) => ({ taskType: i % 2 ? "odd" : "even", maxAttempts: 1 })));
     await client.query(`INSERT INTO tasks (task_type, scheduled_for, backoff, status, completed_at, created_at, updated_at)
       SELECT 'odd', now(), backoff, 'completed', now(), now(), now() FROM generate_series(1, 50000), (SELECT backoff FROM tasks LIMIT 1) b`);
     await client.query("INSERT INTO task_events (task_id, event, created_at) SELECT id, 'completed', now() FROM tasks WHERE status = 'completed'");
@@ -156,53 +130,67 @@ describe("PostgreSQL plans over a long history", () => {
     await client.query("ANALYZE tasks, task_events");
     await client.query("SET plan_cache_mode = force_generic_plan");
   });
-  afterAll(async () => {
-    await client?.end();
-    await handle.cleanup();
-  });
 
   it("prunes worker-level events through the task index, not a scan of every event", async () => {
-    await client.query(`PREPARE prune_worker_events(timestamptz, int) AS ${PRUNE_WORKER_EVENTS}`);
-    await client.query("BEGIN");
+    await db.client.query(`PREPARE prune_worker_events(timestamptz, int) AS ${PRUNE_WORKER_EVENTS}`);
+    await db.client.query("BEGIN");
     try {
-      const { rows } = await client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE prune_worker_events(now() - interval '7 days', 500)");
+      const { rows } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE prune_worker_events(now() - interval '7 days', 500)");
       const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "task_events");
       expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
       expect(scans.reduce((n, s) => n + s.rows, 0)).toBeLessThanOrEqual(100);
       expect(rows[0]["QUERY PLAN"][0].Plan["Actual Rows"]).toBe(1);
-      expect((await client.query("SELECT count(*)::int AS n FROM task_events WHERE task_id IS NULL")).rows[0].n).toBe(0);
+      expect((await db.client.query("SELECT count(*)::int AS n FROM task_events WHERE task_id IS NULL")).rows[0].n).toBe(0);
     } finally {
-      await client.query("ROLLBACK");
+      await db.client.query("ROLLBACK");
     }
   });
 
   it("recovers expired leases and a dead worker's tasks through the leased-task indexes, not the history", async () => {
-    await client.query("UPDATE tasks SET status = 'running', worker_id = 'w' || (id % 7), lease_token = 'x', lease_expires_at = now() - interval '1 minute' * (id % 3 - 1) WHERE id IN (SELECT id FROM tasks WHERE status = 'pending' LIMIT 60)");
-    await client.query("ANALYZE tasks");
-    await client.query(`PREPARE recover(text[], timestamptz, jsonb, text, text) AS ${RECOVER_TASKS}`);
-    await client.query("BEGIN");
+    await db.client.query("UPDATE tasks SET status = 'running', worker_id = 'w' || (id % 7), lease_token = 'x', lease_expires_at = now() - interval '1 minute' * (id % 3 - 1) WHERE id IN (SELECT id FROM tasks WHERE status = 'pending' LIMIT 60)");
+    await db.client.query("ANALYZE tasks");
+    await db.client.query(`PREPARE recover(text[], timestamptz, jsonb, text, text) AS ${RECOVER_TASKS}`);
+    await db.client.query("BEGIN");
     try {
-      const { rows } = await client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE recover('{w1}', now(), '{}', 'died', 'expired')");
+      const { rows } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE recover('{w1}', now(), '{}', 'died', 'expired')");
       const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
       expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
       // The 60 leased tasks (some expired, some of w1) and the rows recovered; none of the history.
       expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(60);
-      const { rows: left } = await client.query("SELECT count(*)::int AS n FROM tasks WHERE status = 'running' AND (worker_id = 'w1' OR lease_expires_at < now())");
+      const { rows: left } = await db.client.query("SELECT count(*)::int AS n FROM tasks WHERE status = 'running' AND (worker_id = 'w1' OR lease_expires_at < now())");
       expect(left[0].n).toBe(0);
     } finally {
-      await client.query("ROLLBACK");
+      await db.client.query("ROLLBACK");
     }
   });
 
   it("reads the backlog and the failures through their indexes, not the history", async () => {
-    await client.query(`PREPARE counts AS ${COUNTS}`);
-    const { rows } = await client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE counts");
+    await db.client.query(`PREPARE counts AS ${COUNTS}`);
+    const { rows } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE counts");
     const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
     expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
     // 420 pending, 60 running (the recovery test's) and 20 failed tasks; none of the 50,000 completed ones.
     expect(scans.reduce((n, s) => n + s.rows, 0)).toBe(500);
   });
 });
+
+/** A fresh schema for a describe block, filled by `fill`, and a session on it to read plans with. */
+function usePlanSchema(fill: (store: PostgresStore, client: pg.Client) => Promise<void>): { client: pg.Client } {
+  const db = {} as { client: pg.Client };
+  let handle: TestStore<PostgresStore>;
+  beforeAll(async () => {
+    handle = await createPostgres();
+    db.client = new pg.Client({ connectionString: PG_URL });
+    await db.client.connect();
+    await db.client.query(`SET search_path = "${handle.schema}"`);
+    await fill(handle.store, db.client);
+  });
+  afterAll(async () => {
+    await db.client?.end();
+    await handle.cleanup();
+  });
+  return db;
+}
 
 /** Every statement a claim of this shape may run: the full one, and the lean one for one worker and for several. */
 function claimStatements(sortBy: SortBy, sortOrder: SortOrder, typed: boolean): [string, string][] {
