@@ -546,7 +546,7 @@ export class PostgresStore implements Store {
     const result = await sweepPostgres(this.pool, this.clock.now(), options);
     if (result.requeued.length > 0) await this.notify("");
     // Housekeeping for counts(), outside the sweep's transaction: it holds no lock a worker waits on.
-    await this.pool.query({ name: "tp_fold_completed_tallies", text: sql.FOLD_COMPLETED_TALLIES });
+    await this.rows("tp_fold_completed_tallies", sql.FOLD_COMPLETED_TALLIES, []);
     return result;
   }
 
