@@ -32,7 +32,8 @@ export function createTaskContext(
   store: Store,
   task: ClaimedTask,
   abort: RunAbort,
-  logger: Logger,
+  /** The run's logger, made when first asked for (see Worker.execute). */
+  logger: () => Logger,
   followUps: EnqueueInput[],
 ): TaskContext {
   const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
@@ -46,7 +47,7 @@ export function createTaskContext(
       } catch (error) {
         if (error instanceof LeaseLostError) abort.abort("lease_lost");
         if (error instanceof TaskpoolError || attempt >= WRITE_ATTEMPTS || abort.aborted) throw error;
-        logger.warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying`);
+        logger().warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying`);
         await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
       }
     }
@@ -58,7 +59,9 @@ export function createTaskContext(
     get signal() {
       return abort.signal;
     },
-    logger,
+    get logger() {
+      return logger();
+    },
     saveCheckpoint: (data) => fenced(() => store.checkpoint(task.id, lease, data)).then(() => undefined),
     progress: (value) => fenced(() => store.progress(task.id, lease, value)).then(() => undefined),
     enqueue: (taskType, params, options) => {

@@ -58,6 +58,24 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(registered).toMatchObject({ capacity: 4, roles: ["square"], status: "active", pid: process.pid });
   });
 
+  it("gives each run a logger bound to its task, made only when something logs", async () => {
+    const [quiet, chatty] = (await store.enqueueMany([{ taskType: "quiet" }, { taskType: "chatty" }])).map((r) => r.task);
+    const { logs } = await startWorker({
+      handlers: {
+        async quiet() {},
+        async chatty(_params, ctx) {
+          ctx.logger.info("from the handler");
+        },
+      },
+    });
+    await settled(quiet.id);
+    await settled(chatty.id);
+    expect(logs.lines().find((l) => l.msg === "from the handler")).toMatchObject({ taskId: chatty.id, taskType: "chatty" });
+    // At debug level the worker's own per-task lines carry the task too, whichever run made the logger.
+    expect(logs.lines().find((l) => l.msg === `Task ${quiet.id} completed`)).toMatchObject({ taskId: quiet.id, taskType: "quiet" });
+    expect(logs.lines().find((l) => l.msg === `Task ${chatty.id} completed`)).toMatchObject({ taskId: chatty.id, taskType: "chatty" });
+  });
+
   it("retries a failed handler, which resumes from its checkpoint with the next attempt number", async () => {
     const { task } = await store.enqueue({ taskType: "crawl", backoff: { baseSeconds: 0 } });
     const seen: { attempt: number; checkpoint: unknown }[] = [];
