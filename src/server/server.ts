@@ -172,7 +172,16 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     pool,
     longPoll,
     coordinator,
-    writes: new WriteBatcher(pool.protocol, { returnTasks: true }),
+    writes: new WriteBatcher(pool.protocol, { returnTasks: true }, {
+      // claim_next: claimed in the outcomes' flush, and timed like any other claim.
+      async claimEach(next) {
+        const started = performance.now();
+        const outcomes = await pool.protocol.claimEach(next);
+        const seconds = (performance.now() - started) / 1000;
+        for (const outcome of outcomes) if (outcome.ok) metrics.observeClaim(seconds, outcome.value.length);
+        return outcomes;
+      },
+    }),
     beats: new BeatBatcher(pool.protocol),
     heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30,
   };

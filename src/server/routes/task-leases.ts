@@ -19,6 +19,7 @@ import {
   ReleaseOptionsSchema,
   TaskId,
 } from "../../core/schemas.js";
+import type { Written } from "../../api/write-batcher.js";
 import type { ClaimedTask, ClaimOptions } from "../../core/task.js";
 import type { ServerContext } from "../context.js";
 import { HttpError } from "../errors.js";
@@ -51,36 +52,73 @@ export const ClaimNext = Type.Object({
 type RequestContext = ServerContext & { request: FastifyRequest; reply: FastifyReply };
 
 /**
- * Claims for a request, waiting up to `waitMs` for work. A client that hangs up meanwhile ends the
- * wait, and a task claimed for it after all goes back at once rather than at its lease's end.
+ * Watches for the client hanging up before its answer is written: `signal` aborts then. Tasks
+ * claimed for a client that is gone go back at once (`release`) rather than at their lease's end.
  */
-async function claimFor(options: ClaimOptions, waitMs: number, { longPoll, pool, request, reply }: RequestContext): Promise<ClaimedTask[]> {
+function watchHangUp({ pool, request, reply }: RequestContext) {
   const gone = new AbortController();
   const onClose = () => !reply.raw.writableFinished && gone.abort();
   reply.raw.once("close", onClose);
-  try {
-    const tasks = await longPoll.claim(options, waitMs, gone.signal);
-    if (tasks.length > 0 && gone.signal.aborted) {
+  return {
+    signal: gone.signal,
+    stop: () => reply.raw.off("close", onClose),
+    async release(tasks: ClaimedTask[]): Promise<void> {
+      if (tasks.length === 0 || !gone.signal.aborted) return;
       await Promise.allSettled(tasks.map((t) => pool.protocol.release(t.id, t, { reason: "client disconnected before the claim was answered" })));
       request.log.info({ tasks: tasks.map((t) => t.id) }, "Claim released: the client hung up");
-    }
+    },
+  };
+}
+
+/** Claims for a request, waiting up to `waitMs` for work. A client that hangs up meanwhile ends the wait. */
+async function claimFor(options: ClaimOptions, waitMs: number, ctx: RequestContext): Promise<ClaimedTask[]> {
+  const hangUp = watchHangUp(ctx);
+  try {
+    const tasks = await ctx.longPoll.claim(options, waitMs, hangUp.signal);
+    await hangUp.release(tasks);
     return tasks;
   } finally {
-    reply.raw.off("close", onClose);
+    hangUp.stop();
   }
 }
 
 /**
- * The `claim_next` of a complete or fail whose outcome is written. The outcome stands whatever
- * happens here: a claim that fails (the database went away) is logged and answered with no next
- * task, so the worker does not retry a write that succeeded; its next plain claim meets the error.
+ * A complete or fail without follow-ups: concurrent requests share one statement and one commit,
+ * each fenced by its own lease, and their `claim_next` claims share the next statement of the same
+ * flush (see WriteBatcher). The outcome stands whatever happens to the claim: a claim that fails (the
+ * database went away) is logged and answered with no next task, so the worker does not retry a write
+ * that succeeded; its next plain claim meets the error.
  */
+async function writeOutcome(
+  action: "complete" | "fail",
+  write: (next: ClaimOptions | undefined) => Promise<Written>,
+  workerId: string,
+  next: Omit<ClaimOptions, "workerId"> | undefined,
+  ctx: RequestContext,
+): Promise<{ task: TaskRecordValue; nextTasks?: ClaimedTask[] }> {
+  const hangUp = next ? watchHangUp(ctx) : null;
+  try {
+    const written = await write(next && { ...next, workerId });
+    const task: TaskRecordValue = written.task!;
+    if (!written.next) return { task };
+    if (!written.next.ok) {
+      ctx.request.log.warn({ err: written.next.error, workerId }, `claim_next failed after the ${action} was written; answering no next task`);
+      return { task, nextTasks: [] };
+    }
+    await hangUp?.release(written.next.value);
+    return { task, nextTasks: written.next.value };
+  } finally {
+    hangUp?.stop();
+  }
+}
+
+/** The `claim_next` of a complete with follow-ups, once its own transaction committed; as writeOutcome says. */
 async function claimNext(workerId: string, next: Omit<ClaimOptions, "workerId"> | undefined, ctx: RequestContext): Promise<{ nextTasks?: ClaimedTask[] }> {
   if (!next) return {};
   try {
     return { nextTasks: await claimFor({ ...next, workerId }, 0, ctx) };
   } catch (error) {
-    ctx.request.log.warn({ err: error, workerId }, "claim_next failed after the outcome was written; answering no next task");
+    ctx.request.log.warn({ err: error, workerId }, "claim_next failed after the complete was written; answering no next task");
     return { nextTasks: [] };
   }
 }
@@ -178,14 +216,12 @@ export const taskLeaseRoutes = [
     async handler({ params, body }, ctx) {
       const { workerId, leaseToken, claimNext: next, ...options } = body;
       const lease = { workerId, leaseToken };
-      let done: { task: TaskRecordValue; followUps: TaskRecordValue[] };
-      if (options.followUps && options.followUps.length > 0) done = await ctx.pool.protocol.complete(params.id, lease, options);
-      else {
-        // Concurrent completions from many workers share one statement and one commit, each fenced by its own lease.
-        const { task } = await ctx.writes.complete({ id: params.id, lease, result: options.result ?? null });
-        done = { task: task!, followUps: [] };
+      if (options.followUps && options.followUps.length > 0) {
+        // Follow-ups are inserted in the completion's own transaction, so this completion goes alone.
+        return { ...(await ctx.pool.protocol.complete(params.id, lease, options)), ...(await claimNext(workerId, next, ctx)) };
       }
-      return { ...done, ...(await claimNext(workerId, next, ctx)) };
+      const written = await writeOutcome("complete", (claim) => ctx.writes.complete({ id: params.id, lease, result: options.result ?? null }, claim), workerId, next, ctx);
+      return { ...written, followUps: [] };
     },
   }),
   defineRoute({
@@ -194,8 +230,7 @@ export const taskLeaseRoutes = [
     reply: { task: TaskRecord, nextTasks: Type.Optional(Type.Array(TaskRecord)) },
     async handler({ params, body }, ctx) {
       const { workerId, leaseToken, claimNext: next, ...options } = body;
-      const { task } = await ctx.writes.fail({ id: params.id, lease: { workerId, leaseToken }, ...options });
-      return { task: task!, ...(await claimNext(workerId, next, ctx)) };
+      return writeOutcome("fail", (claim) => ctx.writes.fail({ id: params.id, lease: { workerId, leaseToken }, ...options }, claim), workerId, next, ctx);
     },
   }),
   defineRoute({

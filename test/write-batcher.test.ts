@@ -1,0 +1,66 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CheckedStore } from "../src/api/checked-store.js";
+import { WriteBatcher } from "../src/api/write-batcher.js";
+import { LeaseLostError } from "../src/core/errors.js";
+import type { ClaimOptions } from "../src/core/task.js";
+import { postgresKind, sqliteKind, type TestStore } from "./helpers/stores.js";
+
+describe.each([postgresKind, sqliteKind])("WriteBatcher's next claims (claim_next) on $name", (kind) => {
+  let handle: TestStore;
+  let store: CheckedStore;
+  /** The store calls each flush made: what the batching is for. */
+  let calls: string[];
+  beforeEach(async () => {
+    handle = await kind.create();
+    store = new CheckedStore(handle.store);
+    calls = [];
+    const completeMany = store.completeMany.bind(store);
+    const claimEach = store.claimEach.bind(store);
+    store.completeMany = (items, options) => (calls.push(`completeMany ${items.length}`), completeMany(items, options));
+    store.claimEach = (claims) => (calls.push(`claimEach ${claims.length}`), claimEach(claims));
+  });
+  afterEach(() => handle.cleanup());
+
+  const workers = ["w1", "w2", "w3", "w4"];
+  const claimOne = (workerId: string): ClaimOptions => ({ workerId, taskTypes: ["job"], limit: 1 });
+
+  it("writes concurrent outcomes in one statement, then claims for the applied ones in one more", async () => {
+    await store.enqueueMany(Array.from({ length: 8 }, (_, i) => ({ taskType: "job", params: { i } })));
+    const held = await Promise.all(workers.map(async (w) => (await store.claim(claimOne(w)))[0]));
+    const batcher = new WriteBatcher(store, { returnTasks: true }, store);
+    // w4 presents a stale token: its completion is refused, and it claims nothing.
+    const stale = { ...held[3], leaseToken: "stale" };
+    const answers = await Promise.allSettled(
+      held.map((task, i) => batcher.complete({ id: task.id, lease: i === 3 ? stale : task, result: { i } }, claimOne(task.workerId))),
+    );
+    expect(calls).toEqual(["completeMany 4", "claimEach 3"]);
+    expect(answers[3].status === "rejected" && answers[3].reason).toBeInstanceOf(LeaseLostError);
+    const next = answers.slice(0, 3).map((a) => (a.status === "fulfilled" ? a.value : null));
+    for (const [i, written] of next.entries()) {
+      expect(written?.task?.status).toBe("completed");
+      expect(written?.next?.ok && written.next.value.map((t) => t.workerId)).toEqual([workers[i]]);
+    }
+    // The stale holder's task is still w4's, and no task was claimed for w4 a second time.
+    expect((await store.get(held[3].id))?.status).toBe("claimed");
+    expect((await store.list({ status: "claimed" })).tasks.filter((t) => t.workerId === "w4")).toHaveLength(1);
+  });
+
+  it("keeps the outcome when the next claim is refused, and answers its error", async () => {
+    await store.enqueueMany([{ taskType: "job" }]);
+    const [task] = await store.claim(claimOne("w1"));
+    const batcher = new WriteBatcher(store, {}, store);
+    const written = await batcher.complete({ id: task.id, lease: task }, { workerId: "w1", limit: 0 });
+    expect(written.ok).toBe(true);
+    expect(written.next?.ok).toBe(false);
+    expect((await store.get(task.id))?.status).toBe("completed");
+  });
+
+  it("without a next claim, claims nothing", async () => {
+    await store.enqueueMany([{ taskType: "job" }, { taskType: "job" }]);
+    const [task] = await store.claim(claimOne("w1"));
+    const written = await new WriteBatcher(store, {}, store).complete({ id: task.id, lease: task });
+    expect(written.next).toBeUndefined();
+    expect(calls).toEqual(["completeMany 1"]);
+    expect((await store.counts()).byStatus.pending).toBe(1);
+  });
+});
