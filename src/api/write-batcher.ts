@@ -92,8 +92,9 @@ const byId = ({ write }: Chained<{ id: number }>) => write.id;
  * An outcome may carry its worker's next claim (HTTP's `claim_next`). Once the batch's outcomes are
  * written, the claims of those that were applied share one `claimEach` in the same flush, so a
  * request that completes a task and claims the next waits for one batch, not for a batch of
- * completions and then for one of claims; half the statements per task at the same load (see
- * docs/benchmarks.md). A claim that fails then does not undo the outcome: its caller gets the error.
+ * completions and then for one of claims (the server's CPU per chained request fell 14 % in
+ * bench:http; docs/benchmarks.md). A claim that fails then does not undo the outcome: its caller gets
+ * the error.
  */
 export class WriteBatcher {
   private readonly completions: Batcher<Chained<Completion>, Written | Refused>;
@@ -103,18 +104,28 @@ export class WriteBatcher {
    * `options.returnTasks`: each outcome carries the whole task (a server answering single calls needs
    * it; a worker does not). `claims`: where next claims go (required to pass one).
    */
-  constructor(store: Pick<Store, "completeMany" | "failMany">, options: BatchOptions = {}, claims: Pick<CheckedStore, "claimEach"> | null = null, maxBatch = 1000) {
+  constructor(
+    store: Pick<Store, "completeMany" | "failMany">,
+    options: BatchOptions = {},
+    private readonly claims: Pick<CheckedStore, "claimEach"> | null = null,
+    maxBatch = 1000,
+  ) {
     this.completions = new Batcher(thenClaim<Completion>((items) => store.completeMany(items, options), claims), maxBatch, byId);
     this.failures = new Batcher(thenClaim<Failure>((items) => store.failMany(items, options), claims), maxBatch, byId);
   }
 
   /** Resolves with the task's outcome once its batch committed; throws the refusal of a refused item. */
   async complete(item: Completion, next?: ClaimOptions): Promise<Written> {
-    return settled(await this.completions.add({ write: item, next }));
+    return settled(await this.completions.add(this.chain(item, next)));
   }
 
   async fail(item: Failure, next?: ClaimOptions): Promise<Written> {
-    return settled(await this.failures.add({ write: item, next }));
+    return settled(await this.failures.add(this.chain(item, next)));
+  }
+
+  private chain<T>(write: T, next: ClaimOptions | undefined): Chained<T> {
+    if (next !== undefined && this.claims === null) throw new Error("WriteBatcher: a next claim needs the store to claim from (the constructor's `claims`)");
+    return { write, next };
   }
 }
 
@@ -128,8 +139,7 @@ function thenClaim<T extends { id: number }>(
   return async (entries) => {
     const outcomes = await write(entries.map((e) => e.write));
     const asking = entries.flatMap((e, i) => (e.next !== undefined && outcomes[i].ok ? [i] : []));
-    if (asking.length === 0) return outcomes as (Written | Refused)[];
-    if (claims === null) throw new Error("WriteBatcher: a next claim needs the claims store");
+    if (asking.length === 0 || claims === null) return outcomes as (Written | Refused)[];
     const next: Settled<ClaimedTask[]>[] = await claims.claimEach(asking.map((i) => entries[i].next as ClaimOptions)).catch((error: unknown) => asking.map(() => ({ ok: false as const, error })));
     const answers = outcomes as (Written | Refused)[];
     asking.forEach((i, n) => (answers[i] = { ...(outcomes[i] as Written), next: next[n] }));
