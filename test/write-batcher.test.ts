@@ -24,25 +24,47 @@ describe.each([postgresKind, sqliteKind])("WriteBatcher's next claims (claim_nex
   const workers = ["w1", "w2", "w3", "w4"];
   const claimOne = (workerId: string): ClaimOptions => ({ workerId, taskTypes: ["job"], limit: 1 });
 
-  it("writes concurrent outcomes in one statement, then claims for the applied ones in one more", async () => {
+  it("writes concurrent outcomes in one statement beside one claim for all; a refused outcome's claim gives its tasks back", async () => {
     await store.enqueueMany(Array.from({ length: 8 }, (_, i) => ({ taskType: "job", params: { i } })));
     const held = await Promise.all(workers.map(async (w) => (await store.claim(claimOne(w)))[0]));
+    calls = [];
     const batcher = new WriteBatcher(store, { returnTasks: true }, store);
-    // w4 presents a stale token: its completion is refused, and it claims nothing.
+    // w4 presents a stale token: its completion is refused, and the task its claim took goes back.
     const stale = { ...held[3], leaseToken: "stale" };
     const answers = await Promise.allSettled(
       held.map((task, i) => batcher.complete({ id: task.id, lease: i === 3 ? stale : task, result: { i } }, claimOne(task.workerId))),
     );
-    expect(calls).toEqual(["completeMany 4", "claimEach 3"]);
+    expect(calls).toEqual(["claimEach 4", "completeMany 4"]);
     expect(answers[3].status === "rejected" && answers[3].reason).toBeInstanceOf(LeaseLostError);
     const next = answers.slice(0, 3).map((a) => (a.status === "fulfilled" ? a.value : null));
     for (const [i, written] of next.entries()) {
       expect(written?.task?.status).toBe("completed");
       expect(written?.next?.ok && written.next.value.map((t) => t.workerId)).toEqual([workers[i]]);
     }
-    // The stale holder's task is still w4's, and no task was claimed for w4 a second time.
-    expect((await store.get(held[3].id))?.status).toBe("claimed");
-    expect((await store.list({ status: "claimed" })).tasks.filter((t) => t.workerId === "w4")).toHaveLength(1);
+    // w4 holds only the task it held before; the one claimed for it is pending again, its attempt refunded.
+    expect((await store.list({ status: "claimed" })).tasks.filter((t) => t.workerId === "w4").map((t) => t.id)).toEqual([held[3].id]);
+    const pending = (await store.list({ status: "pending" })).tasks;
+    expect(pending).toHaveLength(1);
+    expect(pending[0].attempts).toBe(0);
+    expect((await store.events(pending[0].id)).map((e) => e.event)).toEqual(["created", "claimed", "released"]);
+  });
+
+  it("claims again once the outcome is written when the first claim came back short: it sees the slot the outcome freed", async () => {
+    await store.registerTaskType({ name: "capped", maxRunning: 1 });
+    await store.enqueueMany([{ taskType: "capped" }, { taskType: "capped" }, { taskType: "keyed", concurrencyKey: "k" }, { taskType: "keyed", concurrencyKey: "k" }]);
+    const [capped] = await store.claim({ workerId: "w1", taskTypes: ["capped"] });
+    const [keyed] = await store.claim({ workerId: "w2", taskTypes: ["keyed"] });
+    calls = [];
+    const batcher = new WriteBatcher(store, {}, store);
+    const [first, second] = await Promise.all([
+      batcher.complete({ id: capped.id, lease: capped }, { workerId: "w1", taskTypes: ["capped"] }),
+      batcher.complete({ id: keyed.id, lease: keyed }, { workerId: "w2", taskTypes: ["keyed"] }),
+    ]);
+    // Beside the write, the cap and the key were still taken; after it, each claim gets the other task.
+    expect(calls).toEqual(["claimEach 2", "completeMany 2", "claimEach 2"]);
+    expect(first.next?.ok && first.next.value.map((t) => [t.taskType, t.workerId])).toEqual([["capped", "w1"]]);
+    expect(second.next?.ok && second.next.value.map((t) => [t.taskType, t.workerId])).toEqual([["keyed", "w2"]]);
+    expect((await store.counts()).byStatus.pending).toBe(0);
   });
 
   it("keeps the outcome when the next claim is refused, and answers its error", async () => {

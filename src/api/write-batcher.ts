@@ -2,8 +2,9 @@ import { TaskpoolError } from "../core/errors.js";
 import type { Completion, Failure } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions, EnqueueInput } from "../core/task.js";
 import type { WorkerBeat, WorkerBeatResult } from "../core/worker.js";
-import type { BatchOptions, BatchOutcome, EnqueueResult, Store } from "../store/store.js";
+import type { BatchOptions, EnqueueResult, Store } from "../store/store.js";
 import type { CheckedStore, Outcome } from "./checked-store.js";
+import { type Chained, type NextClaimStore, type Refused, type Settled, type Written, writeWithNextClaims } from "./next-claims.js";
 
 interface Waiting<I, O> {
   item: I;
@@ -73,15 +74,6 @@ class Batcher<I, O> {
   }
 }
 
-/** An outcome to write and, with claim_next, the claim to make for its worker once it is written. */
-interface Chained<T> {
-  write: T;
-  next: ClaimOptions | undefined;
-}
-
-/** What a written outcome answers: the outcome, and the next claim's tasks (or its error) when one was asked for. */
-export type Written = BatchOutcome & { ok: true; next?: Settled<ClaimedTask[]> };
-
 const byId = ({ write }: Chained<{ id: number }>) => write.id;
 
 /**
@@ -89,12 +81,9 @@ const byId = ({ write }: Chained<{ id: number }>) => write.id;
  * concurrent HTTP requests) share one statement each per round trip. Each item is still fenced by
  * its own lease: a refused item refuses only itself, and its caller gets the error.
  *
- * An outcome may carry its worker's next claim (HTTP's `claim_next`). Once the batch's outcomes are
- * written, the claims of those that were applied share one `claimEach` in the same flush, so a
- * request that completes a task and claims the next waits for one batch, not for a batch of
- * completions and then for one of claims (the server's CPU per chained request fell 14 % in
- * bench:http; docs/benchmarks.md). A claim that fails then does not undo the outcome: its caller gets
- * the error.
+ * An outcome may carry its worker's next claim (HTTP's `claim_next`): the batch's claims share one
+ * `claimEach` in the same flush (see writeWithNextClaims), so a request that completes a task and
+ * claims the next waits for one batch, not for a batch of completions and then for one of claims.
  */
 export class WriteBatcher {
   private readonly completions: Batcher<Chained<Completion>, Written | Refused>;
@@ -107,11 +96,11 @@ export class WriteBatcher {
   constructor(
     store: Pick<Store, "completeMany" | "failMany">,
     options: BatchOptions = {},
-    private readonly claims: Pick<CheckedStore, "claimEach"> | null = null,
+    private readonly claims: NextClaimStore | null = null,
     maxBatch = 1000,
   ) {
-    this.completions = new Batcher(thenClaim<Completion>((items) => store.completeMany(items, options), claims), maxBatch, byId);
-    this.failures = new Batcher(thenClaim<Failure>((items) => store.failMany(items, options), claims), maxBatch, byId);
+    this.completions = new Batcher(writeWithNextClaims<Completion>((items) => store.completeMany(items, options), claims), maxBatch, byId);
+    this.failures = new Batcher(writeWithNextClaims<Failure>((items) => store.failMany(items, options), claims), maxBatch, byId);
   }
 
   /** Resolves with the task's outcome once its batch committed; throws the refusal of a refused item. */
@@ -127,24 +116,6 @@ export class WriteBatcher {
     if (next !== undefined && this.claims === null) throw new Error("WriteBatcher: a next claim needs the store to claim from (the constructor's `claims`)");
     return { write, next };
   }
-}
-
-type Refused = BatchOutcome & { ok: false };
-
-/** A batch's write, then the next claims of its applied items in one claimEach. */
-function thenClaim<T extends { id: number }>(
-  write: (items: T[]) => Promise<BatchOutcome[]>,
-  claims: Pick<CheckedStore, "claimEach"> | null,
-): (entries: Chained<T>[]) => Promise<(Written | Refused)[]> {
-  return async (entries) => {
-    const outcomes = await write(entries.map((e) => e.write));
-    const asking = entries.flatMap((e, i) => (e.next !== undefined && outcomes[i].ok ? [i] : []));
-    if (asking.length === 0 || claims === null) return outcomes as (Written | Refused)[];
-    const next: Settled<ClaimedTask[]>[] = await claims.claimEach(asking.map((i) => entries[i].next as ClaimOptions)).catch((error: unknown) => asking.map(() => ({ ok: false as const, error })));
-    const answers = outcomes as (Written | Refused)[];
-    asking.forEach((i, n) => (answers[i] = { ...(outcomes[i] as Written), next: next[n] }));
-    return answers;
-  };
 }
 
 function settled(outcome: Written | Refused): Written {
@@ -227,8 +198,6 @@ export class EnqueueBatcher {
   }
 }
 
-/** An item's answer or refusal; the checked layer's Outcome is one whose refusals are ValidationErrors. */
-type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
   return promise.then(

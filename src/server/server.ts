@@ -173,7 +173,8 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     longPoll,
     coordinator,
     writes: new WriteBatcher(pool.protocol, { returnTasks: true }, {
-      // claim_next: claimed in the outcomes' flush, and timed like any other claim.
+      // claim_next: claimed beside the outcomes' write (see writeWithNextClaims), and timed like any other claim.
+      release: (id, lease, releaseOptions) => pool.protocol.release(id, lease, releaseOptions),
       async claimEach(next) {
         const started = performance.now();
         const outcomes = await pool.protocol.claimEach(next);

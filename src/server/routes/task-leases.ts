@@ -19,7 +19,7 @@ import {
   ReleaseOptionsSchema,
   TaskId,
 } from "../../core/schemas.js";
-import type { Written } from "../../api/write-batcher.js";
+import type { Written } from "../../api/next-claims.js";
 import type { ClaimedTask, ClaimOptions } from "../../core/task.js";
 import type { ServerContext } from "../context.js";
 import { HttpError } from "../errors.js";
@@ -84,8 +84,8 @@ async function claimFor(options: ClaimOptions, waitMs: number, ctx: RequestConte
 
 /**
  * A complete or fail without follow-ups: concurrent requests share one statement and one commit,
- * each fenced by its own lease, and their `claim_next` claims share the next statement of the same
- * flush (see WriteBatcher). The outcome stands whatever happens to the claim: a claim that fails (the
+ * each fenced by its own lease, and their `claim_next` claims one statement beside it (see
+ * writeWithNextClaims). The outcome stands whatever happens to the claim: a claim that fails (the
  * database went away) is logged and answered with no next task, so the worker does not retry a write
  * that succeeded; its next plain claim meets the error.
  */
