@@ -23,12 +23,13 @@ export type NextClaimStore = Pick<CheckedStore, "claimEach" | "release">;
  *
  * The claims run beside the write, not after it: the write waits for a durable commit (the WAL
  * flush) and a claim does not, so a chained request waits for the longer of the two rather than for
- * their sum (bench:http: 3,344 → 3,858–3,878 chained cycles/s; docs/benchmarks.md). Beside the write, a
- * claim does not see what the write frees: the worker's finished task still holds its concurrency key
- * and counts against its type's max_running cap. So a claim that comes back short of its limit
- * claims again for the rest once the outcomes are written, and sees those slots free, as a claim made
- * after the write would. A claim whose outcome was refused (a stale lease, say) releases what it took:
- * its caller gets the refusal, not the tasks. A claim that fails does not undo its outcome.
+ * their sum (bench:http, 3 alternated pairs: 3,119–3,337 → 3,734–3,828 chained cycles/s;
+ * docs/benchmarks.md). Beside the write, a claim does not see what the write frees: the worker's
+ * finished task still holds its concurrency key and counts against its type's max_running cap. So a
+ * claim that comes back short of its limit claims again for the rest once the outcomes are written,
+ * and sees those slots free, as a claim made after the write would. A claim whose outcome was refused
+ * (a stale lease, say) releases what it took: its caller gets the refusal, not the tasks. A claim
+ * that fails does not undo its outcome.
  */
 export function writeWithNextClaims<T extends { id: number }>(
   write: (items: T[]) => Promise<BatchOutcome[]>,
