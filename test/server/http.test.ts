@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { describe, expect, it } from "vitest";
 import { eventually } from "../helpers/logs.js";
 import { postgresKind, sqliteKind } from "../helpers/stores.js";
@@ -201,7 +202,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const plain = await claim("w2", { task_types: ["mail"] });
     expect(plain.task.id).toBe(other.id);
 
-    // Refused: a stale token, and a claim_next the claim would refuse. Neither writes the outcome nor claims.
+    // Refused: a stale token, and a claim_next the claim would refuse. Neither writes the outcome, and no task stays claimed.
     const spare = await create({ task_type: "mail" });
     const stale = await s.call("POST", `/api/tasks/${b.id}/complete`, { worker_id: "w1", lease_token: next.lease_token, claim_next: {} });
     expect(stale).toMatchObject({ status: 409, body: LEASE_LOST(b.id) });
@@ -215,6 +216,24 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await s.call("GET", `/api/tasks/${other.id}`)).body.task).toMatchObject({ status: "claimed", worker_id: "w2" });
     expect((await s.call("GET", `/api/tasks/${spare.id}`)).body.task).toMatchObject({ status: "pending", worker_id: null });
     expect((await s.call("GET", `/api/tasks/${b.id}`)).body.task).toMatchObject({ status: "pending", attempts: 1 });
+  });
+
+  // On SQLite the store answers within the request's own turn of the event loop, so the answer is
+  // handed to the socket before the server reads the client's hang-up: the task then goes back when
+  // its lease runs out. On PostgreSQL the hang-up arrives while the statements run.
+  it.runIf(kind.name === "postgres")("claim_next for a client that hung up: its next task goes back at once", async () => {
+    const a = await create({ task_type: "crawl" });
+    const b = await create({ task_type: "crawl" });
+    const first = await claim("w1", { task_types: ["crawl"] });
+    const body = JSON.stringify({ ...first.lease, claim_next: { task_types: ["crawl"] } });
+    const { hostname, port } = new URL(s.url);
+    const socket = connect(Number(port), hostname);
+    await new Promise((resolve) => socket.once("connect", resolve));
+    socket.write(`POST /api/tasks/${a.id}/complete HTTP/1.1\r\nhost: ${hostname}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    socket.destroy();
+    await eventually(async () => (await s.call("GET", `/api/tasks/${b.id}`)).body.events.some((e: Body) => e.event === "released"), 10_000, "the next task released");
+    expect((await s.call("GET", `/api/tasks/${a.id}`)).body.task.status).toBe("completed");
+    expect((await s.call("GET", `/api/tasks/${b.id}`)).body.task).toMatchObject({ status: "pending", worker_id: null, attempts: 0 });
   });
 
   it("fail retries after backoff or fails for good; release keeps the attempt; retry and cancel are operator actions", async () => {
