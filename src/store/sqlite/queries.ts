@@ -12,7 +12,7 @@
  *   as on PostgreSQL, so the store's `random` decides it.
  * - Times are ISO-8601 text compared as strings.
  */
-import { TRANSITIONS } from "../../core/state-machine.js";
+import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
 
 const sqlList = (items: readonly string[]) => items.map((s) => `'${s}'`).join(", ");
 
@@ -131,7 +131,7 @@ export const LIST = {
 export const COUNTS = `
   SELECT task_type, 'pending' AS status, count(*) AS n FROM tasks WHERE status = 'pending' GROUP BY task_type
   UNION ALL
-  SELECT task_type, status, count(*) FROM tasks WHERE status IN ('claimed', 'running') GROUP BY task_type, status
+  SELECT task_type, status, count(*) FROM tasks WHERE status IN (${sqlList(LEASED_STATUSES)}) GROUP BY task_type, status
   UNION ALL
   SELECT task_type, 'failed', count(*) FROM tasks WHERE status = 'failed' GROUP BY task_type
   UNION ALL
