@@ -198,7 +198,6 @@ export class EnqueueBatcher {
   }
 }
 
-
 function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
   return promise.then(
     (value) => ({ ok: true, value }),
