@@ -6,7 +6,10 @@ import { UnsupportedUrlError } from "../src/core/errors.js";
 import { loadMigrations } from "../src/store/migrations.js";
 import { openStore } from "../src/store/open-store.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
-import { dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { ManualClock } from "../src/core/clock.js";
+import type { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
+import type { Store } from "../src/store/store.js";
+import { createPostgres, createSqlite, dropSchema, PG_URL, removeSqliteFiles, sqlitePath, type TestStore } from "./helpers/stores.js";
 import { script } from "./helpers/processes.js";
 
 const run = promisify(execFile);
@@ -43,6 +46,52 @@ describe("migrations", () => {
     cleanups.push(() => store.close());
     expect((await store.enqueue({ taskType: "a" })).created).toBe(true);
   });
+
+  /**
+   * Migration 014 (010 on SQLite) counts the history it finds into the minutes. Undone by hand on a
+   * store with a history, and run again, it must give the figures the store kept as the tasks ended.
+   */
+  const undoThroughputMinutes = {
+    postgres: async (handle: TestStore) => {
+      const { pool } = handle.store as PostgresStore;
+      await pool.query("DROP TABLE throughput_minutes, throughput_tallies CASCADE");
+      await pool.query("DELETE FROM taskpool_migrations WHERE version = 14");
+    },
+    sqlite: async (handle: TestStore) => {
+      const { db } = handle.store as SqliteStore;
+      db.exec("DROP TRIGGER tasks_finished_per_minute; DROP TABLE throughput_minutes; PRAGMA user_version = 9");
+    },
+  };
+  for (const [name, create] of [["postgres", createPostgres], ["sqlite", createSqlite]] as const) {
+    it(`${name}: the throughput minutes' migration counts the last day's finished tasks`, async () => {
+      const clock = new ManualClock(new Date(Math.floor(Date.now() / 60_000) * 60_000 - 26 * 3_600_000));
+      const handle = await create({ clock });
+      cleanups.push(() => handle.cleanup());
+      const store: Store = handle.store;
+      const finish = async (ok: boolean) => {
+        await store.enqueue({ taskType: "crawl", maxAttempts: 1 });
+        clock.advance(3_000);
+        const [task] = await store.claim({ workerId: "w1" });
+        if (ok) await store.complete(task.id, task);
+        else await store.fail(task.id, task, { error: "boom" });
+      };
+      await finish(true); // 26 hours ago: past the longest window
+      clock.set(new Date(Date.now() - 10 * 60_000));
+      await finish(true);
+      await finish(false);
+      clock.set(new Date());
+      await finish(true);
+      const kept = await store.throughput({ minutes: 1440 });
+      const capacity = await store.capacity();
+      expect(kept).toMatchObject({ completed: 2, failed: 1, pickupSeconds: { mean: 3, max: 3 } });
+      expect(capacity).toMatchObject([{ taskType: "crawl", completedLastHour: 2 }]);
+
+      await undoThroughputMinutes[name](handle);
+      await handle.store.migrate();
+      expect(await store.throughput({ minutes: 1440 })).toEqual(kept);
+      expect(await store.capacity()).toEqual(capacity);
+    });
+  }
 
   it("opens stores from connection strings and explains the ones it cannot", async () => {
     const memory = await openStore("sqlite::memory:");

@@ -229,8 +229,14 @@ export const ReassignmentQuerySchema = Type.Object(
 );
 export type ReassignmentQuery = Static<typeof ReassignmentQuerySchema>;
 
+/** The longest window of `throughput()`: a day. */
+export const MAX_THROUGHPUT_MINUTES = 1440;
+
 /** The window of `throughput()`: the last `minutes` minutes, the current one included (default 60, at most a day). */
-export const ThroughputQuerySchema = Type.Object({ minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: 1440 })) }, { additionalProperties: false });
+export const ThroughputQuerySchema = Type.Object(
+  { minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_THROUGHPUT_MINUTES })) },
+  { additionalProperties: false },
+);
 export type ThroughputQuery = Static<typeof ThroughputQuerySchema>;
 
 export const WorkerBeatSchema = Type.Object(

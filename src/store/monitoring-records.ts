@@ -1,4 +1,5 @@
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import { MAX_THROUGHPUT_MINUTES } from "../core/schemas.js";
 
 /**
  * The monitoring views (migration 003 of each dialect) have the same columns on both databases, so
@@ -56,7 +57,7 @@ export function toReassignmentStats(v: ReassignmentViewRows): ReassignmentStats 
   };
 }
 
-/** One group of `throughput()`'s statement: the tasks of one status that finished in one minute of the window. */
+/** One group of `throughput()`'s statement: the tasks of one status that finished in one minute of the window (migration 014, 010 on SQLite). */
 export interface ThroughputGroupRow {
   /** Whole minutes from the window's start. */
   minute: number;
@@ -74,6 +75,14 @@ const DEFAULT_THROUGHPUT_MINUTES = 60;
 export function throughputWindow(now: Date, minutes = DEFAULT_THROUGHPUT_MINUTES): { since: Date; until: Date; minutes: number } {
   const currentMinute = Math.floor(now.getTime() / 60_000) * 60_000;
   return { since: new Date(currentMinute - (minutes - 1) * 60_000), until: new Date(currentMinute + 60_000), minutes };
+}
+
+/**
+ * The oldest minute of throughput figures the sweep keeps: the longest window's, and an hour more for
+ * readers whose clocks run behind the sweeper's.
+ */
+export function throughputKeptSince(now: Date): Date {
+  return new Date(Math.floor(now.getTime() / 60_000) * 60_000 - (MAX_THROUGHPUT_MINUTES + 60) * 60_000);
 }
 
 const round3 = (n: number) => Math.round(n * 1000) / 1000;

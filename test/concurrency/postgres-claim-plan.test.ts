@@ -3,6 +3,7 @@ import type { SortBy, SortOrder } from "../../src/core/task.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { claimStatement, COUNTS, leanClaimStatement, listStatement } from "../../src/store/postgres/queries.js";
+import { THROUGHPUT } from "../../src/store/postgres/monitoring-queries.js";
 import { PRUNE_WORKER_EVENTS } from "../../src/store/postgres/retention-queries.js";
 import { RECOVER_TASKS } from "../../src/store/postgres/worker-queries.js";
 import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
@@ -171,6 +172,17 @@ describe("PostgreSQL plans over a long history", () => {
     expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
     // 420 pending, 60 running (the recovery test's) and 20 failed tasks; none of the 50,000 completed ones.
     expect(scans.reduce((n, s) => n + s.rows, 0)).toBe(500);
+  });
+
+  it("plans capacity through the backlog's and the leases' indexes and throughput from the minutes, not the history", async () => {
+    const { rows } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM v_worker_capacity");
+    const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
+    expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
+    // The 420 pending and 60 running tasks; none of the 50,000 completed ones.
+    expect(scans.reduce((n, s) => n + s.rows, 0)).toBe(480);
+    await db.client.query(`PREPARE throughput(timestamptz, timestamptz) AS ${THROUGHPUT}`);
+    const { rows: read } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE throughput(now() - interval '1 day', now())");
+    expect(scansOf(read[0]["QUERY PLAN"][0].Plan).map((s) => s.relation)).not.toContain("tasks");
   });
 });
 

@@ -37,6 +37,7 @@ import {
   type CapacityViewRow,
   type ReassignmentViewRows,
   type ThroughputGroupRow,
+  throughputKeptSince,
   throughputWindow,
   toCapacity,
   toReassignmentStats,
@@ -545,8 +546,9 @@ export class PostgresStore implements Store {
   async sweep(options: SweepOptions): Promise<SweepResult> {
     const result = await sweepPostgres(this.pool, this.clock.now(), options);
     if (result.requeued.length > 0) await this.notify("");
-    // Housekeeping for counts(), outside the sweep's transaction: it holds no lock a worker waits on.
+    // Housekeeping for counts() and throughput(), outside the sweep's transaction: it holds no lock a worker waits on.
     await this.rows("tp_fold_completed_tallies", sql.FOLD_COMPLETED_TALLIES, []);
+    await this.rows("tp_fold_throughput_tallies", monitoringSql.FOLD_THROUGHPUT_TALLIES, [throughputKeptSince(this.clock.now())]);
     return result;
   }
 

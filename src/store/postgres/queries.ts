@@ -31,6 +31,26 @@ const ASYNC_COMMIT = `async_commit AS (SELECT set_config('synchronous_commit', '
 export const TALLY_COMPLETED = (rows: string, sign: "" | "-") =>
   `tallied AS (INSERT INTO completed_tallies (task_type, n) SELECT task_type, ${sign}count(*) FROM ${rows} GROUP BY task_type)`;
 
+/** A time's minute, as a timestamptz (date_trunc would use the session's time zone). */
+export const MINUTE_OF = (column: string) => `to_timestamp(floor(extract(epoch FROM ${column}) / 60) * 60)`;
+
+/** Seconds from ready to claimed, never negative (a task claimed by id before it was due); null if never claimed. */
+export const PICKUP_SECONDS = `GREATEST(0, extract(epoch FROM claimed_at - scheduled_for))`;
+
+/**
+ * One throughput_tallies row per minute, type and status of the tasks in `rows` (a CTE returning
+ * task_type, status, completed_at, claimed_at and scheduled_for) that ended completed or failed
+ * (migration 014). Rows still pending (a failure to be retried) add nothing.
+ */
+export const TALLY_FINISHED = (rows: string) => `
+  finished_tallied AS (
+    INSERT INTO throughput_tallies (minute, task_type, status, tasks, picked, pickup_sum, pickup_max)
+    SELECT ${MINUTE_OF("completed_at")}, task_type, status, count(*), count(claimed_at),
+           coalesce(sum(${PICKUP_SECONDS}), 0), max(${PICKUP_SECONDS})
+    FROM ${rows} WHERE status IN ('completed', 'failed')
+    GROUP BY 1, task_type, status
+  )`;
+
 /** Lease check shared by every worker call: $1 id, $2 worker_id, $3 lease_token. */
 const LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
   `t.id = $1 AND t.worker_id = $2 AND t.lease_token = $3 AND t.status IN (${sqlList(TRANSITIONS[action].from)})`;
@@ -421,6 +441,7 @@ export const COMPLETE = `
     INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', $2, $4::timestamptz FROM done
   ),
   ${TALLY_COMPLETED("done", "")},
+  ${TALLY_FINISHED("done")},
   ${insertTasks("$6", "$4::timestamptz", "EXISTS (SELECT 1 FROM done)")},
   ${NOTIFY_INSERTED("$7")}
   SELECT 'done' AS row_kind, done.* FROM done
@@ -471,7 +492,8 @@ export const FAIL = `
     WHERE ${LEASE_HELD("fail")}
     RETURNING t.*
   ),
-  ${logFailures("$2", "$5", "$4::timestamptz")}
+  ${logFailures("$2", "$5", "$4::timestamptz")},
+  ${TALLY_FINISHED("failed")}
   SELECT * FROM failed`;
 
 /**
@@ -494,10 +516,11 @@ export const completeMany = (returnTasks: boolean) => `
     UPDATE tasks t SET status = 'completed', result = i.result::jsonb, completed_at = $4::timestamptz, error_message = NULL, lease_expires_at = NULL, updated_at = $4::timestamptz
     FROM items i
     WHERE ${BATCH_LEASE_HELD("complete")}
-    RETURNING ${returnTasks ? "t.*" : "t.id, t.status, t.scheduled_for, t.task_type"}, i.worker_id AS completed_by
+    RETURNING ${returnTasks ? "t.*" : "t.id, t.status, t.scheduled_for, t.task_type, t.claimed_at, t.completed_at"}, i.worker_id AS completed_by
   ),
   logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', completed_by, $4::timestamptz FROM done),
-  ${TALLY_COMPLETED("done", "")}
+  ${TALLY_COMPLETED("done", "")},
+  ${TALLY_FINISHED("done")}
   SELECT ${returnTasks ? "*" : "id, status, scheduled_for"} FROM done`;
 
 /** $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 error messages, $6 retryable flags, $7 jitter draws: FAIL for many. */
@@ -512,7 +535,8 @@ export const failMany = (returnTasks: boolean) => `
     WHERE ${BATCH_LEASE_HELD("fail")}
     RETURNING t.*, i.worker_id AS failed_by, i.error AS failure
   ),
-  ${logFailures("failed_by", "failure", "$4::timestamptz")}
+  ${logFailures("failed_by", "failure", "$4::timestamptz")},
+  ${TALLY_FINISHED("failed")}
   SELECT ${returnTasks ? "*" : "id, status, scheduled_for"} FROM failed`;
 
 /**

@@ -3,7 +3,7 @@
  * Conventions as in queries.ts: "now" is a parameter, one statement per operation where possible.
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
-import { ISO_TIME } from "./queries.js";
+import { ISO_TIME, TALLY_FINISHED } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -124,14 +124,15 @@ export const RECOVER_TASKS = `
       lease_expires_at = NULL, updated_at = $2::timestamptz
     FROM doomed d
     WHERE t.id = d.id
-    RETURNING t.id, t.task_type, t.priority, t.status, t.checkpoint, t.error_message, d.old_worker
+    RETURNING t.id, t.task_type, t.priority, t.status, t.checkpoint, t.error_message, d.old_worker, t.completed_at, t.claimed_at, t.scheduled_for
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
     SELECT id, CASE WHEN status = 'pending' THEN 'requeued' ELSE 'failed' END, old_worker, error_message, checkpoint, $2::timestamptz
     FROM recovered
-  )
-  SELECT * FROM recovered ORDER BY priority DESC, id`;
+  ),
+  ${TALLY_FINISHED("recovered")}
+  SELECT id, task_type, priority, status, checkpoint, error_message, old_worker FROM recovered ORDER BY priority DESC, id`;
 
 /**
  * $1 stale-before. Workers that may receive reassigned tasks: active and recently seen. Full ones come

@@ -4,21 +4,16 @@
  */
 
 /**
- * @since, @until: the window. As PostgreSQL's THROUGHPUT (one branch per status, for the indexes).
- * Minutes from whole seconds: the window starts on a whole minute, so dropping the milliseconds never
- * moves a task into another minute (julianday's floating point could). MAX(0, NULL) is NULL here, so
- * tasks never claimed stay out of the pickup figures.
+ * @since, @until: the window. The completed and failed tasks of each minute of the window (see
+ * ThroughputGroupRow), from the minutes migration 010's trigger keeps. Minutes from whole seconds:
+ * julianday's floating point could move one into its neighbour.
  */
 export const THROUGHPUT = `
-  SELECT (CAST(strftime('%s', f.completed_at) AS INTEGER) - CAST(strftime('%s', @since) AS INTEGER)) / 60 AS minute, f.status,
-         count(*) AS tasks, count(f.claimed_at) AS picked,
-         sum(MAX(0, (julianday(f.claimed_at) - julianday(f.scheduled_for)) * 86400.0)) AS pickup_sum,
-         max(MAX(0, (julianday(f.claimed_at) - julianday(f.scheduled_for)) * 86400.0)) AS pickup_max
-  FROM (
-    SELECT status, completed_at, claimed_at, scheduled_for FROM tasks
-    WHERE status = 'completed' AND completed_at >= @since AND completed_at < @until
-    UNION ALL
-    SELECT status, completed_at, claimed_at, scheduled_for FROM tasks
-    WHERE status = 'failed' AND completed_at >= @since AND completed_at < @until
-  ) AS f
+  SELECT (CAST(strftime('%s', m.minute) AS INTEGER) - CAST(strftime('%s', @since) AS INTEGER)) / 60 AS minute, m.status,
+         sum(m.tasks) AS tasks, sum(m.picked) AS picked, sum(m.pickup_sum) AS pickup_sum, max(m.pickup_max) AS pickup_max
+  FROM throughput_minutes m
+  WHERE m.minute >= @since AND m.minute < @until
   GROUP BY 1, 2`;
+
+/** @keptSince: the oldest minute to keep. Drops the minutes no window reaches (the coordinator's sweep). */
+export const DROP_OLD_THROUGHPUT = `DELETE FROM throughput_minutes WHERE minute < @keptSince`;

@@ -29,6 +29,7 @@ import {
   type CapacityViewRow,
   type ReassignmentViewRows,
   type ThroughputGroupRow,
+  throughputKeptSince,
   throughputWindow,
   toCapacity,
   toReassignmentStats,
@@ -450,8 +451,10 @@ export class SqliteStore implements Store {
   }
 
   async sweep(options: SweepOptions): Promise<SweepResult> {
-    const result = sweepSqlite(this.conn, this.clock.now(), options);
+    const now = this.clock.now();
+    const result = sweepSqlite(this.conn, now, options);
     if (result.requeued.length > 0) notifyLocal(this.channel, []);
+    this.conn.stmt(monitoringSql.DROP_OLD_THROUGHPUT).run({ keptSince: throughputKeptSince(now).toISOString() });
     return result;
   }
 
