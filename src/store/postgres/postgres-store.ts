@@ -547,8 +547,7 @@ export class PostgresStore implements Store {
     const result = await sweepPostgres(this.pool, this.clock.now(), options);
     if (result.requeued.length > 0) await this.notify("");
     // Housekeeping for counts() and throughput(), outside the sweep's transaction: it holds no lock a worker waits on.
-    await this.rows("tp_fold_completed_tallies", sql.FOLD_COMPLETED_TALLIES, []);
-    await this.rows("tp_fold_throughput_tallies", monitoringSql.FOLD_THROUGHPUT_TALLIES, [throughputKeptSince(this.clock.now())]);
+    await this.rows("tp_fold_tallies", sql.FOLD_TALLIES, [throughputKeptSince(this.clock.now())]);
     return result;
   }
 

@@ -24,12 +24,9 @@ const LEASED = sqlList(LEASED_STATUSES);
 /** set_config(..., true) lasts until the end of the statement's implicit transaction, i.e. its commit. */
 const ASYNC_COMMIT = `async_commit AS (SELECT set_config('synchronous_commit', 'off', true))`;
 
-/**
- * One completed_tallies row per task type of the tasks in `rows` (a CTE with their task_type), `sign`
- * '' for tasks that were completed, '-' for completed tasks that were deleted (see COUNTS).
- */
-export const TALLY_COMPLETED = (rows: string, sign: "" | "-") =>
-  `tallied AS (INSERT INTO completed_tallies (task_type, n) SELECT task_type, ${sign}count(*) FROM ${rows} GROUP BY task_type)`;
+/** One completed_tallies row (−n) per task type of the completed tasks in `rows` that retention deleted (see COUNTS). */
+export const UNTALLY_COMPLETED = (rows: string) =>
+  `untallied AS (INSERT INTO completed_tallies (task_type, n) SELECT task_type, -count(*) FROM ${rows} GROUP BY task_type)`;
 
 /** A time's minute, as a timestamptz (date_trunc would use the session's time zone). */
 export const MINUTE_OF = (column: string) => `to_timestamp(floor(extract(epoch FROM ${column}) / 60) * 60)`;
@@ -40,7 +37,8 @@ export const PICKUP_SECONDS = `GREATEST(0, extract(epoch FROM claimed_at - sched
 /**
  * One throughput_tallies row per minute, type and status of the tasks in `rows` (a CTE returning
  * task_type, status, completed_at, claimed_at and scheduled_for) that ended completed or failed
- * (migration 014). Rows still pending (a failure to be retried) add nothing.
+ * (migration 014). Rows still pending (a failure to be retried) add nothing. The completed ones
+ * count in counts() too (see COUNTS).
  */
 export const TALLY_FINISHED = (rows: string) => `
   finished_tallied AS (
@@ -440,7 +438,6 @@ export const COMPLETE = `
   done_event AS (
     INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', $2, $4::timestamptz FROM done
   ),
-  ${TALLY_COMPLETED("done", "")},
   ${TALLY_FINISHED("done")},
   ${insertTasks("$6", "$4::timestamptz", "EXISTS (SELECT 1 FROM done)")},
   ${NOTIFY_INSERTED("$7")}
@@ -519,7 +516,6 @@ export const completeMany = (returnTasks: boolean) => `
     RETURNING ${returnTasks ? "t.*" : "t.id, t.status, t.scheduled_for, t.task_type, t.claimed_at, t.completed_at"}, i.worker_id AS completed_by
   ),
   logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', completed_by, $4::timestamptz FROM done),
-  ${TALLY_COMPLETED("done", "")},
   ${TALLY_FINISHED("done")}
   SELECT ${returnTasks ? "*" : "id, status, scheduled_for"} FROM done`;
 
@@ -632,8 +628,10 @@ export function listStatement(
 
 /**
  * Tasks by type and status without reading the table: each status through its partial index (the
- * statuses are literals so that generic plans can use them), completed ones from their tallies
- * (migration 011). Pending tasks cost a walk of the backlog's index; the history costs nothing.
+ * statuses are literals so that generic plans can use them), completed ones from their totals and the
+ * tallies not folded into them yet: the completions' (throughput_tallies, migration 014) and
+ * retention's deletions (completed_tallies, migration 011). Pending tasks cost a walk of the
+ * backlog's index; the history costs nothing.
  */
 export const COUNTS = `
   SELECT task_type, 'pending' AS status, count(*) AS n FROM tasks WHERE status = 'pending' GROUP BY task_type
@@ -644,18 +642,39 @@ export const COUNTS = `
   UNION ALL
   SELECT task_type, 'cancelled', count(*) FROM tasks WHERE status = 'cancelled' GROUP BY task_type
   UNION ALL
-  SELECT task_type, 'completed', sum(n)::bigint FROM (SELECT task_type, n FROM completed_totals UNION ALL SELECT task_type, n FROM completed_tallies) c
+  SELECT task_type, 'completed', sum(n)::bigint FROM (
+    SELECT task_type, n FROM completed_totals
+    UNION ALL SELECT task_type, n FROM completed_tallies
+    UNION ALL SELECT task_type, tasks FROM throughput_tallies WHERE status = 'completed'
+  ) c
   GROUP BY task_type HAVING sum(n) <> 0`;
 
 /**
- * Folds the completed tallies into the totals (the coordinator's sweep). Deleting the tallies and
- * adding them up is one statement: a reader sees them on one side or the other, never both. Two
- * folds at once cannot count a tally twice: the second waits for the first's row locks and then
- * finds those rows gone.
+ * $1 the oldest minute to keep. The coordinator's sweep folds every tally: the completions' into the
+ * throughput minutes and, with retention's deletions, into the completed totals; and drops the
+ * minutes no throughput window reaches (a late tally of such a minute still counts in the totals).
+ * Deleting the tallies and adding them up is one statement: a reader sees them on one side or the
+ * other, never both. Two folds at once cannot count a tally twice: the second waits for the first's
+ * row locks and then finds those rows gone.
  */
-export const FOLD_COMPLETED_TALLIES = `
-  WITH folded AS (DELETE FROM completed_tallies RETURNING task_type, n)
-  INSERT INTO completed_totals AS c (task_type, n) SELECT task_type, sum(n) FROM folded GROUP BY task_type
+export const FOLD_TALLIES = `
+  WITH finished AS (DELETE FROM throughput_tallies RETURNING *),
+  pruned AS (DELETE FROM completed_tallies RETURNING task_type, n),
+  expired AS (DELETE FROM throughput_minutes WHERE minute < $1::timestamptz),
+  minutes AS (
+    INSERT INTO throughput_minutes AS m (minute, task_type, status, tasks, picked, pickup_sum, pickup_max)
+    SELECT minute, task_type, status, sum(tasks), sum(picked), sum(pickup_sum), max(pickup_max)
+    FROM finished WHERE minute >= $1::timestamptz
+    GROUP BY minute, task_type, status
+    ON CONFLICT (minute, task_type, status) DO UPDATE SET
+      tasks = m.tasks + excluded.tasks, picked = m.picked + excluded.picked, pickup_sum = m.pickup_sum + excluded.pickup_sum,
+      pickup_max = GREATEST(m.pickup_max, excluded.pickup_max)
+  )
+  INSERT INTO completed_totals AS c (task_type, n)
+  SELECT task_type, sum(n) FROM (
+    SELECT task_type, tasks AS n FROM finished WHERE status = 'completed' UNION ALL SELECT task_type, n FROM pruned
+  ) AS t
+  GROUP BY task_type
   ON CONFLICT (task_type) DO UPDATE SET n = c.n + excluded.n`;
 
 export const EVENTS = `SELECT * FROM task_events WHERE task_id = $1 ORDER BY id`;

@@ -9,7 +9,7 @@
  * statement, whether or not their tables keep a cascading foreign key.
  */
 import type { TaskStatus } from "../../core/task.js";
-import { TALLY_COMPLETED } from "./queries.js";
+import { UNTALLY_COMPLETED } from "./queries.js";
 
 /** $1 finished before, $2 the most tasks. Returns the three counts. */
 export function pruneTasks(status: Extract<TaskStatus, "completed" | "cancelled" | "failed">): string {
@@ -25,7 +25,7 @@ export function pruneTasks(status: Extract<TaskStatus, "completed" | "cancelled"
   events AS (DELETE FROM task_events e WHERE e.task_id IN (SELECT id FROM doomed) RETURNING 1),
   moves AS (DELETE FROM reassignment_events r WHERE r.task_id IN (SELECT id FROM doomed) RETURNING 1),
   gone AS (DELETE FROM tasks t WHERE t.id IN (SELECT id FROM doomed) RETURNING t.task_type)${status === "completed" ? `,
-  ${TALLY_COMPLETED("gone", "-")}` : ""}
+  ${UNTALLY_COMPLETED("gone")}` : ""}
   SELECT (SELECT count(*) FROM gone) AS tasks, (SELECT count(*) FROM events) AS events, (SELECT count(*) FROM moves) AS reassignments`;
 }
 
