@@ -29,10 +29,10 @@ export const UNTALLY_COMPLETED = (rows: string) =>
   `untallied AS (INSERT INTO completed_tallies (task_type, n) SELECT task_type, -count(*) FROM ${rows} GROUP BY task_type)`;
 
 /** A time's minute, as a timestamptz (date_trunc would use the session's time zone). */
-export const MINUTE_OF = (column: string) => `to_timestamp(floor(extract(epoch FROM ${column}) / 60) * 60)`;
+const MINUTE_OF = (column: string) => `to_timestamp(floor(extract(epoch FROM ${column}) / 60) * 60)`;
 
 /** Seconds from ready to claimed, never negative (a task claimed by id before it was due); null if never claimed. */
-export const PICKUP_SECONDS = `GREATEST(0, extract(epoch FROM claimed_at - scheduled_for))`;
+const PICKUP_SECONDS = `GREATEST(0, extract(epoch FROM claimed_at - scheduled_for))`;
 
 /**
  * One throughput_tallies row per minute, type and status of the tasks in `rows` (a CTE returning

@@ -1,7 +1,7 @@
 -- throughput() and v_worker_capacity read every task that finished in their window, through
 -- tasks_completed_by_time and then the table: with 200,000 completions in the last hour (about 55 a
--- second), 151 ms for throughput() and 44 ms for capacity() per call, paid on every dashboard refresh
--- and growing with the rate. They read per-minute figures here instead, kept as completed_totals are
+-- second), 162-251 ms for throughput() and 125-152 ms for capacity() per call, paid on every
+-- dashboard refresh and growing with the rate (0.35-0.44 ms and 8.7-9.3 ms after; CHANGELOG). They read per-minute figures here instead, kept as completed_totals are
 -- (migration 011): each statement that ends tasks completed or failed appends one row per minute,
 -- type and status to throughput_tallies, in its own transaction, so no two writers wait on one row;
 -- the coordinator's sweep folds the tallies into throughput_minutes in one statement, and drops the
