@@ -36,17 +36,13 @@ describe("PostgreSQL claim plans", () => {
           await db.client.query("DEALLOCATE ALL");
           await db.client.query(`PREPARE claim(text[], timestamptz, int, int, int, int[]${typed ? ", text[]" : ""}) AS ${text}`);
           const args = `'{plan-test}', now(), 10, 60, NULL, '{10}'${typed ? ", '{only}'" : ""}`;
-          // Inside a transaction rolled back after: the plan is read from a real execution, and nothing is claimed.
-          await db.client.query("BEGIN");
-          try {
+          await inRollback(db.client, async () => {
             const { rows } = await db.client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim(${args})`);
             const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
             expect(scans.filter((s) => s.type === "Seq Scan")).toEqual([]);
             // The scans that ran read at most what the claim takes (10) plus what it skips.
             expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(20);
-          } finally {
-            await db.client.query("ROLLBACK");
-          }
+          });
         });
       }
     }
@@ -92,8 +88,7 @@ describe("PostgreSQL listing plans", () => {
     // With the claim indexes gone (in a transaction rolled back after), a listing index is the best
     // plan left for a claim's scan of pending tasks if the planner may use it, as it once chose to
     // when its estimates were off.
-    await db.client.query("BEGIN");
-    try {
+    await inRollback(db.client, async () => {
       const { rows: claimIndexes } = await db.client.query<{ name: string }>("SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE 'tasks_claim%'");
       expect(claimIndexes.length).toBeGreaterThanOrEqual(5);
       for (const { name } of claimIndexes) await db.client.query(`DROP INDEX ${name}`);
@@ -106,9 +101,7 @@ describe("PostgreSQL listing plans", () => {
           expect(indexes.join(" ")).not.toMatch(/tasks_by_status|tasks_by_type/);
         }
       }
-    } finally {
-      await db.client.query("ROLLBACK");
-    }
+    });
   });
 });
 
@@ -134,25 +127,21 @@ describe("PostgreSQL plans over a long history", () => {
 
   it("prunes worker-level events through the task index, not a scan of every event", async () => {
     await db.client.query(`PREPARE prune_worker_events(timestamptz, int) AS ${PRUNE_WORKER_EVENTS}`);
-    await db.client.query("BEGIN");
-    try {
+    await inRollback(db.client, async () => {
       const { rows } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE prune_worker_events(now() - interval '7 days', 500)");
       const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "task_events");
       expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
       expect(scans.reduce((n, s) => n + s.rows, 0)).toBeLessThanOrEqual(100);
       expect(rows[0]["QUERY PLAN"][0].Plan["Actual Rows"]).toBe(1);
       expect((await db.client.query("SELECT count(*)::int AS n FROM task_events WHERE task_id IS NULL")).rows[0].n).toBe(0);
-    } finally {
-      await db.client.query("ROLLBACK");
-    }
+    });
   });
 
   it("recovers expired leases and a dead worker's tasks through the leased-task indexes, not the history", async () => {
     await db.client.query("UPDATE tasks SET status = 'running', worker_id = 'w' || (id % 7), lease_token = 'x', lease_expires_at = now() - interval '1 minute' * (id % 3 - 1) WHERE id IN (SELECT id FROM tasks WHERE status = 'pending' LIMIT 60)");
     await db.client.query("ANALYZE tasks");
     await db.client.query(`PREPARE recover(text[], timestamptz, jsonb, text, text) AS ${RECOVER_TASKS}`);
-    await db.client.query("BEGIN");
-    try {
+    await inRollback(db.client, async () => {
       const { rows } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE recover('{w1}', now(), '{}', 'died', 'expired')");
       const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
       expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
@@ -160,9 +149,7 @@ describe("PostgreSQL plans over a long history", () => {
       expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(60);
       const { rows: left } = await db.client.query("SELECT count(*)::int AS n FROM tasks WHERE status = 'running' AND (worker_id = 'w1' OR lease_expires_at < now())");
       expect(left[0].n).toBe(0);
-    } finally {
-      await db.client.query("ROLLBACK");
-    }
+    });
   });
 
   it("reads the backlog and the failures through their indexes, not the history", async () => {
@@ -185,6 +172,16 @@ describe("PostgreSQL plans over a long history", () => {
     expect(scansOf(read[0]["QUERY PLAN"][0].Plan).map((s) => s.relation)).not.toContain("tasks");
   });
 });
+
+/** Runs `body` in a transaction rolled back after it: plans are read from real executions, and nothing they write stays. */
+async function inRollback(client: pg.Client, body: () => Promise<void>): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    await body();
+  } finally {
+    await client.query("ROLLBACK");
+  }
+}
 
 /** A fresh schema for a describe block, filled by `fill`, and a session on it to read plans with. */
 function usePlanSchema(fill: (store: PostgresStore, client: pg.Client) => Promise<void>): { client: pg.Client } {
