@@ -232,9 +232,12 @@ export type ReassignmentQuery = Static<typeof ReassignmentQuerySchema>;
 /** The longest window of `throughput()`: a day. */
 export const MAX_THROUGHPUT_MINUTES = 1440;
 
-/** The window of `throughput()`: the last `minutes` minutes, the current one included (default 60, at most a day). */
+/**
+ * The window of `throughput()`: the last `minutes` minutes, the current one included (default 60, at
+ * most a day); with `taskType`, the tasks of that type only.
+ */
 export const ThroughputQuerySchema = Type.Object(
-  { minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_THROUGHPUT_MINUTES })) },
+  { minutes: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_THROUGHPUT_MINUTES })), taskType: Type.Optional(TaskTypeName) },
   { additionalProperties: false },
 );
 export type ThroughputQuery = Static<typeof ThroughputQuerySchema>;

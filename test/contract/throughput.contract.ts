@@ -67,9 +67,12 @@ export function throughputContract(kind: StoreKind) {
       expect(lastMinute).toEqual({ minutes: [recent.minutes[3]], completed: 1, failed: 0, pickupSeconds: { mean: 0, max: 0 } });
     });
 
-    it("counts every way into completed and failed, folded by a sweep or not, and keeps a minute's figures when its tasks are retried or deleted", async () => {
+    it("counts every way into completed and failed, of every type or one, folded by a sweep or not, and keeps a minute's figures when its tasks are retried or deleted", async () => {
       const sweep = () => ctx.store.sweep({ staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds: 30 });
       const check = async () => {
+        for (const taskType of ["a", "b"]) {
+          expect(await ctx.store.throughput({ minutes: 10, taskType })).toEqual(await throughputByReading(ctx.store, 10, ctx.clock.now(), taskType));
+        }
         const read = await throughputByReading(ctx.store, 10, ctx.clock.now());
         expect(await ctx.store.throughput({ minutes: 10 })).toEqual(read);
         return read;
@@ -145,15 +148,16 @@ export function throughputContract(kind: StoreKind) {
       });
       for (const minutes of [0, 1441, 1.5]) await expect(ctx.store.throughput({ minutes })).rejects.toBeInstanceOf(ValidationError);
       await expect(ctx.store.throughput({ minutes: 0 })).rejects.toThrow(/minutes/);
+      await expect(ctx.store.throughput({ taskType: "no spaces" })).rejects.toThrow(/taskType/);
     });
   });
 }
 
 /** throughput() as a full read of the tasks gives it (at most 1,000 tasks), written out rather than shared with the stores. */
-async function throughputByReading(store: Store, minutes: number, now: Date): Promise<Throughput> {
+async function throughputByReading(store: Store, minutes: number, now: Date, taskType?: string): Promise<Throughput> {
   const since = Math.floor(now.getTime() / 60_000) * 60_000 - (minutes - 1) * 60_000;
   const rows = Array.from({ length: minutes }, (_, i) => ({ minute: new Date(since + i * 60_000), completed: 0, failed: 0, pickups: [] as number[] }));
-  const { tasks } = await store.list({ status: ["completed", "failed"] }, { limit: 1000 });
+  const { tasks } = await store.list({ status: ["completed", "failed"], ...(taskType ? { taskType } : {}) }, { limit: 1000 });
   for (const t of tasks) {
     const row = rows[Math.floor((t.completedAt!.getTime() - since) / 60_000)];
     if (!row) continue;

@@ -466,6 +466,23 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await s.call("GET", "/api/task-types")).body.task_types).toEqual([]);
   });
 
+  it("throughput per minute, of every type or of one; an unknown query field is refused", async () => {
+    for (const taskType of ["crawl", "crawl", "parse"]) {
+      await create({ task_type: taskType });
+      const { task, lease } = await claim("w1");
+      expect((await s.call("POST", `/api/tasks/${task.id}/complete`, lease)).status).toBe(200);
+    }
+    const all = await s.call("GET", "/api/tasks/throughput?minutes=5");
+    expect(all).toMatchObject({ status: 200, body: { success: true, completed: 3, failed: 0 } });
+    expect(all.body.minutes).toHaveLength(5);
+    expect((await s.call("GET", "/api/tasks/throughput?minutes=5&task_type=crawl")).body).toMatchObject({ completed: 2 });
+    expect((await s.call("GET", "/api/tasks/throughput?task_type=parse")).body).toMatchObject({ completed: 1 });
+    expect((await s.call("GET", "/api/tasks/throughput?task_type=other")).body).toMatchObject({ completed: 0, pickup_seconds: { mean: null, max: null } });
+    const refused = await s.call("GET", "/api/tasks/throughput?taskType=crawl");
+    expect(refused).toMatchObject({ status: 400, body: { success: false, error: "validation_error" } });
+    expect(refused.body.message).toMatch(/Unexpected property/);
+  });
+
   it("health, readiness, the OpenAPI document and the docs page", async () => {
     expect(await s.call("GET", "/healthz")).toMatchObject({ status: 200, body: { success: true, status: "ok", version: expect.any(String) } });
     expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null } });

@@ -72,7 +72,8 @@ export const taskRoutes = [
     tag: TAG,
     summary: "Completed and failed tasks per minute, with pickup latency",
     description:
-      "One row per minute over the last `minutes` (default 60), the current minute last. `failed` counts tasks that failed for good; " +
+      "One row per minute over the last `minutes` (default 60), the current minute last, of every task type or of `task_type`. " +
+      "`failed` counts tasks that failed for good; " +
       "`pickup_seconds` is the mean time from ready (scheduled_for) to the last claim of the tasks that finished that minute.",
     access: ["producer"],
     query: ThroughputQuerySchema,

@@ -583,7 +583,7 @@ export class PostgresStore implements Store {
 
   async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
     const window = throughputWindow(this.clock.now(), query.minutes);
-    return toThroughput(await this.rows<ThroughputGroupRow>("tp_throughput", monitoringSql.THROUGHPUT, [window.since, window.until]), window);
+    return toThroughput(await this.rows<ThroughputGroupRow>("tp_throughput", monitoringSql.THROUGHPUT, [window.since, window.until, query.taskType ?? null]), window);
   }
 
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {

@@ -493,7 +493,11 @@ export class SqliteStore implements Store {
 
   async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
     const window = throughputWindow(this.clock.now(), query.minutes);
-    const groups = this.conn.stmt(monitoringSql.THROUGHPUT).all({ since: window.since.toISOString(), until: window.until.toISOString() }) as ThroughputGroupRow[];
+    const groups = this.conn.stmt(monitoringSql.THROUGHPUT).all({
+      since: window.since.toISOString(),
+      until: window.until.toISOString(),
+      taskType: query.taskType ?? null,
+    }) as ThroughputGroupRow[];
     return toThroughput(groups, window);
   }
 
