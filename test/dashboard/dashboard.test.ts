@@ -109,6 +109,30 @@ describe("the dashboard in a real browser", () => {
     expect(await server.pool.get(task.id)).toMatchObject({ status: "completed", result: { ok: true } });
   });
 
+  it("the overview shows the throughput of every role, or of the one picked", async () => {
+    const worker = server.pool.worker({
+      roles: ["crawl", "parse"],
+      pollIntervalMs: 100,
+      logger: silent,
+      handlers: { async crawl() {}, async parse() {} },
+    });
+    workers.push(worker);
+    await worker.start();
+    for (const type of ["crawl", "crawl", "parse"]) await server.pool.enqueue(type, {});
+    await eventually(async () => (await server.pool.counts()).byStatus.completed === 3, 10_000, "the tasks to complete");
+
+    const page = await open(server.keys.producer, "#/overview");
+    const completed = page.locator("section:has(#throughput-role) .card .status-completed");
+    await completed.getByText("3", { exact: true }).waitFor();
+    await page.selectOption("#throughput-role", "crawl");
+    await completed.getByText("2", { exact: true }).waitFor();
+    expect(page.url()).toMatch(/#\/overview\?role=crawl$/);
+    await page.selectOption("#throughput-role", "parse");
+    await completed.getByText("1", { exact: true }).waitFor();
+    await page.selectOption("#throughput-role", "");
+    await completed.getByText("3", { exact: true }).waitFor();
+  });
+
   it("a wrong key, and a worker's key, get a clear message and no data", async () => {
     const page = await open("tp_not-a-real-key-at-all");
     await page.locator("#key-message", { hasText: 'Wrong API key: the server answered "Invalid or revoked API key"' }).waitFor();

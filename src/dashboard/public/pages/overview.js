@@ -1,4 +1,4 @@
-// At a glance: counts by role and status, throughput and pickup latency, dead workers and recent reassignments.
+// At a glance: counts by role and status, throughput and pickup latency (of every role or one), dead workers and recent reassignments.
 import { api } from "../lib/api.js";
 import { ErrorBox, Loading, Status, ThroughputChart } from "../lib/components.js";
 import { ago, duration, num, TASK_STATUSES, WORKER_STATUSES } from "../lib/format.js";
@@ -8,11 +8,12 @@ import { POLL_MS, usePoll } from "../lib/live.js";
 /** Reassignments this recent are flagged. */
 const RECENT_MS = 15 * 60_000;
 
-async function load() {
+/** The overview's data; `role` narrows the throughput to one task type. */
+async function load(role) {
   const [counts, workers, throughput, reassignments] = await Promise.all([
     api("GET", "api/tasks/counts"),
     api("GET", "api/workers"),
-    api("GET", "api/tasks/throughput"),
+    api("GET", `api/tasks/throughput${role ? `?task_type=${encodeURIComponent(role)}` : ""}`),
     api("GET", "api/reassignments?limit=10"),
   ]);
   return { counts, workers: workers.workers, throughput, reassignments: reassignments.reassignments };
@@ -24,9 +25,19 @@ function Cards({ items }) {
   </div>`;
 }
 
-export function Overview() {
+/** Every role, or the one whose throughput is shown (kept in the URL: `#/overview?role=crawl`). */
+function RolePicker({ role, types }) {
+  const choose = (e) => (location.hash = e.target.value ? `#/overview?role=${encodeURIComponent(e.target.value)}` : "#/overview");
+  return html`<select id="throughput-role" aria-label="role" onChange=${choose}>
+    <option value="" selected=${!role}>every role</option>
+    ${[...new Set([...types, ...(role ? [role] : [])])].sort().map((t) => html`<option value=${t} selected=${t === role}>${t}</option>`)}
+  </select>`;
+}
+
+export function Overview({ params }) {
+  const role = params.role ?? "";
   // Four calls a poll: a slower period keeps a default key (100 requests a minute) well inside its limit.
-  const { data, error } = usePoll(load, [], Math.max(POLL_MS, 5000));
+  const { data, error } = usePoll(() => load(role), [role], Math.max(POLL_MS, 5000));
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
   const { counts, workers, throughput, reassignments } = data;
   const byWorkerStatus = Object.fromEntries(WORKER_STATUSES.map((s) => [s, workers.filter((w) => w.status === s).length]));
@@ -56,7 +67,7 @@ export function Overview() {
       </section>
     </div>
     <section class="panel">
-      <h2>Throughput, last hour</h2>
+      <h2>Throughput, last hour <${RolePicker} role=${role} types=${types} /></h2>
       <${Cards}
         items=${[
           ["completed", num(throughput.completed), "status-completed"],
