@@ -167,9 +167,11 @@ describe("PostgreSQL plans over a long history", () => {
     expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
     // The 420 pending and 60 running tasks; none of the 50,000 completed ones.
     expect(scans.reduce((n, s) => n + s.rows, 0)).toBe(480);
-    await db.client.query(`PREPARE throughput(timestamptz, timestamptz) AS ${THROUGHPUT}`);
-    const { rows: read } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE throughput(now() - interval '1 day', now())");
-    expect(scansOf(read[0]["QUERY PLAN"][0].Plan).map((s) => s.relation)).not.toContain("tasks");
+    await db.client.query(`PREPARE throughput(timestamptz, timestamptz, text) AS ${THROUGHPUT}`);
+    for (const taskType of ["NULL", "'odd'"]) {
+      const { rows: read } = await db.client.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE throughput(now() - interval '1 day', now(), ${taskType})`);
+      expect(scansOf(read[0]["QUERY PLAN"][0].Plan).map((s) => s.relation)).not.toContain("tasks");
+    }
   });
 });
 
