@@ -31,8 +31,11 @@ export const UNTALLY_COMPLETED = (rows: string) =>
 /** A time's minute, as a timestamptz (date_trunc would use the session's time zone). */
 const MINUTE_OF = (column: string) => `to_timestamp(floor(extract(epoch FROM ${column}) / 60) * 60)`;
 
-/** Seconds from ready to claimed, never negative (a task claimed by id before it was due); null if never claimed. */
-const PICKUP_SECONDS = `GREATEST(0, extract(epoch FROM claimed_at - scheduled_for))`;
+/**
+ * Seconds from ready to claimed, never negative (a task claimed by id before it was due); null if
+ * never claimed (GREATEST ignores a NULL, so the CASE keeps it, as the pickup figures need).
+ */
+const PICKUP_SECONDS = `CASE WHEN claimed_at IS NOT NULL THEN GREATEST(0, extract(epoch FROM claimed_at - scheduled_for)) END`;
 
 /**
  * One throughput_tallies row per minute, type and status of the tasks in `rows` (a CTE returning

@@ -33,13 +33,15 @@ CREATE TABLE throughput_tallies (
   pickup_sum float8      NOT NULL,
   pickup_max float8
 );
+-- Pickup: seconds from ready to the last claim, never negative, NULL for a task never claimed
+-- (GREATEST ignores a NULL, so the CASE keeps it).
 INSERT INTO throughput_minutes (minute, task_type, status, tasks, picked, pickup_sum, pickup_max)
-SELECT to_timestamp(floor(extract(epoch FROM completed_at) / 60) * 60), task_type, status, count(*), count(claimed_at),
-       coalesce(sum(GREATEST(0, extract(epoch FROM claimed_at - scheduled_for))), 0),
-       max(GREATEST(0, extract(epoch FROM claimed_at - scheduled_for)))
-FROM tasks
-WHERE status IN ('completed', 'failed') AND completed_at >= now() - interval '25 hours'
-GROUP BY 1, 2, 3;
+SELECT minute, task_type, status, count(*), count(pickup), coalesce(sum(pickup), 0), max(pickup)
+FROM (SELECT to_timestamp(floor(extract(epoch FROM completed_at) / 60) * 60) AS minute, task_type, status,
+             CASE WHEN claimed_at IS NOT NULL THEN GREATEST(0, extract(epoch FROM claimed_at - scheduled_for)) END AS pickup
+      FROM tasks
+      WHERE status IN ('completed', 'failed') AND completed_at >= now() - interval '25 hours') AS finished
+GROUP BY minute, task_type, status;
 
 -- As in migration 003, with two changes that keep it from reading the history:
 -- - the last hour's completions come from the minutes: the minutes that start within the last hour,
