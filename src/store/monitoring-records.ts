@@ -73,7 +73,7 @@ const DEFAULT_THROUGHPUT_MINUTES = 60;
 
 /** The window of `throughput()`: whole minutes, the current one last, so each bar of a chart covers a full minute but the last. */
 export function throughputWindow(now: Date, minutes = DEFAULT_THROUGHPUT_MINUTES): { since: Date; until: Date; minutes: number } {
-  const currentMinute = Math.floor(now.getTime() / 60_000) * 60_000;
+  const currentMinute = startOfMinute(now);
   return { since: new Date(currentMinute - (minutes - 1) * 60_000), until: new Date(currentMinute + 60_000), minutes };
 }
 
@@ -82,7 +82,12 @@ export function throughputWindow(now: Date, minutes = DEFAULT_THROUGHPUT_MINUTES
  * readers whose clocks run behind the sweeper's.
  */
 export function throughputKeptSince(now: Date): Date {
-  return new Date(Math.floor(now.getTime() / 60_000) * 60_000 - (MAX_THROUGHPUT_MINUTES + 60) * 60_000);
+  return new Date(startOfMinute(now) - (MAX_THROUGHPUT_MINUTES + 60) * 60_000);
+}
+
+/** The start of `now`'s minute, in epoch milliseconds. */
+function startOfMinute(now: Date): number {
+  return Math.floor(now.getTime() / 60_000) * 60_000;
 }
 
 const round3 = (n: number) => Math.round(n * 1000) / 1000;

@@ -544,10 +544,11 @@ export class PostgresStore implements Store {
   }
 
   async sweep(options: SweepOptions): Promise<SweepResult> {
-    const result = await sweepPostgres(this.pool, this.clock.now(), options);
+    const now = this.clock.now();
+    const result = await sweepPostgres(this.pool, now, options);
     if (result.requeued.length > 0) await this.notify("");
     // Housekeeping for counts() and throughput(), outside the sweep's transaction: it holds no lock a worker waits on.
-    await this.rows("tp_fold_tallies", sql.FOLD_TALLIES, [throughputKeptSince(this.clock.now())]);
+    await this.rows("tp_fold_tallies", sql.FOLD_TALLIES, [throughputKeptSince(now)]);
     return result;
   }
 

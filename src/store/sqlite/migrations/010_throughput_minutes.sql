@@ -17,20 +17,23 @@ CREATE TABLE throughput_minutes (
   pickup_max REAL,
   PRIMARY KEY (minute, task_type, status)
 ) WITHOUT ROWID;
+-- Pickup: seconds from ready to the last claim, never negative (a task claimed by id before it was
+-- due), NULL for a task never claimed.
 INSERT INTO throughput_minutes (minute, task_type, status, tasks, picked, pickup_sum, pickup_max)
-SELECT strftime('%Y-%m-%dT%H:%M:00.000Z', completed_at), task_type, status, count(*), count(claimed_at),
-       coalesce(sum(CASE WHEN claimed_at IS NOT NULL THEN max(0, (julianday(claimed_at) - julianday(scheduled_for)) * 86400.0) END), 0),
-       max(CASE WHEN claimed_at IS NOT NULL THEN max(0, (julianday(claimed_at) - julianday(scheduled_for)) * 86400.0) END)
-FROM tasks
-WHERE status IN ('completed', 'failed') AND completed_at >= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-25 hours')
-GROUP BY 1, 2, 3;
+SELECT minute, task_type, status, count(*), count(pickup), coalesce(sum(pickup), 0), max(pickup)
+FROM (SELECT strftime('%Y-%m-%dT%H:%M:00.000Z', completed_at) AS minute, task_type, status,
+             CASE WHEN claimed_at IS NOT NULL THEN max(0, (julianday(claimed_at) - julianday(scheduled_for)) * 86400.0) END AS pickup
+      FROM tasks
+      WHERE status IN ('completed', 'failed') AND completed_at >= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-25 hours'))
+GROUP BY minute, task_type, status;
 -- max() of two values is NULL if either is: the coalesces keep the longest pickup when one side has none.
 CREATE TRIGGER tasks_finished_per_minute AFTER UPDATE OF status ON tasks
 WHEN NEW.status IN ('completed', 'failed') AND OLD.status <> NEW.status AND NEW.completed_at IS NOT NULL
 BEGIN
   INSERT INTO throughput_minutes (minute, task_type, status, tasks, picked, pickup_sum, pickup_max)
-  VALUES (strftime('%Y-%m-%dT%H:%M:00.000Z', NEW.completed_at), NEW.task_type, NEW.status, 1, NEW.claimed_at IS NOT NULL,
-          coalesce(CASE WHEN NEW.claimed_at IS NOT NULL THEN max(0, (julianday(NEW.claimed_at) - julianday(NEW.scheduled_for)) * 86400.0) END, 0), CASE WHEN NEW.claimed_at IS NOT NULL THEN max(0, (julianday(NEW.claimed_at) - julianday(NEW.scheduled_for)) * 86400.0) END)
+  SELECT strftime('%Y-%m-%dT%H:%M:00.000Z', NEW.completed_at), NEW.task_type, NEW.status, 1, pickup IS NOT NULL, coalesce(pickup, 0), pickup
+  FROM (SELECT CASE WHEN NEW.claimed_at IS NOT NULL THEN max(0, (julianday(NEW.claimed_at) - julianday(NEW.scheduled_for)) * 86400.0) END AS pickup)
+  WHERE true -- an upsert's SELECT needs a WHERE, or SQLite reads ON CONFLICT as a join's ON
   ON CONFLICT (minute, task_type, status) DO UPDATE SET
     tasks = tasks + 1, picked = picked + excluded.picked, pickup_sum = pickup_sum + excluded.pickup_sum,
     pickup_max = max(coalesce(pickup_max, excluded.pickup_max), coalesce(excluded.pickup_max, pickup_max));
