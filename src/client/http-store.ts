@@ -35,8 +35,12 @@ import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, Leaders
 import { errorFromReply, NotOverHttpError } from "./errors.js";
 import { HttpTransport, type RequestOptions, type TransportOptions } from "./http-transport.js";
 
-const ROUTES = new Map<string, RouteDefinition>(
-  [...taskRoutes, ...taskLeaseRoutes, ...workerTransportRoutes, ...workerRoutes, ...reassignmentRoutes, ...taskTypeRoutes, ...scheduleRoutes, ...healthRoutes].map((r) => [`${r.method} ${r.url}`, r]),
+/** Each route by "METHOD url", with its success envelope built once (the wire conversion keeps its work per schema). */
+const ROUTES = new Map<string, { route: RouteDefinition; reply: TSchema }>(
+  [...taskRoutes, ...taskLeaseRoutes, ...workerTransportRoutes, ...workerRoutes, ...reassignmentRoutes, ...taskTypeRoutes, ...scheduleRoutes, ...healthRoutes].map((r) => [
+    `${r.method} ${r.url}`,
+    { route: r, reply: successEnvelope(r.reply) },
+  ]),
 );
 
 /** How long one wake-up wait lasts before it is asked again (the server allows 30 s). */
@@ -331,14 +335,15 @@ export class HttpStore implements Store {
 
   /** One call through the server's route definition: the library's values to the wire and back. */
   private async call<T>(key: string, input: CallInput, options: RequestOptions): Promise<T> {
-    const route = ROUTES.get(key);
-    if (!route) throw new Error(`HttpStore: no route ${key}`);
+    const known = ROUTES.get(key);
+    if (!known) throw new Error(`HttpStore: no route ${key}`);
+    const { route } = known;
     let path = route.url.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(String(input.params?.[name])));
     if (input.query && route.query) path += queryString(toWire(route.query, input.query) as Record<string, unknown>);
     const body = route.body ? toWire(route.body, input.body ?? {}) : undefined;
     const [method] = key.split(" ");
     const reply = await this.transport.send(method, path, body, options);
-    const answer = fromWire<Record<string, unknown>>(successEnvelope(route.reply) as TSchema, reply.body);
+    const answer = fromWire<Record<string, unknown>>(known.reply, reply.body);
     delete answer.success;
     return answer as T;
   }

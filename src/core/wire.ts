@@ -91,9 +91,7 @@ export function wireSchema<T extends TSchema>(schema: T): TSchema {
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 
 /** The variant of a union a value belongs to, for the kinds conversion cares about. */
-function variantOf(schema: Schema, value: unknown, direction: "in" | "out"): TSchema | undefined {
-  const variants = schema.anyOf as TSchema[];
-  if (value === null) return undefined;
+function variantOf(variants: TSchema[], value: unknown, direction: Direction): TSchema | undefined {
   if (value instanceof Date || (direction === "in" && typeof value === "string")) {
     const date = variants.find((v) => kindOf(v) === "Date");
     if (date || value instanceof Date) return date;
@@ -105,52 +103,89 @@ function variantOf(schema: Schema, value: unknown, direction: "in" | "out"): TSc
 
 /** A wire value as the library value: camelCase keys the schema declares, Dates from date-time strings. */
 export function fromWire<T = unknown>(schema: TSchema, value: unknown): T {
-  return convert(schema as Schema, value, "in") as T;
+  return converter(schema, "in")(value) as T;
 }
 
 /** A library value as its wire value: snake_case keys, Dates as ISO-8601 strings; keys the schema does not declare are left out. */
 export function toWire(schema: TSchema, value: unknown): unknown {
-  return convert(schema as Schema, value, "out");
+  return converter(schema, "out")(value);
 }
 
-function convert(s: Schema, value: unknown, direction: "in" | "out"): unknown {
-  if (value === undefined || value === null) return value;
+type Direction = "in" | "out";
+type Converter = (value: unknown) => unknown;
+const unchanged: Converter = (value) => value;
+
+/**
+ * Every request and answer is converted, so each schema's walk is worked out once (its fields'
+ * names and their converters) and kept with the schema: walking the schema afresh for every value
+ * was the largest cost of the server's own code in a CPU profile of `bench:http`.
+ */
+const converters: Record<Direction, WeakMap<TSchema, Converter>> = { in: new WeakMap(), out: new WeakMap() };
+
+function converter(schema: TSchema, direction: Direction): Converter {
+  let convert = converters[direction].get(schema);
+  if (convert === undefined) {
+    const build = buildConverter(schema as Schema, direction);
+    convert = build === unchanged ? unchanged : (value) => (value === undefined || value === null ? value : build(value));
+    converters[direction].set(schema, convert);
+  }
+  return convert;
+}
+
+function buildConverter(s: Schema, direction: Direction): Converter {
   switch (kindOf(s)) {
     case "Object": {
-      if (!isPlainObject(value)) return value;
-      const properties = s.properties as Record<string, Schema>;
-      const out: Record<string, unknown> = {};
+      const properties = Object.entries(s.properties as Record<string, TSchema>).map(([name, sub]) => ({ name, wire: toSnake(name), convert: converter(sub, direction) }));
       if (direction === "out") {
-        for (const [key, sub] of Object.entries(properties)) {
-          if (value[key] !== undefined) out[toSnake(key)] = convert(sub, value[key], direction);
+        return (value) => {
+          if (!isPlainObject(value)) return value;
+          const out: Record<string, unknown> = {};
+          for (const { name, wire, convert } of properties) {
+            const item = value[name];
+            if (item !== undefined) out[wire] = convert(item);
+          }
+          return out;
+        };
+      }
+      const declared = new Map(properties.map((p) => [p.name, p]));
+      return (value) => {
+        if (!isPlainObject(value)) return value;
+        const out: Record<string, unknown> = {};
+        for (const key of Object.keys(value)) {
+          const property = declared.get(toCamel(key));
+          // An undeclared key was allowed by the schema (or refused before): it keeps its name.
+          if (property) out[property.name] = property.convert(value[key]);
+          else out[key] = value[key];
         }
         return out;
-      }
-      for (const [key, item] of Object.entries(value)) {
-        const name = toCamel(key);
-        const sub = properties[name];
-        // An undeclared key was allowed by the schema (or refused before): it keeps its name.
-        if (sub) out[name] = convert(sub, item, direction);
-        else out[key] = item;
-      }
-      return out;
+      };
     }
     case "Date":
-      if (direction === "out") return value instanceof Date ? value.toISOString() : value;
-      return typeof value === "string" ? new Date(value) : value;
-    case "Array":
-      return Array.isArray(value) ? value.map((item) => convert(s.items as Schema, item, direction)) : value;
+      return direction === "out" ? (value) => (value instanceof Date ? value.toISOString() : value) : (value) => (typeof value === "string" ? new Date(value) : value);
+    case "Array": {
+      const item = converter(s.items as TSchema, direction);
+      return item === unchanged ? unchanged : (value) => (Array.isArray(value) ? value.map(item) : value);
+    }
     case "Union": {
-      const variant = variantOf(s, value, direction);
-      return variant ? convert(variant as Schema, value, direction) : value;
+      const variants = s.anyOf as TSchema[];
+      return (value) => {
+        const variant = variantOf(variants, value, direction);
+        return variant ? converter(variant, direction)(value) : value;
+      };
     }
     case "Record": {
-      if (!isPlainObject(value)) return value;
-      const [sub] = Object.values(s.patternProperties as Record<string, Schema>);
-      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, convert(sub, v, direction)]));
+      const [sub] = Object.values(s.patternProperties as Record<string, TSchema>);
+      const convert = converter(sub, direction);
+      if (convert === unchanged) return unchanged;
+      return (value) => {
+        if (!isPlainObject(value)) return value;
+        const out: Record<string, unknown> = {};
+        for (const key of Object.keys(value)) out[key] = convert(value[key]);
+        return out;
+      };
     }
     default:
-      return value;
+      return unchanged;
   }
 }
 
