@@ -213,7 +213,7 @@ export class Taskpool {
   /** A coordinator on this pool (call start()). Not over HTTP: it runs where the database is. */
   coordinator(options?: CoordinatorOptions): Coordinator {
     if (this.protocol.remote) {
-      throw new NotOverHttpError("A coordinator", "run it where the database is (taskpool serve --coordinator, or taskpool coordinator --db …)");
+      throw new NotOverHttpError("A coordinator", "run it where the database is (taskpool serve runs one, or taskpool coordinator --db …)");
     }
     return new Coordinator(this.protocol, options);
   }

@@ -11,7 +11,7 @@ export function age(value: string): number {
   return Math.round(Number(match[1]) * UNITS[match[2] ?? "ms"]);
 }
 
-/** The retention flags of `taskpool coordinator` and `taskpool serve --coordinator`. */
+/** The retention flags of `taskpool coordinator` and `taskpool serve`. */
 export function addRetentionOptions(command: Command): Command {
   return command
     .addOption(new Option("--retain-completed <age>", "delete completed tasks (with their events) this long after they finished").argParser(age).default(DEFAULT_RETENTION.completedAfterMs, "7d"))

@@ -25,7 +25,7 @@ export function serveCommand(program: Command): void {
     .option("--no-auth", "ask for no API key, even when keys exist (only on a network you trust)")
     .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit)", integer, DEFAULT_RATE_LIMIT_PER_MINUTE)
     .option("--body-limit <bytes>", "largest request body", positiveInteger, DEFAULT_BODY_LIMIT)
-    .option("--coordinator", "also run a coordinator in this process (one leads at a time across all)")
+    .option("--no-coordinator", "run no coordinator in this process; then run `taskpool coordinator` elsewhere, or no dead worker's task is ever recovered")
     .option("--public-metrics", "serve /metrics without a key (for a Prometheus on a network you trust; default: a producer or admin key)")
     .addOption(dbOption())
     .addOption(schemaOption());
@@ -55,7 +55,9 @@ export function serveCommand(program: Command): void {
         auth,
         rateLimitPerMinute: opts.rateLimit === 0 ? false : opts.rateLimit,
         bodyLimit: opts.bodyLimit,
-        runCoordinator: opts.coordinator === true,
+        // On by default, as recovery is in pg-boss's and BullMQ's workers: a server with HTTP workers and
+        // no coordinator anywhere would never take back a dead worker's tasks. One leads at a time.
+        runCoordinator: opts.coordinator !== false,
         coordinator: { retention },
         metricsAccess: opts.publicMetrics === true ? "public" : "key",
         logger,

@@ -7,7 +7,7 @@
  * the library's values into the wire's snake_case JSON and the answer back, so the client and the
  * server cannot disagree about a field. What belongs next to the database is not offered over HTTP
  * and says so (NotOverHttpError): leading and sweeping (run the coordinator where the database is:
- * `taskpool serve --coordinator` or `taskpool coordinator`), reservations (the coordinator's), and
+ * `taskpool serve` runs one, or `taskpool coordinator`), reservations (the coordinator's), and
  * API keys (`taskpool keys` on the database).
  */
 import type { TSchema } from "@sinclair/typebox";
@@ -149,7 +149,7 @@ export class HttpStore implements Store {
   }
 
   reserve(): Promise<Task> {
-    throw new NotOverHttpError("Reserving a task", "reservations are the coordinator's; run it where the database is (taskpool serve --coordinator)");
+    throw new NotOverHttpError("Reserving a task", "reservations are the coordinator's; run it where the database is (taskpool serve runs one)");
   }
 
   async get(id: number): Promise<Task | null> {
@@ -362,5 +362,5 @@ function queryString(query: Record<string, unknown>): string {
   return text === "" ? "" : `?${text}`;
 }
 
-const coordinatorOnly = (what: string) => new NotOverHttpError(what, "run the coordinator where the database is (taskpool serve --coordinator, or taskpool coordinator --db …)");
+const coordinatorOnly = (what: string) => new NotOverHttpError(what, "run the coordinator where the database is (taskpool serve runs one, or taskpool coordinator --db …)");
 const keysOnly = () => new NotOverHttpError("Managing API keys", "use taskpool keys --db … on the server's database");

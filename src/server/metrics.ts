@@ -85,7 +85,7 @@ export class ServerMetrics {
 
   private readonly sweepOutcomes = new Counter({
     name: "taskpool_sweep_outcomes_total",
-    help: "What the coordinator sweeps this server ran did (POST /api/tasks/recover-stale, or --coordinator while it leads): workers found dead or stale, tasks requeued, failed, reassigned or left without a worker",
+    help: "What the coordinator sweeps this server ran did (POST /api/tasks/recover-stale, or the coordinator it runs, while that leads): workers found dead or stale, tasks requeued, failed, reassigned or left without a worker",
     labelNames: ["outcome"],
     registers: [this.registry],
   });

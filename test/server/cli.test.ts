@@ -41,9 +41,9 @@ describe("taskpool keys and serve", () => {
     expect(["0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "example.com"].some(isLoopback)).toBe(false);
   }, 30_000);
 
-  it("serve requires the keys that exist and stops gracefully on SIGTERM, answering a waiting claim first", async () => {
+  it("serve requires the keys that exist and stops gracefully on SIGTERM, answering a waiting claim first; --no-coordinator runs none", async () => {
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--no-coordinator", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
     let output = "";
     child.stdout.on("data", (d) => (output += d));
     child.stderr.on("data", (d) => (output += d));
@@ -62,6 +62,8 @@ describe("taskpool keys and serve", () => {
     expect(performance.now() - started).toBeLessThan(10_000);
     expect(output).toMatch(/SIGTERM: no new requests; finishing those in flight/);
     expect(output).toMatch(/"msg":"Stopped"/);
+    // The other tests' servers log "Coordinator started" (the status test sees theirs lead).
+    expect(output).not.toMatch(/Coordinator started/);
   }, 60_000);
 });
 
@@ -83,7 +85,13 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       const listed = JSON.parse((await taskpool("tasks", "list", "--json", ...remote)).stdout);
       expect(listed.tasks.map((t: { id: number; params: unknown }) => [t.id, t.params])).toEqual([[1, { page: 1 }]]);
       expect((await taskpool("tasks", "show", "1", ...remote)).stdout).toMatch(/created/);
-      expect((await taskpool("status", ...remote)).stdout).toMatch(/Tasks: pending 1[\s\S]*Coordinator: no coordinator leads; no sweep yet|Coordinator: WARNING no coordinator leads/);
+      // serve runs a coordinator unless told not to: it leads and has swept (its first sweep runs at start).
+      const status = await eventually(async () => {
+        const { stdout } = await taskpool("status", ...remote);
+        return /Coordinator: coordinator-\S+ leads \(lease until [^)]+\); last sweep by coordinator-/.test(stdout) ? stdout : null;
+      }, 10_000, "serve's coordinator to lead and sweep");
+      expect(status).toMatch(/Tasks: pending 1/);
+      expect(output).toMatch(/Coordinator started/);
       // Over TASKPOOL_URL / TASKPOOL_API_KEY as well.
       const viaEnv = await run(process.execPath, [CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } });
       expect(viaEnv.stdout).toMatch(/crawl/);
