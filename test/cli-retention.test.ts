@@ -15,7 +15,7 @@ describe("taskpool coordinator retention flags", () => {
     const bad = await taskpool("coordinator", "--retain-completed", "a week", "--db", db).catch((e) => e);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/"a week" is not an age: write a number with a unit, e\.g\. 7d/);
-    const shorter = await taskpool("serve", "--retain-failed", "1d", "--db", db).catch((e) => e);
+    const shorter = await taskpool("serve", "--coordinator", "--retain-failed", "1d", "--db", db).catch((e) => e);
     expect(shorter.stderr).toMatch(/retention\.failedAfterMs: 86400000 \(shorter than completedAfterMs \(604800000\)/);
   }, 30_000);
 

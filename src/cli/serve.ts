@@ -25,6 +25,8 @@ export function serveCommand(program: Command): void {
     .option("--no-auth", "ask for no API key, even when keys exist (only on a network you trust)")
     .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit)", integer, DEFAULT_RATE_LIMIT_PER_MINUTE)
     .option("--body-limit <bytes>", "largest request body", positiveInteger, DEFAULT_BODY_LIMIT)
+    // The default now; still accepted from the days it had to be asked for.
+    .addOption(new Option("--coordinator").hideHelp())
     .option("--no-coordinator", "run no coordinator in this process; then run `taskpool coordinator` elsewhere, or no dead worker's task is ever recovered")
     .option("--public-metrics", "serve /metrics without a key (for a Prometheus on a network you trust; default: a producer or admin key)")
     .addOption(dbOption())
