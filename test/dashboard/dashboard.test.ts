@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { Worker } from "../../src/worker/worker.js";
 import { eventually } from "../helpers/logs.js";
 import { killAll, startWorker, type WorkerProcess } from "../process/harness.js";
-import { type DashboardServer, launchBrowser, openDashboard, startDashboardServer } from "./harness.js";
+import { COORDINATION, type DashboardServer, launchBrowser, openDashboard, startDashboardServer } from "./harness.js";
 
 const silent = (await import("pino")).pino({ level: "silent" });
 
@@ -131,6 +131,26 @@ describe("the dashboard in a real browser", () => {
     await completed.getByText("1", { exact: true }).waitFor();
     await page.selectOption("#throughput-role", "");
     await completed.getByText("3", { exact: true }).waitFor();
+  });
+
+  it("the overview says when no coordinator sweeps, and who leads once one does", async () => {
+    await server.close();
+    server = await startDashboardServer("keys", false);
+    const page = await open(server.keys.producer, "#/overview");
+    await page.locator("#coordinator", { hasText: "Coordinator: none leads" }).waitFor();
+    expect(await page.locator("#no-coordinator").count()).toBe(0); // an empty pool needs none yet
+
+    await server.pool.enqueue("crawl", {});
+    await page.locator("#no-coordinator", { hasText: "No coordinator has ever swept: dead workers are not detected" }).waitFor();
+
+    const coordinator = server.pool.coordinator({ ...COORDINATION, logger: silent });
+    try {
+      coordinator.start();
+      await page.locator("#coordinator", { hasText: /Coordinator:\s+coordinator-\S+ leads\s+· last sweep [\d.]+ s ago/ }).waitFor();
+      await page.locator("#no-coordinator").waitFor({ state: "detached" });
+    } finally {
+      await coordinator.stop();
+    }
   });
 
   it("a wrong key, and a worker's key, get a clear message and no data", async () => {

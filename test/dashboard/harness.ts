@@ -19,7 +19,7 @@ export function launchBrowser(): Promise<Browser> {
  */
 export const COORDINATION: CoordinatorOptions = { sweepIntervalMs: 200, staleAfterMs: 1000, deadAfterMs: 2000, reservationMs: 10_000 };
 
-/** A real server on a random port over a fresh SQLite file (worker processes open the same file), with keys of each scope. */
+/** A real server on a random port over a fresh SQLite file (worker processes open the same file), with keys of each scope, and a coordinator unless told not to. */
 export interface DashboardServer {
   handle: TestStore;
   pool: Taskpool;
@@ -29,7 +29,7 @@ export interface DashboardServer {
   close(): Promise<void>;
 }
 
-export async function startDashboardServer(auth: "keys" | "none" = "keys"): Promise<DashboardServer> {
+export async function startDashboardServer(auth: "keys" | "none" = "keys", runCoordinator = true): Promise<DashboardServer> {
   const handle = await createSqlite();
   const pool = new Taskpool(new CheckedStore(handle.store), null);
   const keys = {
@@ -38,7 +38,7 @@ export async function startDashboardServer(auth: "keys" | "none" = "keys"): Prom
     worker: (await pool.createApiKey({ scope: "worker", name: "a worker" })).key,
   };
   // No rate limit: the page polls every 500 ms here.
-  const app = await buildServer(pool, { auth, runCoordinator: true, coordinator: COORDINATION, rateLimitPerMinute: false });
+  const app = await buildServer(pool, { auth, runCoordinator, coordinator: COORDINATION, rateLimitPerMinute: false });
   const url = await app.listen({ host: "127.0.0.1", port: 0 });
   return {
     handle,

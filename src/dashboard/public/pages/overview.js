@@ -1,4 +1,4 @@
-// At a glance: counts by role and status, throughput and pickup latency (of every role or one), dead workers and recent reassignments.
+// At a glance: counts by role and status, throughput and pickup latency (of every role or one), dead workers, recent reassignments and whether a coordinator sweeps.
 import { api } from "../lib/api.js";
 import { ErrorBox, Loading, Status, ThroughputChart } from "../lib/components.js";
 import { ago, duration, num, TASK_STATUSES, WORKER_STATUSES } from "../lib/format.js";
@@ -7,21 +7,33 @@ import { POLL_MS, usePoll } from "../lib/live.js";
 
 /** Reassignments this recent are flagged. */
 const RECENT_MS = 15 * 60_000;
+/** A coordinator that has not swept for two of its default intervals (60 s) is missing, as `taskpool status` judges it. */
+const OVERDUE_SECONDS = 120;
 
 /** The overview's data; `role` narrows the throughput to one task type. */
 async function load(role) {
-  const [counts, workers, throughput, reassignments] = await Promise.all([
+  const [counts, workers, throughput, reassignments, ready] = await Promise.all([
     api("GET", "api/tasks/counts"),
     api("GET", "api/workers"),
     api("GET", `api/tasks/throughput${role ? `?task_type=${encodeURIComponent(role)}` : ""}`),
     api("GET", "api/reassignments?limit=10"),
+    api("GET", "readyz"),
   ]);
-  return { counts, workers: workers.workers, throughput, reassignments: reassignments.reassignments };
+  return { counts, workers: workers.workers, throughput, reassignments: reassignments.reassignments, coordinator: ready.coordinator };
 }
 
 function Cards({ items }) {
   return html`<div class="cards">
     ${items.map(([label, n, cls]) => html`<div class="card"><div class="n ${cls ?? ""}">${n}</div><div class="l">${label}</div></div>`)}
+  </div>`;
+}
+
+/** Without a coordinator sweeping, nothing takes back a dead worker's tasks: said loudly, once the pool is in use. */
+function CoordinatorAlert({ coordinator, inUse }) {
+  const never = coordinator.last_swept_at === null;
+  if (never ? !inUse : coordinator.seconds_since_sweep <= OVERDUE_SECONDS) return null;
+  return html`<div class="alert bad" id="no-coordinator" role="alert">
+    <strong>${never ? "No coordinator has ever swept" : `No coordinator has swept for ${duration(coordinator.seconds_since_sweep)}`}:</strong> dead workers are not detected and their tasks not recovered. Start one: <code>taskpool coordinator</code> (<code>taskpool serve</code> runs one unless given <code>--no-coordinator</code>).
   </div>`;
 }
 
@@ -36,16 +48,18 @@ function RolePicker({ role, types }) {
 
 export function Overview({ params }) {
   const role = params.role ?? "";
-  // Four calls a poll: a slower period keeps a default key (100 requests a minute) well inside its limit.
+  // Five calls a poll (readyz is public, outside the key's limit): a slower period keeps a default key (100 requests a minute) well inside its limit.
   const { data, error } = usePoll(() => load(role), [role], Math.max(POLL_MS, 5000));
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
-  const { counts, workers, throughput, reassignments } = data;
+  const { counts, workers, throughput, reassignments, coordinator } = data;
   const byWorkerStatus = Object.fromEntries(WORKER_STATUSES.map((s) => [s, workers.filter((w) => w.status === s).length]));
   const dead = workers.filter((w) => w.status === "dead" || w.status === "stale");
   const recent = reassignments.filter((r) => Date.now() - Date.parse(r.created_at) < RECENT_MS);
   const types = Object.keys(counts.by_type).sort();
+  const inUse = workers.length > 0 || Object.values(counts.by_status).some((n) => n > 0);
   return html`
     <${ErrorBox} error=${error} />
+    <${CoordinatorAlert} coordinator=${coordinator} inUse=${inUse} />
     ${dead.length > 0 &&
     html`<div class="alert bad" id="dead-workers" role="alert">
       <strong>${dead.length} worker${dead.length === 1 ? "" : "s"} not heard from:</strong>
@@ -53,8 +67,7 @@ export function Overview({ params }) {
     </div>`}
     ${recent.length > 0 &&
     html`<div class="alert warn" id="recent-reassignments">
-      <strong>${recent.length} reassignment${recent.length === 1 ? "" : "s"} in the last 15 minutes</strong>
-      (${recent.filter((r) => !r.success).length} without a worker) · <a href="#/reassignments">history</a>
+      <strong>${recent.length} reassignment${recent.length === 1 ? "" : "s"} in the last 15 minutes</strong> (${recent.filter((r) => !r.success).length} without a worker) · <a href="#/reassignments">history</a>
     </div>`}
     <div class="grid">
       <section class="panel">
@@ -64,6 +77,10 @@ export function Overview({ params }) {
       <section class="panel">
         <h2>Workers</h2>
         <${Cards} items=${WORKER_STATUSES.map((s) => [s, byWorkerStatus[s], `status-${s}`])} />
+        <p class="small muted" id="coordinator">
+          Coordinator: ${coordinator.holder ? html`<code>${coordinator.holder}</code> leads` : "none leads"}
+          ${coordinator.last_swept_at && ` · last sweep ${ago(coordinator.last_swept_at)}`}
+        </p>
       </section>
     </div>
     <section class="panel">
