@@ -3,7 +3,7 @@
  * several servers in one process (tests, an embedding app) never share or clash over series.
  *
  * Two kinds of figures. What the database holds (tasks by status and type, workers by status,
- * reassignments over 24 h) is read from the pool when scraped, so every server of a fleet reports
+ * reassignments over 24 h, how long ago a coordinator swept) is read from the pool when scraped, so every server of a fleet reports
  * the same totals; scrapes run one at a time because each resets those gauges before it fills them,
  * and a task type or status that disappeared must not linger as a stale series. What this server
  * handled (claims, completions, failures, retries, lease_lost refusals, latencies) is counted here
@@ -14,6 +14,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Taskpool } from "../api/taskpool.js";
+import { COORDINATOR_LEADERSHIP } from "../coordinator/coordinator.js";
 import { TaskpoolError } from "../core/errors.js";
 import { TASK_STATUSES } from "../core/task.js";
 import { type SweepResult, WORKER_STATUSES } from "../core/worker.js";
@@ -60,6 +61,12 @@ export class ServerMetrics {
   private readonly tasksByType = this.gauge("taskpool_tasks_by_type", "Tasks in the database by task type and status", ["task_type", "status"]);
   private readonly workers = this.gauge("taskpool_workers", "Workers in the registry by status (dead: their tasks were recovered)", ["status"]);
   private readonly reassignments = this.gauge("taskpool_reassignments_24h", "Reassignments of dead workers' tasks over the last 24 hours, by whether a worker was found", ["result"]);
+  // Labelled by who swept, which also lets it be absent (a gauge without labels always shows a value).
+  private readonly sweepAge = this.gauge(
+    "taskpool_coordinator_sweep_age_seconds",
+    "Seconds since a coordinator last swept this pool, labelled with the one that did (absent: none ever has). Without sweeps, dead workers' tasks are never recovered: alert when it is absent or passes a few sweep intervals",
+    ["swept_by"],
+  );
   private readonly databaseUp = this.gauge("taskpool_database_up", "1 when the last scrape could read the database, else 0 (the database gauges are then absent)", []);
 
   private readonly claims = new Counter({
@@ -218,9 +225,15 @@ export class ServerMetrics {
   }
 
   private async readDatabase(request: FastifyRequest): Promise<void> {
-    for (const gauge of [this.tasks, this.tasksByType, this.workers, this.reassignments]) gauge.reset();
+    for (const gauge of [this.tasks, this.tasksByType, this.workers, this.reassignments, this.sweepAge]) gauge.reset();
     try {
-      const [counts, workers, stats] = await Promise.all([this.pool.counts(), this.pool.workers(), this.pool.reassignmentStats()]);
+      const [counts, workers, stats, coordinator] = await Promise.all([
+        this.pool.counts(),
+        this.pool.workers(),
+        this.pool.reassignmentStats(),
+        this.pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP),
+      ]);
+      if (coordinator.secondsSinceSweep !== null) this.sweepAge.set({ swept_by: coordinator.lastSweptBy ?? "" }, coordinator.secondsSinceSweep);
       for (const status of TASK_STATUSES) this.tasks.set({ status }, counts.byStatus[status] ?? 0);
       for (const [taskType, byStatus] of Object.entries(counts.byType)) {
         // Every status of a type that exists, zeros included, so a rate or a ratio over them never lacks a series.
@@ -232,7 +245,7 @@ export class ServerMetrics {
       this.databaseUp.set(1);
     } catch (error) {
       // The process metrics are still worth a scrape; the database ones are left out rather than stale.
-      for (const gauge of [this.tasks, this.tasksByType, this.workers, this.reassignments]) gauge.reset();
+      for (const gauge of [this.tasks, this.tasksByType, this.workers, this.reassignments, this.sweepAge]) gauge.reset();
       this.databaseUp.set(0);
       request.log.warn({ err: error }, "Metrics: the database did not answer");
     }

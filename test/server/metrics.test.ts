@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Taskpool } from "../../src/api/taskpool.js";
+import { COORDINATOR_LEADERSHIP } from "../../src/coordinator/coordinator.js";
 import { buildServer, type ServerOptions } from "../../src/server/server.js";
 import { postgresKind, sqliteKind } from "../helpers/stores.js";
 import { useServer } from "./harness.js";
@@ -231,11 +232,18 @@ describe.each([sqliteKind, postgresKind])("/metrics on $name", (kind) => {
     expect(valueOf(m, "taskpool_claim_duration_seconds_count", { result: "empty" })).toBeGreaterThanOrEqual(1);
     expect(valueOf(m, "taskpool_claim_duration_seconds_count", { result: "claimed" })).toBe(1);
 
+    expect(valueOf(m, "taskpool_coordinator_sweep_age_seconds"), "no coordinator has swept yet").toBeUndefined();
+
     await s.call("POST", "/api/workers/heartbeat", { worker_id: "w2", roles: ["later"], capacity: 1, current_load: 1, tasks_processed: 0 });
     s.clock.advance(30_000);
     const swept = await s.call("POST", "/api/tasks/recover-stale");
     expect(swept.body.dead_workers).toEqual(["w2"]);
     m = await scrape(s.url);
+    // A sweep asked for by hand is not a coordinator at work: only a leader's periodic sweeps count.
+    expect(valueOf(m, "taskpool_coordinator_sweep_age_seconds")).toBeUndefined();
+    await s.pool.protocol.recordSweep(COORDINATOR_LEADERSHIP, "coordinator-a");
+    s.clock.advance(90_000);
+    expect(valueOf(await scrape(s.url), "taskpool_coordinator_sweep_age_seconds", { swept_by: "coordinator-a" })).toBe(90);
     expect(valueOf(m, "taskpool_workers", { status: "dead" })).toBe(1);
     expect(valueOf(m, "taskpool_workers", { status: "active" })).toBe(0);
     expect(valueOf(m, "taskpool_sweep_outcomes_total", { outcome: "dead_workers" })).toBe(1);
