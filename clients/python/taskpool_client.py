@@ -13,10 +13,13 @@ and its result is never reported, since another worker may already run the task.
 SIGINT the worker stops claiming, tells the running handler (``ctx.cancelled``), gives back what it
 still holds (checkpoints kept, no attempt charged) and deregisters.
 
-Retries: network errors and 5xx answers are retried with exponential backoff and jitter; 4xx
-answers never are (the request itself is wrong, or the lease is gone). A POST retried after a
-network error may have been applied the first time: an enqueue then creates a second task unless
-it has a ``unique_key``, and a claim may leave a task leased to this worker until its lease runs out.
+Retries, with exponential backoff and jitter, as the TypeScript client does: 4xx answers never
+(the request itself is wrong, or the lease is gone). A call that is safe to repeat (reads, lease
+writes, which the server applies once and refuses after, an enqueue with a ``unique_key``) is
+retried after a network error or a 5xx answer. One that is not (a claim, an enqueue without a
+``unique_key``) is retried only when it certainly never reached the server, a refused connection or
+a 502/503/504, since a lost answer may have followed a write: repeating it would create a second
+task, or lease a task nobody works on until its lease runs out.
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ __version__ = "0.1.0"
 log = logging.getLogger("taskpool_client")
 
 _NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, socket.timeout)
+# Answers that come before any work was done: a proxy with no server behind it, or a server not ready.
+_UNSENT_STATUSES = (502, 503, 504)
+
+
+def _unsent(error: BaseException) -> bool:
+    """Whether a network error certainly came before the request reached the server: no connection was made."""
+    return isinstance(error, urllib.error.URLError) and isinstance(error.reason, (ConnectionRefusedError, socket.gaierror))
 
 
 class TaskpoolError(Exception):
@@ -81,8 +91,12 @@ class Client:
 
     # -- transport --------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, *, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """One API call; returns the success envelope's fields (``success`` removed)."""
+    def request(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, *, timeout: Optional[float] = None, repeatable: bool = True) -> Dict[str, Any]:
+        """One API call; returns the success envelope's fields (``success`` removed).
+
+        ``repeatable=False`` for a call that must not run twice: it is then retried only when it
+        certainly never reached the server (see the module's notes on retries).
+        """
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": "application/json", "User-Agent": f"taskpool-python/{__version__}"}
         if data is not None:
@@ -99,10 +113,12 @@ class Client:
             except urllib.error.HTTPError as e:
                 error = _error(e.code, e.read(), e.headers)
                 # 4xx: the request is wrong or the lease is gone; asking again changes nothing.
-                if e.code < 500 or attempt > self.retries:
+                if e.code < 500 or attempt > self.retries or not (repeatable or e.code in _UNSENT_STATUSES):
                     raise error from None
                 log.warning("taskpool %s %s answered %s; retrying", method, path, e.code)
             except _NETWORK_ERRORS as e:
+                if not (repeatable or _unsent(e)):
+                    raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed ({e}); not retried, since it may have reached the server and must not run twice") from e
                 if attempt > self.retries:
                     raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed after {attempt} attempts: {e}") from e
                 log.warning("taskpool %s %s failed (%s); retrying", method, path, e)
@@ -113,11 +129,13 @@ class Client:
 
     def enqueue(self, task_type: str, params: Optional[Dict[str, Any]] = None, **options: Any) -> Dict[str, Any]:
         """Creates a task (options: priority, unique_key, scheduled_for, max_attempts, concurrency_key, …); returns it."""
-        return self.request("POST", "/api/tasks", {"task_type": task_type, "params": params or {}, **options})["task"]
+        body = {"task_type": task_type, "params": params or {}, **options}
+        return self.request("POST", "/api/tasks", body, repeatable=body.get("unique_key") is not None)["task"]
 
     def enqueue_batch(self, tasks: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """Creates several tasks at once, all or none; returns ``[{"task": …, "created": bool}]``."""
-        return self.request("POST", "/api/tasks/batch", {"tasks": list(tasks)})["results"]
+        tasks = list(tasks)
+        return self.request("POST", "/api/tasks/batch", {"tasks": tasks}, repeatable=all(t.get("unique_key") is not None for t in tasks))["results"]
 
     def get(self, task_id: int) -> Dict[str, Any]:
         """A task and its event timeline: ``{"task": …, "events": […]}``."""
@@ -138,7 +156,7 @@ class Client:
         body = _without_none({"worker_id": worker_id, "task_types": task_types, "wait_ms": wait_ms or None, "lease_seconds": lease_seconds, **filters})
         try:
             # The server answers by the end of the wait; the timeout covers the wait and then some.
-            return self.request("POST", "/api/tasks/claim", body, timeout=self.timeout + wait_ms / 1000)["task"]
+            return self.request("POST", "/api/tasks/claim", body, timeout=self.timeout + wait_ms / 1000, repeatable=False)["task"]
         except TaskpoolError as e:
             if e.code == "no_tasks":
                 return None

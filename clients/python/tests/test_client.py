@@ -45,7 +45,8 @@ def wait_for(condition, timeout=5.0, what="condition"):
 
 
 class ScriptedServer:
-    """A local HTTP endpoint answering a fixed list of (status, body): the only way to make a server answer 503 on cue."""
+    """A local HTTP endpoint answering a fixed list of (status, body), or None: read the request and hang up
+    without answering (an answer lost after the server acted). The only way to make a server fail on cue."""
 
     def __init__(self, answers):
         self.answers = list(answers)
@@ -56,13 +57,19 @@ class ScriptedServer:
             def do_POST(self):
                 outer.requests += 1
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, body = outer.answers.pop(0)
+                answer = outer.answers.pop(0)
+                if answer is None:
+                    self.close_connection = True
+                    return
+                status, body = answer
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            do_GET = do_POST
 
             def log_message(self, *args):
                 pass
@@ -149,7 +156,7 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(self.client.claim("py-w2", [kind], wait_ms=300))
         self.assertGreaterEqual(time.monotonic() - started, 0.29)
 
-    def test_5xx_and_network_errors_are_retried_4xx_never(self):
+    def test_5xx_and_network_errors_are_retried_4xx_never_and_a_call_unsafe_to_repeat_only_if_unsent(self):
         flaky = ScriptedServer([(503, {"success": False, "error": "not_ready", "message": "down"}), (502, {}), (201, {"success": True, "task": {"id": 7}})])
         try:
             self.assertEqual(Client(flaky.url, retries=3, backoff=0.01).enqueue("x"), {"id": 7})
@@ -163,13 +170,40 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(refusing.requests, 1)
         finally:
             refusing.close()
-        down = ScriptedServer([(500, {"success": False, "error": "internal_error", "message": "boom"})] * 3)
+        boom = (500, {"success": False, "error": "internal_error", "message": "boom"})
+        down = ScriptedServer([boom] * 3)
         try:
             with self.assertRaises(TaskpoolError) as failed:
-                Client(down.url, retries=2, backoff=0.01).enqueue("x")
+                Client(down.url, retries=2, backoff=0.01).get(1)
             self.assertEqual((failed.exception.status, failed.exception.code, down.requests), (500, "internal_error", 3))
         finally:
             down.close()
+        # A 500 or a hang-up may come after the task was written: an enqueue without a unique_key, or a
+        # claim, is not sent again (it would make a second task, or lease one nobody works on).
+        created = (201, {"success": True, "task": {"id": 8}})
+        for answer in (boom, None):
+            once = ScriptedServer([answer, created, created])
+            try:
+                with self.assertRaises(TaskpoolError) as failed:
+                    Client(once.url, retries=3, backoff=0.01).enqueue("x")
+                self.assertEqual(once.requests, 1)
+                self.assertEqual(failed.exception.code, "internal_error" if answer else "network_error")
+            finally:
+                once.close()
+        claim = ScriptedServer([None, (200, {"success": True, "task": {"id": 9}})])
+        try:
+            with self.assertRaises(TaskpoolError):
+                Client(claim.url, retries=3, backoff=0.01).claim("w", ["x"])
+            self.assertEqual(claim.requests, 1)
+        finally:
+            claim.close()
+        # With a unique_key, a second send finds the first task: repeated after a hang-up.
+        keyed = ScriptedServer([None, created])
+        try:
+            self.assertEqual(Client(keyed.url, retries=3, backoff=0.01).enqueue("x", unique_key="k"), {"id": 8})
+            self.assertEqual(keyed.requests, 2)
+        finally:
+            keyed.close()
         closed = ScriptedServer([])
         closed.close()
         with self.assertRaises(TaskpoolError) as unreachable:
