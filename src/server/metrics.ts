@@ -3,8 +3,8 @@
  * several servers in one process (tests, an embedding app) never share or clash over series.
  *
  * Two kinds of figures. What the database holds (tasks by status and type, workers by status,
- * reassignments over 24 h, how long ago a coordinator swept) is read from the pool when scraped, so every server of a fleet reports
- * the same totals; scrapes run one at a time because each resets those gauges before it fills them,
+ * reassignments over 24 h, how long ago a coordinator swept) is read from the pool when scraped, so
+ * every server of a fleet reports the same totals; scrapes run one at a time because each resets those gauges before it fills them,
  * and a task type or status that disappeared must not linger as a stale series. What this server
  * handled (claims, completions, failures, retries, lease_lost refusals, latencies) is counted here
  * from hooks: the answers the routes already give say what happened, so no route changes for it.
