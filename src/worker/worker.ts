@@ -15,9 +15,9 @@
  */
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
-import { LeaseLostError, TaskpoolError, ValidationError } from "../core/errors.js";
+import { InvalidTransitionError, LeaseLostError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
-import type { ClaimedTask, EnqueueInput, Json } from "../core/task.js";
+import type { ClaimedTask, EnqueueInput, Json, TaskStatus } from "../core/task.js";
 import { WriteBatcher } from "../api/write-batcher.js";
 import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
@@ -302,6 +302,11 @@ export class Worker {
         if (followUps.length > 0) await this.store.complete(task.id, lease, { result: result ?? null, followUps });
         else await this.outcomes.complete({ id: task.id, lease, result: result ?? null });
       } catch (error) {
+        if (await this.writtenEarlier(task, error, "completed")) {
+          this.tasksProcessed++;
+          if (this.logger.isLevelEnabled("debug")) log().debug(`Task ${task.id} completed (the answer to its first write was lost)`);
+          return;
+        }
         if (!(error instanceof ValidationError)) throw error;
         // The result or a follow-up cannot be stored: running the handler again would do the work
         // again and fail the same way, so the task fails now, saying what to fix.
@@ -325,11 +330,27 @@ export class Worker {
     const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : storable(errorMessage(error));
     const retryable = !(error instanceof NonRetryableError);
     await this.persist(log, `record the failure of task ${task.id}`, async () => {
-      const failed = await this.outcomes.fail({ id: task.id, lease: { workerId: task.workerId, leaseToken: task.leaseToken }, error: message, retryable });
+      const failed = await this.outcomes.fail({ id: task.id, lease: { workerId: task.workerId, leaseToken: task.leaseToken }, error: message, retryable }).catch(async (error: unknown) => {
+        // A failure that ended the task for good keeps its lease on the row; one that scheduled a retry does not, and is refused as lease_lost.
+        if (await this.writtenEarlier(task, error, "failed")) return null;
+        throw error;
+      });
       this.tasksProcessed++;
+      if (failed === null) return;
       if (failed.status === "pending") log().warn({ err: message, retryAt: failed.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
       else log().error({ err: message }, `Task ${task.id} failed for good`);
     });
+  }
+
+  /**
+   * Whether an outcome refused as an invalid transition was in fact written by an earlier try whose
+   * answer was lost (the connection dropped after the commit, and this worker or its HTTP client sent
+   * it again): the task is then in the outcome's state under this very lease, which no one else holds.
+   */
+  private async writtenEarlier(task: ClaimedTask, error: unknown, status: TaskStatus): Promise<boolean> {
+    if (!(error instanceof InvalidTransitionError)) return false;
+    const now = await this.store.get(task.id).catch(() => null);
+    return now?.status === status && now.workerId === task.workerId && now.leaseToken === task.leaseToken;
   }
 
   /**

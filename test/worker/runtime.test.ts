@@ -172,6 +172,55 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(logs.messages().some((m) => m.startsWith(`Task ${task.id}: no heartbeat got through for the lease's 1 s`))).toBe(true);
   });
 
+  it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
+    const done = (await store.enqueue({ taskType: "ok" })).task;
+    const broken = (await store.enqueue({ taskType: "bad" })).task;
+    // Each batched write is applied, then its answer is lost once: a connection dropped after the commit.
+    const lost = new Set<string>();
+    const dropsAnswers = new Proxy(store, {
+      get(target, name) {
+        if (name === "completeMany" || name === "failMany") {
+          return async (...args: never[]) => {
+            const outcomes = await (target[name] as (...a: never[]) => Promise<unknown>)(...args);
+            if (lost.has(name)) return outcomes;
+            lost.add(name);
+            throw new Error("Connection terminated unexpectedly (simulated, after the commit)");
+          };
+        }
+        const value = Reflect.get(target, name);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const logs = captureLogs();
+    const worker = new Worker(
+      dropsAnswers,
+      {
+        roles: ["ok", "bad"],
+        pollIntervalMs: 100,
+        heartbeatIntervalMs: 100,
+        handleSignals: false,
+        heartbeatThread: false,
+        logger: logs.logger,
+        handlers: {
+          ok: async () => ({ fine: true }),
+          bad: async () => {
+            throw new NonRetryableError("broken input");
+          },
+        },
+      },
+      null,
+    );
+    workers.push(worker);
+    await worker.start();
+    await settled(done.id);
+    await settled(broken.id, "failed");
+    await eventually(async () => (await store.listWorkers())[0]?.tasksProcessed === 2, 5000, "both outcomes counted once");
+    expect(lost).toEqual(new Set(["completeMany", "failMany"]));
+    expect(logs.messages()).toContain(`Task ${done.id} completed (the answer to its first write was lost)`);
+    expect(logs.messages().filter((m) => m.startsWith("Could not"))).toEqual([]);
+    expect((await store.events(done.id)).map((e) => e.event)).toEqual(["created", "claimed", "completed"]);
+  });
+
   it("tells a handler it was cancelled at the next heartbeat; the task stays cancelled", async () => {
     const { task } = await store.enqueue({ taskType: "long" });
     let reason: unknown = null;
