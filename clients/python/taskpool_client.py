@@ -398,6 +398,12 @@ class Worker:
         except LeaseLost:
             log.warning("worker %s: lease of task %s lost before its outcome was reported", self.worker_id, ctx.id)
             return None
+        except TaskpoolError as e:
+            # Refused (the task was cancelled since the last heartbeat, say) or the server out of reach
+            # after the retries: one task's outcome, never a reason to stop the worker. Unwritten, the
+            # task runs again once its lease expires.
+            log.warning("worker %s: the outcome of task %s was not recorded: %s", self.worker_id, ctx.id, e)
+            return None
 
     def _beat_loop(self) -> None:
         while not self._beats_stop.wait(self._next_beat):

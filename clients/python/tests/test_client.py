@@ -221,6 +221,24 @@ class WorkerTest(unittest.TestCase):
         options.setdefault("heartbeat_interval", 0.05)
         return Worker(self.client, handlers, worker_id=f"py-{uuid.uuid4().hex[:8]}", **options)
 
+    def test_a_refused_outcome_ends_that_task_not_the_worker(self):
+        kind = unique("cancelled")
+        first = self.client.enqueue(kind, {"n": 1})
+        second = self.client.enqueue(kind, {"n": 2})
+
+        def handler(ctx):
+            if ctx.task["params"]["n"] == 1:
+                # Cancelled by an operator after the last heartbeat: the completion is refused (409 invalid_transition).
+                self.client.cancel(ctx.id, reason="not needed")
+            return {"n": ctx.task["params"]["n"]}
+
+        worker = self.worker({kind: handler}, heartbeat_interval=60)
+        with self.assertLogs("taskpool_client", level="WARNING") as logs:
+            worker.run(max_tasks=2, handle_signals=False)
+        self.assertEqual(self.client.get(first["id"])["task"]["status"], "cancelled")
+        self.assertEqual(self.client.get(second["id"])["task"]["status"], "completed")
+        self.assertTrue(any(f"the outcome of task {first['id']} was not recorded: 409 invalid_transition" in line for line in logs.output), logs.output)
+
     def test_runs_handlers_completes_and_fails(self):
         ok, bad, fatal = unique("ok"), unique("bad"), unique("fatal")
         a = self.client.enqueue(ok, {"n": 20})
