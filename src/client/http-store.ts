@@ -10,6 +10,7 @@
  * `taskpool serve` runs one, or `taskpool coordinator`), reservations (the coordinator's), and
  * API keys (`taskpool keys` on the database).
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { TSchema } from "@sinclair/typebox";
 import { COORDINATOR_LEADERSHIP } from "../coordinator/coordinator.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
@@ -32,7 +33,7 @@ import { taskRoutes } from "../server/routes/tasks.js";
 import { workerTransportRoutes } from "../server/routes/worker-transport.js";
 import { workerRoutes } from "../server/routes/workers.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
-import { errorFromReply, NotOverHttpError } from "./errors.js";
+import { errorFromReply, HttpApiError, NotOverHttpError } from "./errors.js";
 import { HttpTransport, type RequestOptions, type TransportOptions } from "./http-transport.js";
 
 /** Each route by "METHOD url", with its success envelope built once (the wire conversion keeps its work per schema). */
@@ -257,8 +258,10 @@ export class HttpStore implements Store {
         try {
           const { woken, heard } = await this.call<{ woken: boolean; heard: string[] }>("POST /api/tasks/wait", { body: { waitMs: WAKE_WAIT_MS } }, { repeatable: "yes", waitMs: WAKE_WAIT_MS, signal: stop.signal });
           if (woken) listener(heard);
-        } catch {
-          if (!stop.signal.aborted) await new Promise((resolve) => setTimeout(resolve, 1000));
+        } catch (error) {
+          // A rate-limited key waits as long as the server says; stopping ends the pause at once.
+          const pause = error instanceof HttpApiError && error.retryAfter !== null ? error.retryAfter * 1000 : 1000;
+          await sleep(pause, undefined, { signal: stop.signal }).catch(() => {});
         }
       }
     };

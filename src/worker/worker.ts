@@ -177,7 +177,15 @@ export class Worker {
 
   private async claimLoop(): Promise<void> {
     let failures = 0;
+    // After a failed claim, no claim before this time, whatever wakes the loop meanwhile (a finished
+    // task, a notification): each would only be refused again, and count against a rate limit.
+    let resumeAt = 0;
     while (this.state === "running") {
+      const backoff = resumeAt - Date.now();
+      if (backoff > 0) {
+        await this.idle(backoff);
+        continue;
+      }
       // A slot frees when its handler returns, while the outcome is still being written: the write
       // and the next claim overlap (see Prefetch.claimLimit).
       const free = this.prefetch.claimLimit(this.handling, this.ready.length, this.running.size);
@@ -195,9 +203,11 @@ export class Worker {
           this.startReady();
         } catch (error) {
           failures++;
-          const delay = Math.min(30_000, 250 * 2 ** failures);
+          // A rate-limited key (over HTTP) is told when it may call again: sooner would be refused too.
+          const retryAfter = error instanceof TaskpoolError && error.code === "rate_limited" ? Number((error as { retryAfter?: unknown }).retryAfter) || 0 : 0;
+          const delay = Math.max(retryAfter * 1000, Math.min(30_000, 250 * 2 ** failures));
           this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
-          await this.idle(delay);
+          resumeAt = Date.now() + delay;
           continue;
         }
       }

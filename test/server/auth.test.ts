@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { ApiKeyScope } from "../../src/core/api-key.js";
-import { Taskpool } from "../../src/api/taskpool.js";
+import { connect, Taskpool } from "../../src/api/taskpool.js";
 import { ROUTES } from "../../src/server/server.js";
+import { captureLogs, eventually } from "../helpers/logs.js";
 import { postgresKind, sqliteKind } from "../helpers/stores.js";
 import { useServer } from "./harness.js";
 
@@ -99,6 +100,33 @@ describe("the server's default rate limit", () => {
     expect(limited.status).toBe(429);
     expect(limited.body.message).toMatch(/^Rate limit exceeded: this API key may make 2 requests per minute; retry in \d+ s$/);
     for (let i = 0; i < 5; i++) expect((await s.call("GET", "/healthz")).status).toBe(200);
+  });
+});
+
+describe("a worker over HTTP on a rate-limited key", () => {
+  const s = useServer(sqliteKind, { auth: "keys", rateLimitPerMinute: 10_000, dashboard: false });
+
+  it("waits as long as the 429 says before claiming again, whatever wakes it meanwhile", async () => {
+    const { key } = await s.pool.createApiKey({ scope: "worker", rateLimitPerMinute: 4 });
+    const logs = captureLogs();
+    const remote = await connect(s.url, { apiKey: key });
+    // Its start beats once and opens a wake-up wait; its claims then use up the key's minute.
+    const worker = remote.worker({ roles: ["later"], handlers: { later: async () => {} }, pollIntervalMs: 50, heartbeatIntervalMs: 30_000, heartbeatThread: false, logger: logs.logger });
+    try {
+      await worker.start();
+      const refusals = () => logs.lines().filter((l) => l.msg.startsWith("Claim failed"));
+      await eventually(() => refusals().length > 0, 5000, "a claim refused by the rate limit");
+      const [first] = refusals();
+      expect(first.msg).toMatch(/^Claim failed; not claiming for (\d+) ms$/);
+      expect(Number(/for (\d+) ms/.exec(first.msg)![1])).toBeGreaterThan(30_000); // the window's remainder, not 500 ms
+      // Finished tasks and notifications wake the loop; none of it may bring the next claim forward.
+      await s.pool.enqueue("later", {});
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(refusals()).toHaveLength(1);
+    } finally {
+      await worker.stop(0);
+      await remote.close();
+    }
   });
 });
 
