@@ -177,8 +177,8 @@ export class Worker {
 
   private async claimLoop(): Promise<void> {
     let failures = 0;
-    // After a failed claim, no claim before this time, whatever wakes the loop meanwhile (a finished
-    // task, a notification): each would only be refused again, and count against a rate limit.
+    // After a claim refused by a rate limit, no claim before this time, whatever wakes the loop
+    // meanwhile (a finished task, a notification): each would be refused again, and count against it.
     let resumeAt = 0;
     while (this.state === "running") {
       const backoff = resumeAt - Date.now();
@@ -207,7 +207,9 @@ export class Worker {
           const retryAfter = error instanceof TaskpoolError && error.code === "rate_limited" ? Number((error as { retryAfter?: unknown }).retryAfter) || 0 : 0;
           const delay = Math.max(retryAfter * 1000, Math.min(30_000, 250 * 2 ** failures));
           this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
-          resumeAt = Date.now() + delay;
+          // Any other failure (the database out of reach) may end sooner: a wake-up then tries at once.
+          if (retryAfter > 0) resumeAt = Date.now() + delay;
+          else await this.idle(delay);
           continue;
         }
       }
