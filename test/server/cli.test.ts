@@ -41,9 +41,9 @@ describe("taskpool keys and serve", () => {
     expect(["0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "example.com"].some(isLoopback)).toBe(false);
   }, 30_000);
 
-  it("serve requires the keys that exist and stops gracefully on SIGTERM, answering a waiting claim first; --no-coordinator runs none", async () => {
+  it("serve requires the keys that exist and stops gracefully on SIGTERM, answering a waiting claim first, its coordinator too", async () => {
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--no-coordinator", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
     let output = "";
     child.stdout.on("data", (d) => (output += d));
     child.stderr.on("data", (d) => (output += d));
@@ -62,9 +62,25 @@ describe("taskpool keys and serve", () => {
     expect(performance.now() - started).toBeLessThan(10_000);
     expect(output).toMatch(/SIGTERM: no new requests; finishing those in flight/);
     expect(output).toMatch(/"msg":"Stopped"/);
-    // The other tests' servers log "Coordinator started" (the status test sees theirs lead).
-    expect(output).not.toMatch(/Coordinator started/);
+    // Its coordinator led, swept, and stepped down on the way out: no lease left for others to wait out.
+    expect(output).toMatch(/Leading: this coordinator sweeps/);
+    expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
   }, 60_000);
+
+  it("serve --no-coordinator runs none", async () => {
+    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--no-coordinator", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+    let output = "";
+    child.stdout.on("data", (d) => (output += d));
+    child.stderr.on("data", (d) => (output += d));
+    try {
+      await eventually(() => /listening on http/.test(output), 20_000, "the server to listen");
+    } finally {
+      child.kill("SIGTERM");
+      await new Promise((resolve) => child.once("exit", resolve));
+    }
+    expect(output).toMatch(/"msg":"Stopped"/);
+    expect(output).not.toMatch(/Coordinator/);
+  }, 30_000);
 });
 
 describe("the CLI over HTTP (--url, --api-key)", () => {
