@@ -23,7 +23,7 @@
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
@@ -36,6 +36,7 @@ import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import type { ClaimerMessage } from "./claim-sqlite-claimer.js";
 import { type ClaimPath, claimCycles, type ClaimerSamples } from "./lib/claim-loop.js";
+import { describeMachine, type MachineState, machineState } from "./lib/cpu.js";
 import { envInt, envIntList, envList } from "./lib/env.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { type Percentiles, round, summarize } from "./lib/stats.js";
@@ -330,11 +331,11 @@ function matrix(results: Result[], store: StoreName, figure: (r: Result) => numb
   return formatTable(["rows \\ claimers", ...counts.map(String)], body);
 }
 
-function report(results: Result[], server: PostgresServer | null, load: number): void {
+function report(results: Result[], server: PostgresServer | null, machine: MachineState): void {
   const stores = config.stores.filter((s) => results.some((r) => r.store === s));
   const lines = [
     `taskpool claim bench: claim(limit 1) → complete() cycles by concurrent claimers and table size; ${config.cycles} cycles per configuration`,
-    `node ${process.version}, ${availableParallelism()} CPUs (load average ${load.toFixed(2)} at the start)` +
+    `node ${process.version}, ${availableParallelism()} CPUs (${describeMachine(machine)})` +
       (server ? `; PostgreSQL ${server.version}, synchronous_commit=${server.synchronousCommit}` : ""),
     "",
     formatTable(
@@ -370,7 +371,7 @@ function report(results: Result[], server: PostgresServer | null, load: number):
     date: new Date().toISOString(),
     node: process.version,
     cpus: availableParallelism(),
-    loadAverage: round(load, 2),
+    machine,
     postgres: server,
     sizes: config.sizes,
     claimers: config.claimers,
@@ -394,7 +395,7 @@ async function main(): Promise<void> {
   // Refuse a size that cannot hold its backlog before seeding anything.
   for (const store of config.stores) for (const size of config.sizes) plan(store, size);
 
-  const load = loadavg()[0];
+  const machine = machineState();
   let server: PostgresServer | null = null;
   if (config.stores.some((s) => s !== "sqlite")) {
     const admin = new pg.Client({ connectionString: PG_URL });
@@ -408,7 +409,7 @@ async function main(): Promise<void> {
       results.push(...(store === "sqlite" ? await benchSqlite(size, abort.signal) : await benchPostgres(store, size, abort.signal)));
     }
   }
-  report(results, server, load);
+  report(results, server, machine);
 }
 
 main().catch((error) => {

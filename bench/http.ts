@@ -27,13 +27,13 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { availableParallelism, loadavg } from "node:os";
+import { availableParallelism } from "node:os";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { Pool } from "undici";
 import { connect } from "../src/api/taskpool.js";
-import { postgresCpuMs, processCpuMs } from "./lib/cpu.js";
+import { describeMachine, machineState, postgresCpuMs, processCpuMs } from "./lib/cpu.js";
 import { envInt } from "./lib/env.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { dropSchema, PG_URL, postgresServer } from "./lib/database.js";
@@ -53,6 +53,8 @@ const config = {
 const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
 const log = (message: string) => process.stderr.write(`${message}\n`);
 
+/** Read before the bench does anything: its own work would show in it otherwise. */
+const machine = machineState();
 const schema = `tp_bench_http_${randomBytes(4).toString("hex")}`;
 let server: ChildProcess | null = null;
 onInterrupt(async () => {
@@ -245,7 +247,7 @@ await client.connect();
 const pgInfo = await postgresServer(client);
 await client.end();
 
-console.log(`bench:http: ${config.connections} connections, ${config.seconds} s per run, ${config.runs} runs; PostgreSQL ${pgInfo.version} (synchronous_commit ${pgInfo.synchronousCommit}); ${availableParallelism()} cores, load ${loadavg()[0].toFixed(2)}`);
+console.log(`bench:http: ${config.connections} connections, ${config.seconds} s per run, ${config.runs} runs; PostgreSQL ${pgInfo.version} (synchronous_commit ${pgInfo.synchronousCommit}); ${availableParallelism()} cores, ${describeMachine(machine)}`);
 const cpuCells = (cpu: CpuPerOperation[]) => [median(cpu.map((c) => c.server)), median(cpu.map((c) => c.client)), median(cpu.map((c) => c.postgres))].map((ms) => round(ms, 3));
 const CPU_HEADERS = ["server CPU", "client CPU", "PostgreSQL CPU"];
 const CPU_COLUMNS: Column<{ cpu: CpuPerOperation }>[] = [[(r) => r.cpu.server, 3], [(r) => r.cpu.client, 3], [(r) => r.cpu.postgres, 3]];
@@ -267,6 +269,7 @@ const [serverCpuPerBeat] = cpuCells(beats.map((b) => b.cpu));
 console.log(
   JSON.stringify({
     bench: "http",
+    machine,
     connections: config.connections,
     cyclesPerSecond: round(median(cycles.map((c) => c.perSecond)), 0),
     claimP95: round(median(cycles.map((c) => c.claim.p95))),

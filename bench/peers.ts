@@ -37,13 +37,13 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
-import { availableParallelism, loadavg } from "node:os";
+import { availableParallelism } from "node:os";
 import { fileURLToPath } from "node:url";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import pg from "pg";
-import { cpuMsOfProcessesNamed } from "./lib/cpu.js";
+import { cpuMsOfProcessesNamed, describeMachine, type MachineState, machineState } from "./lib/cpu.js";
 import { envInt, envList } from "./lib/env.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { PG_URL, postgresServer } from "./lib/database.js";
@@ -389,8 +389,8 @@ function figuresOf(run: RunResult): Record<FigureKey, number> {
 const isPeer = (name: SystemName) => !name.startsWith("taskpool");
 
 interface Environment {
-  /** 1-minute load average when the bench started: on a shared machine, other work shows here. */
-  loadAverage: number;
+  /** How busy the machine was when the bench started: on a shared machine, other work shows here. */
+  machine: MachineState;
   postgres: { version: string; synchronousCommit: string };
   redis: { version: string; aofEnabled: string } | null;
   sqlite: string | null;
@@ -419,7 +419,7 @@ function report(systems: System[], runs: Map<SystemName, RunResult[]>, failures:
   const lines = [
     `peers bench: ${config.jobs} no-op tasks (${PAYLOAD_BYTES}-byte payload), one worker process with concurrency ${CONCURRENCY}; ` +
       `median of ${config.runs} interleaved runs per system`,
-    `node ${process.version}, ${availableParallelism()} CPUs (load average ${env.loadAverage} at the start); PostgreSQL ${env.postgres.version}, synchronous_commit=${env.postgres.synchronousCommit}` +
+    `node ${process.version}, ${availableParallelism()} CPUs (${describeMachine(env.machine)}); PostgreSQL ${env.postgres.version}, synchronous_commit=${env.postgres.synchronousCommit}` +
       (env.redis ? `; Redis ${env.redis.version}, aof_enabled=${env.redis.aofEnabled}` : "") +
       (env.sqlite ? `; SQLite ${env.sqlite}` : ""),
     "",
@@ -503,13 +503,13 @@ function report(systems: System[], runs: Map<SystemName, RunResult[]>, failures:
 const abort = new AbortController();
 onInterrupt(() => abort.abort(new Error("interrupted")));
 
-async function environment(systems: System[]): Promise<Environment> {
+async function environment(systems: System[], machine: MachineState): Promise<Environment> {
   const admin = new pg.Client({ connectionString: PG_URL });
   await admin.connect();
   try {
     const names = systems.map((s) => s.name);
     return {
-      loadAverage: round(loadavg()[0], 2),
+      machine,
       postgres: await postgresServer(admin),
       redis: names.includes("bullmq") ? await (await import("./peers/bullmq.js")).redisServer() : null,
       sqlite: names.includes("taskpool-sqlite") ? (new Database(":memory:").prepare("SELECT sqlite_version() AS v").get() as { v: string }).v : null,
@@ -520,8 +520,9 @@ async function environment(systems: System[]): Promise<Environment> {
 }
 
 async function main(): Promise<void> {
+  const machine = machineState(); // before loading the peers' modules, which is work of the bench's own
   const systems = await Promise.all(config.systems.map(loadSystem));
-  const env = await environment(systems);
+  const env = await environment(systems, machine);
   const runs = new Map<SystemName, RunResult[]>(systems.map((s) => [s.name, []]));
   const failures = new Map<SystemName, string[]>();
   for (let pass = 0; pass < config.runs; pass++) {

@@ -4,6 +4,7 @@
  * share the cores, so throughput alone hides who spent them; CPU per operation does not.
  */
 import { readdirSync, readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 
 const TICK_MS = 10; // USER_HZ is 100 on every Linux Node runs on
 
@@ -48,4 +49,28 @@ function safeList(dir: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** How busy the machine was when a bench started, before it did anything: other work shows here. */
+export interface MachineState {
+  /** The 1-minute load average. */
+  loadAverage: number;
+  /** The share of the last minute, in %, in which some task waited for a CPU (Linux's pressure stall information; null where there is none). */
+  cpuPressure: number | null;
+}
+
+export function machineState(): MachineState {
+  let cpuPressure: number | null = null;
+  try {
+    const some = /^some avg10=[\d.]+ avg60=([\d.]+)/m.exec(readFileSync("/proc/pressure/cpu", "utf8"));
+    if (some) cpuPressure = Number(some[1]);
+  } catch {
+    // not Linux, or a kernel without PSI
+  }
+  return { loadAverage: Math.round(loadavg()[0] * 100) / 100, cpuPressure };
+}
+
+/** "load average 0.48, CPU pressure 3.1 % over the minute before the start" */
+export function describeMachine(m: MachineState): string {
+  return `load average ${m.loadAverage.toFixed(2)}${m.cpuPressure === null ? "" : `, CPU pressure ${m.cpuPressure} % over the minute`} before the start`;
 }
