@@ -374,9 +374,9 @@ class Worker:
             except Exception as e:  # noqa: BLE001 -- a handler's error fails the task, it must not end the worker
                 message = f"{type(e).__name__}: {e}"[:10_000]
                 retryable = None if not isinstance(e, PermanentError) else False
-                self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable))
+                self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable), "failed")
                 return
-            answer = self._report(ctx, lambda: self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result, claim_next=self._claim_next()))
+            answer = self._report(ctx, lambda: self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result, claim_next=self._claim_next()), "completed")
             self._handed = next(iter((answer or {}).get("next_tasks", [])), None)
         finally:
             self._current = None
@@ -388,7 +388,7 @@ class Worker:
             return None
         return _without_none({"task_types": list(self.handlers), "start": True, "lease_seconds": self.lease_seconds})
 
-    def _report(self, ctx: TaskContext, call: Callable[[], Any]) -> Optional[Dict[str, Any]]:
+    def _report(self, ctx: TaskContext, call: Callable[[], Any], outcome: Optional[str] = None) -> Optional[Dict[str, Any]]:
         # Another worker may run the task by now: what this one found must not be reported.
         if ctx.lost:
             log.warning("worker %s: lease of task %s lost; its outcome is not reported", self.worker_id, ctx.id)
@@ -399,11 +399,23 @@ class Worker:
             log.warning("worker %s: lease of task %s lost before its outcome was reported", self.worker_id, ctx.id)
             return None
         except TaskpoolError as e:
+            if e.code == "invalid_transition" and outcome is not None and self._written_earlier(ctx, outcome):
+                log.info("worker %s: task %s was %s by an earlier try whose answer was lost", self.worker_id, ctx.id, outcome)
+                return None
             # Refused (the task was cancelled since the last heartbeat, say) or the server out of reach
             # after the retries: one task's outcome, never a reason to stop the worker. Unwritten, the
             # task runs again once its lease expires.
             log.warning("worker %s: the outcome of task %s was not recorded: %s", self.worker_id, ctx.id, e)
             return None
+
+    def _written_earlier(self, ctx: TaskContext, status: str) -> bool:
+        """Whether the task is already in the outcome's state under this worker's lease: a retried lease
+        write whose first try was applied (its answer lost) is refused as an invalid transition."""
+        try:
+            task = self.client.get(ctx.id)["task"]
+        except TaskpoolError:
+            return False
+        return task.get("status") == status and task.get("worker_id") == self.worker_id and task.get("lease_token") == ctx.lease_token
 
     def _beat_loop(self) -> None:
         while not self._beats_stop.wait(self._next_beat):

@@ -17,7 +17,7 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from taskpool_client import Client, LeaseLost, PermanentError, TaskpoolError, Worker  # noqa: E402
+from taskpool_client import Client, LeaseLost, PermanentError, TaskContext, TaskpoolError, Worker  # noqa: E402
 
 URL = os.environ.get("TASKPOOL_URL", "")
 API_KEY = os.environ.get("TASKPOOL_API_KEY") or None
@@ -238,6 +238,24 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(self.client.get(first["id"])["task"]["status"], "cancelled")
         self.assertEqual(self.client.get(second["id"])["task"]["status"], "completed")
         self.assertTrue(any(f"the outcome of task {first['id']} was not recorded: 409 invalid_transition" in line for line in logs.output), logs.output)
+
+    def test_an_outcome_whose_answer_was_lost_is_taken_as_written(self):
+        task = {"id": 5, "lease_token": "tok", "params": {}}
+        completed = {"success": True, "task": {"id": 5, "status": "completed", "worker_id": "w", "lease_token": "tok"}}
+        refused = (409, {"success": False, "error": "invalid_transition", "message": "Cannot complete task 5: it is completed"})
+        # The completion is applied but the connection drops (None); the retry is refused; the task shows it done by this lease.
+        server = ScriptedServer([None, refused, (200, completed)])
+        try:
+            client = Client(server.url, retries=3, backoff=0.01)
+            worker = Worker(client, {"x": lambda ctx: None}, worker_id="w")
+            ctx = TaskContext(client, "w", task, threading.Event())
+            with self.assertLogs("taskpool_client", level="INFO") as logs:
+                self.assertIsNone(worker._report(ctx, lambda: client.complete(5, "w", "tok", {"ok": True}), "completed"))
+            self.assertEqual(server.requests, 3)
+            self.assertEqual([line.split(":")[0] for line in logs.output], ["WARNING", "INFO"])  # the retry's warning, then the finding
+            self.assertIn("task 5 was completed by an earlier try whose answer was lost", logs.output[-1])
+        finally:
+            server.close()
 
     def test_runs_handlers_completes_and_fails(self):
         ok, bad, fatal = unique("ok"), unique("bad"), unique("fatal")
