@@ -5,6 +5,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { loadavg } from "node:os";
+import { round } from "./stats.js";
 
 const TICK_MS = 10; // USER_HZ is 100 on every Linux Node runs on
 
@@ -67,7 +68,7 @@ export function machineState(): MachineState {
   } catch {
     // not Linux, or a kernel without PSI
   }
-  return { loadAverage: Math.round(loadavg()[0] * 100) / 100, cpuPressure };
+  return { loadAverage: round(loadavg()[0], 2), cpuPressure };
 }
 
 /** "load average 0.48, CPU pressure 3.1 % over the minute before the start" */

@@ -9,6 +9,27 @@ import { CLI, taskpool } from "../helpers/cli.js";
 
 const run = promisify(execFile);
 
+/** `taskpool serve …args` on a free port of 127.0.0.1, logging at info; resolves once it listens. `output()` is all it has printed so far. */
+async function startServe(...args: string[]) {
+  const child = spawn(process.execPath, [CLI, "serve", "--port", "0", ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+  let output = "";
+  child.stdout.on("data", (d) => (output += d));
+  child.stderr.on("data", (d) => (output += d));
+  const stop = () =>
+    new Promise((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
+      child.once("exit", resolve);
+      child.kill("SIGTERM");
+    });
+  try {
+    const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output), 20_000, "the server to listen"))[1];
+    return { child, url, output: () => output, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
 describe("taskpool keys and serve", () => {
   const path = sqlitePath();
   const db = `sqlite:${path}`;
@@ -43,43 +64,31 @@ describe("taskpool keys and serve", () => {
 
   it("serve requires the keys that exist and stops gracefully on SIGTERM, answering a waiting claim first, its coordinator too", async () => {
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
-    let output = "";
-    child.stdout.on("data", (d) => (output += d));
-    child.stderr.on("data", (d) => (output += d));
-    const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output), 20_000, "the server to listen"))[1];
-    expect(output).toMatch(/taskpool requires API keys/);
+    const { child, url, output } = await startServe("--db", db);
+    expect(output()).toMatch(/taskpool requires API keys/);
 
     expect((await request(url, "GET", "/api/workers", undefined, null)).status).toBe(401);
     expect((await request(url, "POST", "/api/tasks", { task_type: "crawl" }, key)).status).toBe(201);
     const waiting = request(url, "POST", "/api/tasks/claim", { worker_id: "w1", task_types: ["other"], wait_ms: 20_000 }, key);
-    await eventually(() => output.includes('"url":"/api/tasks/claim"'), 5000, "the claim to arrive");
+    await eventually(() => output().includes('"url":"/api/tasks/claim"'), 5000, "the claim to arrive");
     const started = performance.now();
     child.kill("SIGTERM");
     expect((await waiting).status).toBe(404);
     const code = await new Promise((resolve) => child.on("exit", resolve));
     expect(code).toBe(0);
     expect(performance.now() - started).toBeLessThan(10_000);
-    expect(output).toMatch(/SIGTERM: no new requests; finishing those in flight/);
-    expect(output).toMatch(/"msg":"Stopped"/);
+    expect(output()).toMatch(/SIGTERM: no new requests; finishing those in flight/);
+    expect(output()).toMatch(/"msg":"Stopped"/);
     // Its coordinator led, swept, and stepped down on the way out: no lease left for others to wait out.
-    expect(output).toMatch(/Leading: this coordinator sweeps/);
+    expect(output()).toMatch(/Leading: this coordinator sweeps/);
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
   }, 60_000);
 
   it("serve --no-coordinator runs none", async () => {
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--no-coordinator", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
-    let output = "";
-    child.stdout.on("data", (d) => (output += d));
-    child.stderr.on("data", (d) => (output += d));
-    try {
-      await eventually(() => /listening on http/.test(output), 20_000, "the server to listen");
-    } finally {
-      child.kill("SIGTERM");
-      await new Promise((resolve) => child.once("exit", resolve));
-    }
-    expect(output).toMatch(/"msg":"Stopped"/);
-    expect(output).not.toMatch(/Coordinator/);
+    const { output, stop } = await startServe("--no-coordinator", "--db", db);
+    await stop();
+    expect(output()).toMatch(/"msg":"Stopped"/);
+    expect(output()).not.toMatch(/Coordinator/);
   }, 30_000);
 });
 
@@ -90,12 +99,8 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
 
   it("enqueues, lists, shows and reports status through a server; a bad URL or key is one clear line", async () => {
     const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
-    const child = spawn(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
-    let output = "";
-    child.stdout.on("data", (d) => (output += d));
-    child.stderr.on("data", (d) => (output += d));
+    const { url, output, stop } = await startServe("--db", db);
     try {
-      const url = (await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output), 20_000, "the server to listen"))[1];
       const remote = ["--url", url, "--api-key", admin];
       expect((await taskpool("enqueue", "crawl", '{"page":1}', ...remote)).stdout).toMatch(/^Enqueued task 1 \(crawl\)/);
       const listed = JSON.parse((await taskpool("tasks", "list", "--json", ...remote)).stdout);
@@ -107,7 +112,7 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
         return /Coordinator: coordinator-\S+ leads \(lease until [^)]+\); last sweep by coordinator-/.test(stdout) ? stdout : null;
       }, 10_000, "serve's coordinator to lead and sweep");
       expect(status).toMatch(/Tasks: pending 1/);
-      expect(output).toMatch(/Coordinator started/);
+      expect(output()).toMatch(/Coordinator started/);
       // Over TASKPOOL_URL / TASKPOOL_API_KEY as well.
       const viaEnv = await run(process.execPath, [CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } });
       expect(viaEnv.stdout).toMatch(/crawl/);
@@ -120,8 +125,7 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       expect(nobody.code).toBe(1);
       expect(nobody.stderr).toMatch(/^taskpool: Cannot reach the taskpool server at http:\/\/127\.0\.0\.1:9 \(.*\); is `taskpool serve` running there, and is the URL right\?\n$/);
     } finally {
-      child.kill("SIGTERM");
-      await new Promise((resolve) => child.once("exit", resolve));
+      await stop();
     }
   }, 90_000);
 });
