@@ -2,6 +2,7 @@ import { appendFileSync } from "node:fs";
 import { TaskpoolError } from "../../src/core/errors.js";
 import type { ClaimedTask, Json, Lease } from "../../src/core/task.js";
 import type { BatchOutcome, Store } from "../../src/store/store.js";
+import { withOverrides } from "../helpers/stores.js";
 import type { HistoryEntry, WriteOp } from "./history.js";
 
 /** Appends one line per call, synchronously, so a SIGKILL loses at most the line being written. */
@@ -57,13 +58,7 @@ export function recordingStore(store: Store, worker: string, record: (entry: His
     completeMany: (items) => batch("complete", items, () => store.completeMany(items)),
     failMany: (items) => batch("fail", items, () => store.failMany(items)),
   };
-  return new Proxy(store, {
-    get(target, name, receiver) {
-      if (Object.hasOwn(overrides, name)) return overrides[name as keyof Store];
-      const value = Reflect.get(target, name, receiver);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  return withOverrides(store, overrides);
 }
 
 /** A refused write says why; a write with no answer (connection lost) has an unknown outcome. */

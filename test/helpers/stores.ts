@@ -98,3 +98,14 @@ export async function createSqlite(options: StoreOptions = {}): Promise<TestStor
 
 export const postgresKind: StoreKind = { name: "postgres", create: createPostgres };
 export const sqliteKind: StoreKind = { name: "sqlite", create: createSqlite };
+
+/** `store` with some of its calls replaced (a fault injected, a call recorded); the others go to it as they are. */
+export function withOverrides(store: Store, overrides: Partial<Store>): Store {
+  return new Proxy(store, {
+    get(target, name, receiver) {
+      if (Object.hasOwn(overrides, name)) return overrides[name as keyof Store];
+      const value = Reflect.get(target, name, receiver);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}

@@ -4,7 +4,7 @@ import type { Store } from "../../src/store/store.js";
 import type { WorkerOptions } from "../../src/worker/options.js";
 import { NonRetryableError, Worker } from "../../src/worker/worker.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
-import { postgresKind, sqliteKind, type TestStore } from "../helpers/stores.js";
+import { postgresKind, sqliteKind, type TestStore, withOverrides } from "../helpers/stores.js";
 
 describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
   let handle: TestStore;
@@ -125,12 +125,8 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     const { task } = await store.enqueue({ taskType: "long" });
     let cutOff = false;
     // The database answers everything but the heartbeats: what a worker sees when its beats cannot get through.
-    const partitioned = new Proxy(store, {
-      get(target, name) {
-        if (name === "workerHeartbeat") return async (beat: never) => (cutOff ? Promise.reject(new Error("network unreachable (simulated)")) : target.workerHeartbeat(beat));
-        const value = Reflect.get(target, name);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
+    const partitioned = withOverrides(store, {
+      workerHeartbeat: async (beat) => (cutOff ? Promise.reject(new Error("network unreachable (simulated)")) : store.workerHeartbeat(beat)),
     });
     let reason: unknown;
     let abortedAt = 0;
@@ -177,19 +173,15 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     const broken = (await store.enqueue({ taskType: "bad" })).task;
     // Each batched write is applied, then its answer is lost once: a connection dropped after the commit.
     const lost = new Set<string>();
-    const dropsAnswers = new Proxy(store, {
-      get(target, name) {
-        if (name === "completeMany" || name === "failMany") {
-          return async (...args: never[]) => {
-            const outcomes = await (target[name] as (...a: never[]) => Promise<unknown>)(...args);
-            if (lost.has(name)) return outcomes;
-            lost.add(name);
-            throw new Error("Connection terminated unexpectedly (simulated, after the commit)");
-          };
-        }
-        const value = Reflect.get(target, name);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
+    const answerLostOnce = async <T>(name: string, write: () => Promise<T>): Promise<T> => {
+      const outcomes = await write();
+      if (lost.has(name)) return outcomes;
+      lost.add(name);
+      throw new Error("Connection terminated unexpectedly (simulated, after the commit)");
+    };
+    const dropsAnswers = withOverrides(store, {
+      completeMany: (items, options) => answerLostOnce("completeMany", () => store.completeMany(items, options)),
+      failMany: (items, options) => answerLostOnce("failMany", () => store.failMany(items, options)),
     });
     const logs = captureLogs();
     const worker = new Worker(
