@@ -4,9 +4,10 @@
  */
 
 /**
- * @since, @until: the window; @taskType: a task type, or null for all. The completed and failed tasks of each minute of the window (see
- * ThroughputGroupRow), from the minutes migration 010's trigger keeps. Minutes from whole seconds:
- * julianday's floating point could move one into its neighbour.
+ * @since, @until: the window; @taskType: a task type, or null for all. The completed and failed
+ * tasks of each minute of the window (see ThroughputGroupRow), from the minutes migration 010's
+ * trigger keeps. Minutes from whole seconds: julianday's floating point could move one into its
+ * neighbour.
  */
 export const THROUGHPUT = `
   SELECT (CAST(strftime('%s', m.minute) AS INTEGER) - CAST(strftime('%s', @since) AS INTEGER)) / 60 AS minute, m.status,
