@@ -1,3 +1,6 @@
+import type { ChildProcess } from "node:child_process";
+import { setTimeout as sleep } from "node:timers/promises";
+import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Coordinator } from "../../src/coordinator/coordinator.js";
 import { eventually } from "../helpers/logs.js";
@@ -13,6 +16,36 @@ import { CHAOS_COORDINATION, report, scale } from "./settings.js";
  * for several workers in turn while the others keep working; the checker judges the whole run.
  */
 const ROUNDS = scale("CHAOS_ZOMBIE_ROUNDS", 2);
+
+/**
+ * Freezes a worker process with SIGSTOP. On SQLite, a process frozen inside a write keeps the file's
+ * write lock, and every other writer (the coordinator too) waits until it is thawed: SQLite's nature,
+ * which a deployment that pauses processes lives with, but not what this scenario is about. There the
+ * freeze is tried again until it lands outside a write (`sqlitePath`: the database file, or null).
+ */
+async function freeze(child: ChildProcess, sqlitePath: string | null): Promise<void> {
+  for (;;) {
+    child.kill("SIGSTOP");
+    if (sqlitePath === null || writeLockFree(sqlitePath)) return;
+    child.kill("SIGCONT");
+    await sleep(10);
+  }
+}
+
+/** Whether a write can begin, waiting up to 200 ms for the writers that are running to finish. */
+function writeLockFree(path: string): boolean {
+  const db = new Database(path, { timeout: 200 });
+  try {
+    db.exec("BEGIN IMMEDIATE");
+    db.exec("ROLLBACK");
+    return true;
+  } catch (error) {
+    if ((error as { code?: string }).code === "SQLITE_BUSY") return false;
+    throw error;
+  } finally {
+    db.close();
+  }
+}
 
 describe.each([
   ["postgres", createPostgres],
@@ -44,7 +77,7 @@ describe.each([
         const running = (await cluster.pool.list({ workerId: zombie.id, status: "running" })).tasks;
         return running.length > 0 ? running : null;
       }, 20_000, `${zombie.id} to hold tasks`);
-      zombie.child.kill("SIGSTOP");
+      await freeze(zombie.child, name === "sqlite" ? handle.url.slice("sqlite:".length) : null);
       const frozenAt = Date.now();
       // Every task it held is taken back and claimed by someone else.
       await eventually(async () => {
