@@ -183,9 +183,10 @@ export interface Store {
    * Calls `listener` with task types when tasks become ready, so idle workers wake at once instead of
    * at their next poll; `[]` means "something changed, re-check" (types unknown). PostgreSQL:
    * LISTEN/NOTIFY across machines. SQLite: stores of this process on the same file hear each other at
-   * once, with types; other processes are heard within ~50 ms, with `[]`, because while anyone is
-   * subscribed the store's connection watches `PRAGMA data_version`, which moves when another
-   * connection commits to the file (any commit, so a heartbeat wakes too). In-memory: this store only.
+   * once, with types; other processes are heard about a millisecond after their commit, with `[]`,
+   * because while anyone is subscribed the store's connection reads `PRAGMA data_version` whenever the
+   * WAL file changes (see commit-watcher.ts), and it moves when another connection commits to the
+   * file (any commit, so a heartbeat wakes too). In-memory: this store only.
    */
   subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>>;
   /** Records that `holder`, leading `name`, just finished a sweep (see leadershipStatus). */

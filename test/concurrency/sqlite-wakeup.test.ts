@@ -3,6 +3,8 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CommitWatcher } from "../../src/store/sqlite/commit-watcher.js";
+import { SqliteConnection } from "../../src/store/sqlite/connection.js";
 import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { eventually } from "../helpers/logs.js";
 import { createSqlite, type TestStore } from "../helpers/stores.js";
@@ -46,6 +48,51 @@ describe("SQLite wake-ups from other connections to the file", () => {
       expect(heard).toEqual([[]]);
     } finally {
       other.close();
+    }
+  });
+});
+
+describe("SQLite commit watcher", () => {
+  let handle: TestStore<SqliteStore>;
+  let conn: SqliteConnection;
+  let other: Database.Database;
+  beforeEach(async () => {
+    handle = await createSqlite();
+    conn = new SqliteConnection(handle.store.db.name, 5000);
+    other = new Database(handle.store.db.name);
+  });
+  afterEach(async () => {
+    other.close();
+    conn.db.close();
+    await handle.cleanup();
+  });
+
+  it("hears a commit through the WAL file, with no timer to look but after a write", async () => {
+    const afterWritesOnly = { afterWrite: 1, writeWindow: 20, busy: 600_000, quiet: 600_000 };
+    const watcher = new CommitWatcher(conn, `${handle.store.db.name}-wal`, afterWritesOnly);
+    const heard: string[][] = [];
+    const stop = watcher.add((types) => heard.push(types));
+    try {
+      other.pragma("user_version = 1");
+      await eventually(() => heard.length === 1, 5_000, "a wake-up from the WAL file's change");
+      // Its own connection's commits change nothing it reports.
+      conn.db.pragma("user_version = 2");
+      await new Promise((r) => setTimeout(r, 100));
+      expect(heard).toEqual([[]]);
+    } finally {
+      stop();
+    }
+  });
+
+  it("looks on its timer alone where the WAL file cannot be watched", async () => {
+    const watcher = new CommitWatcher(conn, `${handle.store.db.name}-not-there`);
+    const heard: string[][] = [];
+    const stop = watcher.add((types) => heard.push(types));
+    try {
+      other.pragma("user_version = 1");
+      await eventually(() => heard.length === 1, 5_000, "a wake-up from the timer");
+    } finally {
+      stop();
     }
   });
 });

@@ -6,7 +6,7 @@ type Listener = (taskTypes: string[]) => void;
 /**
  * SQLite has no NOTIFY. Within this process every SqliteStore on the same file shares one channel
  * (e.g. `taskpool dev`'s server and workers), which carries task types at once. Other processes on
- * the file are heard through commit-watcher.ts, later (~50 ms) and without types.
+ * the file are heard through commit-watcher.ts, a little later (~1 ms) and without types.
  */
 const channels = new Map<string, Set<Listener>>();
 

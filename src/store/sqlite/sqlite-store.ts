@@ -503,7 +503,7 @@ export class SqliteStore implements Store {
 
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
     // A private in-memory database has no other connection to hear from.
-    if (!this.db.memory) this.commits ??= new CommitWatcher(this.conn);
+    if (!this.db.memory) this.commits ??= new CommitWatcher(this.conn, `${this.db.name}-wal`);
     const unwatch = this.commits?.add(listener);
     const unsubscribe = subscribeLocal(this.channel, listener);
     return async () => {
