@@ -1,13 +1,11 @@
 import type { Command } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
-import { COORDINATOR_LEADERSHIP, DEFAULT_SWEEP_INTERVAL_MS } from "../coordinator/coordinator.js";
+import { COORDINATOR_LEADERSHIP, sweepOverdue } from "../coordinator/coordinator.js";
 import type { LeadershipStatus } from "../store/store.js";
 import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
 import { type Column, formatTable } from "./table.js";
 import { WORKER_COLUMNS } from "./workers.js";
 
-/** A sweep older than this means no coordinator is sweeping (the status cannot know a custom interval). */
-const OVERDUE_SECONDS = (2 * DEFAULT_SWEEP_INTERVAL_MS) / 1000;
 const NOT_SWEEPING = "dead workers are not being detected and expired leases not recovered";
 
 /** Task counts, the worker registry as plain tables, and whether a coordinator is sweeping. */
@@ -33,7 +31,7 @@ function coordinatorLine(s: LeadershipStatus, inUse: boolean): string {
     return inUse ? `Coordinator: WARNING ${leader} and none has ever swept: ${NOT_SWEEPING} (start one: taskpool coordinator)` : `Coordinator: ${leader}; no sweep yet`;
   }
   const last = `last sweep by ${s.lastSweptBy} at ${s.lastSweptAt.toISOString()}`;
-  if ((s.secondsSinceSweep ?? 0) > OVERDUE_SECONDS) {
+  if (sweepOverdue(s)) {
     return `Coordinator: WARNING no coordinator has swept for ${s.secondsSinceSweep} s (${leader}; ${last}): ${NOT_SWEEPING}`;
   }
   return `Coordinator: ${leader}; ${last}, ${s.secondsSinceSweep} s ago`;

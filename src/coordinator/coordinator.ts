@@ -16,7 +16,7 @@ import { ValidationError } from "../core/errors.js";
 import type { FiredSchedule } from "../core/schedule.js";
 import { FireOptionsSchema, LeadershipSchema, SweepOptionsSchema } from "../core/schemas.js";
 import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
-import type { Store } from "../store/store.js";
+import type { LeadershipStatus, Store } from "../store/store.js";
 import { DEFAULT_RETENTION, MAX_AGE_SECONDS, MAX_BATCH_SIZE, type PruneOptions, type PruneResult, type RetentionOptions } from "../core/retention.js";
 
 export interface CoordinatorOptions {
@@ -48,6 +48,15 @@ export interface CoordinatorOptions {
 /** The leadership the coordinators compete for, and under which the leader records its sweeps. */
 export const COORDINATOR_LEADERSHIP = "coordinator";
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
+
+/**
+ * Whether the last recorded sweep is too old for any coordinator to be sweeping: two default
+ * intervals (a reader cannot know a custom one). `taskpool status`, `/readyz` and the dashboard say
+ * so by this one rule. False when none ever swept: whether that matters depends on the pool's use.
+ */
+export function sweepOverdue(status: LeadershipStatus): boolean {
+  return status.secondsSinceSweep !== null && status.secondsSinceSweep > (2 * DEFAULT_SWEEP_INTERVAL_MS) / 1000;
+}
 /** Failed ticks in a row after which the coordinator raises the alarm: one or two are a passing blip. */
 const FAILED_TICKS_ALARM = 3;
 /** The leadership lease lasts this many sweep intervals, so a missed tick or two does not lose it. */

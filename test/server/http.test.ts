@@ -485,7 +485,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
 
   it("health, readiness, the OpenAPI document and the docs page", async () => {
     expect(await s.call("GET", "/healthz")).toMatchObject({ status: 200, body: { success: true, status: "ok", version: expect.any(String) } });
-    expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null } });
+    expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null, sweep_overdue: false } });
     const docs = await fetch(`${s.url}/docs/`);
     expect(docs.status).toBe(200);
     const html = await docs.text();
@@ -495,6 +495,16 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const bundle = await fetch(`${s.url}/docs/static/swagger-ui-bundle.js`);
     expect(bundle.status).toBe(200);
     expect((await bundle.text()).length).toBeGreaterThan(100_000);
+  });
+
+  it("readiness says when the last sweep is overdue: older than two default sweep intervals", async () => {
+    const coordinator = async () => (await s.call("GET", "/readyz")).body.coordinator as Body;
+    await s.pool.protocol.recordSweep("coordinator", "c1");
+    expect(await coordinator()).toMatchObject({ last_swept_by: "c1", seconds_since_sweep: 0, sweep_overdue: false });
+    s.clock.advance(120_000);
+    expect(await coordinator()).toMatchObject({ seconds_since_sweep: 120, sweep_overdue: false });
+    s.clock.advance(1000);
+    expect(await coordinator()).toMatchObject({ seconds_since_sweep: 121, sweep_overdue: true });
   });
 });
 

@@ -1,6 +1,6 @@
 /** Liveness and readiness, for load balancers and orchestrators (no key needed). */
 import { Type } from "@sinclair/typebox";
-import { COORDINATOR_LEADERSHIP } from "../../coordinator/coordinator.js";
+import { COORDINATOR_LEADERSHIP, sweepOverdue } from "../../coordinator/coordinator.js";
 import { VERSION } from "../../version.js";
 import { HttpError } from "../errors.js";
 import { defineRoute } from "../route.js";
@@ -24,7 +24,7 @@ export const healthRoutes = [
     url: "/readyz",
     tag: TAG,
     summary: "The database answers",
-    description: "503 not_ready when it does not. Also says who leads the coordinators, until when, and who swept last and when.",
+    description: "503 not_ready when it does not. Also says who leads the coordinators, until when, who swept last and when, and whether that sweep is overdue.",
     access: "public",
     reply: {
       status: Type.Literal("ready"),
@@ -35,13 +35,14 @@ export const healthRoutes = [
         lastSweptBy: Type.Union([Type.String(), Type.Null()]),
         lastSweptAt: Type.Union([Type.Date(), Type.Null()]),
         secondsSinceSweep: Type.Union([Type.Integer(), Type.Null()]),
+        sweepOverdue: Type.Boolean({ description: "The last sweep is older than two default sweep intervals (120 s): no coordinator is sweeping" }),
       }),
     },
     errors: [503],
     async handler(_input, { pool, request }) {
       try {
-        const coordinator = await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP);
-        return { status: "ready" as const, database: pool.protocol.dialect, coordinator };
+        const leadership = await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP);
+        return { status: "ready" as const, database: pool.protocol.dialect, coordinator: { ...leadership, sweepOverdue: sweepOverdue(leadership) } };
       } catch (error) {
         request.log.warn({ err: error }, "Readiness check failed: the database did not answer");
         throw new HttpError("not_ready", "The database did not answer; the server log says why");

@@ -7,8 +7,6 @@ import { POLL_MS, usePoll } from "../lib/live.js";
 
 /** Reassignments this recent are flagged. */
 const RECENT_MS = 15 * 60_000;
-/** A coordinator that has not swept for two of its default intervals (60 s) is missing, as `taskpool status` judges it. */
-const OVERDUE_SECONDS = 120;
 
 /** The overview's data; `role` narrows the throughput to one task type. */
 async function load(role) {
@@ -31,7 +29,7 @@ function Cards({ items }) {
 /** Without a coordinator sweeping, nothing takes back a dead worker's tasks: said loudly, once the pool is in use. */
 function CoordinatorAlert({ coordinator, inUse }) {
   const never = coordinator.last_swept_at === null;
-  if (never ? !inUse : coordinator.seconds_since_sweep <= OVERDUE_SECONDS) return null;
+  if (never ? !inUse : !coordinator.sweep_overdue) return null;
   return html`<div class="alert bad" id="no-coordinator" role="alert">
     <strong>${never ? "No coordinator has ever swept" : `No coordinator has swept for ${duration(coordinator.seconds_since_sweep)}`}:</strong> dead workers are not detected and their tasks not recovered. Start one: <code>taskpool coordinator</code> (<code>taskpool serve</code> runs one unless given <code>--no-coordinator</code>).
   </div>`;
