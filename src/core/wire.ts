@@ -63,6 +63,9 @@ export function wireSchema<T extends TSchema>(schema: T): TSchema {
       const out: Schema = { ...s, properties };
       if (Array.isArray(s.required)) out.required = (s.required as string[]).map(toSnake);
       if (typeof s.additionalProperties === "object") out.additionalProperties = wireSchema(s.additionalProperties as TSchema);
+      // Over HTTP no object takes fields it does not name. The library lets some through (a claimed
+      // task stands for its own lease); a request's nested lease with a stray field is refused.
+      else if (s.additionalProperties === undefined) out.additionalProperties = false;
       return out;
     }
     case "Date": {

@@ -70,7 +70,7 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, enabled: boole
     const key = typeof presented === "string" ? await cache.lookup(presented, pool) : null;
     if (!key) throw new HttpError("unauthorized", "Invalid or revoked API key");
     if (key.scope !== "admin" && !access.includes(key.scope)) {
-      const allowed = [...access, "admin"].join(" or ");
+      const allowed = [...new Set([...access, "admin"])].join(" or ");
       throw new HttpError("forbidden", `This API key's scope is ${key.scope}; ${request.method} ${request.routeOptions.url} needs ${allowed}`);
     }
     request.apiKey = key;

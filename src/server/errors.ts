@@ -80,7 +80,9 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
     const message =
       code === "payload_too_large"
         ? `Request body is larger than the server's limit of ${bodyLimit ?? "its"} bytes; send less (e.g. split a batch) or raise the limit (taskpool serve --body-limit)`
-        : (e.message ?? "Bad request");
+        : code === "unsupported_media_type"
+          ? "Request body must be JSON, sent with content-type: application/json"
+          : (e.message ?? "Bad request");
     return { status: STATUS_BY_CODE[code], body: { success: false, error: code, message } };
   }
   return { status: 500, body: { success: false, error: "internal_error", message: "Internal server error; the server log has the details" } };

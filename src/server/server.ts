@@ -79,6 +79,54 @@ declare module "fastify" {
 
 const PART_NAMES: Record<string, string> = { body: "request body", querystring: "query string", params: "path", headers: "headers" };
 
+/**
+ * Query strings and paths are text: "10" becomes 10 where the schema wants a number. Only text that
+ * reads back as itself is converted: Value.Convert alone reads "2.9" as 2, "3e5" as 3 and "true" as
+ * 1, so a mistyped id acted on another task. Other text stays text, which the check refuses, naming
+ * the field.
+ */
+function fromText(schema: TSchema, data: unknown): unknown {
+  // Convert changes what it is given in place: it gets a copy, so the text is still there to compare.
+  const converted = Value.Convert(schema, Value.Clone(data));
+  if (!isObject(data) || !isObject(converted)) return converted;
+  const value = { ...converted };
+  for (const [key, text] of Object.entries(data)) if (!readsBack(text, converted[key])) value[key] = text;
+  return value;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function readsBack(text: unknown, value: unknown): boolean {
+  if (Array.isArray(text)) return Array.isArray(value) && text.length === value.length && text.every((t, i) => readsBack(t, value[i]));
+  return typeof text !== "string" || String(value) === text;
+}
+
+/**
+ * JSON bodies, and nothing else (a text/plain body is refused with 415, not read as a string). An
+ * empty body sent as JSON is no body: curl's usual `-H "content-type: application/json"` on a call that
+ * needs none (`POST /api/tasks/7/cancel`) was refused. A refused body says why: Fastify's message was
+ * the same for broken JSON and for a `__proto__` key (refused: it can poison objects).
+ */
+function installJsonParser(app: FastifyInstance): void {
+  const parse = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser(["application/json", "text/plain"]);
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    const text = body as string;
+    if (text === "") return done(null, null);
+    parse(request, text, (error, value) => {
+      if (error === null) return done(null, value);
+      let reason: string;
+      try {
+        JSON.parse(text);
+        reason = 'it has a "__proto__" key, or a "constructor" key holding "prototype": refused, since they can poison objects; rename the key';
+      } catch (syntax) {
+        reason = `${(syntax as Error).message}; send JSON`;
+      }
+      done(new HttpError("bad_request", `Request body is not usable JSON: ${reason}`), undefined);
+    });
+  });
+}
+
 /** The app, ready to listen; closing it ends waiting claims, stops its coordinator, and leaves the pool open (the caller owns it). */
 export async function buildServer(pool: Taskpool, options: ServerOptions = {}): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
@@ -97,6 +145,8 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     },
   }) as unknown as FastifyInstance;
 
+  installJsonParser(app);
+
   // Requests are checked with the library's own TypeBox checks (core/validation.ts), on the wire
   // schemas: the same messages as the library's, unknown fields refused rather than dropped.
   app.setValidatorCompiler(({ schema, httpPart }) => {
@@ -105,8 +155,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       try {
         // No body at all is an empty object: `POST /api/tasks/7/cancel` needs none.
         let value = httpPart === "body" && data === null ? {} : data;
-        // Query strings and paths are text: "10" becomes 10 where the schema wants a number.
-        if (httpPart !== "body") value = Value.Convert(schema as TSchema, value);
+        if (httpPart !== "body") value = fromText(schema as TSchema, value);
         return { value: validate(schema as TSchema, value, what) };
       } catch (error) {
         return { error: error as Error };

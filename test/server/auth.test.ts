@@ -48,12 +48,13 @@ describe.each([sqliteKind, postgresKind])("API keys, scopes and limits on $name"
           expect(answer.status, what).toBeLessThan(500);
         } else {
           expect(answer.status, what).toBe(403);
-          const needs = [...(route.access as readonly string[]), "admin"].join(" or ");
+          const needs = [...new Set([...(route.access as readonly string[]), "admin"])].join(" or ");
           expect(answer.body, what).toEqual({ success: false, error: "forbidden", message: `This API key's scope is ${scope}; ${route.method} ${route.url} needs ${needs}` });
         }
       }
     }
     expect((await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: keys.worker })).body.message).toBe("This API key's scope is worker; POST /api/tasks needs producer or admin");
+    expect((await s.call("POST", "/api/tasks/recover-stale", undefined, { key: keys.worker })).body.message).toBe("This API key's scope is worker; POST /api/tasks/recover-stale needs admin");
   });
 
   it("rate-limits each key: 429 with Retry-After in the header and the envelope; other keys are not affected", async () => {

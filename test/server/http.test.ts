@@ -422,6 +422,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["POST", `/api/tasks/${task.id}/progress`, { worker_id: "w1", lease_token: held.lease.lease_token, progress: 2 }, null],
       ["POST", "/api/tasks/claim", { worker_id: "w1", wait_ms: 30_001 }, { path: "wait_ms", message: "Expected integer to be less or equal to 30000 (got 30001)" }],
       ["POST", "/api/tasks/claim", { worker_id: "x".repeat(129) }, null],
+      ["POST", "/api/tasks/complete", { completions: [{ id: task.id, lease: { ...held.lease, extra: 1 } }] }, null],
       ["POST", "/api/tasks/claim", ["w1"], null],
       ["POST", "/api/workers/heartbeat", { worker_id: "w1", metadata: { hostname: "h" } }, null],
       ["POST", "/api/task-types", { name: "t", params_schema: { type: "nonsense" } }, null],
@@ -432,6 +433,15 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["GET", "/api/tasks/abc", undefined, { path: "id", message: "Expected integer (got \"abc\")" }],
       ["GET", "/api/tasks/0", undefined, null],
       ["GET", "/api/tasks/99999999999999999999", undefined, null],
+      // Text is a number only if it reads back as itself: none of these is another task's id.
+      ["GET", `/api/tasks/${task.id}.9`, undefined, { path: "id", message: `Expected integer (got "${task.id}.9")` }],
+      ["POST", `/api/tasks/${task.id}.9/cancel`, undefined, null],
+      ["POST", `/api/tasks/${task.id}e0/cancel`, undefined, null],
+      ["POST", `/api/tasks/+${task.id}/cancel`, undefined, null],
+      ["GET", "/api/tasks/true", undefined, null],
+      ["GET", "/api/tasks/0x1", undefined, null],
+      ["GET", "/api/tasks?limit=1.9", undefined, null],
+      ["GET", "/api/reassignments?task_id=0x1", undefined, null],
       ["POST", "/api/workers/bad%20id/shutdown", undefined, null],
       ["GET", "/api/reassignments?task_id=-1", undefined, null],
       ["GET", "/api/task-types/9lives", undefined, null],
@@ -447,16 +457,17 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(date.body.message).toMatch(/^Invalid task: scheduled_for: Expected Date timestamp to be greater or equal to 0/);
 
     // Malformed requests Fastify refuses before any schema: the same envelope.
-    const raw: [string, Record<string, string>, number, string][] = [
-      ["{not json", {}, 400, "bad_request"],
-      ["", {}, 400, "bad_request"],
-      ['{"task_type":"crawl","__proto__":{"x":1}}', {}, 400, "bad_request"],
-      ["task_type=crawl", { "content-type": "application/x-www-form-urlencoded" }, 415, "unsupported_media_type"],
+    const raw: [string, Record<string, string>, number, string, RegExp][] = [
+      ["{not json", {}, 400, "bad_request", /^Request body is not usable JSON: .*JSON.*; send JSON$/],
+      ['{"task_type":"crawl","params":{"__proto__":{"x":1}}}', {}, 400, "bad_request", /it has a "__proto__" key.*rename the key$/],
+      ['{"task_type":"crawl","constructor":{"prototype":{"x":1}}}', {}, 400, "bad_request", /"constructor" key holding "prototype"/],
+      ["task_type=crawl", { "content-type": "application/x-www-form-urlencoded" }, 415, "unsupported_media_type", /^Request body must be JSON/],
+      ['{"task_type":"crawl"}', { "content-type": "text/plain" }, 415, "unsupported_media_type", /^Request body must be JSON, sent with content-type: application\/json$/],
     ];
-    for (const [text, headers, status, error] of raw) {
+    for (const [text, headers, status, error, message] of raw) {
       const answer = await s.call("POST", "/api/tasks", undefined, { raw: text, headers });
       expect(answer.status, text).toBe(status);
-      expect(answer.body).toEqual({ success: false, error, message: expect.any(String) });
+      expect(answer.body).toEqual({ success: false, error, message: expect.stringMatching(message) });
     }
     expect(await s.call("DELETE", "/api/tasks")).toMatchObject({ status: 404, body: { success: false, error: "not_found", message: "No route DELETE /api/tasks; /docs lists them" } });
 
@@ -495,6 +506,16 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const bundle = await fetch(`${s.url}/docs/static/swagger-ui-bundle.js`);
     expect(bundle.status).toBe(200);
     expect((await bundle.text()).length).toBeGreaterThan(100_000);
+  });
+
+  it("an empty body sent as JSON is no body: a call that needs none works with curl's usual content-type", async () => {
+    const task = await create({ task_type: "crawl" });
+    const answer = await s.call("POST", `/api/tasks/${task.id}/cancel`, undefined, { raw: "" });
+    expect(answer).toMatchObject({ status: 200, body: { success: true, task: { status: "cancelled" } } });
+    // Where a body is needed, an empty one is refused as a missing field, naming it.
+    const missing = await s.call("POST", "/api/tasks", undefined, { raw: "" });
+    expect(missing).toMatchObject({ status: 400, body: { success: false, error: "validation_error" } });
+    expect(missing.body.message).toMatch(/task_type/);
   });
 
   it("readiness says when the last sweep is overdue: older than two default sweep intervals", async () => {
