@@ -316,6 +316,7 @@ class Worker:
         try:
             self._beat()
             beats.start()
+            log.info("worker %s started: claiming %s", self.worker_id, ", ".join(self.handlers))
             while not self._stopping.is_set() and (max_tasks is None or self.tasks_processed < max_tasks):
                 task, self._handed = self._handed or self._claim(), None
                 if task is not None:
@@ -374,9 +375,12 @@ class Worker:
             except Exception as e:  # noqa: BLE001 -- a handler's error fails the task, it must not end the worker
                 message = f"{type(e).__name__}: {e}"[:10_000]
                 retryable = None if not isinstance(e, PermanentError) else False
-                self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable), "failed")
+                if self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable), "failed") is not None:
+                    log.warning("worker %s: task %s (%s) failed: %s", self.worker_id, ctx.id, task["task_type"], message)
                 return
             answer = self._report(ctx, lambda: self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result, claim_next=self._claim_next()), "completed")
+            if answer is not None:
+                log.info("worker %s: task %s (%s) completed", self.worker_id, ctx.id, task["task_type"])
             self._handed = next(iter((answer or {}).get("next_tasks", [])), None)
         finally:
             self._current = None
