@@ -21,9 +21,11 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   type_at_capacity: 409,
   invalid_transition: 409,
   unique_key_taken: 409,
+  request_timeout: 408,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
+  headers_too_large: 431,
   not_ready: 503,
 };
 

@@ -6,6 +6,8 @@
  * nothing. Errors answer in one envelope (errors.ts); keys, scopes (auth.ts) and a per-key rate limit
  * guard every route but health and docs; /openapi.json and /docs describe it all.
  */
+import { STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
@@ -127,6 +129,27 @@ function installJsonParser(app: FastifyInstance): void {
   });
 }
 
+/**
+ * A request Node's HTTP parser refused before Fastify saw it (headers or URL over Node's 16 KiB, a
+ * bad Content-Length), answered in the envelope like every other refusal, as Fastify's default does
+ * otherwise (same statuses, then the connection closed).
+ */
+function answerUnparsable(error: Error & { code?: string }, socket: Socket): void {
+  // A reset connection is gone: nothing to answer.
+  if (error.code === "ECONNRESET" || socket.destroyed) return;
+  const [status, code, message] =
+    error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? [408, "request_timeout", "The request was not received in time; send it again"]
+      : error.code === "HPE_HEADER_OVERFLOW"
+        ? [431, "headers_too_large", "Request headers (the URL included) are over 16 KiB; send less in them (long filters belong in a body)"]
+        : [400, "bad_request", `Malformed HTTP request (${error.code ?? error.message}); send a well-formed HTTP/1.1 request`];
+  const body = JSON.stringify({ success: false, error: code, message });
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(error);
+}
+
 /** The app, ready to listen; closing it ends waiting claims, stops its coordinator, and leaves the pool open (the caller owns it). */
 export async function buildServer(pool: Taskpool, options: ServerOptions = {}): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
@@ -143,6 +166,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       const { status, body } = errorReply(error, bodyLimit);
       void (reply as unknown as FastifyReply).code(status).send(body);
     },
+    clientErrorHandler: answerUnparsable,
   }) as unknown as FastifyInstance;
 
   installJsonParser(app);

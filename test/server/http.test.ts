@@ -518,6 +518,23 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(missing.body.message).toMatch(/task_type/);
   });
 
+  it("requests Node's HTTP parser refuses get the envelope too, then the connection closes", async () => {
+    const { hostname, port } = new URL(s.url);
+    const rawAnswer = async (head: string) => {
+      const socket = connect(Number(port), hostname);
+      await new Promise((resolve) => socket.once("connect", resolve));
+      socket.write(head);
+      const chunks: Buffer[] = [];
+      for await (const chunk of socket) chunks.push(chunk as Buffer);
+      const [status, ...rest] = Buffer.concat(chunks).toString().split("\r\n");
+      return { status, body: JSON.parse(rest.slice(rest.indexOf("") + 1).join("\r\n")) as Body };
+    };
+    const huge = await rawAnswer(`GET /api/tasks HTTP/1.1\r\nhost: ${hostname}\r\nx-filler: ${"a".repeat(20_000)}\r\n\r\n`);
+    expect(huge).toEqual({ status: "HTTP/1.1 431 Request Header Fields Too Large", body: { success: false, error: "headers_too_large", message: expect.stringMatching(/over 16 KiB/) } });
+    const garbled = await rawAnswer(`POST /api/tasks HTTP/1.1\r\nhost: ${hostname}\r\ncontent-length: abc\r\n\r\n{}`);
+    expect(garbled).toEqual({ status: "HTTP/1.1 400 Bad Request", body: { success: false, error: "bad_request", message: expect.stringMatching(/^Malformed HTTP request/) } });
+  });
+
   it("readiness says when the last sweep is overdue: older than two default sweep intervals", async () => {
     const coordinator = async () => (await s.call("GET", "/readyz")).body.coordinator as Body;
     await s.pool.protocol.recordSweep("coordinator", "c1");
