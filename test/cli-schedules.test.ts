@@ -1,6 +1,11 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { taskpool } from "./helpers/cli.js";
+import { CLI, envWith, taskpool, taskpoolIn } from "./helpers/cli.js";
 
 /** A command expected to fail: its exit code and output. */
 const failing = (...args: string[]) => taskpool(...args).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
@@ -46,5 +51,26 @@ describe("taskpool schedules", () => {
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
     expect(help).toMatch(/Example \(seed 004's resync/);
     expect(help).toMatch(/--batches 6 --concurrency-key 'store:\{key\}'/);
+  }, 60_000);
+
+  it("runs over a server too, as the other operator commands do: --url, or TASKPOOL_URL with nothing written locally", async () => {
+    const serve = spawn(process.execPath, [CLI, "serve", "--port", "0", "--no-coordinator", "--db", db], { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    serve.stdout.on("data", (d) => (output += d));
+    serve.stderr.on("data", (d) => (output += d));
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-schedules-"));
+    try {
+      const [, url] = await eventually(() => /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(output), 20_000, "the server to listen");
+      // In an empty directory: the default sqlite:./taskpool.db would appear there.
+      const added = await taskpoolIn(dir, envWith({ TASKPOOL_URL: url }), "schedules", "add", "nightly", "--type", "report", "--cron", "0 3 * * *");
+      expect(added.stdout).toMatch(/^Created schedule nightly \(report, 0 3 \* \* \*\): next run /);
+      expect((await taskpool("schedules", "pause", "nightly", "--url", url)).stdout).toMatch(/^Paused schedule nightly /);
+      expect(readdirSync(dir)).toEqual([]);
+      expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/\nnightly\s+report\s+0 3 \* \* \*\s+paused\s/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      serve.kill("SIGTERM");
+      await new Promise((resolve) => serve.once("exit", resolve));
+    }
   }, 60_000);
 });

@@ -1,13 +1,14 @@
 import { spawn } from "node:child_process";
-import { rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect } from "../src/api/taskpool.js";
 import { printStatus } from "../src/cli/status.js";
 import { ManualClock } from "../src/core/clock.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { CLI, taskpool } from "./helpers/cli.js";
-
+import { CLI, envWith, taskpool, taskpoolIn } from "./helpers/cli.js";
 
 describe("taskpool CLI", () => {
   const path = sqlitePath();
@@ -120,6 +121,52 @@ describe("taskpool CLI", () => {
       expect(missing.stderr).toMatch(/^taskpool: cannot load handlers from .*nothing\.mjs: /);
     } finally {
       rmSync(module, { force: true });
+    }
+  }, 60_000);
+
+  it("a command that works on the database directly refuses a server: TASKPOOL_URL with no database given, --db http://…, --url; it writes nothing", async () => {
+    // In an empty directory, where a fallback to the default sqlite:./taskpool.db would leave its file.
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-cli-"));
+    const server = "http://127.0.0.1:9";
+    const run = (env: Record<string, string>, args: string[]) => taskpoolIn(dir, envWith(env), ...args).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
+    // Each refusal says where to run it instead, as the library's does for a pool over HTTP.
+    const keys = "Managing API keys is not available over HTTP: use taskpool keys --db … on the server's database, not";
+    const commands: [string, string[], string][] = [
+      ["keys create", ["--scope", "admin"], keys],
+      ["keys list", [], keys],
+      ["keys revoke", ["1"], keys],
+      ["coordinator", [], "A coordinator is not available over HTTP: run it where the database is (taskpool serve runs one, or taskpool coordinator --db …), not through"],
+      ["migrate", [], "Migrating is not available over HTTP: a server migrates its database as it starts; run taskpool migrate --db … with the database's URL, not"],
+      ["serve", ["--port", "0"], "serve is the server: give it a database (sqlite:./taskpool.db or postgres://…), not"],
+      ["dev", ["--no-demo", "--port", "0"], "dev runs its own server: give it a database (sqlite:./taskpool.db or postgres://…), not"],
+    ];
+    try {
+      // Every run awaited before any check: one that did not refuse ends only at its timeout, and a
+      // check failing first would end the test with it still running.
+      const outcomes = await Promise.all(
+        commands.map(async ([command, rest, refusal]) => {
+          const args = [...command.split(" "), ...rest];
+          const [viaEnv, ...given] = await Promise.all([
+            run({ TASKPOOL_URL: server, TASKPOOL_API_KEY: "tp_x" }, args),
+            ...[["--db", server], ["--url", server, "--api-key", "tp_x"]].map((flags) => run({}, [...args, ...flags])),
+          ]);
+          return { command, refusal, viaEnv, given };
+        }),
+      );
+      for (const { command, refusal, viaEnv, given } of outcomes) {
+        expect([viaEnv.code, viaEnv.stderr]).toEqual([
+          1,
+          `taskpool: TASKPOOL_URL is set (${server}), but taskpool ${command} works on the database directly, not through a server: pass --db with the server's database URL (or set TASKPOOL_DATABASE_URL) rather than fall back to sqlite:./taskpool.db\n`,
+        ]);
+        for (const refused of given) expect([refused.code, refused.stderr]).toEqual([1, `taskpool: ${refusal} ${server}\n`]);
+      }
+      expect(readdirSync(dir)).toEqual([]);
+      // A database named (--db, or TASKPOOL_DATABASE_URL) is what such a command works on, TASKPOOL_URL or not.
+      expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server }), "keys", "list", "--db", db)).stdout).toMatch(/^No API keys/);
+      expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server, TASKPOOL_DATABASE_URL: db }), "migrate")).stdout).toBe(`Migrated ${db}\n`);
+      expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
 });

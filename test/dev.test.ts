@@ -13,7 +13,7 @@ import { handlers as crawl } from "../examples/dispensary-crawl/handlers.js";
 import { schedules } from "../examples/dispensary-crawl/schedules.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { CLI } from "./helpers/cli.js";
+import { CLI, envWith, taskpool, taskpoolIn } from "./helpers/cli.js";
 
 const CRASHING = "dev-product_discovery-crashing";
 const EXAMPLE_HANDLERS = "examples/dispensary-crawl/handlers.js";
@@ -147,6 +147,30 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     const remote = await taskpool("dev", "--db", "http://127.0.0.1:8080");
     expect(remote.stderr).toMatch(/^taskpool: dev runs its own server: give it a database \(sqlite:\.\/taskpool\.db or postgres:\/\/…\), not http:\/\/127\.0\.0\.1:8080\n$/);
   }, 20_000);
+
+  it("dev removes the schedules it saved when it stops, and refuses to replace a schedule of the same name it did not save", async () => {
+    const dev = start(["dev", "--db", db, "--status-every", "0", "--no-crash"]);
+    children.push(dev.child);
+    await eventually(() => /Schedules\s+store_discovery/.test(dev.output()), 20_000, "the banner");
+    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/\nproduct_resync\s+product_resync\s+\*\/20 \* \* \* \* \*\s+enabled/);
+    dev.child.kill("SIGTERM");
+    expect(await dev.exit).toBe(0);
+    // Left behind, they would go on making demo tasks every few seconds under any later serve or coordinator.
+    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
+    expect(dev.output()).toMatch(/Schedules\s+store_discovery .* from examples\/dispensary-crawl\/schedules\.js: for this session, removed when dev stops\n/);
+    expect(dev.output()).toMatch(/Removed the schedules dev saved: store_discovery, product_resync, analytics_refresh\n[\s\S]*Stopped\n$/);
+
+    // The user's own (here the example's real cadence): dev neither puts it on a 20-s day nor deletes it when it stops.
+    await taskpool("schedules", "add", "product_resync", "--type", "product_resync", "--cron", "0 0 * * *", "--db", db);
+    const refused = await taskpoolIn(".", envWith({}), "dev", "--db", db).catch((e) => e);
+    expect([refused.code, refused.stderr]).toEqual([
+      1,
+      "taskpool: the database already has a schedule named product_resync that dev did not save (yours, or left by a dev that was killed): " +
+        "dev would replace it with its own and delete it when it stops. Run dev on another database (--db sqlite:./tour.db), with --no-demo, " +
+        "or remove it first (taskpool schedules remove product_resync)\n",
+    ]);
+    expect(JSON.parse((await taskpool("schedules", "list", "--json", "--db", db)).stdout)).toEqual([expect.objectContaining({ name: "product_resync", cron: "0 0 * * *", timezone: "UTC", fanOut: null })]);
+  }, 60_000);
 
   it.skipIf(!existsSync("/usr/bin/script"))("dev on a terminal redraws a live status in place below the banner, and shows the cursor again on Ctrl-C", async () => {
     // script(1) gives dev a terminal; timeout sends it Ctrl-C's SIGINT after a few frames. Starting

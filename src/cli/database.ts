@@ -1,4 +1,4 @@
-import { Option } from "commander";
+import { type Command, Option } from "commander";
 import { type ConnectOptions, connect, type Taskpool } from "../api/taskpool.js";
 import { CliError, explainConnectError, redactUrl } from "./errors.js";
 
@@ -14,6 +14,46 @@ export const apiKeyOption = () => new Option("--api-key <key>", "the server's AP
 
 export const schemaOption = () => new Option("--schema <name>", "PostgreSQL schema (default taskpool)").env("TASKPOOL_SCHEMA");
 
+const isServer = (url: string) => /^https?:\/\//.test(url);
+
+/** `keys create`, as the user typed it. */
+const commandName = (command: Command): string => (command.parent?.parent ? `${commandName(command.parent)} ${command.name()}` : command.name());
+
+/**
+ * --db and --schema for a command that works on the database itself and never through a server (the
+ * coordinator, key management, migrations, serve, dev). A server, however it is named, is refused
+ * before anything is opened: `refusal(server)` says where to run the command instead. TASKPOOL_URL
+ * exported for the other commands counts unless a database is given: falling back to the default
+ * ./taskpool.db would act on a database the server does not use (a key it refuses, a coordinator
+ * leading nobody's tasks).
+ */
+export function addDatabaseOnlyOptions(command: Command, refusal: (server: string) => string): Command {
+  return (
+    command
+      .addOption(dbOption())
+      .addOption(schemaOption())
+      // Accepted only to be refused with the reason, rather than with commander's "unknown option".
+      .addOption(new Option("--url <url>").hideHelp())
+      .addOption(new Option("--api-key <key>").hideHelp())
+      .hook("preAction", (self) => refuseServer(self, refusal))
+  );
+}
+
+/** Throws, saying what to do instead, when the options or TASKPOOL_URL point the command at a server. */
+function refuseServer(command: Command, refusal: (server: string) => string): void {
+  const { db, url, apiKey } = command.opts<{ db: string; url?: string; apiKey?: string }>();
+  const server = url ?? (isServer(db) ? db : undefined);
+  if (server !== undefined) throw new CliError(refusal(redactUrl(server)));
+  if (apiKey !== undefined) throw new CliError(`taskpool ${commandName(command)} works on the database directly and takes no --api-key: pass --db with the database's URL`);
+  const exported = process.env.TASKPOOL_URL;
+  if (exported && command.getOptionValueSource("db") === "default") {
+    throw new CliError(
+      `TASKPOOL_URL is set (${redactUrl(exported)}), but taskpool ${commandName(command)} works on the database directly, not through a server: ` +
+        `pass --db with the server's database URL (or set TASKPOOL_DATABASE_URL) rather than fall back to ${db}`,
+    );
+  }
+}
+
 /** Where a command connects: a database (--db), or a taskpool server (--url, or an http:// --db) with its key. */
 export interface ConnectionOptions {
   db: string;
@@ -25,7 +65,7 @@ export interface ConnectionOptions {
 /** Connects to the database or server the options name; a failure becomes one line saying what to fix. */
 export async function openPool(opts: ConnectionOptions, options: ConnectOptions = {}): Promise<Taskpool> {
   const target = opts.url ?? opts.db;
-  const remote = /^https?:\/\//.test(target);
+  const remote = isServer(target);
   if (opts.url !== undefined && !remote) throw new CliError(`--url takes a taskpool server's address (http://host:port), not "${redactUrl(opts.url)}"; a database goes in --db`);
   if (remote && options.requireRegistered) throw new CliError("--require-registered is the server's setting, not a client's: enqueue over --url follows what the server was started with");
   try {

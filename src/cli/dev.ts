@@ -3,9 +3,10 @@ import { fileURLToPath } from "node:url";
 import { type Command, Option } from "commander";
 import { buildServer } from "../server/server.js";
 import { consoleLogger } from "./console-log.js";
-import { dbOption, openPool, schemaOption } from "./database.js";
+import { addDatabaseOnlyOptions, openPool } from "./database.js";
 import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
 import { createDevKey } from "./dev-key.js";
+import { removeDevSchedules, saveDevSchedules } from "./dev-schedules.js";
 import { LiveStatus } from "./dev-status.js";
 import { CliError, redactUrl } from "./errors.js";
 import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
@@ -27,11 +28,9 @@ function describeDatabase(db: string): string {
 const shown = (path: string) => (relative(".", path).startsWith("..") ? path : relative(".", path));
 
 export function devCommand(program: Command): void {
-  program
+  const command = program
     .command("dev")
     .description("the one-minute tour: on embedded SQLite, the HTTP API and dashboard, a coordinator, and a worker per role running the dispensary-crawl example")
-    .addOption(dbOption())
-    .addOption(schemaOption())
     .addOption(new Option("--port <port>", "port of the API and dashboard on 127.0.0.1 (0: any free one)").default(0).argParser(integer))
     .option("--handlers <module>", "run these handlers instead of the example's (a worker per exported role)")
     .option("--schedules <module>", "save the schedules this module exports (devSchedules, else schedules); default: the example's, unless --handlers is given")
@@ -40,9 +39,9 @@ export function devCommand(program: Command): void {
     .option("--concurrency <n>", "tasks each role's worker runs at once", positiveInteger, 4)
     .option("--no-live", "plain log lines even on a terminal, instead of the live status redrawn in place")
     .option("--status-every <seconds>", "with plain log lines, print the status table this often (0: never)", Number, 10)
-    .addHelpText("after", "\nExample:\n  $ taskpool dev                      # then open the dashboard URL it prints, with the key it prints\n  $ taskpool dev --db sqlite:./tour.db --port 8080 --no-demo")
+    .addHelpText("after", "\nExample:\n  $ taskpool dev                      # then open the dashboard URL it prints, with the key it prints\n  $ taskpool dev --db sqlite:./tour.db --port 8080 --no-demo");
+  addDatabaseOnlyOptions(command, (server) => `dev runs its own server: give it a database (sqlite:./taskpool.db or postgres://…), not ${server}`)
     .action(async (opts: { db: string; schema?: string; port: number; handlers?: string; schedules?: string; demo: boolean; crash: boolean; live: boolean; concurrency: number; statusEvery: number }) => {
-      if (/^https?:\/\//.test(opts.db)) throw new CliError(`dev runs its own server: give it a database (sqlite:./taskpool.db or postgres://…), not ${redactUrl(opts.db)}`);
       // On a terminal the log lines feed the live status; piped (CI, tests), they are printed as they come.
       const live = opts.live && process.stdout.isTTY ? new LiveStatus() : null;
       // The tour shows every task move; a worker in production logs them at debug only.
@@ -53,21 +52,7 @@ export function devCommand(program: Command): void {
       const schedulesAt = opts.demo && schedulesPath ? await loadDevSchedules(schedulesPath) : () => [];
 
       const pool = await openPool(opts);
-      // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.
-      const definitions = schedulesAt(new Date());
-      for (const definition of definitions) await pool.schedule(definition);
-      // The crash is the example's: staged when its pipeline runs, on a database another process can open.
-      const noCrash = !opts.crash
-        ? "--no-crash"
-        : !opts.demo
-          ? "--no-demo"
-          : opts.handlers !== undefined
-            ? "it belongs to the example, and --handlers runs yours"
-            : opts.db === "sqlite::memory:"
-              ? "another process cannot open an in-memory database"
-              : null;
-      const crash: SimulatedCrash | null =
-        noCrash === null ? simulateCrash(pool, { handlersPath, db: opts.db, schema: opts.schema, role: CRASH_ROLE, checkpoints: 2, logger }) : null;
+      // Before anything is saved: a handlers module whose role is no task type name is refused here.
       let stopping = false;
       const workers = Object.keys(handlers).map((role) => {
         const worker = pool.worker({
@@ -83,6 +68,21 @@ export function devCommand(program: Command): void {
         });
         return { role, worker };
       });
+      // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.
+      const definitions = schedulesAt(new Date());
+      const saved = await saveDevSchedules(pool, definitions);
+      // The crash is the example's: staged when its pipeline runs, on a database another process can open.
+      const noCrash = !opts.crash
+        ? "--no-crash"
+        : !opts.demo
+          ? "--no-demo"
+          : opts.handlers !== undefined
+            ? "it belongs to the example, and --handlers runs yours"
+            : opts.db === "sqlite::memory:"
+              ? "another process cannot open an in-memory database"
+              : null;
+      const crash: SimulatedCrash | null =
+        noCrash === null ? simulateCrash(pool, { handlersPath, db: opts.db, schema: opts.schema, role: CRASH_ROLE, checkpoints: 2, logger }) : null;
       for (const { role, worker } of workers) {
         // The crash's role waits for the extra worker to hold its task: else dev's own would take them all.
         if (crash && role === CRASH_ROLE) {
@@ -93,14 +93,16 @@ export function devCommand(program: Command): void {
       // dead, before its leases (10 s from the last beat, at dev's beat every second) would run out.
       const coordinator = pool.coordinator({ sweepIntervalMs: 1000, staleAfterMs: 4000, deadAfterMs: 7000, reservationMs: 10_000, logger });
       coordinator.start();
-      const { key, apiKey } = await createDevKey(pool);
       const app = await buildServer(pool, { auth: "keys" });
       let url: string;
       try {
         url = await app.listen({ host: "127.0.0.1", port: opts.port });
       } catch (error) {
+        // A port already taken ends the session before its key is made: only the schedules are to undo.
+        await removeDevSchedules(pool, saved);
         throw new CliError(`cannot listen on 127.0.0.1:${opts.port}: ${(error as Error).message}; pick another --port, or 0 for any free one`);
       }
+      const { key, apiKey } = await createDevKey(pool);
 
       const crashLine = crash
         ? `worker ${crash.workerId} (its own process) will be killed mid-crawl; watch the coordinator recover its task (--no-crash: none)`
@@ -114,7 +116,7 @@ export function devCommand(program: Command): void {
         `  API key     ${key}   (admin, for this session: revoked when dev stops)`,
         `  Database    ${describeDatabase(opts.db)}`,
         `  Handlers    ${shown(handlersPath)}: ${Object.keys(handlers).join(", ")}`,
-        `  Schedules   ${definitions.length === 0 ? "none saved" : `${definitions.map((d) => `${d.name} (${d.cron})`).join(", ")} from ${shown(schedulesPath as string)}`}`,
+        `  Schedules   ${definitions.length === 0 ? "none saved" : `${definitions.map((d) => `${d.name} (${d.cron})`).join(", ")} from ${shown(schedulesPath as string)}: for this session, removed when dev stops`}`,
         `  Crash       ${crashLine}`,
         "",
       ];
@@ -129,6 +131,9 @@ export function devCommand(program: Command): void {
         await live?.stop();
         logger.info("Stopping: the server closes, running tasks get 5 s to finish (Ctrl-C again to quit at once)");
         if (status) clearInterval(status);
+        // First, so that quitting at once with a second Ctrl-C still leaves none to fire under a later serve.
+        await removeDevSchedules(pool, saved);
+        if (saved.length > 0) logger.info(`Removed the schedules dev saved: ${saved.join(", ")}`);
         await app.close();
         await Promise.all(workers.map(({ worker }) => worker.stop()));
         await coordinator.stop();

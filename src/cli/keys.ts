@@ -1,57 +1,50 @@
 import { type Command, Option } from "commander";
 import { API_KEY_SCOPES, type ApiKeyRecord } from "../core/api-key.js";
-import { dbOption, schemaOption, withPool } from "./database.js";
+import { addDatabaseOnlyOptions, withPool } from "./database.js";
 import { positiveInteger } from "./parse.js";
+
+/** The library's answer to managing keys over HTTP (src/client/http-store.ts), with the server named. */
+const overHttp = (server: string) => `Managing API keys is not available over HTTP: use taskpool keys --db … on the server's database, not ${server}`;
 
 const describeKey = (k: ApiKeyRecord) => `${k.id} (${k.scope}${k.name === null ? "" : `, "${k.name}"`})`;
 
 export function keysCommand(program: Command): void {
   const keys = program.command("keys").description("API keys of the HTTP server (taskpool serve): create, list, revoke");
-  keys
+  const create = keys
     .command("create")
     .description("make a key; it is printed once, only its hash is stored")
     .addOption(new Option("--scope <scope>", "admin: everything; producer: create tasks, register types, read; worker: claim and the lease protocol").choices(API_KEY_SCOPES).makeOptionMandatory())
     .option("--name <name>", "a label for operators")
     .option("--rate-limit <n>", "requests per minute for this key (default: the server's)", positiveInteger)
-    .option("--quiet", "print only the key (for scripts: KEY=$(taskpool keys create --scope worker --quiet))")
-    .addOption(dbOption())
-    .addOption(schemaOption())
-    .action((opts) =>
-      withPool(opts, async (pool) => {
-        const { key, apiKey } = await pool.createApiKey({ scope: opts.scope, name: opts.name, rateLimitPerMinute: opts.rateLimit });
-        if (opts.quiet) {
-          console.log(key);
-          return;
-        }
-        console.log(`Created API key ${describeKey(apiKey)}:\n${key}`);
-        console.log("Store it now: only its hash is kept, so it cannot be shown again. Send it in the X-API-Key header.");
-      }),
-    );
-  keys
-    .command("list")
-    .description("every key (never the keys themselves), revoked ones included")
-    .addOption(dbOption())
-    .addOption(schemaOption())
-    .action((opts) =>
-      withPool(opts, async (pool) => {
-        const all = await pool.apiKeys();
-        if (all.length === 0) console.log("No API keys (taskpool keys create --scope admin makes one)");
-        for (const k of all) {
-          const limit = k.rateLimitPerMinute === null ? "" : `  ${k.rateLimitPerMinute}/min`;
-          const state = k.revokedAt === null ? "active" : `revoked ${k.revokedAt.toISOString()}`;
-          console.log(`${String(k.id).padStart(4)}  ${k.scope.padEnd(8)}  ${(k.name ?? "-").padEnd(20)}  ${k.prefix}…  created ${k.createdAt.toISOString()}  ${state}${limit}`);
-        }
-      }),
-    );
-  keys
-    .command("revoke <id>")
-    .description("refuse a key from now on (at once, for good)")
-    .addOption(dbOption())
-    .addOption(schemaOption())
-    .action((id: string, opts) =>
-      withPool(opts, async (pool) => {
-        const revoked = await pool.revokeApiKey(positiveInteger(id));
-        console.log(`Revoked API key ${describeKey(revoked)}`);
-      }),
-    );
+    .option("--quiet", "print only the key (for scripts: KEY=$(taskpool keys create --scope worker --quiet))");
+  addDatabaseOnlyOptions(create, overHttp).action((opts) =>
+    withPool(opts, async (pool) => {
+      const { key, apiKey } = await pool.createApiKey({ scope: opts.scope, name: opts.name, rateLimitPerMinute: opts.rateLimit });
+      if (opts.quiet) {
+        console.log(key);
+        return;
+      }
+      console.log(`Created API key ${describeKey(apiKey)}:\n${key}`);
+      console.log("Store it now: only its hash is kept, so it cannot be shown again. Send it in the X-API-Key header.");
+    }),
+  );
+  const list = keys.command("list").description("every key (never the keys themselves), revoked ones included");
+  addDatabaseOnlyOptions(list, overHttp).action((opts) =>
+    withPool(opts, async (pool) => {
+      const all = await pool.apiKeys();
+      if (all.length === 0) console.log("No API keys (taskpool keys create --scope admin makes one)");
+      for (const k of all) {
+        const limit = k.rateLimitPerMinute === null ? "" : `  ${k.rateLimitPerMinute}/min`;
+        const state = k.revokedAt === null ? "active" : `revoked ${k.revokedAt.toISOString()}`;
+        console.log(`${String(k.id).padStart(4)}  ${k.scope.padEnd(8)}  ${(k.name ?? "-").padEnd(20)}  ${k.prefix}…  created ${k.createdAt.toISOString()}  ${state}${limit}`);
+      }
+    }),
+  );
+  const revoke = keys.command("revoke <id>").description("refuse a key from now on (at once, for good)");
+  addDatabaseOnlyOptions(revoke, overHttp).action((id: string, opts) =>
+    withPool(opts, async (pool) => {
+      const revoked = await pool.revokeApiKey(positiveInteger(id));
+      console.log(`Revoked API key ${describeKey(revoked)}`);
+    }),
+  );
 }

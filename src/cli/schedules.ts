@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { MISSED_TICK_POLICIES, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import type { JsonObject } from "../core/task.js";
-import { dbOption, schemaOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
 import { integer, positiveInteger } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
@@ -91,6 +91,8 @@ export function schedulesCommand(program: Command): void {
     .description("every schedule with its next run, last run and last result")
     .addOption(jsonOption())
     .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nExample:\n  $ taskpool schedules list\n  $ taskpool schedules list --json | jq '.[] | {name, nextRunAt, lastResult}'")
     .action((opts) =>
@@ -117,6 +119,8 @@ export function schedulesCommand(program: Command): void {
     .option("--file <definition.json>", "read the definition from a JSON file (the options above override it)")
     .addOption(jsonOption())
     .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
     .addOption(schemaOption())
     .addHelpText(
       "after",
@@ -136,6 +140,8 @@ export function schedulesCommand(program: Command): void {
       .description(description)
       .addOption(jsonOption())
       .addOption(dbOption())
+      .addOption(urlOption())
+      .addOption(apiKeyOption())
       .addOption(schemaOption())
       .addHelpText("after", `\nExample:\n  $ taskpool schedules ${verb} product_resync`)
       .action((name: string, opts) =>

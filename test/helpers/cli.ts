@@ -11,3 +11,16 @@ export const CLI = fileURLToPath(new URL("../../bin/taskpool.js", import.meta.ur
 
 /** `taskpool …args` as a real process; resolves with its output, rejects (with code, stdout, stderr) when it fails. */
 export const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, [CLI, ...args]);
+
+/**
+ * The same, run in `cwd` with `env` as its whole environment (where a default ./taskpool.db would
+ * appear, and what TASKPOOL_* it sees); killed after 20 s (SIGKILL: a graceful stop may take long),
+ * so a command that should have refused to start cannot hang the test.
+ */
+export const taskpoolIn = (cwd: string, env: NodeJS.ProcessEnv, ...args: string[]) => promisify(execFile)(process.execPath, [CLI, ...args], { cwd, env, timeout: 20_000, killSignal: "SIGKILL" });
+
+/** The environment of the tests less the TASKPOOL_* connection settings, plus `env`. */
+export const envWith = (env: Record<string, string>): NodeJS.ProcessEnv => ({
+  ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !["TASKPOOL_URL", "TASKPOOL_API_KEY", "TASKPOOL_DATABASE_URL", "TASKPOOL_SCHEMA"].includes(name))),
+  ...env,
+});
