@@ -322,8 +322,10 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     });
     await eventually(async () => (await store.list({ status: "completed" })).tasks.length === 1, 5000, "the quick task");
     await store.enqueueMany(Array.from({ length: 20 }, () => ({ taskType: "gated" })));
-    // One running, five held ready: the quick handler taught the worker its tasks are short.
-    await eventually(async () => (await held(worker.id)) === 6, 5000, "a full buffer");
+    // One running and some held ready, at most the five of `prefetch`: the quick handler taught the
+    // worker its tasks are short (how short, a loaded machine decides: prefetch.test.ts does the sums).
+    await eventually(async () => (await held(worker.id)) > 1, 5000, "tasks held ready");
+    expect(await held(worker.id)).toBeLessThanOrEqual(6);
     await worker.stop(0);
     release();
     const tasks = (await store.list({ taskType: "gated" }, { limit: 100 })).tasks;
