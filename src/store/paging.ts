@@ -33,6 +33,6 @@ export function encodeCursor(lastId: number): string {
 
 export function decodeCursor(cursor: string): number {
   const match = /^id:(\d{1,15})$/.exec(Buffer.from(cursor, "base64url").toString());
-  if (!match) throw new ValidationError("Invalid cursor: pass back the nextCursor of a previous page unchanged", [{ path: "cursor", message: "not a cursor" }]);
+  if (!match) throw new ValidationError("Invalid cursor: pass back the next cursor a previous page gave, unchanged", [{ path: "cursor", message: "not a cursor" }]);
   return Number(match[1]);
 }
