@@ -164,6 +164,9 @@ describe("taskpool CLI", () => {
       // A database named (--db, or TASKPOOL_DATABASE_URL) is what such a command works on, TASKPOOL_URL or not.
       expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server }), "keys", "list", "--db", db)).stdout).toMatch(/^No API keys/);
       expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server, TASKPOOL_DATABASE_URL: db }), "migrate")).stdout).toBe(`Migrated ${db}\n`);
+      // A key id that is none is refused before any database is opened.
+      const typo = await run({}, ["keys", "revoke", "abc", "--db", `sqlite:${join(dir, "keys.db")}`]);
+      expect([typo.code, typo.stderr]).toEqual([1, 'taskpool: "abc" is not a key id: pass the number `taskpool keys list` shows first, e.g. 3\n']);
       expect(readdirSync(dir)).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
