@@ -16,7 +16,8 @@ export function validate<T>(schema: TSchema, value: unknown, what: string): T {
   }
   if (check.Check(value)) return value as T;
   const issues = [...check.Errors(value)].map((e) => ({ path: e.path === "" ? what : e.path.slice(1).replaceAll("/", "."), message: explain(e) }));
-  throw invalid(what, issues);
+  // The first issue of each field says it: a missing one was also reported as "Expected string".
+  throw invalid(what, issues.filter((issue, n) => issues.findIndex((i) => i.path === issue.path) === n));
 }
 
 function explain(e: ValueError): string {

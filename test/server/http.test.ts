@@ -453,6 +453,8 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       expect(answer.body.message).toMatch(/^Invalid /);
       if (issue) expect(answer.body.issues).toContainEqual(issue);
     }
+    // A missing field is said once, not once more as "Expected string".
+    expect((await s.call("POST", "/api/tasks", { params: {} })).body.message).toBe("Invalid request body: task_type: Expected required property");
     const date = await s.call("POST", "/api/tasks", { task_type: "crawl", scheduled_for: "0001-01-01T00:00:00Z" });
     expect(date.body.message).toMatch(/^Invalid task: scheduled_for: Expected Date timestamp to be greater or equal to 0/);
 
