@@ -30,7 +30,7 @@ describe("taskpool schedules", () => {
     expect((await taskpool("schedules", "pause", "resync", "--db", db)).stdout).toBe("Paused schedule resync (product_resync, 0 0 * * * America/Los_Angeles): paused\n");
     const resumed = JSON.parse((await taskpool("schedules", "resume", "resync", "--json", "--db", db)).stdout);
     expect(resumed).toMatchObject({ name: "resync", enabled: true, nextRunAt: json.nextRunAt });
-    expect((await taskpool("schedules", "remove", "resync", "--db", db)).stdout).toMatch(/^Removed schedule resync /);
+    expect((await taskpool("schedules", "remove", "resync", "--db", db)).stdout).toMatch(/^Removed schedule resync \([^)]*\)\n$/);
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
   }, 60_000);
 

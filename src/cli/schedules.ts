@@ -23,9 +23,11 @@ const COLUMNS: Column<ScheduleRecord>[] = [
   { header: "last result", value: (s) => (s.lastResult === null ? null : (s.lastResult.error ?? s.lastResult.message)) },
 ];
 
+/** Which schedule, in a line. */
+const identity = (s: ScheduleRecord) => `${s.name} (${s.taskType}, ${s.cron}${s.timezone === "UTC" ? "" : ` ${s.timezone}`})`;
+
 /** One schedule in a line: what an action changed. */
-const summary = (s: ScheduleRecord) =>
-  `${s.name} (${s.taskType}, ${s.cron}${s.timezone === "UTC" ? "" : ` ${s.timezone}`}): ${s.enabled ? `next run ${s.nextRunAt?.toISOString() ?? "none"}` : "paused"}`;
+const summary = (s: ScheduleRecord) => `${identity(s)}: ${s.enabled ? `next run ${s.nextRunAt?.toISOString() ?? "none"}` : "paused"}`;
 
 /** `1,2,x-9` → [1, 2, "x-9"]: whole numbers become integers, as a JSON list would hold them. */
 function keyList(value: string): (string | number)[] {
@@ -147,7 +149,8 @@ export function schedulesCommand(program: Command): void {
       .action((name: string, opts) =>
         withPool(opts, async (pool) => {
           const schedule = await pool.schedules[verb](name);
-          emit(opts.json, schedule, () => [`${done} schedule ${summary(schedule)}`]);
+          // A removed schedule has no next run to speak of.
+          emit(opts.json, schedule, () => [`${done} schedule ${verb === "remove" ? identity(schedule) : summary(schedule)}`]);
         }),
       );
   act("pause", "stop firing a schedule until it is resumed", "Paused");
