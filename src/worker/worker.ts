@@ -252,8 +252,13 @@ export class Worker {
     this.ready.push(entry);
   }
 
-  /** Starts queued tasks while slots are free; a queued task whose lease was lost meanwhile is dropped. */
+  /**
+   * Starts queued tasks while slots are free; a queued task whose lease was lost meanwhile is dropped.
+   * The heartbeats then learn the new load: the coordinator hands a dead worker's tasks to the least
+   * loaded, and a worker whose heartbeats said 0 while busy was handed them to sit on.
+   */
   private startReady(): void {
+    const before = this.handling;
     while (this.handling < this.options.concurrency && this.ready.length > 0) {
       const entry = this.ready.shift() as Running;
       if (entry.abort.aborted) {
@@ -262,6 +267,7 @@ export class Worker {
       }
       this.run(entry);
     }
+    if (this.handling !== before) this.publishState();
   }
 
   private run(entry: Running): void {
@@ -462,6 +468,8 @@ export class Worker {
       await this.release(entry);
     }
     await this.heartbeats?.stop();
+    // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
+    await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {});
     await this.store.shutdownWorker(this.id).catch((error) => this.logger.warn({ err: error.message }, "Could not mark the worker inactive"));
     await this.unsubscribe?.().catch(() => {});
     if (this.signalHandler) {

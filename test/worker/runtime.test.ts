@@ -310,6 +310,23 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     }
   });
 
+  it("its heartbeats carry the load of the tasks it runs, and the registry keeps what it finished during the shutdown grace", async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const registered = async (id: string) => (await store.listWorkers()).find((w) => w.workerId === id);
+    // The heartbeat thread: it learns the worker's state only when the worker posts it.
+    // One slot and no buffer: once it runs the task it claims no more, so no claim posts its state again.
+    const { worker } = await startWorker({ concurrency: 1, prefetch: 0, heartbeatThread: true, handlers: { gated: async () => gate } });
+    const task = (await store.enqueue({ taskType: "gated" })).task;
+    await eventually(async () => (await store.get(task.id))?.status === "running", 5000, "the task running");
+    // The coordinator hands a dead worker's tasks to the least loaded: a busy worker must not say 0.
+    await eventually(async () => (await registered(worker.id))?.currentLoad === 1, 5000, "a heartbeat with load 1");
+    const stopping = worker.stop(10_000);
+    release();
+    await stopping;
+    expect(await registered(worker.id)).toMatchObject({ status: "inactive", tasksProcessed: 1 });
+  });
+
   it("holds claimed tasks ready while handlers are quick, none while they are slow; stop releases the ones never started", async () => {
     const held = async (workerId: string) => (await store.list({ workerId, status: ["claimed", "running"] })).tasks.length;
     let release: () => void = () => {};
