@@ -212,6 +212,7 @@ describe("taskpool operator CLI", () => {
       taskpool("tasks", "list", "--cursor", "not-a-cursor", "--db", db),
       taskpool("tasks", "list", "--order", "sideways", "--db", db),
       taskpool("reassignments", "--stats", "--limit", "3", "--db", db),
+      taskpool("reassignments", "--task", "999", "--db", db),
       taskpool("workers", "--db", "mysql://x"),
       taskpool("capacity", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres"),
     ]);
@@ -222,6 +223,7 @@ describe("taskpool operator CLI", () => {
       /^taskpool: Invalid cursor: pass back the next cursor a previous page gave, unchanged$/,
       /^error: option '--order <order>' argument 'sideways' is invalid\. Allowed choices are newest, oldest\.$/,
       /^error: option '--stats' cannot be used with option '--limit <n>'$/,
+      /^taskpool: task 999 does not exist; `taskpool tasks list` shows the ids$/,
       /^taskpool: Unsupported database URL "mysql:\/\/x": use sqlite:/,
       /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused/,
     ];

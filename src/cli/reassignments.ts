@@ -2,6 +2,7 @@ import { type Command, Option } from "commander";
 import type { ReassignmentStats } from "../core/monitoring.js";
 import type { ReassignmentEvent } from "../core/worker.js";
 import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { CliError } from "./errors.js";
 import { positiveInteger, taskId } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
@@ -56,6 +57,10 @@ export function reassignmentsCommand(program: Command): void {
           return;
         }
         const history = await pool.reassignments({ limit: opts.limit, taskId: opts.task });
+        // No history of a task that does not exist is a mistyped id, not a quiet task.
+        if (history.length === 0 && opts.task !== undefined && (await pool.get(opts.task)) === null) {
+          throw new CliError(`task ${opts.task} does not exist; \`taskpool tasks list\` shows the ids`);
+        }
         emit(opts.json, history, () => (history.length === 0 ? ["No reassignments"] : formatTable(REASSIGNMENT_COLUMNS, history)));
       }),
     );
