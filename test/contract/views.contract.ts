@@ -30,6 +30,9 @@ export function viewsContract(kind: StoreKind) {
       at(-10 * MINUTE);
       await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }, { taskType: "crawl" }]);
       await completeAll(3);
+      // Due later, so that no claim below takes it.
+      await ctx.store.enqueueMany([{ taskType: "mail" }, { taskType: "mail", scheduledFor: new Date(start + HOUR) }]);
+      for (const t of await ctx.store.claim({ workerId: "w9", taskTypes: ["mail"] })) await ctx.store.complete(t.id, t);
       await beat("gone-quiet"); // still 'active' (no sweep yet), but not heard from within 2 minutes
       at(-30_000);
       await beat("w1", { roles: ["crawl", "parse"], capacity: 4, currentLoad: 1 });
@@ -63,6 +66,12 @@ export function viewsContract(kind: StoreKind) {
       expect(capacity.get("parse")).toEqual({
         taskType: "parse", pendingTasks: 0, readyTasks: 0, runningTasks: 0, activeWorkers: 1, completedLastHour: 0,
         maxRunning: 3, tasksPerWorkerHour: 0, estimatedHoursToDrain: 0,
+        workersNeeded: { for1Hour: null, for4Hours: null, for8Hours: null },
+      });
+      // A role no live worker serves: its backlog does not drain, and a worker's pace is unknown.
+      expect(capacity.get("mail")).toEqual({
+        taskType: "mail", pendingTasks: 1, readyTasks: 0, runningTasks: 0, activeWorkers: 0, completedLastHour: 1,
+        maxRunning: null, tasksPerWorkerHour: null, estimatedHoursToDrain: null,
         workersNeeded: { for1Hour: null, for4Hours: null, for8Hours: null },
       });
       // The last hour's completions are the same once a sweep has folded their tallies (PostgreSQL).
