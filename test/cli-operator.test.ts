@@ -237,12 +237,14 @@ describe("taskpool operator CLI", () => {
     try {
       const { failed, pending } = await seedTasks(pool);
       const common = ["--db", PG_URL, "--schema", schema];
-      const [list, show, workers] = await Promise.all([
+      const [migrated, list, show, workers] = await Promise.all([
+        taskpool("migrate", ...common),
         taskpool("tasks", "list", "--status", "failed", "--json", ...common),
         taskpool("tasks", "show", String(pending.id), ...common),
         taskpool("workers", ...common),
       ]);
       const retry = await taskpool("tasks", "retry", String(failed.id), ...common);
+      expect(migrated.stdout).toBe(`Migrated ${PG_URL}, schema ${schema}\n`);
       expect(JSON.parse(list.stdout).tasks.map((t: { id: number }) => t.id)).toEqual([failed.id]);
       expect(show.stdout).toMatch(/status\s+pending\n[\s\S]*Events \(1, oldest first\)/);
       expect(retry.stdout).toMatch(new RegExp(`\\n\\s*${failed.id}  analytics_refresh\\s+pending\\s+retried`));

@@ -22,7 +22,7 @@ const indent = (lines: string[]) => lines.map((l) => `  ${l}`);
 function showStats(s: ReassignmentStats): string[] {
   const { total, successful, successRatePercent } = s.last24Hours;
   return [
-    `Last 24 hours: ${total} reassignment attempts, ${successful} found a worker${successRatePercent === null ? "" : ` (${successRatePercent}%)`}`,
+    `Last 24 hours: ${total} reassignment ${total === 1 ? "attempt" : "attempts"}, ${successful} found a worker${successRatePercent === null ? "" : ` (${successRatePercent}%)`}`,
     "",
     "Workers whose tasks were taken back, last 7 days:",
     ...(s.failingWorkers.length === 0
