@@ -93,6 +93,11 @@ describe("the dashboard in a real browser", () => {
     const task = await server.pool.enqueue("flaky", { storeId: 7 }, { maxAttempts: 1 });
     await eventually(async () => (await server.pool.get(task.id))?.status === "failed", 10_000, "the task to fail");
 
+    // A filter the server refuses is said, and the role picker that could fix it still lists the roles.
+    const filtered = await open(server.keys.producer, "#/tasks?status=bogus");
+    await filtered.locator("[role=alert]").getByText(/status/).waitFor();
+    await filtered.locator('select[name="task_type"] option', { hasText: "flaky" }).waitFor({ state: "attached" });
+
     const viewer = await open(server.keys.producer, `#/tasks/${task.id}`);
     await viewer.locator("#task-error").getByText("upstream answered 503").waitFor();
     await viewer.click('nav a[href="#/dead-letter"]');
