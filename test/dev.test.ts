@@ -148,13 +148,14 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     expect(remote.stderr).toMatch(/^taskpool: dev runs its own server: give it a database \(sqlite:\.\/taskpool\.db or postgres:\/\/…\), not http:\/\/127\.0\.0\.1:8080\n$/);
   }, 20_000);
 
-  it("dev removes the schedules it saved when it stops, and refuses to replace a schedule of the same name it did not save", async () => {
+  it("dev removes the schedules it saved and revokes its key when its terminal closes (SIGHUP), and refuses to replace a schedule of the same name it did not save", async () => {
     const dev = start(["dev", "--db", db, "--status-every", "0", "--no-crash"]);
     children.push(dev.child);
     await eventually(() => /Schedules\s+store_discovery/.test(dev.output()), 20_000, "the banner");
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/\nproduct_resync\s+product_resync\s+\*\/20 \* \* \* \* \*\s+enabled/);
-    dev.child.kill("SIGTERM");
+    dev.child.kill("SIGHUP");
     expect(await dev.exit).toBe(0);
+    expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/admin\s+taskpool dev on .*\s+created \S+\s+revoked /);
     // Left behind, they would go on making demo tasks every few seconds under any later serve or coordinator.
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
     expect(dev.output()).toMatch(/Schedules\s+store_discovery .* from examples\/dispensary-crawl\/schedules\.js: for this session, removed when dev stops\n/);

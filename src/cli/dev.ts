@@ -131,13 +131,14 @@ export function devCommand(program: Command): void {
         await live?.stop();
         logger.info("Stopping: the server closes, running tasks get 5 s to finish (Ctrl-C again to quit at once)");
         if (status) clearInterval(status);
-        // First, so that quitting at once with a second Ctrl-C still leaves none to fire under a later serve.
+        // First, so that quitting at once with a second Ctrl-C still leaves no schedule to fire under a
+        // later serve, and no admin key that works after the session.
         await removeDevSchedules(pool, saved);
         if (saved.length > 0) logger.info(`Removed the schedules dev saved: ${saved.join(", ")}`);
+        await pool.revokeApiKey(apiKey.id);
         await app.close();
         await Promise.all(workers.map(({ worker }) => worker.stop()));
         await coordinator.stop();
-        await pool.revokeApiKey(apiKey.id);
         await printStatus(pool, (l) => logger.info(l));
         await pool.close();
         logger.info("Stopped");
@@ -145,5 +146,7 @@ export function devCommand(program: Command): void {
       };
       process.on("SIGINT", () => void stop());
       process.on("SIGTERM", () => void stop());
+      // The terminal closed: by default Node would exit at once, leaving the schedules and the key.
+      process.on("SIGHUP", () => void stop());
     });
 }
