@@ -1,18 +1,10 @@
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { type Command, Option } from "commander";
 import { API_KEY_SCOPES, type ApiKeyRecord } from "../core/api-key.js";
 import { addDatabaseOnlyOptions, withPool } from "./database.js";
-import { positiveInteger } from "./parse.js";
+import { keyId, positiveInteger } from "./parse.js";
 
 /** The library's answer to managing keys over HTTP (src/client/http-store.ts), with the server named. */
 const overHttp = (server: string) => `Managing API keys is not available over HTTP: use taskpool keys --db … on the server's database, not ${server}`;
-
-/** A key id given on the command line; anything else is refused before any key is touched. */
-function keyId(value: string): number {
-  if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
-    throw new InvalidArgumentError(`"${value}" is not a key id: pass the number \`taskpool keys list\` shows first, e.g. 3`);
-  }
-  return Number(value);
-}
 
 const describeKey = (k: ApiKeyRecord) => `${k.id} (${k.scope}${k.name === null ? "" : `, "${k.name}"`})`;
 

@@ -11,10 +11,15 @@ export function positiveInteger(value: string): number {
   return n;
 }
 
-/** A task id given on the command line; anything else is refused before any task is touched. */
-export function taskId(value: string): number {
-  if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
-    throw new InvalidArgumentError(`"${value}" is not a task id: pass the number \`taskpool tasks list\` shows, e.g. 42`);
-  }
-  return Number(value);
+/** A parser of ids given on the command line: anything else is refused before anything is touched. */
+function idOf(what: string, hint: string): (value: string) => number {
+  return (value) => {
+    if (!/^\d+$/.test(value) || Number(value) < 1 || !Number.isSafeInteger(Number(value))) {
+      throw new InvalidArgumentError(`"${value}" is not a ${what} id: ${hint}`);
+    }
+    return Number(value);
+  };
 }
+
+export const taskId = idOf("task", "pass the number `taskpool tasks list` shows, e.g. 42");
+export const keyId = idOf("key", "pass the number `taskpool keys list` shows first, e.g. 3");
