@@ -7,7 +7,7 @@ import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, Task
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { validate } from "../core/validation.js";
 import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
-import { NotOverHttpError } from "../client/errors.js";
+import { coordinatorNotOverHttp } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
 import { ValidationError } from "../core/errors.js";
 import { type DatabaseConfig, openStore } from "../store/open-store.js";
@@ -213,7 +213,7 @@ export class Taskpool {
   /** A coordinator on this pool (call start()). Not over HTTP: it runs where the database is. */
   coordinator(options?: CoordinatorOptions): Coordinator {
     if (this.protocol.remote) {
-      throw new NotOverHttpError("A coordinator", "run it where the database is (taskpool serve runs one, or taskpool coordinator --db …)");
+      throw coordinatorNotOverHttp();
     }
     return new Coordinator(this.protocol, options);
   }

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { coordinatorNotOverHttp } from "../client/errors.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
 import { positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
@@ -11,8 +12,8 @@ export function coordinatorCommand(program: Command): void {
     .option("--sweep-interval <ms>", "time between sweeps", positiveInteger, 60_000)
     .option("--stale-after <ms>", "silence before a worker is stale", positiveInteger, 60_000)
     .option("--dead-after <ms>", "silence before a worker is dead and its tasks recovered", positiveInteger, 120_000);
-  // The library's answer to a coordinator over HTTP (src/api/taskpool.ts), with the server named.
-  addDatabaseOnlyOptions(command, (server) => `A coordinator is not available over HTTP: run it where the database is (taskpool serve runs one, or taskpool coordinator --db …), not through ${server}`);
+  // The library's answer to a coordinator over HTTP, with the server named.
+  addDatabaseOnlyOptions(command, (server) => `${coordinatorNotOverHttp().message}, not through ${server}`);
   addRetentionOptions(command).action(async (opts) => {
     const retention = retentionFrom(opts);
     // Bad settings are refused before the database is opened.

@@ -1,10 +1,11 @@
 import { type Command, Option } from "commander";
+import { keysNotOverHttp } from "../client/errors.js";
 import { API_KEY_SCOPES, type ApiKeyRecord } from "../core/api-key.js";
 import { addDatabaseOnlyOptions, withPool } from "./database.js";
 import { keyId, positiveInteger } from "./parse.js";
 
-/** The library's answer to managing keys over HTTP (src/client/http-store.ts), with the server named. */
-const overHttp = (server: string) => `Managing API keys is not available over HTTP: use taskpool keys --db … on the server's database, not ${server}`;
+/** The library's answer to managing keys over HTTP, with the server named. */
+const overHttp = (server: string) => `${keysNotOverHttp().message}, not ${server}`;
 
 const describeKey = (k: ApiKeyRecord) => `${k.id} (${k.scope}${k.name === null ? "" : `, "${k.name}"`})`;
 

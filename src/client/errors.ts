@@ -44,6 +44,13 @@ export class NotOverHttpError extends TaskpoolError {
   }
 }
 
+/** Key management over HTTP: the transport's refusal, and the CLI's for `taskpool keys --url`. */
+export const keysNotOverHttp = () => new NotOverHttpError("Managing API keys", "use taskpool keys --db … on the server's database");
+
+/** A coordinator over HTTP: the pool's refusal, and the CLI's for `taskpool coordinator --url`. */
+export const coordinatorNotOverHttp = () =>
+  new NotOverHttpError("A coordinator", "run it where the database is (taskpool serve runs one, or taskpool coordinator --db …)");
+
 type Envelope = { error?: unknown; message?: unknown; issues?: unknown; retry_after?: unknown };
 
 const withMessage = <E extends Error>(error: E, message: string): E => Object.assign(error, { message });

@@ -33,7 +33,7 @@ import { taskRoutes } from "../server/routes/tasks.js";
 import { workerTransportRoutes } from "../server/routes/worker-transport.js";
 import { workerRoutes } from "../server/routes/workers.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
-import { errorFromReply, HttpApiError, NotOverHttpError } from "./errors.js";
+import { errorFromReply, HttpApiError, keysNotOverHttp, NotOverHttpError } from "./errors.js";
 import { HttpTransport, type RequestOptions, type TransportOptions } from "./http-transport.js";
 
 /** Each route by "METHOD url", with its success envelope built once (the wire conversion keeps its work per schema). */
@@ -302,19 +302,19 @@ export class HttpStore implements Store {
   }
 
   createApiKey(): Promise<ApiKeyRecord> {
-    throw keysOnly();
+    throw keysNotOverHttp();
   }
 
   listApiKeys(): Promise<ApiKeyRecord[]> {
-    throw keysOnly();
+    throw keysNotOverHttp();
   }
 
   findApiKey(): Promise<ApiKeyRecord | null> {
-    throw keysOnly();
+    throw keysNotOverHttp();
   }
 
   revokeApiKey(): Promise<ApiKeyRecord> {
-    throw keysOnly();
+    throw keysNotOverHttp();
   }
 
   private async leaseCall(action: string, id: number, body: object): Promise<Task> {
@@ -366,4 +366,3 @@ function queryString(query: Record<string, unknown>): string {
 }
 
 const coordinatorOnly = (what: string) => new NotOverHttpError(what, "run the coordinator where the database is (taskpool serve runs one, or taskpool coordinator --db …)");
-const keysOnly = () => new NotOverHttpError("Managing API keys", "use taskpool keys --db … on the server's database");
