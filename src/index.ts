@@ -46,5 +46,6 @@ export {
   UniqueKeyTakenError,
   UnsupportedUrlError,
   ValidationError,
+  WorkerNotFoundError,
 } from "./core/errors.js";
 export { HttpApiError, NotOverHttpError, ServerUnreachableError } from "./client/errors.js";

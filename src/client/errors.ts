@@ -14,6 +14,7 @@ import {
   TaskTypeAtCapacityError,
   UniqueKeyTakenError,
   ValidationError,
+  WorkerNotFoundError,
 } from "../core/errors.js";
 import { toCamel } from "../core/wire.js";
 
@@ -55,8 +56,8 @@ type Envelope = { error?: unknown; message?: unknown; issues?: unknown; retry_af
 
 const withMessage = <E extends Error>(error: E, message: string): E => Object.assign(error, { message });
 
-/** What a call was about: a task, or a schedule. */
-export type Subject = { taskId: number } | { scheduleName: string };
+/** What a call was about: a task, a schedule or a worker. */
+export type Subject = { taskId: number } | { scheduleName: string } | { workerId: string };
 
 /** The library error for an error envelope; `subject` is what the call was about. */
 export function errorFromReply(status: number, body: Record<string, unknown>, subject?: Subject): TaskpoolError {
@@ -75,6 +76,7 @@ export function errorFromReply(status: number, body: Record<string, unknown>, su
       return withMessage(new LeaseLostError(id), text);
     case "not_found":
       if (subject && "scheduleName" in subject) return withMessage(new ScheduleNotFoundError(subject.scheduleName), text);
+      if (subject && "workerId" in subject) return withMessage(new WorkerNotFoundError(subject.workerId), text);
       return taskId === undefined ? new HttpApiError(code, text, status) : withMessage(new TaskNotFoundError(id), text);
     case "already_claimed":
       return withMessage(new AlreadyClaimedError(id, null), text);

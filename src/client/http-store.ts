@@ -196,7 +196,7 @@ export class HttpStore implements Store {
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {
-    return (await this.call<{ released: number[] }>("POST /api/workers/:id/shutdown", { params: { id: workerId } }, { repeatable: "yes" })).released;
+    return (await this.call<{ released: number[] }>("POST /api/workers/:id/shutdown", { params: { id: workerId } }, { repeatable: "yes", subject: { workerId } })).released;
   }
 
   async listWorkers(): Promise<WorkerRecord[]> {

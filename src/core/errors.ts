@@ -109,6 +109,13 @@ export class ApiKeyNotFoundError extends TaskpoolError {
   }
 }
 
+/** Shutting down a worker the registry does not know: a mistyped id, one that never beat, or one retention forgot. */
+export class WorkerNotFoundError extends TaskpoolError {
+  constructor(readonly workerId: string) {
+    super("not_found", `Worker "${workerId}" is not in the registry: it never sent a heartbeat, or retention removed it (taskpool workers lists them)`);
+  }
+}
+
 /** Naming a schedule that does not exist. */
 export class ScheduleNotFoundError extends TaskpoolError {
   constructor(readonly scheduleName: string) {

@@ -151,7 +151,10 @@ export interface Store {
    * PostgreSQL; answers in input order. Worker ids are distinct.
    */
   workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]>;
-  /** Graceful deregistration: what it still holds goes back to the pool (no attempt charged); it turns inactive. */
+  /**
+   * Graceful deregistration: what it still holds goes back to the pool (no attempt charged); it turns
+   * inactive. WorkerNotFoundError when the registry has no such worker and it held nothing.
+   */
   shutdownWorker(workerId: string): Promise<number[]>;
   listWorkers(): Promise<WorkerRecord[]>;
   /** One coordinator pass: stale/dead workers, recovery of their tasks and of expired leases, reassignment. */

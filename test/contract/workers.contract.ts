@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ValidationError } from "../../src/core/errors.js";
+import { ValidationError, WorkerNotFoundError } from "../../src/core/errors.js";
 import type { WorkerBeat } from "../../src/core/worker.js";
 import type { StoreKind } from "../helpers/stores.js";
 import { claimOne, useStore } from "./context.js";
@@ -98,6 +98,14 @@ export function workersContract(kind: StoreKind) {
       expect(task).toMatchObject({ status: "pending", attempts: 0, checkpoint: { page: 2 }, workerId: null });
       expect((await ctx.store.events(tasks[0].id)).at(-1)).toMatchObject({ event: "released", message: "worker shut down" });
       expect((await ctx.store.listWorkers())[0]).toMatchObject({ status: "inactive", currentLoad: 0 });
+      expect(await ctx.store.shutdownWorker("w1")).toEqual([]);
+    });
+
+    it("refuses to shut down a worker the registry does not know, and registers none", async () => {
+      const refused = ctx.store.shutdownWorker("w-typo");
+      await expect(refused).rejects.toBeInstanceOf(WorkerNotFoundError);
+      await expect(refused).rejects.toThrow('Worker "w-typo" is not in the registry');
+      expect(await ctx.store.listWorkers()).toEqual([]);
     });
 
     it("marks silent workers stale, then dead, once", async () => {

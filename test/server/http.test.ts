@@ -354,6 +354,11 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(shutdown.body).toEqual({ success: true, message: "Worker worker-youtube-01 shut down; 1 task released", released: [task.id] });
     expect((await s.call("GET", `/api/tasks/${task.id}`)).body.task).toMatchObject({ status: "pending", worker_id: null });
     expect((await s.call("GET", "/api/workers")).body.workers[0].status).toBe("inactive");
+    const typo = await s.call("POST", "/api/workers/worker-youtube-1/shutdown");
+    expect([typo.status, typo.body]).toEqual([
+      404,
+      { success: false, error: "not_found", message: 'Worker "worker-youtube-1" is not in the registry: it never sent a heartbeat, or retention removed it (taskpool workers lists them)' },
+    ]);
   });
 
   it("reassignment history and seed 003's statistics", async () => {

@@ -41,7 +41,9 @@ export const workerRoutes = [
     url: "/api/workers/:id/shutdown",
     tag: TAG,
     summary: "Graceful deregistration",
-    description: "What the worker still holds goes back to the pool (no attempt charged, checkpoints kept); it turns inactive.",
+    description:
+      "What the worker still holds goes back to the pool (no attempt charged, checkpoints kept); it turns inactive. Again for an " +
+      "inactive worker: 200, nothing released. 404 for a worker the registry does not know (it never sent a heartbeat).",
     access: ["worker"],
     params: Type.Object({ id: WorkerId }, { additionalProperties: false }),
     reply: { message: Type.String(), released: Type.Array(Type.Integer()) },

@@ -1,7 +1,7 @@
 import pg from "pg";
 import { type Clock, systemClock } from "../../core/clock.js";
 import type { ApiKeyRecord } from "../../core/api-key.js";
-import { AlreadyClaimedError, ApiKeyNotFoundError, ConcurrencyKeyBusyError, ScheduleNotFoundError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError } from "../../core/errors.js";
+import { AlreadyClaimedError, ApiKeyNotFoundError, ConcurrencyKeyBusyError, ScheduleNotFoundError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError, WorkerNotFoundError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
@@ -533,9 +533,11 @@ export class PostgresStore implements Store {
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {
-    const rows = await this.rows<{ id: number }>("tp_worker_shutdown", workerSql.WORKER_SHUTDOWN, [workerId, this.clock.now()]);
-    if (rows.length > 0) await this.notify("");
-    return rows.map((r) => r.id);
+    const rows = await this.rows<{ known: boolean; id: number | null }>("tp_worker_shutdown", workerSql.WORKER_SHUTDOWN, [workerId, this.clock.now()]);
+    const released = rows.flatMap((r) => (r.id === null ? [] : [r.id]));
+    if (released.length > 0) await this.notify("");
+    else if (!rows[0].known) throw new WorkerNotFoundError(workerId);
+    return released;
   }
 
   async listWorkers(): Promise<WorkerRecord[]> {

@@ -62,9 +62,10 @@ export const WORKER_SHUTDOWN = `
     SELECT id, 'released', $1, 'worker shut down', checkpoint, $2::timestamptz FROM released
   ),
   worker AS (
-    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz WHERE worker_id = $1
+    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz WHERE worker_id = $1 RETURNING 1
   )
-  SELECT id FROM released ORDER BY id`;
+  -- One row at least: whether the registry knew the worker, with each released task's id (null if none).
+  SELECT k.known, r.id FROM (SELECT EXISTS (SELECT 1 FROM worker) AS known) k LEFT JOIN released r ON true ORDER BY r.id`;
 
 /** $1 now. The registry with the figures of seed 000's worker_status view. */
 export const LIST_WORKERS = `

@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { type Clock, systemClock } from "../../core/clock.js";
 import type { ApiKeyRecord } from "../../core/api-key.js";
-import { ApiKeyNotFoundError, ScheduleNotFoundError, TaskpoolError, UniqueKeyTakenError } from "../../core/errors.js";
+import { ApiKeyNotFoundError, ScheduleNotFoundError, TaskpoolError, UniqueKeyTakenError, WorkerNotFoundError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
@@ -436,7 +436,8 @@ export class SqliteStore implements Store {
       for (const r of rows) {
         this.conn.logEvent({ taskId: r.id, event: "released", fromWorkerId: workerId, message: "worker shut down", data: r.checkpoint === null ? null : JSON.parse(r.checkpoint) }, now);
       }
-      this.conn.stmt(workerSql.MARK_INACTIVE).run({ workerId, now });
+      const known = this.conn.stmt(workerSql.MARK_INACTIVE).run({ workerId, now }).changes > 0;
+      if (!known && rows.length === 0) throw new WorkerNotFoundError(workerId);
       return rows.map((r) => r.id).sort((a, b) => a - b);
     });
     if (released.length > 0) notifyLocal(this.channel, []);
