@@ -10,7 +10,7 @@ import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
 import { ValidationError } from "../core/errors.js";
-import { type DatabaseConfig, openStore } from "../store/open-store.js";
+import { type DatabaseConfig, isServerUrl, openStore } from "../store/open-store.js";
 import type { EnqueueResult, Store } from "../store/store.js";
 import type { WorkerOptions } from "../worker/options.js";
 import { Worker } from "../worker/worker.js";
@@ -231,7 +231,7 @@ export class Taskpool {
  */
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
   const { schema, clock, migrate, requireRegistered, apiKey } = options;
-  const remote = /^https?:\/\//.test(url);
+  const remote = isServerUrl(url);
   if (remote && (clock !== undefined || requireRegistered !== undefined || schema !== undefined)) {
     throw new ValidationError(`clock, requireRegistered and schema are the server's settings: they cannot be given to connect("${url}")`);
   }

@@ -1,5 +1,6 @@
 import { type Command, Option } from "commander";
 import { type ConnectOptions, connect, type Taskpool } from "../api/taskpool.js";
+import { isServerUrl } from "../store/open-store.js";
 import { CliError, explainConnectError, redactUrl } from "./errors.js";
 
 /** The --db option every command shares: a flag, else $TASKPOOL_DATABASE_URL, else the embedded file. */
@@ -13,8 +14,6 @@ export const urlOption = () => new Option("--url <url>", "a taskpool server (htt
 export const apiKeyOption = () => new Option("--api-key <key>", "the server's API key (taskpool keys create)").env("TASKPOOL_API_KEY");
 
 export const schemaOption = () => new Option("--schema <name>", "PostgreSQL schema (default taskpool)").env("TASKPOOL_SCHEMA");
-
-const isServer = (url: string) => /^https?:\/\//.test(url);
 
 /** `keys create`, as the user typed it. */
 const commandName = (command: Command): string => (command.parent?.parent ? `${commandName(command.parent)} ${command.name()}` : command.name());
@@ -42,7 +41,7 @@ export function addDatabaseOnlyOptions(command: Command, refusal: (server: strin
 /** Throws, saying what to do instead, when the options or TASKPOOL_URL point the command at a server. */
 function refuseServer(command: Command, refusal: (server: string) => string): void {
   const { db, url, apiKey } = command.opts<{ db: string; url?: string; apiKey?: string }>();
-  const server = url ?? (isServer(db) ? db : undefined);
+  const server = url ?? (isServerUrl(db) ? db : undefined);
   if (server !== undefined) throw new CliError(refusal(redactUrl(server)));
   if (apiKey !== undefined) throw new CliError(`taskpool ${commandName(command)} works on the database directly and takes no --api-key: pass --db with the database's URL`);
   const exported = process.env.TASKPOOL_URL;
@@ -65,7 +64,7 @@ export interface ConnectionOptions {
 /** Connects to the database or server the options name; a failure becomes one line saying what to fix. */
 export async function openPool(opts: ConnectionOptions, options: ConnectOptions = {}): Promise<Taskpool> {
   const target = opts.url ?? opts.db;
-  const remote = isServer(target);
+  const remote = isServerUrl(target);
   if (opts.url !== undefined && !remote) throw new CliError(`--url takes a taskpool server's address (http://host:port), not "${redactUrl(opts.url)}"; a database goes in --db`);
   if (remote && options.requireRegistered) throw new CliError("--require-registered is the server's setting, not a client's: enqueue over --url follows what the server was started with");
   try {

@@ -27,6 +27,9 @@ export interface OpenStoreOptions {
   migrate?: boolean;
 }
 
+/** Whether a URL names a taskpool server (its HTTP API) rather than a database. */
+export const isServerUrl = (url: string) => /^https?:\/\//.test(url);
+
 /**
  * Opens the store a connection string names: `sqlite:./path.db`, `sqlite::memory:`,
  * `postgres://…` or `postgresql://…`, or a taskpool server, `http(s)://host:port` (migrating there
@@ -54,6 +57,6 @@ function createStore(url: string, options: OpenStoreOptions): Store {
   if (/^postgres(ql)?:\/\//.test(url)) {
     return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
   }
-  if (/^https?:\/\//.test(url)) return new HttpStore(url, { apiKey: options.apiKey });
+  if (isServerUrl(url)) return new HttpStore(url, { apiKey: options.apiKey });
   throw new UnsupportedUrlError(url);
 }
