@@ -47,7 +47,9 @@ export const toCamel = memo((name) => name.replace(/_([a-z0-9])/g, (_, c: string
 
 /** RFC 3339 date-time, as `Date.prototype.toISOString()` writes it (any offset accepted). */
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
-export const isDateTime = (s: string) => DATE_TIME.test(s) && !Number.isNaN(Date.parse(s));
+/** Date.parse rolls a day past the month's end over (2030-02-30 is March 2) and reads 24:00 as the next midnight: refused, not moved. */
+const isCalendarTime = (s: string) => new Date(`${s.slice(0, 10)}T00:00:00Z`).toISOString().slice(0, 10) === s.slice(0, 10) && Number(s.slice(11, 13)) < 24;
+export const isDateTime = (s: string) => DATE_TIME.test(s) && !Number.isNaN(Date.parse(s)) && isCalendarTime(s);
 // Registered with the wire schemas, so whatever compiles them (the server's validator) knows the format.
 if (!FormatRegistry.Has("date-time")) FormatRegistry.Set("date-time", isDateTime);
 
