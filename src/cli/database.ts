@@ -15,6 +15,11 @@ export const apiKeyOption = () => new Option("--api-key <key>", "the server's AP
 
 export const schemaOption = () => new Option("--schema <name>", "PostgreSQL schema (default taskpool)").env("TASKPOOL_SCHEMA");
 
+/** --require-registered, a setting of the pool that enqueues (enqueue on a database; serve for its clients). */
+export const requireRegisteredOption = (description: string) => new Option("--require-registered", description).env("TASKPOOL_REQUIRE_REGISTERED");
+/** The option's value, on unless absent or TASKPOOL_REQUIRE_REGISTERED=false. */
+export const requiresRegistered = (value: unknown): boolean => value !== undefined && value !== "false";
+
 /** `keys create`, as the user typed it. */
 const commandName = (command: Command): string => (command.parent?.parent ? `${commandName(command.parent)} ${command.name()}` : command.name());
 
@@ -66,7 +71,11 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
   const target = opts.url ?? opts.db;
   const remote = isServerUrl(target);
   if (opts.url !== undefined && !remote) throw new CliError(`--url takes a taskpool server's address (http://host:port), not "${redactUrl(opts.url)}"; a database goes in --db`);
-  if (remote && options.requireRegistered) throw new CliError("--require-registered is the server's setting, not a client's: enqueue over --url follows what the server was started with");
+  if (remote && options.requireRegistered) {
+    throw new CliError(
+      "--require-registered (or TASKPOOL_REQUIRE_REGISTERED) is the server's setting, not a client's: start the server with `taskpool serve --require-registered` and leave it out here; enqueue over --url follows the server",
+    );
+  }
   try {
     return await connect(target, remote ? { ...options, requireRegistered: undefined, apiKey: opts.apiKey } : { schema: opts.schema, ...options });
   } catch (error) {

@@ -1,7 +1,7 @@
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
 import type { Task } from "../core/task.js";
-import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, urlOption, withPool } from "./database.js";
 import { integer } from "./parse.js";
 
 export function enqueueCommand(program: Command): void {
@@ -13,7 +13,7 @@ export function enqueueCommand(program: Command): void {
     .option("--concurrency-key <key>", "at most one claimed/running task per key")
     .option("--unique-key <key>", "return the pending task holding this key instead of adding another")
     .option("--delay <seconds>", "not claimable before this many seconds from now", integer)
-    .addOption(new Option("--require-registered", "refuse a task type that was never registered (catches typos)").env("TASKPOOL_REQUIRE_REGISTERED"))
+    .addOption(requireRegisteredOption("refuse a task type that was never registered (catches typos)"))
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
@@ -25,7 +25,7 @@ export function enqueueCommand(program: Command): void {
       } catch {
         throw new InvalidArgumentError(`params is not valid JSON: ${params}`);
       }
-      const requireRegistered = opts.requireRegistered !== undefined && opts.requireRegistered !== "false";
+      const requireRegistered = requiresRegistered(opts.requireRegistered);
       await withPool(
         opts,
         async (pool) => {

@@ -2,7 +2,7 @@ import { isIP } from "node:net";
 import { type Command, Option } from "commander";
 import { pino } from "pino";
 import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, buildServer } from "../server/server.js";
-import { addDatabaseOnlyOptions, openPool } from "./database.js";
+import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
 import { CliError } from "./errors.js";
 import { integer, positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
@@ -28,14 +28,15 @@ export function serveCommand(program: Command): void {
     // The default now; still accepted from the days it had to be asked for.
     .addOption(new Option("--coordinator").hideHelp())
     .option("--no-coordinator", "run no coordinator in this process; then run `taskpool coordinator` elsewhere, or no dead worker's task is ever recovered")
-    .option("--public-metrics", "serve /metrics without a key (for a Prometheus on a network you trust; default: a producer or admin key)");
+    .option("--public-metrics", "serve /metrics without a key (for a Prometheus on a network you trust; default: a producer or admin key)")
+    .addOption(requireRegisteredOption("refuse tasks (and schedules' tasks) of a type never registered, whoever enqueues them (catches typos)"));
   addDatabaseOnlyOptions(command, (server) => `serve is the server: give it a database (sqlite:./taskpool.db or postgres://…), not ${server}`);
   addRetentionOptions(command).action(async (opts) => {
       const logger = pino({ name: "taskpool", level: process.env.LOG_LEVEL ?? "info" });
       const retention = retentionFrom(opts);
       // Bad settings are refused before the database is opened.
       if (retention) resolveRetention(retention);
-      const pool = await openPool(opts);
+      const pool = await openPool(opts, { requireRegistered: requiresRegistered(opts.requireRegistered) });
       // Whether keys are required is decided here, once: keys created later apply after a restart.
       let auth: "keys" | "none" = "keys";
       if (!opts.auth) {

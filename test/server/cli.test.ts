@@ -84,6 +84,22 @@ describe("taskpool keys and serve", () => {
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
   }, 60_000);
 
+  it("serve --require-registered refuses tasks of unregistered types from every client; a client cannot ask for it", async () => {
+    const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
+    const { url, stop } = await startServe("--require-registered", "--db", db);
+    try {
+      const typo = await request(url, "POST", "/api/tasks", { task_type: "prodcut_resync" }, key);
+      expect([typo.status, typo.body.error]).toEqual([400, "validation_error"]);
+      expect(typo.body.message).toMatch(/^Task type "prodcut_resync" is not registered, and this pool requires registered types/);
+      expect((await request(url, "POST", "/api/task-types", { name: "product_resync" }, key)).status).toBe(201);
+      expect((await request(url, "POST", "/api/tasks", { task_type: "product_resync" }, key)).status).toBe(201);
+      const client = await taskpool("enqueue", "product_resync", "--require-registered", "--url", url, "--api-key", key).catch((e) => e);
+      expect([client.code, client.stderr]).toEqual([1, expect.stringMatching(/^taskpool: --require-registered .* start the server with `taskpool serve --require-registered`/)]);
+    } finally {
+      await stop();
+    }
+  }, 60_000);
+
   it("serve --no-coordinator runs none", async () => {
     const { output, stop } = await startServe("--no-coordinator", "--db", db);
     await stop();
