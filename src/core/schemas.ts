@@ -109,8 +109,10 @@ export const ClaimOptionsSchema = Type.Object(
     workerId: WorkerId,
     /** Task types this worker may run; omitted = any type. */
     taskTypes: Type.Optional(Type.Array(TaskTypeName, { minItems: 1, maxItems: 100 })),
-    /** Only tasks with at least this many attempts left (max_attempts - attempts). */
-    maxAttemptsRemaining: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+    /** Only tasks with more than this many attempts left before the claim (max_attempts - attempts > n, seed 002's `attempts < max_attempts - n`): at least n left after it. */
+    maxAttemptsRemaining: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 1000, description: "only tasks that keep at least this many attempts after this claim (max_attempts - attempts > n); 0: any" }),
+    ),
     sortBy: Type.Optional(OneOf(SORT_BY)),
     /** Default: desc for priority (higher first), asc for created_at (oldest first). */
     sortOrder: Type.Optional(OneOf(["asc", "desc"])),
