@@ -62,10 +62,19 @@ export const EnqueueInputSchema = Type.Object(
     params: Type.Optional(JsonObjectValue),
     priority: Type.Optional(Priority),
     scheduledFor: Type.Optional(StorableDate),
-    /** At most one claimed/running task per key (e.g. one crawl per store). */
-    concurrencyKey: Type.Optional(Text({ minLength: 1, maxLength: 255 })),
-    /** While a pending task holds this key, enqueueing another with it returns the existing task. */
-    uniqueKey: Type.Optional(Text({ minLength: 1, maxLength: 255 })),
+    /** At most one claimed/running task per key (e.g. one crawl per store), whatever their types. */
+    concurrencyKey: Type.Optional(Text({ minLength: 1, maxLength: 255, description: "at most one claimed or running task per key, across all task types" })),
+    /**
+     * While a pending task holds this key, enqueueing another with it returns the existing task. Keys
+     * span task types, as concurrency keys do: name the type in the key to dedupe per type.
+     */
+    uniqueKey: Type.Optional(
+      Text({
+        minLength: 1,
+        maxLength: 255,
+        description: "while a pending task holds this key, enqueueing with it returns that task (created: false), whatever its type: put the type in the key (resync:store:42) to dedupe per type",
+      }),
+    ),
     maxAttempts: Type.Optional(MaxAttempts),
     backoff: Type.Optional(BackoffInputSchema),
     timeoutSeconds: Type.Optional(TimeoutSeconds),
