@@ -1,5 +1,5 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
-import { InvalidTransitionError, TaskpoolError } from "../core/errors.js";
+import { TaskpoolError } from "../core/errors.js";
 import type { TaskEvent } from "../core/event.js";
 import { LIST_ORDERS } from "../core/schemas.js";
 import { TASK_STATUSES, type Task, type TaskStatus } from "../core/task.js";
@@ -77,15 +77,6 @@ function showTask(task: Task, events: TaskEvent[]): string[] {
   return [`Task ${task.id}`, ...formatFields(fields).map((l) => `  ${l}`), "", `Events (${events.length}, oldest first):`, ...formatTable(EVENT_COLUMNS, events).map((l) => `  ${l}`)];
 }
 
-/** Why an action was refused, with the fix when the task is in the wrong state. */
-function reason(error: unknown, action: "retry" | "cancel"): string {
-  const message = error instanceof Error ? error.message : String(error);
-  if (error instanceof InvalidTransitionError) {
-    return `${message} (${action === "retry" ? "only failed tasks can be retried" : "only pending, claimed or running tasks can be cancelled"})`;
-  }
-  return message;
-}
-
 type Outcome = { id: number; task: Task } | { id: number; error: { code: string; message: string } };
 
 /**
@@ -100,7 +91,7 @@ async function actOnEach(ids: number[], action: "retry" | "cancel", json: boolea
     } catch (error) {
       // Only refusals taskpool raised on purpose are reported per id; anything else (a lost connection) stops the command.
       if (!(error instanceof TaskpoolError)) throw error;
-      outcomes.push({ id, error: { code: error.code, message: reason(error, action) } });
+      outcomes.push({ id, error: { code: error.code, message: error.message } });
     }
   }
   const done = action === "retry" ? "retried" : "cancelled";

@@ -81,9 +81,15 @@ export class InvalidTransitionError extends TaskpoolError {
     readonly from: string,
     readonly action: string,
   ) {
-    super("invalid_transition", `Cannot ${action} task${taskId === null ? "" : ` ${taskId}`}: it is ${from}`);
+    super("invalid_transition", `Cannot ${action} task${taskId === null ? "" : ` ${taskId}`}: it is ${from}${OPERATOR_ACTIONS[action] ?? ""}`);
   }
 }
+
+/** What an operator's refused action could have been applied to (see TRANSITIONS), said with the refusal. */
+const OPERATOR_ACTIONS: Readonly<Record<string, string>> = {
+  retry: " (only failed tasks can be retried)",
+  cancel: " (only pending, claimed or running tasks can be cancelled)",
+};
 
 /** A connection string no store understands. */
 export class UnsupportedUrlError extends TaskpoolError {

@@ -255,7 +255,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(retried.body.task).toMatchObject({ status: "pending", attempts: 0 });
     expect(await s.call("POST", `/api/tasks/${task.id}/retry`)).toMatchObject({
       status: 409,
-      body: { success: false, error: "invalid_transition", message: `Cannot retry task ${task.id}: it is pending` },
+      body: { success: false, error: "invalid_transition", message: `Cannot retry task ${task.id}: it is pending (only failed tasks can be retried)` },
     });
     held = await claim("w1");
     const cancelled = await s.call("POST", `/api/tasks/${task.id}/cancel`, { reason: "not needed" });
