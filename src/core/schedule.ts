@@ -13,7 +13,7 @@
 import { Cron } from "croner";
 import { ValidationError } from "./errors.js";
 import type { DiscoveryInput, FanOut, GenerateInput, ResyncInput, ScheduleDefinition } from "./schemas.js";
-import type { EnqueueInput, Json, JsonObject } from "./task.js";
+import { type EnqueueInput, type Json, type JsonObject, LATEST_STORABLE_TIME, MAX_KEY_LENGTH } from "./task.js";
 
 export type { FanOut, FireOptions, GenerateInput, ScheduleDefinition } from "./schemas.js";
 
@@ -124,7 +124,7 @@ export function checkScheduleDefinition(definition: ScheduleDefinition, now: Dat
   checkFanOut(definition);
 }
 
-/** One source of keys, and `{key}` only where there are keys to put in it. */
+/** One source of keys, `{key}` only where there are keys to put in it, and a concurrency key of each listed key that fits. */
 export function checkFanOut(input: { fanOut?: FanOut; concurrencyKey?: string }): void {
   const { fanOut, concurrencyKey } = input;
   if (fanOut && (fanOut.keys === undefined) === (fanOut.fromResults === undefined)) {
@@ -137,6 +137,19 @@ export function checkFanOut(input: { fanOut?: FanOut; concurrencyKey?: string })
       { path: "concurrencyKey", message: "{key} without fanOut" },
     ]);
   }
+  for (const key of fanOut?.keys ?? []) concurrencyKeyOf(concurrencyKey, key);
+}
+
+/** The template with `{key}` filled in; refused when the key makes it longer than a producer's concurrency key may be. */
+function concurrencyKeyOf(template: string | undefined, key: FanOutKey): string | undefined {
+  const concurrencyKey = template?.replaceAll("{key}", String(key));
+  if (concurrencyKey !== undefined && concurrencyKey.length > MAX_KEY_LENGTH) {
+    throw new ValidationError(
+      `Invalid concurrencyKey: "${template}" with the key "${key}" is ${concurrencyKey.length} characters long, over ${MAX_KEY_LENGTH}; use a shorter template or shorter keys`,
+      [{ path: "concurrencyKey", message: `over ${MAX_KEY_LENGTH} characters with a key` }],
+    );
+  }
+  return concurrencyKey;
 }
 
 /** A definition with its defaults, as a store writes it. `existing` keeps an update's state: paused stays paused, an unchanged cron keeps its next tick. */
@@ -235,6 +248,14 @@ export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, start
       { path: "fanOut.batchIntervalSeconds", message: "required when batches > 1" },
     ]);
   }
+  // The tasks skip enqueue's checks (the store writes them as they are): a date a store cannot hold would be read wrong.
+  const last = startAt.getTime() + (batches - 1) * (interval ?? 0);
+  if (last > LATEST_STORABLE_TIME) {
+    throw new ValidationError(
+      `Invalid fanOut: the last of ${batches} batches would be due ${new Date(last).toISOString()}, after 9999-12-31; start earlier, or use fewer batches or a shorter batchIntervalSeconds`,
+      [{ path: "fanOut.batchIntervalSeconds", message: "the last batch would be due after 9999-12-31" }],
+    );
+  }
   const size = Math.max(1, Math.ceil(keys.length / batches));
   const plan: FanOutPlan = { inputs: [], batches: [] };
   for (let b = 0; b < batches; b++) {
@@ -242,7 +263,7 @@ export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, start
     const scheduledFor = new Date(startAt.getTime() + b * (interval ?? 0));
     plan.batches.push({ batch: b + 1, scheduledFor, count: slice.length });
     for (const key of slice) {
-      const concurrencyKey = input.concurrencyKey?.replaceAll("{key}", String(key));
+      const concurrencyKey = concurrencyKeyOf(input.concurrencyKey, key);
       plan.inputs.push({ ...base, params: { ...params, key }, scheduledFor, ...(concurrencyKey ? { concurrencyKey } : {}) });
     }
   }

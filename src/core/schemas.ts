@@ -7,7 +7,7 @@
  * by the JSON rules in validation.ts, which name the bad field and apply the size limits.
  */
 import { FormatRegistry, type Static, Type } from "@sinclair/typebox";
-import { SORT_BY, TASK_STATUSES, type Json, type JsonObject } from "./task.js";
+import { LATEST_STORABLE_TIME, MAX_KEY_LENGTH, SORT_BY, TASK_STATUSES, type Json, type JsonObject } from "./task.js";
 import { RECOVERY_POLICIES } from "./worker.js";
 import { API_KEY_SCOPES } from "./api-key.js";
 import { MISSED_TICK_POLICIES } from "./schedule.js";
@@ -27,8 +27,8 @@ FormatRegistry.Set(TEXT_FORMAT, isStorableText);
 const Text = (options: { minLength?: number; maxLength: number; description?: string }) => Type.String({ ...options, format: TEXT_FORMAT });
 
 const Int32 = { minimum: -2147483648, maximum: 2147483647 };
-/** Dates both stores can hold: PostgreSQL's timestamptz and ISO-8601 text with a 4-digit year. */
-const StorableDate = Type.Date({ minimumTimestamp: Date.UTC(1970, 0, 1), maximumTimestamp: Date.UTC(9999, 11, 31, 23, 59, 59, 999) });
+/** Dates both stores can hold (see LATEST_STORABLE_TIME). */
+const StorableDate = Type.Date({ minimumTimestamp: Date.UTC(1970, 0, 1), maximumTimestamp: LATEST_STORABLE_TIME });
 
 /** JSON checked by the JSON rules, not by the schema (they name the bad field and apply size limits). */
 export const JsonValue = Type.Unsafe<Json>(Type.Unknown({ description: "any JSON value" }));
@@ -63,7 +63,7 @@ export const EnqueueInputSchema = Type.Object(
     priority: Type.Optional(Priority),
     scheduledFor: Type.Optional(StorableDate),
     /** At most one claimed/running task per key (e.g. one crawl per store), whatever their types. */
-    concurrencyKey: Type.Optional(Text({ minLength: 1, maxLength: 255, description: "at most one claimed or running task per key, across all task types" })),
+    concurrencyKey: Type.Optional(Text({ minLength: 1, maxLength: MAX_KEY_LENGTH, description: "at most one claimed or running task per key, across all task types" })),
     /**
      * While a pending task holds this key, enqueueing another with it returns the existing task. Keys
      * span task types, as concurrency keys do: name the type in the key to dedupe per type.
@@ -71,7 +71,7 @@ export const EnqueueInputSchema = Type.Object(
     uniqueKey: Type.Optional(
       Text({
         minLength: 1,
-        maxLength: 255,
+        maxLength: MAX_KEY_LENGTH,
         description: "while a pending task holds this key, enqueueing with it returns that task (created: false), whatever its type: put the type in the key (resync:store:42) to dedupe per type",
       }),
     ),
@@ -348,7 +348,7 @@ export const FanOutSchema = Type.Object(
 export type FanOut = Static<typeof FanOutSchema>;
 
 /** `{key}` in a concurrency key template is replaced by each fan-out key: "store:{key}". */
-const ConcurrencyKeyTemplate = Text({ minLength: 1, maxLength: 255, description: "a concurrency key; {key} stands for the fan-out key, e.g. store:{key}" });
+const ConcurrencyKeyTemplate = Text({ minLength: 1, maxLength: MAX_KEY_LENGTH, description: "a concurrency key; {key} stands for the fan-out key, e.g. store:{key}" });
 
 export const ScheduleDefinitionSchema = Type.Object(
   {

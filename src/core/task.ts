@@ -71,3 +71,7 @@ export interface TaskCounts {
 export const DEFAULT_BACKOFF: BackoffPolicy = { baseSeconds: 5, factor: 2, maxSeconds: 3600, jitter: 0.2 };
 export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_LEASE_SECONDS = 120;
+/** The latest time both stores can hold: PostgreSQL's timestamptz and ISO-8601 text with a 4-digit year. */
+export const LATEST_STORABLE_TIME = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+/** The longest concurrency or unique key. */
+export const MAX_KEY_LENGTH = 255;

@@ -242,5 +242,28 @@ export function schedulesContract(kind: StoreKind) {
       }
       expect(await tasks("t")).toEqual([]);
     });
+
+    it("refuses a fan-out whose tasks a producer could not enqueue (due after 9999, a concurrency key over 255 characters), making none", async () => {
+      const long = "x".repeat(250);
+      const late = ctx.store.generateTasks({ taskType: "t", fanOut: { keys: [1, 2], batches: 2, batchIntervalSeconds: 366 * 86400 }, startAt: at("9999-06-01T00:00:00.000Z") });
+      await expect(late).rejects.toThrow(/the last of 2 batches would be due \+010000-06-01T00:00:00\.000Z, after 9999-12-31/);
+      const generated = ctx.store.generateTasks({ taskType: "t", fanOut: { keys: [1, long] }, concurrencyKey: "store:{key}" });
+      await expect(generated).rejects.toThrow(/Invalid concurrencyKey: "store:\{key\}" with the key "x+" is 256 characters long, over 255/);
+      expect(await tasks("t")).toEqual([]);
+      // A schedule's keys are known when it is saved; those its run finds in results are refused at the tick, and recorded.
+      const saved = ctx.store.saveSchedule({ ...RESYNC, fanOut: { keys: [long] }, concurrencyKey: "store:{key}" });
+      await expect(saved).rejects.toThrow(ValidationError);
+      expect(await ctx.store.listSchedules()).toEqual([]);
+      await ctx.store.saveSchedule({ name: "discovery", taskType: "store_discovery", cron: "0 0 * * *" });
+      await ctx.store.saveSchedule({ ...RESYNC, fanOut: { fromResults: { schedule: "discovery", field: "ids" } }, concurrencyKey: "store:{key}" });
+      ctx.clock.set(at("2030-01-02T00:00:00.000Z"));
+      await ctx.store.fireDueSchedules(FIRE);
+      const discovery = await claimOne(ctx.store, "w1", { taskTypes: ["store_discovery"] });
+      await ctx.store.complete(discovery.id, discovery, { result: { ids: [1, long] } });
+      ctx.clock.set(at("2030-01-02T04:00:00.000Z"));
+      const [fired] = await ctx.store.fireDueSchedules(FIRE);
+      expect(fired).toMatchObject({ name: "resync", taskIds: [], error: expect.stringMatching(/over 255/) });
+      expect(await tasks("product_resync")).toEqual([]);
+    });
   });
 }
