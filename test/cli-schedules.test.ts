@@ -34,6 +34,11 @@ describe("taskpool schedules", () => {
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
   }, 60_000);
 
+  it("keeps each --keys key as written: only a whole number written as JSON writes it becomes an integer", async () => {
+    const added = await taskpool("schedules", "add", "resync", "--type", "t", "--cron", "@daily", "--keys", "101,-7,007,-0,+5,9007199254740993", "--json", "--db", db);
+    expect(JSON.parse(added.stdout).fanOut.keys).toEqual([101, -7, "007", "-0", "+5", "9007199254740993"]);
+  }, 60_000);
+
   it("says what was wrong in one line and exits 1; --help has an example", async () => {
     const [badCron, unknown, badParams, badPolicy, { stdout: help }] = await Promise.all([
       failing("schedules", "add", "x", "--type", "t", "--cron", "0 25 * * *", "--db", db),

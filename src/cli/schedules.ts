@@ -29,11 +29,14 @@ const identity = (s: ScheduleRecord) => `${s.name} (${s.taskType}, ${s.cron}${s.
 /** One schedule in a line: what an action changed. */
 const summary = (s: ScheduleRecord) => `${identity(s)}: ${s.enabled ? `next run ${s.nextRunAt?.toISOString() ?? "none"}` : "paused"}`;
 
-/** `1,2,x-9` → [1, 2, "x-9"]: whole numbers become integers, as a JSON list would hold them. */
+/**
+ * `1,2,x-9` → [1, 2, "x-9"]: whole numbers become integers, as a JSON list would hold them. Only those
+ * that read back as written: `007` or `-0` is a string, or the key (a store's id, say) would change.
+ */
 function keyList(value: string): (string | number)[] {
   const keys = value.split(",").map((k) => k.trim()).filter((k) => k !== "");
   if (keys.length === 0) throw new InvalidArgumentError("expected keys separated by commas, e.g. 1,2,3");
-  return keys.map((k) => (/^-?\d+$/.test(k) && Number.isSafeInteger(Number(k)) ? Number(k) : k));
+  return keys.map((k) => (Number.isSafeInteger(Number(k)) && String(Number(k)) === k ? Number(k) : k));
 }
 
 /** `discovery:newStoreIds` (another schedule's results) or `newStoreIds` (this schedule's). */
