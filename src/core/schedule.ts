@@ -124,9 +124,14 @@ export function checkScheduleDefinition(definition: ScheduleDefinition, now: Dat
   checkFanOut(definition);
 }
 
-/** One source of keys, `{key}` only where there are keys to put in it, and a concurrency key of each listed key that fits. */
-export function checkFanOut(input: { fanOut?: FanOut; concurrencyKey?: string }): void {
-  const { fanOut, concurrencyKey } = input;
+/** One source of keys, `{key}` only where there are keys to put in it, no `params.key` for them to overwrite, and a concurrency key of each listed key that fits. */
+export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut; concurrencyKey?: string }): void {
+  const { params, fanOut, concurrencyKey } = input;
+  if (fanOut && params && Object.hasOwn(params, "key")) {
+    throw new ValidationError("Invalid params.key: each task's params get its fan-out key as key, which would replace this value; rename it", [
+      { path: "params.key", message: "taken by the fan-out key" },
+    ]);
+  }
   if (fanOut && (fanOut.keys === undefined) === (fanOut.fromResults === undefined)) {
     throw new ValidationError("Invalid fanOut: give either keys (a list) or fromResults (a query of a previous run's results), not both or neither", [
       { path: "fanOut", message: "needs exactly one of keys, fromResults" },

@@ -59,6 +59,7 @@ export function schedulesContract(kind: StoreKind) {
       ["a fan-out without keys", { ...RESYNC, fanOut: { batches: 6 } }, /give either keys/],
       ["{key} without a fan-out", { ...RESYNC, concurrencyKey: "store:{key}" }, /\{key\} stands for a fan-out key, and there is no fanOut/],
       ["zero batches", { ...RESYNC, fanOut: { keys: [1], batches: 0 } }, /fanOut\.batches/],
+      ["params.key beside a fan-out, which gives each task its key there", { ...RESYNC, params: { key: "all" }, fanOut: { keys: [1] } }, /Invalid params\.key: each task's params get its fan-out key as key/],
       ["an unknown missed-tick policy", { ...RESYNC, missedTicks: "catch_up" }, /missedTicks: must be one of skip, run_once/],
       ["a bad name", { ...RESYNC, name: "two words" }, /name: must be a letter/],
       ["an unknown field", { ...RESYNC, crons: "x" }, /crons|additional/i],
@@ -236,8 +237,9 @@ export function schedulesContract(kind: StoreKind) {
         ctx.store.generateTasks({ taskType: "t", fanOut: { keys: [1, 2], batches: 2 } }),
         ctx.store.generateTasks({ taskType: "t", fanOut: { fromResults: { field: "ids" } } }),
         ctx.store.generateTasks({ taskType: "t", fanOut: { keys: [1, { a: 1 } as never] } }),
+        ctx.store.generateTasks({ taskType: "t", params: { key: 0 }, fanOut: { keys: [1, 2] } }),
       ];
-      for (const [i, message] of [/batchIntervalSeconds is needed/, /name the schedule whose last run's results/, /fanOut\.keys\.1/].entries()) {
+      for (const [i, message] of [/batchIntervalSeconds is needed/, /name the schedule whose last run's results/, /fanOut\.keys\.1/, /Invalid params\.key/].entries()) {
         await expect(refused[i]).rejects.toThrow(message);
       }
       expect(await tasks("t")).toEqual([]);
