@@ -303,6 +303,12 @@ export function resyncGeneration(input: ResyncInput): GenerateInput {
       { path: "keys", message: "needs exactly one of keys, fromResults" },
     ]);
   }
+  // Checked here, where the query is the request's own fromResults rather than a fan-out's.
+  if (input.fromResults && input.fromResults.schedule === undefined) {
+    throw new ValidationError(`Invalid fromResults.schedule: name the schedule whose last run's results hold the keys (the stores), e.g. {"schedule": "discovery", "field": "storeIds"}`, [
+      { path: "fromResults.schedule", message: "required" },
+    ]);
+  }
   const batches = input.batches ?? 6;
   return {
     taskType: input.taskType ?? "product_resync",

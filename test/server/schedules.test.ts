@@ -119,6 +119,9 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
       expect(answer.status, JSON.stringify(body)).toBe(400);
       expect(answer.body.message).toMatch(message);
     }
+    // A field the request does not have is no help: the query is from_results, at the top of the body.
+    const unnamed = await s.call("POST", "/api/tasks/generate/resync", { from_results: { field: "ids" } });
+    expect(unnamed.body).toMatchObject({ message: expect.stringMatching(/^Invalid from_results\.schedule: /), issues: [{ path: "from_results.schedule" }] });
     expect((await s.pool.counts()).byStatus.pending).toBe(303);
   });
 });
