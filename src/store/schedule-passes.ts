@@ -3,7 +3,7 @@
  * to make is decided here with the rules of core/schedule.ts; each store supplies only its reads and
  * the one transaction that writes a run (ScheduleWriter).
  */
-import { ValidationError } from "../core/errors.js";
+import { ScheduleNotFoundError, ValidationError } from "../core/errors.js";
 import {
   batchesOf,
   describeRun,
@@ -132,10 +132,13 @@ async function fanOutKeys(w: Pick<ScheduleWriter, "lastRunResults">, fanOut: Gen
 
 /** Makes a generation's tasks now, all or nothing (pool.generate). */
 export async function generateTasks(
-  w: Pick<ScheduleWriter, "lastRunResults"> & { enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> },
+  w: Pick<ScheduleWriter, "lastRunResults"> & { enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]>; getSchedule(name: string): Promise<ScheduleRecord | null> },
   now: Date,
   input: GenerateInput,
 ): Promise<GenerateResult> {
+  // A query of no schedule finds no keys: say the name is wrong rather than answer "created no task".
+  const queried = input.fanOut?.fromResults?.schedule;
+  if (queried !== undefined && (await w.getSchedule(queried)) === null) throw new ScheduleNotFoundError(queried);
   const plan = planFanOut(input, await fanOutKeys(w, input.fanOut, null), input.startAt ?? now, null);
   const ids = plan.inputs.length === 0 ? [] : (await w.enqueueMany(plan.inputs)).map((r) => r.task.id);
   return { created: ids.length, batches: batchesOf(plan, ids), message: describeRun(plan) };

@@ -243,6 +243,10 @@ export function schedulesContract(kind: StoreKind) {
         await expect(refused[i]).rejects.toThrow(message);
       }
       expect(await tasks("t")).toEqual([]);
+      // A query of a schedule that does not exist is a typo, not a run that found no keys.
+      const unknown = await ctx.store.generateTasks({ taskType: "t", fanOut: { fromResults: { schedule: "discovry", field: "ids" } } }).catch((e) => e);
+      expect(unknown).toBeInstanceOf(ScheduleNotFoundError);
+      expect(unknown.message).toMatch(/Schedule "discovry" does not exist/);
     });
 
     it("refuses a fan-out whose tasks a producer could not enqueue (due after 9999, a concurrency key over 255 characters), making none", async () => {

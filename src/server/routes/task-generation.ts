@@ -18,6 +18,8 @@ export const taskGenerationRoutes = [
     access: ["producer"],
     body: ResyncInputSchema,
     status: [201],
+    // from_results names no schedule.
+    errors: [404],
     reply: GenerateResultRecord.properties,
     async handler({ body }, { pool }) {
       return pool.generate(resyncGeneration(body));

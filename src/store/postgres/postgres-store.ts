@@ -684,7 +684,7 @@ export class PostgresStore implements Store {
   }
 
   async generateTasks(input: GenerateInput): Promise<GenerateResult> {
-    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs) }, this.clock.now(), input);
+    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs), getSchedule: (name) => this.getSchedule(name) }, this.clock.now(), input);
   }
 
   private readonly scheduleWriter: ScheduleWriter = {

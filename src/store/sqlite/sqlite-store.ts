@@ -620,7 +620,7 @@ export class SqliteStore implements Store {
   }
 
   async generateTasks(input: GenerateInput): Promise<GenerateResult> {
-    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs) }, this.clock.now(), input);
+    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs), getSchedule: (name) => this.getSchedule(name) }, this.clock.now(), input);
   }
 
   private readonly scheduleWriter: ScheduleWriter = {
