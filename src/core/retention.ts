@@ -38,6 +38,11 @@ export interface PruneResult {
   reassignments: number;
   /** Dead or shut-down workers last heard from before the completed age. */
   workers: number;
+  /**
+   * Schedule ticks (the record of each run, one per tick) before the completed age whose tasks are all
+   * gone: a schedule firing every second records 86,400 a day. Each schedule's latest tick stays.
+   */
+  scheduleTicks: number;
 }
 
 /** A finished status, and the time before which its tasks are due for deletion. */

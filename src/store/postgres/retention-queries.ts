@@ -55,3 +55,25 @@ export const PRUNE_WORKER_EVENTS = `
   ),
   gone AS (DELETE FROM task_events e WHERE e.task_id IS NULL AND e.id IN (SELECT id FROM doomed) RETURNING 1)
   SELECT count(*) AS events FROM gone`;
+
+/**
+ * Schedule ticks before $1 whose tasks are all gone (pruned, or none made), at most $2, each
+ * schedule's latest kept: a fan-out reads its keys from the latest tick with completed tasks (see
+ * LAST_RUN_RESULTS), and a tick whose tasks remain may be that one. A tick this old never fires
+ * again: the schedule's next run is past it. Each schedule's ticks are walked in its primary key's
+ * order, oldest first.
+ */
+export const PRUNE_SCHEDULE_TICKS = `
+  WITH doomed AS (
+    SELECT k.schedule_name, k.tick_at FROM schedules s CROSS JOIN LATERAL (
+      SELECT k.schedule_name, k.tick_at FROM schedule_ticks k
+      WHERE k.schedule_name = s.name AND k.tick_at < $1::timestamptz
+        AND k.tick_at < (SELECT max(l.tick_at) FROM schedule_ticks l WHERE l.schedule_name = s.name)
+        AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = ANY (k.task_ids))
+      ORDER BY k.tick_at
+      LIMIT $2
+    ) k
+    LIMIT $2
+  ),
+  gone AS (DELETE FROM schedule_ticks k USING doomed d WHERE k.schedule_name = d.schedule_name AND k.tick_at = d.tick_at RETURNING 1)
+  SELECT count(*) AS ticks FROM gone`;

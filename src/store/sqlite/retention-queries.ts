@@ -32,3 +32,13 @@ export const PRUNE_WORKER_EVENTS = `
     WHERE task_id IS NULL AND created_at < @before
     ORDER BY id
     LIMIT @limit)`;
+
+/** Schedule ticks before @before whose tasks are all gone, at most @limit, each schedule's latest kept (see the PostgreSQL store's PRUNE_SCHEDULE_TICKS). */
+export const PRUNE_SCHEDULE_TICKS = `
+  DELETE FROM schedule_ticks WHERE (schedule_name, tick_at) IN (
+    SELECT k.schedule_name, k.tick_at FROM schedule_ticks k
+    WHERE k.tick_at < @before
+      AND k.tick_at < (SELECT max(l.tick_at) FROM schedule_ticks l WHERE l.schedule_name = k.schedule_name)
+      AND NOT EXISTS (SELECT 1 FROM json_each(k.task_ids) j JOIN tasks t ON t.id = j.value)
+    ORDER BY k.tick_at
+    LIMIT @limit)`;
