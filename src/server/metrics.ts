@@ -48,6 +48,8 @@ interface Answer {
   success?: boolean;
   tasks?: unknown[];
   task?: { status?: string };
+  /** The tasks a complete or fail claimed with `claim_next` (answers are read in their wire form). */
+  next_tasks?: unknown[];
   lost?: unknown[];
   outcomes?: { ok: boolean; status?: string; error?: string }[];
 }
@@ -71,7 +73,7 @@ export class ServerMetrics {
 
   private readonly claims = new Counter({
     name: "taskpool_claims_total",
-    help: "Claims this server answered: result=claimed counts the tasks handed out, result=empty the claims answered 404 no_tasks",
+    help: "Claims this server answered: result=claimed counts the tasks handed out (claim_next's with a complete or fail included), result=empty the claims answered 404 no_tasks",
     labelNames: ["result"],
     registers: [this.registry],
   });
@@ -193,6 +195,8 @@ export class ServerMetrics {
 
   private countAnswer(route: string | undefined, answer: Answer): void {
     if (answer?.success !== true) return;
+    // A worker that asks for its next task with each outcome (claim_next; the Python worker always does) claims through these routes.
+    if ((route === COMPLETE || route === FAIL) && answer.next_tasks && answer.next_tasks.length > 0) this.claims.inc({ result: "claimed" }, answer.next_tasks.length);
     if (route === CLAIM) this.claims.inc({ result: "claimed" }, answer.tasks?.length ?? 1);
     else if (route === CLAIM_BY_ID) this.claims.inc({ result: "claimed" });
     else if (route === COMPLETE) this.completions.inc();

@@ -217,6 +217,20 @@ describe.each([sqliteKind, postgresKind])("/metrics on $name", (kind) => {
     expect(valueOf(m, "taskpool_lease_lost_total", { route: "/api/tasks/complete" })).toBe(1);
   });
 
+  it("tasks claimed with claim_next count as claims, as the histogram times them", async () => {
+    await s.call("POST", "/api/tasks/batch", { tasks: [{ task_type: "crawl" }, { task_type: "crawl" }, { task_type: "crawl" }, { task_type: "crawl" }] });
+    const first = await s.call("POST", "/api/tasks/claim", { worker_id: "w1", start: true });
+    const lease = { worker_id: "w1", lease_token: first.body.lease_token };
+    const completed = await s.call("POST", `/api/tasks/${first.body.task.id}/complete`, { ...lease, claim_next: { start: true } });
+    expect(completed.body.next_tasks).toHaveLength(1);
+    const next = completed.body.next_tasks[0];
+    const failed = await s.call("POST", `/api/tasks/${next.id}/fail`, { worker_id: "w1", lease_token: next.lease_token, error: "timeout", claim_next: { limit: 5 } });
+    expect(failed.body.next_tasks).toHaveLength(2);
+    const m = await scrape(s.url);
+    expect(valueOf(m, "taskpool_claims_total", { result: "claimed" })).toBe(4);
+    expect(valueOf(m, "taskpool_claim_duration_seconds_count", { result: "claimed" })).toBe(3);
+  });
+
   it("waiting long-poll claims, dead workers and sweeps show up", async () => {
     const waiting = s.call("POST", "/api/tasks/claim", { worker_id: "w2", task_types: ["later"], wait_ms: 10_000 });
     for (let i = 0; valueOf(await scrape(s.url), "taskpool_waiting_claims") !== 1; i++) {
