@@ -31,9 +31,10 @@ export function capacityCommand(program: Command): void {
       withPool(opts, async (pool) => {
         const rows = await pool.capacity(role);
         if (role !== undefined && rows.length === 0) {
-          throw new CliError(`no role "${role}": no task, worker or registered type has it; \`taskpool capacity\` lists the roles`);
+          // Not "no task has it": a role whose tasks all finished an hour ago, failed or were cancelled has no row either.
+          throw new CliError(`no capacity figures for role "${role}": it has no pending or running task, none completed in the last hour, no active worker and no registration; \`taskpool capacity\` lists the roles that have`);
         }
-        emit(opts.json, rows, () => (rows.length === 0 ? ["No roles yet: no tasks, workers or registered task types"] : formatTable(CAPACITY_COLUMNS, rows)));
+        emit(opts.json, rows, () => (rows.length === 0 ? ["No roles to plan for: no pending or running tasks, none completed in the last hour, no active workers, no registered task types"] : formatTable(CAPACITY_COLUMNS, rows)));
       }),
     );
 }

@@ -315,8 +315,15 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(Object.keys(one.body.workers_needed)).toEqual(["for_1_hour", "for_4_hours", "for_8_hours"]);
     expect(await s.call("GET", "/api/tasks/capacity/youtube")).toMatchObject({
       status: 404,
-      body: { success: false, error: "not_found", message: 'No capacity figures for task type "youtube": it has no tasks, workers, recent completions or registration' },
+      body: { success: false, error: "not_found", message: 'No capacity figures for task type "youtube": it has no pending or running task, none completed in the last hour, no active worker and no registration' },
     });
+    // A role whose only task failed for good has no figures either, and the answer must not say it has no tasks.
+    const dead = await create({ task_type: "dead_end", max_attempts: 1 });
+    const held = await claim("w9", { task_types: ["dead_end"] });
+    expect((await s.call("POST", `/api/tasks/${dead.id}/fail`, { ...held.lease, error: "gone" })).body.task.status).toBe("failed");
+    expect((await s.call("GET", "/api/tasks/capacity/dead_end")).body.message).toBe(
+      'No capacity figures for task type "dead_end": it has no pending or running task, none completed in the last hour, no active worker and no registration',
+    );
   });
 
   it("worker heartbeat follows seed 000; the registry shows load and active tasks; shutdown releases what it holds", async () => {

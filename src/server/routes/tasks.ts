@@ -98,14 +98,14 @@ export const taskRoutes = [
     url: "/api/tasks/capacity/:task_type",
     tag: TAG,
     summary: "Capacity planning for one role (seed 004)",
-    description: "404 for a type with no tasks, workers, recent completions or registration.",
+    description: "404 for a type with nothing to plan for: no pending or running task, none completed in the last hour, no active worker, no registration (its tasks may all be done, failed or cancelled).",
     access: ["producer"],
     params: Type.Object({ taskType: TaskTypeName }, { additionalProperties: false }),
     reply: CapacityRecord.properties,
     errors: [404],
     async handler({ params }, { pool }) {
       const [row] = await pool.capacity(params.taskType);
-      if (!row) throw new HttpError("not_found", `No capacity figures for task type "${params.taskType}": it has no tasks, workers, recent completions or registration`);
+      if (!row) throw new HttpError("not_found", `No capacity figures for task type "${params.taskType}": it has no pending or running task, none completed in the last hour, no active worker and no registration`);
       return row;
     },
   }),
