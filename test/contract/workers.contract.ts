@@ -120,6 +120,15 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.listWorkers())[0].status).toBe("active");
     });
 
+    it("reports a worker silent past both thresholds dead only, not stale as well", async () => {
+      await beat("w1");
+      await beat("w2");
+      ctx.clock.advance(121_000);
+      await beat("w2");
+      expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: [], deadWorkers: ["w1"] });
+      expect((await ctx.store.listWorkers()).map((w) => [w.workerId, w.status])).toEqual([["w1", "dead"], ["w2", "active"]]);
+    });
+
     it("takes a dead worker's task back and reserves it for the least-loaded healthy worker of its role", async () => {
       const lease = await deadWorkerWithTask();
       await beat("busy", { currentLoad: 8 });

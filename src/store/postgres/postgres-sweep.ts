@@ -23,7 +23,7 @@ export async function sweepPostgres(pool: pg.Pool, now: Date, options: SweepOpti
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
-    const stale = await client.query<{ worker_id: string }>({ name: "tp_mark_stale", text: sql.MARK_STALE, values: [staleBefore] });
+    const stale = await client.query<{ worker_id: string }>({ name: "tp_mark_stale", text: sql.MARK_STALE, values: [staleBefore, deadBefore] });
     const dead = await client.query<{ worker_id: string }>({ name: "tp_mark_dead", text: sql.MARK_DEAD, values: [deadBefore, now] });
     const deadWorkers = dead.rows.map((r) => r.worker_id);
     const recovered = await client.query<RecoveredRow>({

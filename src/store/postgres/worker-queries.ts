@@ -73,9 +73,13 @@ export const LIST_WORKERS = `
   FROM workers w
   ORDER BY w.worker_id`;
 
-/** $1 stale-before. */
+/**
+ * $1 stale-before, $2 dead-before. A worker silent past both is left to MARK_DEAD: reported stale as
+ * well, one silent worker read as two ("1 dead and 1 stale workers") in the sweep's answer and metrics.
+ */
 export const MARK_STALE = `
-  UPDATE workers SET status = 'stale' WHERE status = 'active' AND last_seen_at < $1::timestamptz RETURNING worker_id`;
+  UPDATE workers SET status = 'stale'
+  WHERE status = 'active' AND last_seen_at < $1::timestamptz AND last_seen_at >= $2::timestamptz RETURNING worker_id`;
 
 /** $1 dead-before, $2 now. Logs one worker_dead event per worker. */
 export const MARK_DEAD = `

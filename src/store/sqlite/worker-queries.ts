@@ -35,7 +35,10 @@ export const LIST_WORKERS = `
   FROM workers w
   ORDER BY w.worker_id`;
 
-export const MARK_STALE = `UPDATE workers SET status = 'stale' WHERE status = 'active' AND last_seen_at < @staleBefore RETURNING worker_id`;
+/** A worker silent past both thresholds is left to MARK_DEAD (see the PostgreSQL statement). */
+export const MARK_STALE = `
+  UPDATE workers SET status = 'stale'
+  WHERE status = 'active' AND last_seen_at < @staleBefore AND last_seen_at >= @deadBefore RETURNING worker_id`;
 
 export const MARK_DEAD = `
   UPDATE workers SET status = 'dead', current_load = 0
