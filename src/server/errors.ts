@@ -27,6 +27,7 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   rate_limited: 429,
   headers_too_large: 431,
   not_ready: 503,
+  database_unavailable: 503,
 };
 
 /** An error only the server raises, with extra envelope fields (`filters`, `retryAfter`), in camelCase. */
@@ -58,6 +59,8 @@ export const ErrorEnvelope = Type.Object(
 
 interface FastifyLikeError {
   code?: string;
+  /** Node's network errors: the call that failed (`connect`, `getaddrinfo`). */
+  syscall?: string;
   statusCode?: number;
   message?: string;
 }
@@ -87,5 +90,26 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
           : (e.message ?? "Bad request");
     return { status: STATUS_BY_CODE[code], body: { success: false, error: code, message } };
   }
+  if (unreachableDatabase(e)) {
+    const message = `The database cannot be reached (${e.message ?? e.code}); nothing was written: send the request again shortly`;
+    return { status: STATUS_BY_CODE.database_unavailable, body: { success: false, error: "database_unavailable", message } };
+  }
   return { status: 500, body: { success: false, error: "internal_error", message: "Internal server error; the server log has the details" } };
+}
+
+/**
+ * PostgreSQL SQLSTATEs a server answers a new connection with before running anything: starting up,
+ * shutting down or in recovery (57P03, a restart or a failover), or out of connection slots (53300).
+ */
+const REFUSED_CONNECTION_STATES = new Set(["57P03", "53300"]);
+
+/**
+ * Whether a request failed because no connection to the database could be opened (it is down,
+ * restarting, failing over, or its name does not resolve): then the request certainly wrote nothing,
+ * and 503 tells clients so (both taskpool clients send any call again after a 503, a claim or an
+ * enqueue included). A connection lost during a statement is not one of these: the statement may
+ * have committed, so that stays a 500, which clients repeat only for calls safe to repeat.
+ */
+function unreachableDatabase(error: FastifyLikeError): boolean {
+  return error.syscall === "connect" || error.syscall === "getaddrinfo" || REFUSED_CONNECTION_STATES.has(error.code ?? "");
 }

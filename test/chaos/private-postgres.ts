@@ -35,7 +35,7 @@ export class PrivatePostgres {
     const server = new PrivatePostgres(dir, await freePort());
     try {
       server.asPostgres("initdb", ["-D", server.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
-      server.ctl(["start", "-o", `-p ${server.port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`]);
+      server.startAgain();
     } catch (error) {
       await server.stop();
       throw error;
@@ -46,6 +46,16 @@ export class PrivatePostgres {
   /** `pg_ctl restart -m fast`: every session is cut, the server comes back on the same port. */
   restart(): void {
     this.ctl(["restart", "-m", "fast"]);
+  }
+
+  /** `pg_ctl stop`: the server goes away (sessions cut, new connections refused) until `startAgain()`. */
+  shutDown(mode: "fast" | "immediate" = "fast"): void {
+    this.ctl(["stop", "-m", mode]);
+  }
+
+  /** Starts the server (again) on its port, with its data as the last shutdown left it. */
+  startAgain(): void {
+    this.ctl(["start", "-o", `-p ${this.port} -k ${this.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`]);
   }
 
   /** pg_terminate_backend on every client session but the caller's; returns how many were ended. */

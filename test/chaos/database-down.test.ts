@@ -1,0 +1,78 @@
+import { setTimeout as delay } from "node:timers/promises";
+import type { FastifyInstance } from "fastify";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { connect, type Taskpool } from "../../src/api/taskpool.js";
+import { buildServer } from "../../src/server/server.js";
+import { PrivatePostgres } from "./private-postgres.js";
+
+/**
+ * PostgreSQL gone for a while (stopped, then started again: a restart that takes its time, a
+ * failover), on a server of the test's own, in front of a taskpool HTTP server started here. What
+ * the server answers meanwhile, and whether its clients ride the outage out on their own.
+ */
+describe.runIf(PrivatePostgres.available())("PostgreSQL down for a while, behind a taskpool server", () => {
+  const schema = "down";
+  let server: PrivatePostgres;
+  let serverPool: Taskpool | null = null;
+  let app: FastifyInstance | null = null;
+  let httpUrl = "";
+  let down = false;
+  const shutDown = () => {
+    server.shutDown("fast");
+    down = true;
+  };
+  const startAgain = () => {
+    server.startAgain();
+    down = false;
+  };
+
+  beforeAll(async () => {
+    server = await PrivatePostgres.start();
+    await (await connect(server.url, { schema })).close(); // migrates
+    serverPool = await connect(server.url, { schema, migrate: false });
+    app = await buildServer(serverPool, { auth: "none", rateLimitPerMinute: false, dashboard: false });
+    httpUrl = await app.listen({ host: "127.0.0.1", port: 0 });
+  }, 60_000);
+  // A test that failed mid-outage leaves the database up for the next one.
+  afterEach(() => {
+    if (down) startAgain();
+  });
+  afterAll(async () => {
+    await app?.close();
+    await serverPool?.close();
+    await server?.stop();
+  }, 60_000);
+
+  const post = (path: string, body: unknown) => fetch(`${httpUrl}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+
+  it("answers 503 database_unavailable (nothing written) rather than 500, and a producer over HTTP has its enqueue go through once the database is back", { timeout: 30_000 }, async () => {
+    const producer = await connect(httpUrl);
+    try {
+      shutDown();
+      const calls: [string, unknown][] = [
+        ["/api/tasks", { task_type: "down_a", params: {} }],
+        ["/api/tasks/claim", { worker_id: "w1" }],
+        ["/api/tasks/claim", { worker_id: "w1", wait_ms: 1000 }],
+        ["/api/workers/heartbeat", { worker_id: "w1", roles: ["down_a"], capacity: 1, current_load: 0, tasks_processed: 0 }],
+      ];
+      for (const [path, body] of calls) {
+        const reply = await post(path, body);
+        expect({ path, status: reply.status }).toEqual({ path, status: 503 });
+        expect(await reply.json()).toMatchObject({ success: false, error: "database_unavailable", message: expect.stringMatching(/database cannot be reached.*nothing was written/) });
+      }
+      expect((await fetch(`${httpUrl}/readyz`)).status).toBe(503);
+
+      // An enqueue is not safe to repeat after a 500 (it may have been written); after a 503 it is,
+      // so the client sends it again with backoff, and it lands once the database is back.
+      const enqueued = producer.enqueue("down_b", { n: 1 });
+      await delay(300);
+      startAgain();
+      const task = await enqueued;
+      const { tasks } = await serverPool!.list({ taskType: "down_b" });
+      expect(tasks.map((t) => t.id)).toEqual([task.id]);
+      expect((await fetch(`${httpUrl}/readyz`)).status).toBe(200);
+    } finally {
+      await producer.close();
+    }
+  });
+});
