@@ -43,6 +43,7 @@ export {
   TaskNotFoundError,
   TaskpoolError,
   TaskTypeAtCapacityError,
+  UnavailableError,
   UniqueKeyTakenError,
   UnsupportedUrlError,
   ValidationError,

@@ -1,4 +1,4 @@
-import { TaskpoolError } from "../core/errors.js";
+import { isRefusal } from "../core/errors.js";
 import type { Completion, Failure } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions, EnqueueInput } from "../core/task.js";
 import type { WorkerBeat, WorkerBeatResult } from "../core/worker.js";
@@ -169,7 +169,7 @@ function unwrap<T>(outcome: Settled<T>): T {
  * unique key never share a batch, so the second meets the first's task as it would one call later.
  * The batch is all or nothing; when it is refused (a bad item, an unknown task type), nothing was
  * written and each item is enqueued on its own, so a refusal reaches only its caller, worded as for a
- * single call. Any other error (the database unreachable: the insert may or may not have committed)
+ * single call. Any other error (the database or the server out of reach: the insert may or may not have committed)
  * reaches every caller of the batch, as it would each single call.
  */
 export class EnqueueBatcher {
@@ -182,7 +182,7 @@ export class EnqueueBatcher {
           try {
             return (await store.enqueueMany(inputs)).map((value) => ({ ok: true, value }));
           } catch (error) {
-            if (!(error instanceof TaskpoolError)) throw error;
+            if (!isRefusal(error)) throw error;
           }
         }
         // Alone, or refused as a batch: each item as its own call, with its own answer or refusal.

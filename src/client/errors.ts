@@ -12,6 +12,7 @@ import {
   TaskNotFoundError,
   TaskpoolError,
   TaskTypeAtCapacityError,
+  UnavailableError,
   UniqueKeyTakenError,
   ValidationError,
   WorkerNotFoundError,
@@ -32,7 +33,7 @@ export class HttpApiError extends TaskpoolError {
 }
 
 /** The server could not be reached, or stopped answering, after the retries the call allowed. */
-export class ServerUnreachableError extends TaskpoolError {
+export class ServerUnreachableError extends UnavailableError {
   constructor(origin: string, reason: string) {
     super("server_unreachable", `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`);
   }
@@ -66,6 +67,8 @@ export function errorFromReply(status: number, body: Record<string, unknown>, su
   const text = typeof message === "string" ? message : `the server answered ${status} without an error envelope`;
   const taskId = subject && "taskId" in subject ? subject.taskId : undefined;
   const id = taskId ?? 0;
+  // The server failed rather than refused (its database out of reach, a bug): the call may succeed later.
+  if (status >= 500) return new UnavailableError(code, text);
   switch (code) {
     case "validation_error": {
       // The server names fields as the request did (snake_case): back to the library's names.

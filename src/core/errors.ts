@@ -12,6 +12,16 @@ export class TaskpoolError extends Error {
   }
 }
 
+/**
+ * The store could not be reached, or failed before it answered (over HTTP: the server out of reach
+ * after the client's retries, or a 5xx). Not a refusal: the same call may succeed later, so the worker
+ * runtime retries it as it retries a database that does not answer.
+ */
+export class UnavailableError extends TaskpoolError {}
+
+/** Whether `error` is taskpool refusing the call (final: sending it again changes nothing), not a store out of reach. */
+export const isRefusal = (error: unknown): error is TaskpoolError => error instanceof TaskpoolError && !(error instanceof UnavailableError);
+
 /** One field of bad input: where it is and what is wrong with it. */
 export interface FieldIssue {
   path: string;

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { LeaseLostError, TaskpoolError } from "../core/errors.js";
+import { isRefusal, LeaseLostError } from "../core/errors.js";
 import type { ClaimedTask, EnqueueInput, Json, JsonObject, Task } from "../core/task.js";
 import type { Store } from "../store/store.js";
 import type { RunAbort } from "./run-abort.js";
@@ -39,14 +39,14 @@ export function createTaskContext(
   const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
   // A dropped connection (a database restart, a failover) is retried here rather than thrown into the
   // handler, which would fail the run and cost the task an attempt for a blip. Saving the same
-  // checkpoint or progress twice is harmless; a refusal (TaskpoolError) is final and thrown at once.
+  // checkpoint or progress twice is harmless; a refusal (isRefusal) is final and thrown at once.
   const fenced = async <T>(write: () => Promise<T>): Promise<T> => {
     for (let attempt = 1; ; attempt++) {
       try {
         return await write();
       } catch (error) {
         if (error instanceof LeaseLostError) abort.abort("lease_lost");
-        if (error instanceof TaskpoolError || attempt >= WRITE_ATTEMPTS || abort.aborted) throw error;
+        if (isRefusal(error) || attempt >= WRITE_ATTEMPTS || abort.aborted) throw error;
         logger().warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying`);
         await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
       }

@@ -15,7 +15,7 @@
  */
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
-import { InvalidTransitionError, LeaseLostError, TaskpoolError, ValidationError } from "../core/errors.js";
+import { InvalidTransitionError, isRefusal, LeaseLostError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
 import type { ClaimedTask, EnqueueInput, Json, TaskStatus } from "../core/task.js";
 import { WriteBatcher } from "../api/write-batcher.js";
@@ -149,7 +149,7 @@ export class Worker {
     try {
       await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] });
     } catch (error) {
-      if (error instanceof TaskpoolError) throw error; // bad options: retrying will not help
+      if (isRefusal(error)) throw error; // bad options: retrying will not help
       this.logger.error({ err: (error as Error).message }, "Cannot reach the database to register; will keep trying");
     }
   }
@@ -381,7 +381,7 @@ export class Worker {
         await write();
         return;
       } catch (error) {
-        if (error instanceof TaskpoolError) {
+        if (isRefusal(error)) {
           log().warn({ err: error.message }, `Could not ${what}: ${error.code}`);
           return;
         }

@@ -3,6 +3,8 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { connect, type Taskpool } from "../../src/api/taskpool.js";
 import { buildServer } from "../../src/server/server.js";
+import { eventually } from "../helpers/logs.js";
+import { ChaosCluster } from "./cluster.js";
 import { PrivatePostgres } from "./private-postgres.js";
 
 /**
@@ -15,6 +17,7 @@ describe.runIf(PrivatePostgres.available())("PostgreSQL down for a while, behind
   let server: PrivatePostgres;
   let serverPool: Taskpool | null = null;
   let app: FastifyInstance | null = null;
+  let cluster: ChaosCluster | null = null;
   let httpUrl = "";
   let down = false;
   const shutDown = () => {
@@ -38,6 +41,7 @@ describe.runIf(PrivatePostgres.available())("PostgreSQL down for a while, behind
     if (down) startAgain();
   });
   afterAll(async () => {
+    await cluster?.close();
     await app?.close();
     await serverPool?.close();
     await server?.stop();
@@ -71,8 +75,34 @@ describe.runIf(PrivatePostgres.available())("PostgreSQL down for a while, behind
       const { tasks } = await serverPool!.list({ taskType: "down_b" });
       expect(tasks.map((t) => t.id)).toEqual([task.id]);
       expect((await fetch(`${httpUrl}/readyz`)).status).toBe(200);
+      await serverPool!.cancel(task.id); // no worker takes it: ended, so the next test's checker finds every task ended
     } finally {
       await producer.close();
     }
+  });
+
+  // Over HTTP, a failed call became an error the worker runtime took for a refusal, so it gave up
+  // after the client's few seconds of retries: the checkpoint failed the run, or the outcome was
+  // dropped and the task had to run again once its lease ran out.
+  it("an HTTP worker rides out an outage shorter than the lease: a handler that checkpoints and finishes meanwhile completes in one run", { timeout: 45_000 }, async () => {
+    cluster = await ChaosCluster.open({ url: server.url, schema });
+    // A 30 s lease: the outage (8 s) ends before it, so no run is fenced and none needs to run twice.
+    const http = { TASKPOOL_URL: httpUrl, TASKPOOL_SCHEMA: "", LEASE_SECONDS: "30", CONCURRENCY: "1" };
+    await cluster.startWorker(http, "http-worker");
+    const [task] = await cluster.pool.enqueueMany([{ taskType: "step", params: { steps: 1, stepMs: 1500 } }]);
+    await eventually(async () => (await cluster!.pool.get(task.task.id))?.status === "running", 10_000, "the task to run");
+    shutDown();
+    await delay(8000);
+    startAgain();
+    await eventually(async () => (await cluster!.pool.get(task.task.id))?.status === "completed", 25_000, "the task to complete").catch((error: Error) => {
+      throw new Error(`${error.message}\nthe worker's log:\n${cluster!.runtimeLog("http-worker")}`);
+    });
+
+    const done = await cluster.pool.get(task.task.id);
+    expect(done).toMatchObject({ attempts: 1, workerId: "http-worker", checkpoint: { step: 1 } });
+    expect((await cluster.pool.events(task.task.id)).map((e) => e.event)).toEqual(["created", "claimed", "checkpoint", "completed"]);
+    expect(cluster.crashed()).toEqual([]);
+    const summary = await cluster.check();
+    expect(summary.violations).toEqual([]);
   });
 });
