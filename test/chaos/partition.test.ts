@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
-import { Taskpool } from "../../src/api/taskpool.js";
+import { connect, Taskpool } from "../../src/api/taskpool.js";
 import type { Coordinator } from "../../src/coordinator/coordinator.js";
 import { buildServer } from "../../src/server/server.js";
 import { eventually } from "../helpers/logs.js";
@@ -193,5 +193,31 @@ describe("network partitions on postgres", () => {
     const later = await c.pool.enqueue("step", { steps: 1, stepMs: 10 });
     // Each pooled connection the worker had is silent and costs one timeout before it is dropped.
     await eventually(async () => (await c.pool.get(later.id))?.workerId === "isolated", 45_000, "the worker to claim again");
+  });
+
+  // A LISTEN connection never sends, so one gone silent went unnoticed for good: no wake-up came
+  // again (workers fell back to their poll, HTTP long-polls to their re-check) while every query ran.
+  it("a LISTEN connection that goes silent (new ones would work) is replaced: wake-ups resume", { timeout: 40_000 }, async () => {
+    const c = await start();
+    const { proxy, url } = await proxyToPostgres();
+    const through = await connect(url, { schema: handle!.schema, migrate: false });
+    cleanups.push(() => through.close());
+    let heard = 0;
+    await through.protocol.subscribe(() => heard++);
+    await c.pool.enqueue("listen_probe", {});
+    await eventually(() => heard > 0, 5_000, "a first wake-up");
+    proxy.freeze({ existingOnly: true });
+    const frozenAt = Date.now();
+    heard = 0;
+    await eventually(
+      async () => {
+        await c.pool.enqueue("listen_probe", {});
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        return heard > 0;
+      },
+      25_000,
+      "a wake-up after the LISTEN connection went silent",
+    );
+    report("partition: silent LISTEN connection", { resumedAfterMs: Date.now() - frozenAt });
   });
 });
