@@ -103,13 +103,16 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
  */
 const REFUSED_CONNECTION_STATES = new Set(["57P03", "53300"]);
 
+/** pg's words for no connection within the store's time limit (pg-pool's, then the client's): nothing was sent. */
+const CONNECT_TIMEOUT = /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/;
+
 /**
  * Whether a request failed because no connection to the database could be opened (it is down,
- * restarting, failing over, or its name does not resolve): then the request certainly wrote nothing,
- * and 503 tells clients so (both taskpool clients send any call again after a 503, a claim or an
- * enqueue included). A connection lost during a statement is not one of these: the statement may
+ * restarting, failing over, its name does not resolve, or it did not answer in time): then the
+ * request certainly wrote nothing, and 503 tells clients so (both taskpool clients send any call
+ * again after a 503, a claim or an enqueue included). A connection lost during a statement is not one of these: the statement may
  * have committed, so that stays a 500, which clients repeat only for calls safe to repeat.
  */
 function unreachableDatabase(error: FastifyLikeError): boolean {
-  return error.syscall === "connect" || error.syscall === "getaddrinfo" || REFUSED_CONNECTION_STATES.has(error.code ?? "");
+  return error.syscall === "connect" || error.syscall === "getaddrinfo" || REFUSED_CONNECTION_STATES.has(error.code ?? "") || CONNECT_TIMEOUT.test(error.message ?? "");
 }

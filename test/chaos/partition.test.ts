@@ -220,4 +220,33 @@ describe("network partitions on postgres", () => {
     );
     report("partition: silent LISTEN connection", { resumedAfterMs: Date.now() - frozenAt });
   });
+
+  // Opening a connection had no time limit: behind an address that swallows packets every request
+  // (readiness checks included) hung until the client gave up, and went on hanging.
+  it("a server whose database address accepts and never answers: requests answer 503 database_unavailable in bounded time, not hang", { timeout: 40_000 }, async () => {
+    handle = await createPostgres();
+    const { proxy, url } = await proxyToPostgres();
+    const pool = await connect(url, { schema: handle.schema, migrate: false });
+    cleanups.push(() => pool.close());
+    const app = await buildServer(pool, { auth: "none", rateLimitPerMinute: false, dashboard: false });
+    const httpUrl = await app.listen({ host: "127.0.0.1", port: 0 });
+    cleanups.push(() => app.close());
+    // Undone first: a request still waiting on the frozen address would hold app.close().
+    cleanups.push(() => proxy.thaw());
+    proxy.freeze();
+    const startedAt = Date.now();
+    const call = (path: string, body?: unknown) =>
+      fetch(`${httpUrl}${path}`, body === undefined ? { signal: AbortSignal.timeout(25_000) } : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal: AbortSignal.timeout(25_000) });
+    const replies = await Promise.all([
+      call("/api/tasks", { task_type: "a", params: {} }),
+      call("/api/tasks/claim", { worker_id: "w1" }),
+      call("/api/workers/heartbeat", { worker_id: "w1", roles: ["a"], capacity: 1, current_load: 0, tasks_processed: 0 }),
+      call("/api/tasks/counts"),
+      call("/readyz"),
+    ]);
+    const seconds = (Date.now() - startedAt) / 1000;
+    expect(replies.map((r) => r.status)).toEqual([503, 503, 503, 503, 503]);
+    expect(await replies[0].json()).toMatchObject({ error: "database_unavailable" });
+    report("partition: database address that never answers", { seconds });
+  });
 });

@@ -147,6 +147,11 @@ export class PostgresStore implements Store {
       options: `-c search_path=${this.schema} -c plan_cache_mode=force_generic_plan -c jit=off`,
       // Keep connections (and their prepared statements) across a coordinator's 60 s sweeps.
       idleTimeoutMillis: 300_000,
+      // Opening a connection (or waiting for a free one) is bounded like a call: a server address
+      // that swallows packets (a failover that left the old address dead, a host that accepts and
+      // never answers) otherwise held every call, and readiness checks, until the kernel gave up
+      // (minutes) or for good.
+      connectionTimeoutMillis: QUERY_TIMEOUT_MS,
       allowExitOnIdle: true,
       types,
     });
