@@ -62,11 +62,11 @@ export function viewsContract(kind: StoreKind) {
         maxRunning: null, tasksPerWorkerHour: 1.5, estimatedHoursToDrain: 1.67,
         workersNeeded: { for1Hour: 4, for4Hours: 1, for8Hours: 1 },
       });
-      // Registered, staffed by w1, no work and no throughput yet.
+      // Registered, staffed by w1, no work and no throughput yet: nothing to drain, so no worker needed.
       expect(capacity.get("parse")).toEqual({
         taskType: "parse", pendingTasks: 0, readyTasks: 0, runningTasks: 0, activeWorkers: 1, completedLastHour: 0,
         maxRunning: 3, tasksPerWorkerHour: 0, estimatedHoursToDrain: 0,
-        workersNeeded: { for1Hour: null, for4Hours: null, for8Hours: null },
+        workersNeeded: { for1Hour: 0, for4Hours: 0, for8Hours: 0 },
       });
       // A role no live worker serves: its backlog does not drain, and a worker's pace is unknown.
       expect(capacity.get("mail")).toEqual({
