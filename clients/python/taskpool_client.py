@@ -49,6 +49,29 @@ _NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionE
 _UNSENT_STATUSES = (502, 503, 504)
 
 
+#: How many times a worker tries a lease write (an outcome, a checkpoint) while the server or its
+#: database is out of reach, pausing _OUTAGE_PAUSE * 2**n seconds (at most 10) between tries: about
+#: a minute in all, as the TypeScript worker. Given up sooner, an outage of a few seconds cost a
+#: finished task its outcome, and the task ran again once its lease expired.
+_OUTAGE_TRIES = 8
+_OUTAGE_PAUSE = 0.2
+
+
+def _through_outage(call: Callable[[], Any], lost: Callable[[], bool], what: str) -> Any:
+    """``call()``, tried again while the answer is a network error or a 5xx (not a refusal) and the lease is not known lost."""
+    for attempt in range(1, _OUTAGE_TRIES + 1):
+        try:
+            return call()
+        except TaskpoolError as e:
+            unavailable = e.status is None or e.status >= 500
+            if not unavailable or attempt >= _OUTAGE_TRIES or lost():
+                raise
+            pause = min(10.0, _OUTAGE_PAUSE * 2**attempt)
+            log.warning("could not %s (%s); trying again in %.1f s", what, e, pause)
+            time.sleep(pause)
+    raise AssertionError("unreachable")
+
+
 def _unsent(error: BaseException) -> bool:
     """Whether a network error certainly came before the request reached the server: no connection was made."""
     return isinstance(error, urllib.error.URLError) and isinstance(error.reason, (ConnectionRefusedError, socket.gaierror))
@@ -256,7 +279,7 @@ class TaskContext:
 
     def _call(self, call: Callable[[], Any]) -> None:
         try:
-            call()
+            _through_outage(call, lambda: self._lost.is_set(), f"save task {self.id}'s checkpoint or progress")
         except LeaseLost:
             self._lost.set()
             raise
@@ -398,7 +421,7 @@ class Worker:
             log.warning("worker %s: lease of task %s lost; its outcome is not reported", self.worker_id, ctx.id)
             return None
         try:
-            return call()
+            return _through_outage(call, lambda: ctx.lost, f"report the outcome of task {ctx.id}")
         except LeaseLost:
             log.warning("worker %s: lease of task %s lost before its outcome was reported", self.worker_id, ctx.id)
             return None
@@ -407,8 +430,8 @@ class Worker:
                 log.info("worker %s: task %s was %s by an earlier try whose answer was lost", self.worker_id, ctx.id, outcome)
                 return None
             # Refused (the task was cancelled since the last heartbeat, say) or the server out of reach
-            # after the retries: one task's outcome, never a reason to stop the worker. Unwritten, the
-            # task runs again once its lease expires.
+            # for a minute: one task's outcome, never a reason to stop the worker. Unwritten, the task
+            # runs again once its lease expires.
             log.warning("worker %s: the outcome of task %s was not recorded: %s", self.worker_id, ctx.id, e)
             return None
 

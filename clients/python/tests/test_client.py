@@ -14,9 +14,11 @@ import threading
 import time
 import unittest
 import uuid
+from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import taskpool_client  # noqa: E402
 from taskpool_client import Client, LeaseLost, PermanentError, TaskContext, TaskpoolError, Worker  # noqa: E402
 
 URL = os.environ.get("TASKPOOL_URL", "")
@@ -254,6 +256,43 @@ class WorkerTest(unittest.TestCase):
             self.assertEqual(server.requests, 3)
             self.assertEqual([line.split(":")[0] for line in logs.output], ["WARNING", "INFO"])  # the retry's warning, then the finding
             self.assertIn("task 5 was completed by an earlier try whose answer was lost", logs.output[-1])
+        finally:
+            server.close()
+
+    def test_an_outcome_and_a_checkpoint_ride_out_an_outage(self):
+        task = {"id": 5, "lease_token": "tok", "params": {}}
+        down = (503, {"success": False, "error": "database_unavailable", "message": "The database cannot be reached"})
+        broken = (500, {"success": False, "error": "internal_error", "message": "Internal server error"})
+        completed = {"success": True, "task": {"id": 5, "status": "completed"}, "follow_ups": []}
+        # Each call is one request (retries=0): the worker, not the client, waits the outage out.
+        server = ScriptedServer([down, (200, {"success": True, "task": {"id": 5}}), down, broken, (200, completed)])
+        try:
+            client = Client(server.url, retries=0)
+            worker = Worker(client, {"x": lambda ctx: None}, worker_id="w")
+            ctx = TaskContext(client, "w", task, threading.Event())
+            with mock.patch.object(taskpool_client, "_OUTAGE_PAUSE", 0.001), self.assertLogs("taskpool_client", level="WARNING") as logs:
+                ctx.save_checkpoint({"page": 2})
+                answer = worker._report(ctx, lambda: client.complete(5, "w", "tok", {"ok": True}), "completed")
+            self.assertEqual(answer, {"task": {"id": 5, "status": "completed"}, "follow_ups": []})
+            self.assertEqual(ctx.checkpoint, {"page": 2})
+            self.assertEqual(server.requests, 5)
+            self.assertEqual(len(logs.output), 3, logs.output)
+            self.assertIn("could not report the outcome of task 5 (500 internal_error", logs.output[-1])
+        finally:
+            server.close()
+
+    def test_a_refused_outcome_is_not_tried_again(self):
+        task = {"id": 5, "lease_token": "tok", "params": {}}
+        refused = (409, {"success": False, "error": "invalid_transition", "message": "Cannot complete task 5: it is cancelled"})
+        server = ScriptedServer([refused, (200, {"success": True, "task": {"id": 5, "status": "cancelled"}, "events": []})])
+        try:
+            client = Client(server.url, retries=0)
+            worker = Worker(client, {"x": lambda ctx: None}, worker_id="w")
+            ctx = TaskContext(client, "w", task, threading.Event())
+            with mock.patch.object(taskpool_client, "_OUTAGE_PAUSE", 0.001), self.assertLogs("taskpool_client", level="WARNING") as logs:
+                self.assertIsNone(worker._report(ctx, lambda: client.complete(5, "w", "tok", {"ok": True}), "completed"))
+            self.assertEqual(server.requests, 2)  # the refusal, then the look at the task; no second try
+            self.assertIn("the outcome of task 5 was not recorded: 409 invalid_transition", logs.output[-1])
         finally:
             server.close()
 
