@@ -1,4 +1,5 @@
 import Database from "better-sqlite3";
+import { UnavailableError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import type { Json } from "../../core/task.js";
 import { INSERT_EVENT } from "./queries.js";
@@ -21,7 +22,10 @@ export class SqliteConnection {
   private readonly statements = new Map<string, Database.Statement>();
   private synchronous: "NORMAL" | "FULL" | null = null;
 
-  constructor(path: string, busyTimeoutMs: number) {
+  constructor(
+    path: string,
+    private readonly busyTimeoutMs: number,
+  ) {
     this.db = new Database(path);
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.db.pragma("journal_mode = WAL");
@@ -41,6 +45,10 @@ export class SqliteConnection {
    * Runs `fn` in a BEGIN IMMEDIATE transaction (the write lock up front, so two writers never
    * deadlock upgrading read locks). `durable` picks synchronous=FULL (fsync at commit) over NORMAL
    * (survives a process crash; the last commits may be lost on power failure).
+   *
+   * Another process holding the write lock past the busy timeout fails the BEGIN, before anything
+   * was written: that is an UnavailableError, which a worker retries, a server answers 503 and the
+   * CLI prints as one line, rather than a bare "database is locked".
    */
   tx<T>(durable: boolean, fn: () => T): T {
     const level = durable ? "FULL" : "NORMAL";
@@ -48,7 +56,15 @@ export class SqliteConnection {
       this.db.pragma(`synchronous = ${level}`);
       this.synchronous = level;
     }
-    return this.db.transaction(fn).immediate();
+    try {
+      return this.db.transaction(fn).immediate();
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+      throw new UnavailableError(
+        "database_unavailable",
+        `The SQLite file ${this.db.name} stayed locked by another process's write for ${this.busyTimeoutMs} ms; nothing was written: try again shortly`,
+      );
+    }
   }
 
   logEvent(e: EventInput, now: string): void {
@@ -66,6 +82,12 @@ export class SqliteConnection {
   close(): void {
     this.db.close();
   }
+}
+
+/** True when `error` is SQLite giving up on a lock another connection holds (SQLITE_BUSY and its extended codes). */
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_BUSY");
 }
 
 /** True when `error` is SQLite refusing a second row in a unique index on tasks.`column`. */

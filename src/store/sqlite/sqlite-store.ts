@@ -112,7 +112,7 @@ export class SqliteStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    migrateSqlite(this.db);
+    migrateSqlite(this.conn);
   }
 
   async close(): Promise<void> {
