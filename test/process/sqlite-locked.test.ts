@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { statSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
@@ -13,13 +14,15 @@ import { removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /**
- * Another process holding the file's write lock (BEGIN IMMEDIATE) until its stdin closes: what a
- * long write elsewhere (a big batch, a migration, a process stopped with ^Z mid-transaction) looks
- * like to everyone else on the file.
+ * Another process holding a lock on the file until its stdin closes. "write": the write lock (BEGIN
+ * IMMEDIATE), what a long write elsewhere (a big batch, a migration, a process stopped with ^Z
+ * mid-transaction) looks like to everyone else. "read": a read snapshot (a slow query, a sqlite3
+ * shell left in a transaction), which no checkpoint may overtake.
  */
-async function holdWriteLock(path: string): Promise<{ release(): Promise<void> }> {
+async function holdLock(path: string, kind: "write" | "read"): Promise<{ release(): Promise<void> }> {
+  const begin = kind === "write" ? `db.exec("BEGIN IMMEDIATE");` : `db.exec("BEGIN"); db.prepare("SELECT count(*) FROM tasks").get();`;
   const code = `const db = new (require("better-sqlite3"))(process.argv[1]);
-db.exec("BEGIN IMMEDIATE");
+${begin}
 process.stdout.write("locked\\n");
 process.stdin.on("end", () => { db.exec("COMMIT"); db.close(); }).resume();`;
   const child: ChildProcess = spawn(process.execPath, ["-e", code, path], { cwd: ROOT, stdio: ["pipe", "pipe", "inherit"] });
@@ -36,26 +39,27 @@ process.stdin.on("end", () => { db.exec("COMMIT"); db.close(); }).resume();`;
 const holders: ChildProcess[] = [];
 const cleanups: (() => Promise<unknown> | void)[] = [];
 
+afterEach(async () => {
+  for (const h of holders.splice(0)) if (h.exitCode === null) h.kill("SIGKILL");
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A migrated file holding one pending task of type "old". */
+async function migratedFile(): Promise<string> {
+  const path = sqlitePath();
+  cleanups.push(() => removeSqliteFiles(path));
+  const store = new SqliteStore({ path });
+  await store.migrate();
+  await store.enqueue({ taskType: "old" });
+  await store.close();
+  return path;
+}
+
 describe("SQLite: another process holds the write lock", () => {
-  afterEach(async () => {
-    for (const h of holders.splice(0)) if (h.exitCode === null) h.kill("SIGKILL");
-    for (const c of cleanups.splice(0).reverse()) await c();
-  });
-
-  async function migratedFile(): Promise<string> {
-    const path = sqlitePath();
-    cleanups.push(() => removeSqliteFiles(path));
-    const store = new SqliteStore({ path });
-    await store.migrate();
-    await store.enqueue({ taskType: "old" });
-    await store.close();
-    return path;
-  }
-
   it("read-only CLI commands still answer; a write fails with one line saying the file is locked, and works once it is released", { timeout: 30_000 }, async () => {
     const path = await migratedFile();
     const db = `sqlite:${path}`;
-    const lock = await holdWriteLock(path);
+    const lock = await holdLock(path, "write");
 
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/pending 1/);
     expect((await taskpool("tasks", "list", "--db", db)).stdout).toMatch(/old/);
@@ -80,7 +84,7 @@ describe("SQLite: another process holds the write lock", () => {
     cleanups.push(() => app.close());
     const url = await app.listen({ host: "127.0.0.1", port: 0 });
     const post = (path: string, body: unknown) => fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-    const lock = await holdWriteLock(path);
+    const lock = await holdLock(path, "write");
 
     const enqueue = await post("/api/tasks", { task_type: "job" });
     expect(enqueue.status).toBe(503);
@@ -93,5 +97,25 @@ describe("SQLite: another process holds the write lock", () => {
     await lock.release();
     expect((await post("/api/tasks", { task_type: "job" })).status).toBe(201);
     expect((await store.counts()).byStatus.pending).toBe(2);
+  });
+});
+
+describe("SQLite: another process holds a read snapshot", () => {
+  it("the WAL grows meanwhile, and is cut back to 16 MiB once checkpointed, not kept at its largest while the file is open", { timeout: 30_000 }, async () => {
+    const path = await migratedFile();
+    const store = new SqliteStore({ path });
+    cleanups.push(() => store.close());
+    const walBytes = () => statSync(`${path}-wal`).size;
+    const lock = await holdLock(path, "read");
+    // ~40 MiB of writes no checkpoint can move into the file past the reader's snapshot.
+    const params = { blob: "x".repeat(512 * 1024) };
+    for (let i = 0; i < 80; i++) await store.enqueue({ taskType: "big", params });
+    expect(walBytes()).toBeGreaterThan(32 * 1024 * 1024);
+
+    await lock.release();
+    // The first write after the reader left checkpoints the whole log; the next starts it over.
+    for (let i = 0; i < 3; i++) await store.enqueue({ taskType: "small" });
+    expect(walBytes()).toBeLessThanOrEqual(16 * 1024 * 1024);
+    expect((await store.counts()).byType.big.pending).toBe(80);
   });
 });

@@ -14,6 +14,15 @@ export interface EventInput {
 }
 
 /**
+ * The size the WAL file is cut back to once it has been checkpointed and starts over. It grows as long
+ * as a reader holds an old snapshot (a slow query, another tool on the file) and SQLite otherwise keeps
+ * the file at its largest for as long as any connection is open: one long read under load left
+ * hundreds of MB on disk for good. 4 times what a checkpoint normally leaves (1000 pages of 4 KiB), so
+ * ordinary bursts do not shrink and regrow it.
+ */
+const WAL_SIZE_LIMIT = 16 * 1024 * 1024;
+
+/**
  * One better-sqlite3 connection with what every SQLite operation needs: cached prepared statements,
  * transactions with a chosen durability, and the audit-event insert.
  */
@@ -29,6 +38,7 @@ export class SqliteConnection {
     this.db = new Database(path);
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.db.pragma("journal_mode = WAL");
+    this.db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT}`);
     this.db.pragma("foreign_keys = ON");
   }
 
