@@ -13,7 +13,7 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { pino, type Logger } from "pino";
 import type { Taskpool } from "../api/taskpool.js";
 import { BeatBatcher, ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
@@ -46,7 +46,7 @@ export interface ServerOptions {
   auth?: "keys" | "none";
   /** How long a looked-up API key is trusted before it is looked up again (default 5000 ms); a key revoked on another process is refused after at most this long. */
   apiKeyCacheMs?: number;
-  /** Requests per minute per API key, unless the key sets its own (default 100, seed 002); false: no limit. Requests without a key are not limited. */
+  /** Requests per minute per API key, unless the key sets its own (default 100, seed 002); false: no limit but the keys' own. Requests without a key are not limited. */
   rateLimitPerMinute?: number | false;
   /** Largest request body, in bytes (default 4 MiB: a 1 MiB params or checkpoint fits with room to spare). */
   bodyLimit?: number;
@@ -215,20 +215,22 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   // Served from the package's own copy of Swagger UI: no CDN.
   await app.register(swaggerUi, { routePrefix: "/docs" });
 
-  if (perMinute !== false) {
-    await app.register(rateLimit, {
-      global: true,
-      hook: "onRequest",
-      timeWindow: 60_000,
-      max: (request) => request.apiKey?.rateLimitPerMinute ?? perMinute,
-      keyGenerator: (request) => (request.apiKey ? `key:${request.apiKey.id}` : "anonymous"),
-      allowList: (request) => request.apiKey === null,
-      errorResponseBuilder: (request, context) => {
-        const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
-        return new HttpError("rate_limited", `Rate limit exceeded: this API key may make ${context.max} requests per minute; retry in ${seconds} s`, { retryAfter: seconds });
-      },
-    });
-  }
+  // A key's own limit holds even when the server sets none (rateLimitPerMinute: false, `--rate-limit 0`):
+  // that only lifts the default of keys that set none. Requests without a key are never counted.
+  const limitOf = (request: FastifyRequest) => request.apiKey?.rateLimitPerMinute ?? (request.apiKey && perMinute !== false ? perMinute : null);
+  await app.register(rateLimit, {
+    global: true,
+    hook: "onRequest",
+    timeWindow: 60_000,
+    allowList: (request) => limitOf(request) === null,
+    // Never null here: allowList has let those through.
+    max: (request) => limitOf(request) ?? Infinity,
+    keyGenerator: (request) => `key:${request.apiKey?.id}`,
+    errorResponseBuilder: (request, context) => {
+      const seconds = Math.max(1, Math.ceil(context.ttl / 1000));
+      return new HttpError("rate_limited", `Rate limit exceeded: this API key may make ${context.max} requests per minute; retry in ${seconds} s`, { retryAfter: seconds });
+    },
+  });
 
   const metrics = new ServerMetrics(pool, () => app.taskpool.waitingClaims());
   const claims = new ClaimBatcher(pool.protocol);

@@ -104,6 +104,20 @@ describe("the server's default rate limit", () => {
   });
 });
 
+describe("a server with no default rate limit", () => {
+  const s = useServer(sqliteKind, { auth: "keys", rateLimitPerMinute: false });
+
+  it("still holds a key that sets its own limit to it; keys that set none are not limited", async () => {
+    const limited = (await s.pool.createApiKey({ scope: "producer", rateLimitPerMinute: 2 })).key;
+    const free = (await s.pool.createApiKey({ scope: "producer" })).key;
+    for (let i = 0; i < 2; i++) expect((await s.call("GET", "/api/workers", undefined, { key: limited })).status).toBe(200);
+    const refused = await s.call("GET", "/api/workers", undefined, { key: limited });
+    expect(refused.status).toBe(429);
+    expect(refused.body.message).toMatch(/^Rate limit exceeded: this API key may make 2 requests per minute; retry in \d+ s$/);
+    for (let i = 0; i < 5; i++) expect((await s.call("GET", "/api/workers", undefined, { key: free })).status).toBe(200);
+  });
+});
+
 describe("a worker over HTTP on a rate-limited key", () => {
   const s = useServer(sqliteKind, { auth: "keys", rateLimitPerMinute: 10_000, dashboard: false });
 
