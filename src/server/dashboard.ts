@@ -5,6 +5,7 @@
  * built at run time. The page calls only the public API with the operator's key, so serving it needs
  * no key: what it shows is what that key may read.
  */
+import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -29,10 +30,45 @@ const VENDOR: Record<string, () => string> = {
 
 const publicRoute: RouteConfig = { access: "public" };
 
+/**
+ * What the page's responses are sent with. The page holds an operator's key, possibly an admin's: no
+ * other site may frame it (a click on Cancel made through an invisible frame), and nothing but the
+ * page's own files may run in it, so text that slipped into the DOM unescaped could not run either.
+ * Its one inline script, the import map, is allowed by its hash; styles set from scripts
+ * (`element.style`) are not inline styles to CSP, so `style-src 'self'` holds.
+ */
+function securityHeaders(indexHtml: string): Record<string, string> {
+  const importMaps = [...indexHtml.matchAll(/<script type="importmap">([\s\S]*?)<\/script>/g)];
+  const hashes = importMaps.map(([, text]) => ` 'sha256-${createHash("sha256").update(text).digest("base64")}'`).join("");
+  const policy = [
+    "default-src 'none'",
+    `script-src 'self'${hashes}`,
+    "style-src 'self'",
+    "img-src 'self'",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ];
+  return {
+    "content-security-policy": policy.join("; "),
+    // For browsers that predate frame-ancestors.
+    "x-frame-options": "DENY",
+    // A module or stylesheet is run only when served as one: no guessing a type from the content.
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+  };
+}
+
 /** Serves the dashboard at `/` (its modules, styles and the vendored preact and htm). */
 export async function dashboard(app: FastifyInstance): Promise<void> {
   // Read once at start: a missing file fails the server's start, not a browser's request.
   const vendor = new Map(await Promise.all(Object.entries(VENDOR).map(async ([name, path]) => [name, await readFile(path())] as const)));
+  // This plugin's own routes only (Fastify encapsulates hooks): the API's answers and /docs are left as they are.
+  const headers = securityHeaders(await readFile(join(DASHBOARD_ROOT, "index.html"), "utf8"));
+  app.addHook("onSend", async (_request, reply) => {
+    reply.headers(headers);
+  });
   app.get("/vendor/:file", { schema: { hide: true }, config: publicRoute }, async (request, reply) => {
     const body = vendor.get((request.params as { file: string }).file);
     if (!body) return reply.callNotFound();

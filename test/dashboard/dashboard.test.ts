@@ -173,6 +173,50 @@ describe("the dashboard in a real browser", () => {
     await expect(page.locator("#live").textContent()).resolves.toMatch(/live/);
   });
 
+  it("shows what users wrote as text, under a Content-Security-Policy the page keeps to, and cannot be framed", async () => {
+    // What any producer or worker key may write, shown on every page: it must never become markup or run.
+    const evil = "<img src=x onerror=window.__xss=1><script>window.__xss=2</script>"; // no quotes: the same text in JSON
+    const failed = await server.pool.enqueue("xss", { [evil]: evil }, { concurrencyKey: evil, uniqueKey: `u${evil}` });
+    await server.pool.protocol.workerHeartbeat({ workerId: "evil", roles: ["xss"], hostname: evil, version: "<b>v1</b>", capacity: 2, currentLoad: 0, tasksProcessed: 0, metadata: { [evil]: evil } });
+    const [claimed] = await server.pool.protocol.claim({ workerId: "evil", taskTypes: ["xss"], limit: 1 });
+    const lease = { workerId: "evil", leaseToken: claimed.leaseToken };
+    await server.pool.protocol.checkpoint(claimed.id, lease, { at: evil });
+    await server.pool.protocol.fail(claimed.id, lease, { error: evil, retryable: false });
+    const done = await server.pool.enqueue("xss", {});
+    const [second] = await server.pool.protocol.claim({ workerId: "evil", taskTypes: ["xss"], limit: 1 });
+    await server.pool.protocol.complete(second.id, { workerId: "evil", leaseToken: second.leaseToken }, { result: { said: evil } });
+    const cancelled = await server.pool.enqueue("xss", {});
+    await server.pool.cancel(cancelled.id, { reason: evil });
+
+    const answer = await fetch(`${server.url}/`);
+    await answer.text();
+    expect(answer.headers.get("content-security-policy")).toMatch(/^default-src 'none'; script-src 'self' 'sha256-[A-Za-z0-9+/]+=*';.* frame-ancestors 'none'$/);
+    expect(answer.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(answer.headers.get("x-frame-options")).toBe("DENY");
+
+    const page = await browser.newPage();
+    pages.push(page);
+    // In the page (this file has no DOM types): every violation of the policy, and what the payloads would set if they ran.
+    await page.addInitScript("window.__violations = []; document.addEventListener('securitypolicyviolation', (e) => __violations.push(e.violatedDirective + ' ' + e.blockedURI));");
+    const probe = "({ xss: window.__xss ?? null, markup: document.querySelectorAll('img, b, #app script').length, violations: window.__violations })";
+    await page.goto(`${server.url}/?interval=500#/overview`);
+    await page.fill("#api-key", server.keys.admin);
+    await page.click("button[type=submit]");
+    const visits = ["workers?worker=evil", "tasks", `tasks/${failed.id}`, `tasks/${done.id}`, `tasks/${cancelled.id}`, "dead-letter", "overview"];
+    for (const hash of visits) {
+      await page.goto(`${server.url}/?interval=500#/${hash}`);
+      await page.locator("#live", { hasText: "live" }).waitFor({ timeout: 5000 });
+      if (hash !== "overview") await page.getByText(evil).first().waitFor({ timeout: 5000 });
+      expect(await page.evaluate(probe), hash).toEqual({ xss: null, markup: 0, violations: [] });
+    }
+
+    // Another site framing the page (to have an admin click Cancel unawares) gets an error page instead.
+    const framing = await browser.newPage();
+    pages.push(framing);
+    await framing.setContent(`<iframe src="${server.url}/"></iframe>`);
+    await expect.poll(() => framing.frames()[1]?.url(), { timeout: 5000 }).toMatch(/^chrome-error:/);
+  });
+
   it("a server without auth asks for no key; its schedules are listed and paused from the page", async () => {
     await server.close();
     server = await startDashboardServer("none");
