@@ -1,6 +1,7 @@
 import { type Command, Option } from "commander";
 import { keysNotOverHttp } from "../client/errors.js";
 import { API_KEY_SCOPES, type ApiKeyRecord } from "../core/api-key.js";
+import { DEFAULT_KEY_CACHE_MS } from "../server/auth.js";
 import { addDatabaseOnlyOptions, withPool } from "./database.js";
 import { keyId, positiveInteger } from "./parse.js";
 
@@ -41,12 +42,13 @@ export function keysCommand(program: Command): void {
       }
     }),
   );
-  const revoke = keys.command("revoke <id>").description("refuse a key from now on (at once, for good)");
+  const revoke = keys.command("revoke <id>").description(`refuse a key for good (a running server within ${DEFAULT_KEY_CACHE_MS / 1000} s: it trusts a key it looked up that long)`);
   addDatabaseOnlyOptions(revoke, overHttp).action((text: string, opts) => {
     const id = keyId(text);
     return withPool(opts, async (pool) => {
       const revoked = await pool.revokeApiKey(id);
-      console.log(`Revoked API key ${describeKey(revoked)}`);
+      // Said, since "revoked" reads as "refused now": servers refuse it once their key cache lets go of it.
+      console.log(`Revoked API key ${describeKey(revoked)}; running servers refuse it within ${DEFAULT_KEY_CACHE_MS / 1000} s`);
     });
   });
 }

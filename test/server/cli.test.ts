@@ -43,7 +43,7 @@ describe("taskpool keys and serve", () => {
     const list = (await taskpool("keys", "list", "--db", db)).stdout;
     expect(list).toMatch(new RegExp(`^ {3}1 {2}worker {4}- +${quiet.slice(0, 11)}… {2}created \\S+ {2}active\\n {3}2 {2}admin {5}ci +tp_\\S+… {2}created \\S+ {2}active {2}600/min\\n$`));
     expect(list).not.toContain(quiet.trim());
-    expect((await taskpool("keys", "revoke", "1", "--db", db)).stdout).toBe("Revoked API key 1 (worker)\n");
+    expect((await taskpool("keys", "revoke", "1", "--db", db)).stdout).toBe("Revoked API key 1 (worker); running servers refuse it within 5 s\n");
     expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/^ {3}1 {2}worker .* revoked \d{4}-/m);
     const unknown = await taskpool("keys", "revoke", "7", "--db", db).catch((e) => e);
     expect(unknown.stderr).toBe("taskpool: API key 7 does not exist (taskpool keys list shows the ids)\n");
