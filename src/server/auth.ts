@@ -2,7 +2,7 @@
  * API keys on every route but the public ones: `X-API-Key` is looked up by its hash (one indexed
  * query), a missing, unknown or revoked key gets 401, a key whose scope the route does not allow
  * gets 403. `admin` may call everything. The key found is on `request.apiKey`, which the rate limit
- * counts per key.
+ * counts per key. Without keys, requests that browsers mark as sent by another site get 403.
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Taskpool } from "../api/taskpool.js";
@@ -54,7 +54,10 @@ export const DEFAULT_KEY_CACHE_MS = 5000;
 
 export function installAuth(app: FastifyInstance, pool: Taskpool, enabled: boolean, keyCacheMs = DEFAULT_KEY_CACHE_MS): void {
   app.decorateRequest("apiKey", null);
-  if (!enabled) return;
+  if (!enabled) {
+    refuseOtherSites(app);
+    return;
+  }
   const cache = new KeyCache(keyCacheMs);
   const stopHearing = pool.onApiKeyRevoked((id) => cache.forget(id));
   app.addHook("onClose", async () => stopHearing());
@@ -81,4 +84,21 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, enabled: boole
 function bearerToken(header: string | undefined): string | undefined {
   const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
   return match ? match[1] : undefined;
+}
+
+/**
+ * Without keys, a server on 127.0.0.1 is open to every page its users' browsers open: a page anywhere
+ * may POST to it with no body and no header that makes the browser ask the server first (fetch in
+ * no-cors mode), and cancel, retry or shut down at will. Browsers say where such a request comes from
+ * (Sec-Fetch-Site); anything but the server's own pages (same-origin) or a typed URL (none) is refused.
+ * Scripts and clients send no such header. With keys this is not needed: another site cannot add
+ * X-API-Key without the server's consent (CORS, which it does not give).
+ */
+function refuseOtherSites(app: FastifyInstance): void {
+  app.addHook("onRequest", async (request: FastifyRequest) => {
+    const { access } = request.routeOptions.config as Partial<RouteConfig>;
+    if (access === undefined || access === "public") return;
+    const site = request.headers["sec-fetch-site"];
+    if (site === "cross-site" || site === "same-site") throw new HttpError("forbidden", `A page on another site may not call this server's API (Sec-Fetch-Site: ${site})`);
+  });
 }

@@ -118,6 +118,24 @@ describe("a server with no default rate limit", () => {
   });
 });
 
+describe("a server without keys", () => {
+  const s = useServer(sqliteKind, { auth: "none" });
+
+  it("refuses what a page on another site sends through a visitor's browser; scripts, clients and the dashboard's own calls go through", async () => {
+    // A page anywhere may POST to 127.0.0.1 with no body and no header a browser asks the server about first
+    // (fetch in no-cors mode): without this, any site its operator opened could cancel their tasks.
+    const task = await s.pool.enqueue("crawl", {});
+    for (const site of ["cross-site", "same-site"]) {
+      const refused = await s.call("POST", `/api/tasks/${task.id}/cancel`, undefined, { headers: { "sec-fetch-site": site, origin: "http://evil.example" } });
+      expect(refused).toMatchObject({ status: 403, body: { success: false, error: "forbidden", message: `A page on another site may not call this server's API (Sec-Fetch-Site: ${site})` } });
+    }
+    expect((await s.pool.get(task.id))?.status).toBe("pending");
+    expect((await s.call("GET", "/healthz", undefined, { headers: { "sec-fetch-site": "cross-site" } })).status).toBe(200);
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { headers: { "sec-fetch-site": "same-origin" } })).status).toBe(200);
+    expect((await s.call("POST", `/api/tasks/${task.id}/cancel`)).body.task.status).toBe("cancelled");
+  });
+});
+
 describe("a worker over HTTP on a rate-limited key", () => {
   const s = useServer(sqliteKind, { auth: "keys", rateLimitPerMinute: 10_000, dashboard: false });
 
