@@ -47,6 +47,7 @@ export const workerRoutes = [
     access: ["worker"],
     params: Type.Object({ id: WorkerId }, { additionalProperties: false }),
     reply: { message: Type.String(), released: Type.Array(Type.Integer()) },
+    errors: [404],
     async handler({ params }, { pool }) {
       const released = await pool.protocol.shutdownWorker(params.id);
       return { message: `Worker ${params.id} shut down; ${released.length} task${released.length === 1 ? "" : "s"} released`, released };
