@@ -113,6 +113,9 @@ export const TaskTypeDefinitionSchema = Type.Object(
  */
 export type TaskTypeDefinition = Static<typeof TaskTypeDefinitionSchema>;
 
+/** The most tasks one claim may take (a worker's batch claims stay under it, see worker/prefetch.ts). */
+export const MAX_CLAIM_LIMIT = 1000;
+
 export const ClaimOptionsSchema = Type.Object(
   {
     workerId: WorkerId,
@@ -126,7 +129,7 @@ export const ClaimOptionsSchema = Type.Object(
     /** Default: desc for priority (higher first), asc for created_at (oldest first). */
     sortOrder: Type.Optional(OneOf(["asc", "desc"])),
     /** How many tasks to claim at most (default 1). */
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_CLAIM_LIMIT })),
     /** How long the lease lasts without a heartbeat (default 120 s). */
     leaseSeconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
     /** Start the claimed tasks at once (status `running`, a `started` event each), saving a round trip per task. */

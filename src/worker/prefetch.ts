@@ -1,3 +1,5 @@
+import { MAX_CLAIM_LIMIT } from "../core/schemas.js";
+
 /**
  * How many claimed tasks a worker keeps waiting for a free slot, so a slot that frees is refilled
  * without a round trip. Only worth it for short tasks: a long task held in a buffer is a task another
@@ -32,12 +34,15 @@ export class Prefetch {
    * claim costs a round trip whatever its size, so it claims at once for a slot that would sit idle
    * but tops the buffer up only once it is half empty. Topping it up for every task that left it made
    * every other claim a claim of one or two, and the buffer ran dry during the big ones.
+   *
+   * A window can exceed what one claim may take (50 × concurrency of short tasks from 20 slots up):
+   * asking for more was refused, every time, and the worker stopped claiming for good.
    */
   claimLimit(handling: number, ready: number, leased: number): number {
     const target = this.target;
     const window = this.concurrency + target;
     const free = Math.min(window - handling - ready, 2 * window - leased);
     const refill = handling + ready < this.concurrency || ready <= target / 2;
-    return refill ? Math.max(free, 0) : 0;
+    return refill ? Math.min(Math.max(free, 0), MAX_CLAIM_LIMIT) : 0;
   }
 }

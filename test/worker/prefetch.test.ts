@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { MAX_CLAIM_LIMIT } from "../../src/core/schemas.js";
 import { Prefetch } from "../../src/worker/prefetch.js";
 
 describe("Prefetch", () => {
@@ -41,5 +42,11 @@ describe("Prefetch", () => {
     const prefetch = quick();
     expect(prefetch.claimLimit(0, 0, 44)).toBe(0);
     expect(prefetch.claimLimit(0, 0, 40)).toBe(4);
+  });
+
+  it("never asks for more than one claim may take, however large the window", () => {
+    const prefetch = new Prefetch(30, 1500); // the default 50 × concurrency
+    prefetch.finished(0.5); // 30 slots × 50 ms / 0.5 ms: the whole 1500
+    expect(prefetch.claimLimit(0, 0, 0)).toBe(MAX_CLAIM_LIMIT);
   });
 });

@@ -349,6 +349,13 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(tasks.filter((t) => t.status === "pending" && t.attempts === 0)).toHaveLength(20);
   });
 
+  it("keeps draining quick tasks with many slots, where the prefetch window is larger than one claim may take", async () => {
+    await store.enqueueMany(Array.from({ length: 3000 }, () => ({ taskType: "quick" })));
+    const { logs } = await startWorker({ concurrency: 30, handlers: { quick: () => {} } });
+    await eventually(async () => (await store.counts()).byStatus.completed === 3000, 20_000, "all 3000 completed");
+    expect(logs.messages().filter((m) => m.startsWith("Claim failed"))).toEqual([]);
+  });
+
   it("does not hoard slow tasks: one held per slot when handlers take longer than the prefetch horizon", async () => {
     await store.enqueueMany(Array.from({ length: 6 }, () => ({ taskType: "slow" })));
     let peak = 0;
