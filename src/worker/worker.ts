@@ -67,6 +67,7 @@ export class Worker {
   private heartbeats: Heartbeats | null = null;
   private unsubscribe: (() => Promise<void>) | null = null;
   private signalHandler: ((signal: NodeJS.Signals) => void) | null = null;
+  private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
 
   /**
@@ -88,8 +89,13 @@ export class Worker {
 
   /** Registers, starts heartbeats and the claim loop; resolves once the worker is claiming. */
   async start(): Promise<void> {
-    if (this.state !== "idle") throw new TaskpoolError("invalid_state", `Worker ${this.id} was already started`);
+    if (this.state !== "idle") throw new TaskpoolError("invalid_state", `Worker ${this.id} was already ${this.state === "running" ? "started" : "stopped"}: a worker runs once; make another with pool.worker()`);
     this.state = "running";
+    this.starting = this.begin();
+    await this.starting;
+  }
+
+  private async begin(): Promise<void> {
     await this.register();
     const events = {
       onLost: (leases: LostLease[]) => void this.leasesLost(leases),
@@ -452,6 +458,9 @@ export class Worker {
     }
     this.state = "stopping";
     this.wake();
+    // A stop during start() waits for it: start went on to begin heartbeats after the shutdown had
+    // passed them, and the worker beat for ever, shown active and keeping its process alive.
+    await this.starting?.catch(() => {});
     await this.loop;
     // Tasks that never started go back at once, for other workers: together, as a buffer of short
     // tasks can hold hundreds.

@@ -417,6 +417,20 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     open();
   });
 
+  it("a stop called while start() is under way leaves the worker stopped: no heartbeats after it, inactive", async () => {
+    const logs = captureLogs();
+    const worker = new Worker(store, { roles: ["idle"], handlers: { idle: async () => {} }, heartbeatIntervalMs: 50, heartbeatThread: false, logger: logs.logger });
+    workers.push(worker);
+    const started = worker.start();
+    await worker.stop();
+    await started;
+    const [stopped] = await store.listWorkers();
+    await new Promise((r) => setTimeout(r, 300));
+    const [later] = await store.listWorkers();
+    expect(later).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
+    await expect(worker.start()).rejects.toThrow(/was already stopped: a worker runs once; make another with pool.worker\(\)/);
+  });
+
   it("on stop, waits for a heartbeat in flight, so the worker stays inactive", async () => {
     let inFlight: () => void = () => {};
     const beatStarted = new Promise<void>((resolve) => (inFlight = resolve));
