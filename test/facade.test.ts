@@ -66,3 +66,27 @@ it("a worker on a pool with its own clock beats on that clock, not the system's"
     removeSqliteFiles(path);
   }
 });
+
+it("close() stops the pool's workers first: what they run is completed, and they end inactive", async () => {
+  const path = sqlitePath();
+  const pool = await connect(`sqlite:${path}`);
+  try {
+    const task = await pool.enqueue("slow", {});
+    const logs: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => logs.push(JSON.parse(line).msg) });
+    const worker = pool.worker({ roles: ["slow"], heartbeatIntervalMs: 50, logger, handlers: { slow: () => new Promise((r) => setTimeout(() => r({ done: true }), 300)) } });
+    await worker.start();
+    await eventually(async () => (await pool.get(task.id))?.status === "running", 5000, "the task to run");
+    await pool.close();
+    const after = await connect(`sqlite:${path}`);
+    try {
+      expect(await after.get(task.id)).toMatchObject({ status: "completed", result: { done: true } });
+      expect((await after.workers()).map((w) => w.status)).toEqual(["inactive"]);
+      expect(logs).toEqual([]);
+    } finally {
+      await after.close();
+    }
+  } finally {
+    removeSqliteFiles(path);
+  }
+});

@@ -53,6 +53,8 @@ export class Taskpool {
   ) {}
 
   private readonly revocationListeners = new Set<(id: number) => void>();
+  /** The workers and coordinators made on this pool, stopped by close(). */
+  private readonly runners = new Set<{ stop(): Promise<void> }>();
   private enqueues: EnqueueBatcher | null = null;
 
   /**
@@ -207,7 +209,9 @@ export class Taskpool {
 
   /** A worker on this pool (call start()). */
   worker(options: WorkerOptions): Worker {
-    return new Worker(this.protocol, options, this.heartbeatDatabase);
+    const worker = new Worker(this.protocol, options, this.heartbeatDatabase);
+    this.runners.add(worker);
+    return worker;
   }
 
   /** A coordinator on this pool (call start()). Not over HTTP: it runs where the database is. */
@@ -215,11 +219,21 @@ export class Taskpool {
     if (this.protocol.remote) {
       throw coordinatorNotOverHttp();
     }
-    return new Coordinator(this.protocol, options);
+    const coordinator = new Coordinator(this.protocol, options);
+    this.runners.add(coordinator);
+    return coordinator;
   }
 
-  close(): Promise<void> {
-    return this.protocol.close();
+  /**
+   * Stops the workers and coordinators made on this pool (gracefully, as their stop() does: running
+   * tasks get their grace period), then closes the connection. Closed under a running worker, the
+   * connection could neither claim nor record what the handlers finished, while the heartbeat
+   * thread kept the worker shown active and its leases renewed: finished tasks ran again later.
+   */
+  async close(): Promise<void> {
+    await Promise.all([...this.runners].map((runner) => runner.stop()));
+    this.runners.clear();
+    await this.protocol.close();
   }
 }
 
