@@ -16,7 +16,7 @@ export interface WorkerOptions {
   handlers: Record<string, Handler>;
   /** Default: worker-<first role>-<random>. */
   workerId?: string;
-  /** Max tasks at once; also the capacity the coordinator sees. Default 1. */
+  /** Max tasks at once (1 to 10,000); also the capacity the coordinator sees. Default 1. */
   concurrency?: number;
   /**
    * Most claimed tasks held ready beyond those running, so a finished slot is refilled without a
@@ -27,9 +27,9 @@ export interface WorkerOptions {
   prefetch?: number;
   /** How often an idle worker looks for work when no notification wakes it. Default 5000. */
   pollIntervalMs?: number;
-  /** Default 30000. */
+  /** Default 30000; at most 12 h, so that two beats fit in the longest lease. */
   heartbeatIntervalMs?: number;
-  /** Lease length without a heartbeat; at least 2 heartbeat intervals. Default 4 heartbeat intervals (at least 10 s). */
+  /** Lease length without a heartbeat; at least 2 heartbeat intervals. Default 4 heartbeat intervals (at least 10 s, at most 24 h). */
   leaseSeconds?: number;
   /** On shutdown, how long in-flight tasks may finish before they are released. Default 30000. */
   shutdownGraceMs?: number;
@@ -56,13 +56,35 @@ export interface ResolvedWorkerOptions extends Required<Omit<WorkerOptions, "log
   metadata: JsonObject;
 }
 
-const positive = (name: string, value: number, min = 1) => {
-  if (!Number.isFinite(value) || value < min) throw new ValidationError(`Invalid worker option ${name}: ${value} (must be a number ≥ ${min})`, [{ path: name, message: "out of range" }]);
+/** The longest delay a Node timer keeps: a longer one fires after 1 ms, and a poll or a grace period would become a busy loop or none. */
+const MAX_TIMER_MS = 2_147_483_647;
+/** The longest lease a claim takes (24 h); heartbeats come at least twice per lease. */
+const MAX_LEASE_SECONDS = 86_400;
+/** The most tasks a worker's heartbeat may report as its capacity. */
+const MAX_CONCURRENCY = 10_000;
+
+const KNOWN = new Set(["roles", "handlers", "workerId", "concurrency", "prefetch", "pollIntervalMs", "heartbeatIntervalMs", "leaseSeconds", "shutdownGraceMs", "handleSignals", "heartbeatThread", "logger", "version", "metadata"]);
+
+const refuse = (path: string, message: string) => new ValidationError(`Invalid worker option ${path}: ${message}`, [{ path, message }]);
+
+/** A whole number in range: a fraction or a value past the store's bounds was refused by every claim or heartbeat, later, in a log. */
+const whole = (name: string, value: unknown, min: number, max: number) => {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw refuse(name, `${typeof value === "string" ? JSON.stringify(value) : String(value)} (must be a whole number from ${min} to ${max})`);
+  }
+  return value;
+};
+
+const flag = (name: string, value: unknown) => {
+  if (value !== undefined && typeof value !== "boolean") throw refuse(name, `${JSON.stringify(value)} (must be true or false)`);
   return value;
 };
 
 /** Applies defaults and refuses options that cannot work. */
 export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOptions {
+  // A misspelt option (concurency) would otherwise be ignored in silence, its default used.
+  const unknown = Object.keys(options ?? {}).filter((key) => !KNOWN.has(key));
+  if (unknown.length > 0) throw refuse(unknown[0], `unknown option (the options are ${[...KNOWN].join(", ")})`);
   const roles = options.roles;
   if (!Array.isArray(roles) || roles.length === 0) {
     throw new ValidationError("Invalid worker options: roles must list at least one task type", [{ path: "roles", message: "empty" }]);
@@ -74,12 +96,14 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     }
   }
   const workerId = options.workerId ?? `worker-${roles[0]}-${randomBytes(4).toString("hex")}`;
-  if (!new RegExp(WORKER_ID_PATTERN).test(workerId)) {
+  if (typeof workerId !== "string" || !new RegExp(WORKER_ID_PATTERN).test(workerId)) {
     throw new ValidationError(`Invalid worker id "${workerId}": letters, digits, _ . - only, 1 to 128 characters`, [{ path: "workerId", message: "bad format" }]);
   }
-  const concurrency = positive("concurrency", options.concurrency ?? 1);
-  const heartbeatIntervalMs = positive("heartbeatIntervalMs", options.heartbeatIntervalMs ?? 30_000, 10);
-  const leaseSeconds = positive("leaseSeconds", options.leaseSeconds ?? Math.max(10, Math.ceil((4 * heartbeatIntervalMs) / 1000)));
+  const concurrency = whole("concurrency", options.concurrency ?? 1, 1, MAX_CONCURRENCY);
+  // Two beats must fit in the longest lease.
+  const heartbeatIntervalMs = whole("heartbeatIntervalMs", options.heartbeatIntervalMs ?? 30_000, 10, (MAX_LEASE_SECONDS * 1000) / 2);
+  const defaultLease = Math.min(MAX_LEASE_SECONDS, Math.max(10, Math.ceil((4 * heartbeatIntervalMs) / 1000)));
+  const leaseSeconds = whole("leaseSeconds", options.leaseSeconds ?? defaultLease, 1, MAX_LEASE_SECONDS);
   // A lease shorter than two heartbeats would run out between them: every task would be taken back.
   if (leaseSeconds * 1000 < 2 * heartbeatIntervalMs) {
     throw new ValidationError(
@@ -92,13 +116,13 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     handlers: options.handlers,
     workerId,
     concurrency,
-    prefetch: positive("prefetch", options.prefetch ?? 50 * concurrency, 0),
-    pollIntervalMs: positive("pollIntervalMs", options.pollIntervalMs ?? 5000, 10),
+    prefetch: whole("prefetch", options.prefetch ?? 50 * concurrency, 0, 50 * MAX_CONCURRENCY),
+    pollIntervalMs: whole("pollIntervalMs", options.pollIntervalMs ?? 5000, 10, MAX_TIMER_MS),
     heartbeatIntervalMs,
     leaseSeconds,
-    shutdownGraceMs: positive("shutdownGraceMs", options.shutdownGraceMs ?? 30_000, 0),
-    handleSignals: options.handleSignals ?? false,
-    heartbeatThread: options.heartbeatThread,
+    shutdownGraceMs: whole("shutdownGraceMs", options.shutdownGraceMs ?? 30_000, 0, MAX_TIMER_MS),
+    handleSignals: flag("handleSignals", options.handleSignals) ?? false,
+    heartbeatThread: flag("heartbeatThread", options.heartbeatThread),
     version: options.version ?? VERSION,
     metadata: options.metadata ?? {},
   };
