@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { isRefusal, LeaseLostError } from "../core/errors.js";
+import { isRefusal, LeaseLostError, TaskpoolError } from "../core/errors.js";
 import type { ClaimedTask, EnqueueInput, Json, JsonObject, Task } from "../core/task.js";
 import type { Store } from "../store/store.js";
 import type { RunAbort } from "./run-abort.js";
@@ -20,7 +20,7 @@ export interface TaskContext {
   /** Saves a resume point; it survives retries and reassignment to another worker. */
   saveCheckpoint(data: Json): Promise<void>;
   progress(value: number): Promise<void>;
-  /** A follow-up task, created in the same transaction as this task's completion (none if it fails). */
+  /** A follow-up task, created in the same transaction as this task's completion (none if it fails); call it before the handler returns. */
   enqueue(taskType: string, params?: JsonObject, options?: Omit<EnqueueInput, "taskType" | "params">): void;
 }
 
@@ -35,6 +35,8 @@ export function createTaskContext(
   /** The run's logger, made when first asked for (see Worker.execute). */
   logger: () => Logger,
   followUps: EnqueueInput[],
+  /** Whether the handler has returned (or thrown): its outcome, follow-ups included, is being written. */
+  returned: () => boolean,
 ): TaskContext {
   const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
   // A dropped connection (a database restart, a failover) is retried here rather than thrown into the
@@ -65,6 +67,10 @@ export function createTaskContext(
     saveCheckpoint: (data) => fenced(() => store.checkpoint(task.id, lease, data)).then(() => undefined),
     progress: (value) => fenced(() => store.progress(task.id, lease, value)).then(() => undefined),
     enqueue: (taskType, params, options) => {
+      // Too late to join the completion's transaction: taken in silence, the follow-up was lost.
+      if (returned()) {
+        throw new TaskpoolError("invalid_state", `Task ${task.id}'s handler has returned: ctx.enqueue("${taskType}") must be called before it returns (await the work that enqueues)`);
+      }
       followUps.push({ ...options, taskType, params });
     },
   };

@@ -301,13 +301,15 @@ export class Worker {
     const followUps: EnqueueInput[] = [];
     let result: Json | void;
     let thrown: { error: unknown } | null = null;
+    let returned = false;
     const started = performance.now();
     try {
       const handler = this.options.handlers[task.taskType];
-      result = await handler(task.params, createTaskContext(this.store, task, abort, log, followUps));
+      result = await handler(task.params, createTaskContext(this.store, task, abort, log, followUps, () => returned));
     } catch (error) {
       thrown = { error };
     }
+    returned = true;
     this.prefetch.finished(performance.now() - started);
     this.handling--;
     this.startReady();

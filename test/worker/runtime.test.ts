@@ -114,6 +114,27 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(followUps.map((t) => [t.parentId, t.params])).toEqual([[ok.id, { from: ok.id }]]);
   });
 
+  it("refuses a follow-up enqueued after the handler returned, rather than dropping it", async () => {
+    const { task } = await store.enqueue({ taskType: "hasty" });
+    let late: unknown = null;
+    await startWorker({
+      handlers: {
+        hasty(_params, ctx) {
+          setTimeout(() => {
+            try {
+              ctx.enqueue("follow_up");
+            } catch (error) {
+              late = error;
+            }
+          }, 50);
+        },
+      },
+    });
+    await settled(task.id);
+    await eventually(async () => late !== null, 5000, "the late enqueue");
+    expect((late as Error).message).toBe(`Task ${task.id}'s handler has returned: ctx.enqueue("follow_up") must be called before it returns (await the work that enqueues)`);
+  });
+
   it("fails for good on NonRetryableError", async () => {
     const { task } = await store.enqueue({ taskType: "x", maxAttempts: 5 });
     await startWorker({ handlers: { x: async () => { throw new NonRetryableError("invalid store id"); } } });
