@@ -498,7 +498,17 @@ function storable(message: string): string {
   return clean.length <= MAX_MESSAGE_LENGTH ? clean : `${clean.slice(0, MAX_MESSAGE_LENGTH - 20)}… (truncated)`;
 }
 
+/** What a handler threw, as its task's error: an object thrown as it is printed "[object Object]", and `undefined` as "undefined". */
 function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message || error.name;
-  return String(error);
+  if (typeof error === "string") return error;
+  const message = (error as { message?: unknown } | null)?.message;
+  if (typeof message === "string" && message !== "") return message;
+  let shown: string;
+  try {
+    shown = typeof error === "object" && error !== null ? (JSON.stringify(error) ?? String(error)) : String(error);
+  } catch {
+    shown = String(error); // a cycle or a BigInt inside
+  }
+  return `Handler threw ${shown} (not an Error)`;
 }

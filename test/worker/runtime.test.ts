@@ -309,6 +309,15 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect((await store.get(task.id))?.result).toEqual({ kept: 1 });
   });
 
+  it("records what a handler threw when it is not an Error: an object's message, else the value", async () => {
+    const thrown: Record<string, unknown> = { withMessage: { code: 42, message: "quota exceeded" }, plain: { code: 42 }, nothing: undefined, text: "no stock" };
+    const tasks = await Promise.all(Object.keys(thrown).map(async (kind) => (await store.enqueue({ taskType: "boom", params: { kind }, maxAttempts: 1 })).task));
+    await startWorker({ handlers: { boom: async (params) => { throw thrown[params.kind as string]; } } });
+    for (const t of tasks) await settled(t.id, "failed");
+    const messages = await Promise.all(tasks.map(async (t) => (await store.get(t.id))?.errorMessage));
+    expect(messages).toEqual(["quota exceeded", 'Handler threw {"code":42} (not an Error)', "Handler threw undefined (not an Error)", "no stock"]);
+  });
+
   it("records a handler error whose message the database could not store as such (NUL, lone surrogate, huge)", async () => {
     const { task } = await store.enqueue({ taskType: "boom", maxAttempts: 1 });
     await startWorker({ handlers: { boom: async () => { throw new Error(`bad\u0000byte \ud800 ${"y".repeat(20_000)}`); } } });
