@@ -88,11 +88,13 @@ export class Worker {
   }
 
   /** Registers, starts heartbeats and the claim loop; resolves once the worker is claiming. */
-  async start(): Promise<void> {
-    if (this.state !== "idle") throw new TaskpoolError("invalid_state", `Worker ${this.id} was already ${this.state === "running" ? "started" : "stopped"}: a worker runs once; make another with pool.worker()`);
+  start(): Promise<void> {
+    if (this.state !== "idle") {
+      return Promise.reject(new TaskpoolError("invalid_state", `Worker ${this.id} was already ${this.state === "running" ? "started" : "stopped"}: a worker runs once; make another with pool.worker()`));
+    }
     this.state = "running";
     this.starting = this.begin();
-    await this.starting;
+    return this.starting;
   }
 
   private async begin(): Promise<void> {
