@@ -2,9 +2,9 @@
  * HTTP requests to a taskpool server, with the retry rules a queue client needs: network errors
  * and 5xx are retried with backoff, 4xx never (the request was understood and refused; sending it
  * again changes nothing). A call that is not safe to repeat (a claim, an enqueue without a unique
- * key) is retried only when it certainly never reached the server (connection refused, or the
- * keep-alive race where the server had closed the socket first), so a retry cannot claim or create
- * twice. Repeating a fenced lease write is safe: it is applied once and refused after.
+ * key) is retried only when it certainly never reached the server (connection refused, the
+ * keep-alive race where the server had closed the socket first, or a 502, 503 or 504 answer), so a
+ * retry cannot claim or create twice. Repeating a fenced lease write is safe: it is applied once and refused after.
  *
  * node:http with a keep-alive agent rather than fetch: a worker makes many small requests and
  * fetch costs several times more CPU per request here.
@@ -16,7 +16,7 @@ import { errorFromReply, ServerUnreachableError, type Subject } from "./errors.j
 export interface TransportOptions {
   /** Sent as X-API-Key. */
   apiKey?: string;
-  /** Attempts per call for retryable failures (default 6: about 6 s of backoff in all). */
+  /** Attempts per call for retryable failures (default 6: about 2 to 3 s of backoff in all). */
   attempts?: number;
   /** Per-request time limit beyond a long-poll's own wait (default 30 s). */
   timeoutMs?: number;
