@@ -26,7 +26,7 @@ export function capacityCommand(program: Command): void {
     .addOption(urlOption())
     .addOption(apiKeyOption())
     .addOption(schemaOption())
-    .addHelpText("after", "\nA - means no throughput in the last hour to estimate from.\n\nExample:\n  $ taskpool capacity\n  $ taskpool capacity product_resync --json")
+    .addHelpText("after", "\nA - means no throughput in the last hour to estimate from, or, with tasks\nwaiting, no active worker of the role: nothing drains them then.\n\nExample:\n  $ taskpool capacity\n  $ taskpool capacity product_resync --json")
     .action((role: string | undefined, opts) =>
       withPool(opts, async (pool) => {
         const rows = await pool.capacity(role);
