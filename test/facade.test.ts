@@ -90,3 +90,27 @@ it("close() stops the pool's workers first: what they run is completed, and they
     removeSqliteFiles(path);
   }
 });
+
+it("refuses a second worker with the id of one of the pool's workers that has not stopped: either's shutdown would give back the other's tasks", async () => {
+  const pool = await connect("sqlite::memory:");
+  try {
+    const handlers = { crawl: async () => {} };
+    const first = pool.worker({ roles: ["crawl"], handlers, workerId: "crawler-1", heartbeatThread: false });
+    const twin = (() => {
+      try {
+        pool.worker({ roles: ["crawl"], handlers, workerId: "crawler-1" });
+      } catch (error) {
+        return error;
+      }
+    })();
+    expect(twin).toBeInstanceOf(ValidationError);
+    expect((twin as Error).message).toMatch(/^Invalid workerId "crawler-1": another worker of this pool has it and has not stopped/);
+    expect(pool.worker({ roles: ["crawl"], handlers, workerId: "crawler-2", heartbeatThread: false }).id).toBe("crawler-2");
+    await first.start();
+    await first.stop();
+    // Stopped: its id is free again (a worker restarted in the same process).
+    expect(pool.worker({ roles: ["crawl"], handlers, workerId: "crawler-1", heartbeatThread: false }).id).toBe("crawler-1");
+  } finally {
+    await pool.close();
+  }
+});

@@ -210,6 +210,16 @@ export class Taskpool {
   /** A worker on this pool (call start()). */
   worker(options: WorkerOptions): Worker {
     const worker = new Worker(this.protocol, options, this.heartbeatDatabase);
+    // Two live workers with one id pass for one: when either stops, its shutdown gives back the
+    // other's running tasks too, and they run twice. Another process's worker cannot be seen from
+    // here; this pool's can.
+    const twin = [...this.runners].find((r) => r instanceof Worker && r.id === worker.id && !r.stopped);
+    if (twin) {
+      throw new ValidationError(
+        `Invalid workerId "${worker.id}": another worker of this pool has it and has not stopped; two workers with one id give back each other's tasks when either stops (give each its own id, or leave workerId out)`,
+        [{ path: "workerId", message: "taken by a running worker" }],
+      );
+    }
     this.runners.add(worker);
     return worker;
   }

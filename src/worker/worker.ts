@@ -147,6 +147,11 @@ export class Worker {
     return this.stopping;
   }
 
+  /** Whether stop() has finished (or was called before start()). */
+  get stopped(): boolean {
+    return this.state === "stopped";
+  }
+
   /** Handlers running right now. */
   get load(): number {
     return this.handling;
