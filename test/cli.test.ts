@@ -162,12 +162,32 @@ describe("taskpool CLI", () => {
       }
       expect(readdirSync(dir)).toEqual([]);
       // A database named (--db, or TASKPOOL_DATABASE_URL) is what such a command works on, TASKPOOL_URL or not.
-      expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server }), "keys", "list", "--db", db)).stdout).toMatch(/^No API keys/);
       expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server, TASKPOOL_DATABASE_URL: db }), "migrate")).stdout).toBe(`Migrated ${db}\n`);
+      expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server }), "keys", "list", "--db", db)).stdout).toMatch(/^No API keys/);
       // A key id that is none is refused before any database is opened.
       const typo = await run({}, ["keys", "revoke", "abc", "--db", `sqlite:${join(dir, "keys.db")}`]);
       expect([typo.code, typo.stderr]).toEqual([1, 'taskpool: "abc" is not a key id: pass the number `taskpool keys list` shows first, e.g. 3\n']);
       expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("a command that reads the database refuses a SQLite file that is not there, rather than create it empty and report nothing; one that writes creates it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-cli-"));
+    const run = (...args: string[]) => taskpoolIn(dir, envWith({}), ...args).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
+    try {
+      for (const args of [["status"], ["tasks", "list"], ["workers"], ["keys", "list"], ["tasks", "cancel", "1"], ["capacity"]]) {
+        const refused = await run(...args);
+        expect([args.join(" "), refused.code, refused.stderr]).toEqual([
+          args.join(" "),
+          1,
+          `taskpool: no database at ./taskpool.db (${join(dir, "taskpool.db")}): run this where the database is, or pass --db sqlite:/path/to/taskpool.db; taskpool dev, serve, migrate or enqueue create one\n`,
+        ]);
+      }
+      expect(readdirSync(dir)).toEqual([]);
+      expect((await taskpoolIn(dir, envWith({}), "enqueue", "crawl")).stdout).toMatch(/^Enqueued task 1 \(crawl\)/);
+      expect((await taskpoolIn(dir, envWith({}), "status")).stdout).toMatch(/crawl/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import { type Command, Option } from "commander";
 import { type ConnectOptions, connect, type Taskpool } from "../api/taskpool.js";
 import { isServerUrl } from "../store/open-store.js";
@@ -83,12 +85,26 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
   }
 }
 
-/** Connects, runs `fn`, and closes the pool whatever happens. */
-export async function withPool(opts: ConnectionOptions, fn: (pool: Taskpool) => Promise<void>, options: ConnectOptions = {}): Promise<void> {
+/**
+ * Connects, runs `fn`, and closes the pool whatever happens. A SQLite file that does not exist is
+ * refused unless the command `creates` one (enqueue, keys create, migrate, registering a type or a
+ * schedule): opened, it would be created empty, and `taskpool status` run from the wrong directory
+ * reported an empty pool, leaving a stray ./taskpool.db behind.
+ */
+export async function withPool(opts: ConnectionOptions, fn: (pool: Taskpool) => Promise<void>, options: ConnectOptions = {}, creates = false): Promise<void> {
+  if (!creates && opts.url === undefined) refuseMissingFile(opts.db);
   const pool = await openPool(opts, options);
   try {
     await fn(pool);
   } finally {
     await pool.close();
   }
+}
+
+function refuseMissingFile(db: string): void {
+  const path = db.startsWith("sqlite:") ? db.slice("sqlite:".length) : null;
+  if (path === null || path === "" || path === ":memory:" || existsSync(path)) return;
+  throw new CliError(
+    `no database at ${path} (${resolve(path)}): run this where the database is, or pass --db sqlite:/path/to/taskpool.db; taskpool dev, serve, migrate or enqueue create one`,
+  );
 }

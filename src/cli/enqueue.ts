@@ -43,6 +43,7 @@ export function enqueueCommand(program: Command): void {
           if (warning) console.error(`warning: ${warning}`);
         },
         { requireRegistered },
+        true,
       );
     });
 }

@@ -28,7 +28,7 @@ export function keysCommand(program: Command): void {
       }
       console.log(`Created API key ${describeKey(apiKey)}:\n${key}`);
       console.log("Store it now: only its hash is kept, so it cannot be shown again. Send it in the X-API-Key header.");
-    }),
+    }, {}, true),
   );
   const list = keys.command("list").description("every key (never the keys themselves), revoked ones included");
   addDatabaseOnlyOptions(list, overHttp).action((opts) =>

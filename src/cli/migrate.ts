@@ -11,6 +11,6 @@ export function migrateCommand(program: Command): void {
       withPool(opts, async (pool) => {
         const schema = pool.protocol.dialect === "postgres" ? `, schema ${opts.schema ?? "taskpool"}` : "";
         console.log(`Migrated ${redactUrl(opts.db)}${schema}`);
-      }),
+      }, {}, true),
     );
 }

@@ -137,7 +137,7 @@ export function schedulesCommand(program: Command): void {
       withPool(opts, async (pool) => {
         const { schedule, created } = await pool.protocol.saveSchedule(definitionOf(name, opts));
         emit(opts.json, schedule, () => [`${created ? "Created" : "Updated"} schedule ${summary(schedule)}`]);
-      }),
+      }, {}, true),
     );
   const act = (verb: "pause" | "resume" | "remove", description: string, done: string) =>
     schedules

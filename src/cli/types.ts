@@ -55,6 +55,6 @@ export function typesCommand(program: Command): void {
         }
         const { taskType, created } = await pool.protocol.registerTaskType(definition);
         console.log(created ? `Registered ${summary(taskType)}` : `Unchanged: ${summary(taskType)}`);
-      }),
+      }, {}, true),
     );
 }
