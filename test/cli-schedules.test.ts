@@ -40,6 +40,8 @@ describe("taskpool schedules", () => {
   }, 60_000);
 
   it("says what was wrong in one line and exits 1; --help has an example", async () => {
+    // The database first: pausing reads it, and a command that reads refuses a file that is not there.
+    await taskpool("migrate", "--db", db);
     const [badCron, unknown, badParams, badPolicy, { stdout: help }] = await Promise.all([
       failing("schedules", "add", "x", "--type", "t", "--cron", "0 25 * * *", "--db", db),
       failing("schedules", "pause", "nope", "--db", db),
