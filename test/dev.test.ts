@@ -266,6 +266,24 @@ describe("dev's live status on a terminal", () => {
     expect(short).toHaveLength(13);
     expect(short.slice(11)).toEqual(["  LAST EVENTS", "  12:00:03 ✖ Dead worker detected"]);
   });
+  it("a terminal that reports a size of 0×0 (a pty nobody sized) gets the frame at 80×24, not every line cut to '…'", async () => {
+    const pool = await connect("sqlite::memory:");
+    const screen = Object.assign(new PassThrough(), { columns: 0, rows: 0 }) as unknown as NodeJS.WriteStream;
+    let out = "";
+    screen.on("data", (d) => (out += d));
+    try {
+      await pool.enqueue("product_discovery", { storeId: 1 });
+      const live = new LiveStatus(screen);
+      live.start(pool, ["", "  banner", ""]);
+      await eventually(() => out.includes("\u001b[J"), 5000, "a first frame");
+      await live.stop();
+      expect(out).toContain("LAST EVENTS");
+      expect(out).toMatch(/product_discovery\s+1/);
+    } finally {
+      await pool.close();
+    }
+  });
+
   it("the live loop draws frames of the pool's status over each other, keeps a crash in view through a burst of task moves, and prints plainly once stopped", async () => {
     // Routine lines fill the events; when they are full, the newest other lines keep at least half of them.
     const pool = await connect("sqlite::memory:");

@@ -143,8 +143,9 @@ export class LiveStatus {
       this.print(`status unavailable: ${(error as Error).message}`);
       return;
     }
-    const height = Math.max(MIN_HEIGHT, (this.out.rows ?? 24) - this.banner.length - 1);
-    const lines = renderStatus(frame, this.out.columns ?? 80, height);
+    // A terminal that reports no size (0×0: a pty nobody sized, such as `script` run without a terminal) is taken as 80×24.
+    const height = Math.max(MIN_HEIGHT, (this.out.rows || 24) - this.banner.length - 1);
+    const lines = renderStatus(frame, this.out.columns || 80, height);
     const up = this.drawn > 0 ? `${CSI}${this.drawn}A\r` : "";
     // Each line clears what an older, longer one left; the end clears what a taller frame left below.
     this.out.write(`${up}${lines.map((line) => `${line}${CSI}K`).join("\n")}\n${CSI}J`);
