@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Command, Option } from "commander";
 import { type ConnectOptions, connect, type Taskpool } from "../api/taskpool.js";
-import { isServerUrl } from "../store/open-store.js";
+import { isServerUrl, sqlitePathOf } from "../store/open-store.js";
 import { CliError, explainConnectError, redactUrl } from "./errors.js";
 
 /** The --db option every command shares: a flag, else $TASKPOOL_DATABASE_URL, else the embedded file. */
@@ -102,7 +102,7 @@ export async function withPool(opts: ConnectionOptions, fn: (pool: Taskpool) => 
 }
 
 function refuseMissingFile(db: string): void {
-  const path = db.startsWith("sqlite:") ? db.slice("sqlite:".length) : null;
+  const path = sqlitePathOf(db);
   if (path === null || path === "" || path === ":memory:" || existsSync(path)) return;
   throw new CliError(
     `no database at ${path} (${resolve(path)}): run this where the database is, or pass --db sqlite:/path/to/taskpool.db; taskpool dev, serve, migrate or enqueue create one`,

@@ -2,6 +2,7 @@ import { relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Command, Option } from "commander";
 import { buildServer } from "../server/server.js";
+import { sqlitePathOf } from "../store/open-store.js";
 import { consoleLogger } from "./console-log.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
 import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
@@ -21,7 +22,8 @@ const CRASH_ROLE = "product_discovery";
 /** Where the database is, for people: the file's full path, or the URL without its password. */
 function describeDatabase(db: string): string {
   if (db === "sqlite::memory:") return "in memory (gone when dev stops)";
-  return db.startsWith("sqlite:") ? resolve(db.slice("sqlite:".length)) : redactUrl(db);
+  const path = sqlitePathOf(db);
+  return path !== null ? resolve(path) : redactUrl(db);
 }
 
 /** A module path as the user would type it: relative to here when it is below here. */

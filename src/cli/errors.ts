@@ -1,5 +1,6 @@
 import { dirname } from "node:path";
 import { TaskpoolError } from "../core/errors.js";
+import { sqlitePathOf } from "../store/open-store.js";
 
 /** An error the CLI prints as one line: what failed and how to fix it. */
 export class CliError extends TaskpoolError {
@@ -23,8 +24,8 @@ export function explainConnectError(error: unknown, url: string): Error {
   const code = e?.code ?? e?.errors?.[0]?.code;
   const where = redactUrl(url);
   const reason = e?.message ?? String(error);
-  if (url.startsWith("sqlite:")) {
-    const path = url.slice("sqlite:".length);
+  const path = sqlitePathOf(url);
+  if (path !== null) {
     if (/directory does not exist/.test(reason)) return new CliError(`cannot open ${where}: the directory ${dirname(path)} does not exist; create it (mkdir -p ${dirname(path)}) or pass another --db`);
     return new CliError(`cannot open ${where}: ${reason}; check the path and its permissions`);
   }

@@ -27,6 +27,9 @@ export interface OpenStoreOptions {
   migrate?: boolean;
 }
 
+/** The file a `sqlite:` URL names (`:memory:` for the in-memory database), or null for any other URL. */
+export const sqlitePathOf = (url: string): string | null => (url.startsWith("sqlite:") ? url.slice("sqlite:".length) : null);
+
 /** Whether a URL names a taskpool server (its HTTP API) rather than a database. */
 export const isServerUrl = (url: string) => /^https?:\/\//.test(url);
 
@@ -49,8 +52,8 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
 }
 
 function createStore(url: string, options: OpenStoreOptions): Store {
-  if (url.startsWith("sqlite:")) {
-    const path = url.slice("sqlite:".length);
+  const path = sqlitePathOf(url);
+  if (path !== null) {
     if (path === "") throw new UnsupportedUrlError(url);
     return new SqliteStore({ path, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
   }
