@@ -63,7 +63,25 @@ const MAX_LEASE_SECONDS = 86_400;
 /** The most tasks a worker's heartbeat may report as its capacity. */
 const MAX_CONCURRENCY = 10_000;
 
-const KNOWN = new Set(["roles", "handlers", "workerId", "concurrency", "prefetch", "pollIntervalMs", "heartbeatIntervalMs", "leaseSeconds", "shutdownGraceMs", "handleSignals", "heartbeatThread", "logger", "version", "metadata"]);
+/** Every option's name; the type makes an option added to WorkerOptions but not here a compile error. */
+const KNOWN = new Set(
+  Object.keys({
+    roles: true,
+    handlers: true,
+    workerId: true,
+    concurrency: true,
+    prefetch: true,
+    pollIntervalMs: true,
+    heartbeatIntervalMs: true,
+    leaseSeconds: true,
+    shutdownGraceMs: true,
+    handleSignals: true,
+    heartbeatThread: true,
+    logger: true,
+    version: true,
+    metadata: true,
+  } satisfies Record<keyof WorkerOptions, true>),
+);
 
 const refuse = (path: string, message: string) => new ValidationError(`Invalid worker option ${path}: ${message}`, [{ path, message }]);
 
