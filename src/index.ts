@@ -1,6 +1,6 @@
 // The public API of taskpool. Everything not exported here is private and may change; the stores
 // behind the API are internal (connect() picks one from the URL).
-export { connect, type ConnectOptions, Taskpool } from "./api/taskpool.js";
+export { connect, type ConnectOptions, Taskpool, type TransactionProducer } from "./api/taskpool.js";
 export { type CheckedStore, DEFAULT_LIMITS, type Limits } from "./api/checked-store.js";
 export { Worker, NonRetryableError } from "./worker/worker.js";
 export type { WorkerOptions, Handler } from "./worker/options.js";
@@ -8,7 +8,7 @@ export type { TaskContext, AbortReason } from "./worker/task-context.js";
 export { Coordinator, type CoordinatorOptions } from "./coordinator/coordinator.js";
 export type { RecoveryPolicy, ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord, WorkerStatus } from "./core/worker.js";
 export type { CapacityRow, ReassignmentStats } from "./core/monitoring.js";
-export type { EnqueueResult, CompleteResult, RegisterTaskTypeResult } from "./store/store.js";
+export type { EnqueueResult, CompleteResult, RegisterTaskTypeResult, SqlConnection } from "./store/store.js";
 export type {
   CancelOptions,
   ClaimByIdOptions,

@@ -6,7 +6,7 @@
  * So every store accepts exactly the same input, and a rejected call changes nothing.
  */
 import type { ApiKeyRecord } from "../core/api-key.js";
-import { ValidationError } from "../core/errors.js";
+import { TaskpoolError, ValidationError } from "../core/errors.js";
 import { compileParamsSchema } from "../core/params-schema.js";
 import { atItem } from "../core/new-task.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
@@ -73,7 +73,7 @@ import { FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, Sched
 import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { decodeCursor } from "../store/paging.js";
-import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
+import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store/store.js";
 
 /** Size limits of stored JSON, in bytes once serialized. */
 export interface Limits {
@@ -133,6 +133,22 @@ export class CheckedStore implements Store {
     // Each item is checked on its own so the error names its index.
     inputs.forEach((input, index) => atItem(index, () => this.checkEnqueue(input)));
     return inputs.length === 0 ? [] : this.store.enqueueMany(inputs);
+  }
+
+  /** enqueueMany inside the caller's transaction, checked the same way (a single task as enqueue checks it); PostgreSQL stores only. */
+  async enqueueWithin(connection: SqlConnection, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    if (!this.store.enqueueWithin) {
+      const here = this.remote ? "a taskpool server, over HTTP" : this.dialect;
+      throw new TaskpoolError("postgres_only", `Enqueueing inside your own transaction needs a PostgreSQL database; this pool is on ${here} (use enqueueMany)`);
+    }
+    if (typeof (connection as Partial<SqlConnection> | null)?.query !== "function") {
+      throw new ValidationError("connection: expected your open PostgreSQL connection (a pg Client or PoolClient, after BEGIN)", [{ path: "connection", message: "no query method" }]);
+    }
+    validate(EnqueueBatchSchema, inputs, "tasks");
+    // A single task is checked as enqueue checks it: its errors name no index.
+    if (inputs.length === 1) this.checkEnqueue(inputs[0]);
+    else inputs.forEach((input, index) => atItem(index, () => this.checkEnqueue(input)));
+    return inputs.length === 0 ? [] : this.store.enqueueWithin(connection, inputs);
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {

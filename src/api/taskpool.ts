@@ -11,7 +11,7 @@ import { coordinatorNotOverHttp } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
 import { ValidationError } from "../core/errors.js";
 import { type DatabaseConfig, isServerUrl, openStore } from "../store/open-store.js";
-import type { EnqueueResult, Store } from "../store/store.js";
+import type { EnqueueResult, SqlConnection, Store } from "../store/store.js";
 import type { WorkerOptions } from "../worker/options.js";
 import { Worker } from "../worker/worker.js";
 import { CheckedStore, type Limits, resolveLimits } from "./checked-store.js";
@@ -32,6 +32,12 @@ export interface ConnectOptions {
   limits?: Partial<Limits>;
   /** Refuse to enqueue tasks of task types that were never registered (default false: typos wait forever). */
   requireRegistered?: boolean;
+}
+
+/** Pool.inTransaction's producer: enqueue and enqueueMany as the pool has them, written in your transaction. */
+export interface TransactionProducer {
+  enqueue(taskType: string, params?: JsonObject, options?: EnqueueOptions): Promise<Task>;
+  enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
 }
 
 /**
@@ -75,6 +81,18 @@ export class Taskpool {
   /** All or nothing: one bad item refuses the batch, naming its index. `created` is false for unique-key hits. */
   enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     return this.protocol.enqueueMany(inputs);
+  }
+
+  /**
+   * A producer that writes inside a transaction you have open on your own PostgreSQL connection (a
+   * pg Client or PoolClient, after BEGIN): its tasks commit with your own writes, and workers hear of
+   * them at your COMMIT, or they vanish with your ROLLBACK. Calls are not batched with others.
+   */
+  inTransaction(connection: SqlConnection): TransactionProducer {
+    return {
+      enqueue: async (taskType, params = {}, options = {}) => (await this.protocol.enqueueWithin(connection, [{ ...options, taskType, params }]))[0].task,
+      enqueueMany: (inputs) => this.protocol.enqueueWithin(connection, inputs),
+    };
   }
 
   /**

@@ -28,6 +28,14 @@ export interface EnqueueResult {
   created: boolean;
 }
 
+/**
+ * A PostgreSQL connection of the caller's: a pg `Client` or `PoolClient` is one. Anything with pg's
+ * `query(text, values)` that answers `{ rows }` will do (an adapter for another driver).
+ */
+export interface SqlConnection {
+  query(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
 /** What registration did: `created` is false when the definition matched the latest version, which is returned. */
 export interface RegisterTaskTypeResult {
   taskType: TaskTypeRecord;
@@ -79,6 +87,12 @@ export interface Store {
   enqueue(input: EnqueueInput): Promise<EnqueueResult>;
   /** All or nothing: one bad item rejects the whole batch. Results are in input order. */
   enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
+
+  /**
+   * enqueueMany inside the caller's own transaction, on the caller's connection: the tasks commit or
+   * roll back with the caller's writes. PostgreSQL only.
+   */
+  enqueueWithin?(connection: SqlConnection, inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
 
   /**
    * Claims up to `limit` ready tasks; tasks reserved for this worker come first. Empty when none. Never

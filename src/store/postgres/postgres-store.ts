@@ -30,7 +30,8 @@ import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
-import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
+import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store.js";
+import { callerConnection, type InsertTarget } from "./caller-connection.js";
 import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
@@ -181,14 +182,39 @@ export class PostgresStore implements Store {
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    const [result] = await this.insertPrepared([input], (types) => [prepareNewTask(input, this.clock.now(), types.get(input.taskType), this.rules)]);
+    const [result] = await this.insertPrepared([input], (types) => [prepareNewTask(input, this.clock.now(), types.get(input.taskType), this.rules)], this.ownConnections);
     return result;
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
-    return this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, this.clock.now(), types, this.rules));
+    return this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, this.clock.now(), types, this.rules), this.ownConnections);
   }
+
+  /**
+   * enqueueMany on the caller's connection, in whatever transaction the caller has open there: the
+   * tasks commit with the caller's own writes (and workers hear of them then) or vanish with a
+   * rollback. Task types are read on the store's own connections, as every enqueue reads them.
+   */
+  async enqueueWithin(connection: SqlConnection, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+    if (inputs.length === 0) return [];
+    // A single task is prepared as enqueue prepares it: its errors name no index.
+    const prepare = (types: ReadonlyMap<string, TaskTypeRecord>) =>
+      inputs.length === 1 ? [prepareNewTask(inputs[0], this.clock.now(), types.get(inputs[0].taskType), this.rules)] : prepareNewTasks(inputs, this.clock.now(), types, this.rules);
+    return this.insertPrepared(inputs, prepare, callerConnection(connection, this.schema));
+  }
+
+  /** The enqueue's statements on the store's pool: named (prepared once per connection), rows parsed by the store's types. */
+  private readonly ownConnections: InsertTarget = {
+    insert: async (values, checked) => {
+      const rows = checked
+        ? await this.rows<TaskRow & { types_current: boolean }>("tp_enqueue_if_current", sql.ENQUEUE_IF_CURRENT, values)
+        : await this.rows<TaskRow & { types_current?: undefined }>("tp_enqueue", sql.ENQUEUE, values);
+      if (checked && !rows[0].types_current) return null;
+      return rows.filter((row) => row.id !== null).map(toTask);
+    },
+    holders: async (keys) => (await this.rows<TaskRow>("tp_pending_by_unique_keys", sql.PENDING_BY_UNIQUE_KEYS, [keys])).map(toTask),
+  };
 
   /**
    * Tasks are prepared (defaults filled in, params checked) against their types' latest registered
@@ -197,7 +223,11 @@ export class PostgresStore implements Store {
    * them only if those are still the latest (ENQUEUE_IF_CURRENT); if not, it writes nothing and the
    * types are read afresh. A refusal is only ever decided on a fresh read.
    */
-  private async insertPrepared(inputs: EnqueueInput[], prepare: (types: ReadonlyMap<string, TaskTypeRecord>) => NewTask[]): Promise<EnqueueResult[]> {
+  private async insertPrepared(
+    inputs: EnqueueInput[],
+    prepare: (types: ReadonlyMap<string, TaskTypeRecord>) => NewTask[],
+    target: InsertTarget,
+  ): Promise<EnqueueResult[]> {
     const names = typeNames(inputs);
     for (let fresh = !names.every((name) => this.knownTypes.has(name)); ; fresh = true) {
       const types = fresh ? await this.latestTypes(names) : this.knownTypesOf(names);
@@ -208,7 +238,7 @@ export class PostgresStore implements Store {
         if (fresh) throw error;
         continue;
       }
-      const results = await this.insert(prepared, true);
+      const results = await this.insert(prepared, true, target);
       if (results !== null) return results;
     }
   }
@@ -233,26 +263,18 @@ export class PostgresStore implements Store {
   }
 
   /** Null when `checked` and a type has a newer version than the one a task was prepared against: nothing was written. */
-  private async insert(prepared: NewTask[], checked: boolean): Promise<EnqueueResult[] | null> {
-    const values = [newTasksJson(prepared), this.clock.now(), this.channel];
-    const rows = checked
-      ? await this.rows<TaskRow & { types_current: boolean }>("tp_enqueue_if_current", sql.ENQUEUE_IF_CURRENT, values)
-      : await this.rows<TaskRow & { types_current: boolean }>("tp_enqueue", sql.ENQUEUE, values);
-    if (checked && !rows[0].types_current) return null;
-    const inserted = rows.filter((row) => row.id !== null).map(toTask);
+  private async insert(prepared: NewTask[], checked: boolean, target: InsertTarget): Promise<EnqueueResult[] | null> {
+    const inserted = await target.insert([newTasksJson(prepared), this.clock.now(), this.channel], checked);
+    if (inserted === null) return null;
     const keys = skippedKeys(prepared, inserted);
     const holders = new Map<string, Task>();
-    if (keys.length > 0) {
-      for (const row of await this.rows<TaskRow>("tp_pending_by_unique_keys", sql.PENDING_BY_UNIQUE_KEYS, [keys])) {
-        holders.set(row.unique_key as string, toTask(row));
-      }
-    }
+    if (keys.length > 0) for (const task of await target.holders(keys)) holders.set(task.uniqueKey as string, task);
     const matched = matchEnqueueResults(prepared, inserted, holders);
     // A holder claimed between the insert and the lookup frees its key: enqueue those items again.
     const retry = prepared.filter((_, i) => matched[i] === null);
     if (retry.length === 0) return matched as EnqueueResult[];
     // The same call going on: its tasks were prepared against the versions that were current then.
-    const again = (await this.insert(retry, false)) as EnqueueResult[];
+    const again = (await this.insert(retry, false, target)) as EnqueueResult[];
     return matched.map((m) => m ?? (again.shift() as EnqueueResult));
   }
 

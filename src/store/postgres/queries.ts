@@ -61,9 +61,9 @@ const LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
  * order, skipping any whose unique_key is held by a pending task, and logging a `created` event each.
  * `gate` lets a caller make the insert conditional on an earlier CTE (follow-ups of a completion).
  */
-const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE") => `
+const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE", schema = "") => `
   inserted AS (
-    INSERT INTO tasks (task_type, task_type_version, params, priority, scheduled_for, concurrency_key, unique_key,
+    INSERT INTO ${schema}tasks (task_type, task_type_version, params, priority, scheduled_for, concurrency_key, unique_key,
                        max_attempts, backoff, timeout_seconds, parent_id, created_at, updated_at)
     SELECT n.task_type, n.task_type_version, n.params, n.priority, n.scheduled_for, n.concurrency_key, n.unique_key,
            n.max_attempts, n.backoff, n.timeout_seconds, n.parent_id, ${nowParam}, ${nowParam}
@@ -78,7 +78,7 @@ const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE") => `
     RETURNING *
   ),
   inserted_events AS (
-    INSERT INTO task_events (task_id, event, message, created_at)
+    INSERT INTO ${schema}task_events (task_id, event, message, created_at)
     SELECT id, 'created', CASE WHEN parent_id IS NULL THEN NULL ELSE 'follow-up of task ' || parent_id END, ${nowParam}
     FROM inserted
   )`;
@@ -87,31 +87,47 @@ const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE") => `
 const NOTIFY_INSERTED = (channelParam: string) => `
   notified AS (SELECT pg_notify(${channelParam}, string_agg(DISTINCT task_type, ',')) FROM inserted HAVING count(*) > 0)`;
 
-/** $1 tasks (JSON array), $2 now, $3 notification channel. Returns the inserted rows (duplicates of pending unique keys are skipped). */
-export const ENQUEUE = `
-  WITH ${insertTasks("$1", "$2::timestamptz")},
-  ${NOTIFY_INSERTED("$3")}
-  SELECT inserted.* FROM inserted LEFT JOIN notified ON true ORDER BY id`;
-
 /**
- * ENQUEUE, written only if each task's task_type_version is still its type's latest (null: the type
- * has none): the tasks were prepared against versions the store read earlier. Rows: the inserted
- * tasks, each with types_current; or one row of nulls but types_current, when nothing was inserted
- * (false: a newer version exists, and nothing was written).
+ * The statements of an enqueue, for the store's own connections (`schema` null: their search_path
+ * names it) or for a caller's connection inside the caller's transaction (PostgresStore.enqueueWithin):
+ * there every name is qualified with the schema, since the search_path is the caller's (it may hold a
+ * table called tasks), and each row is answered as one JSON text column, `answer`, since the type
+ * parsers are the caller's too.
  */
-export const ENQUEUE_IF_CURRENT = `
+export function enqueueStatements(schema: string | null) {
+  const q = schema === null ? "" : `${schema}.`;
+  const task = (alias: string) => (schema === null ? `${alias}.*` : `json_build_object('task', to_jsonb(${alias}))::text AS answer`);
+  return {
+    /** $1 tasks (JSON array), $2 now, $3 notification channel. Returns the inserted rows (duplicates of pending unique keys are skipped). */
+    enqueue: `
+  WITH ${insertTasks("$1", "$2::timestamptz", "TRUE", q)},
+  ${NOTIFY_INSERTED("$3")}
+  SELECT ${task("inserted")} FROM inserted LEFT JOIN notified ON true ORDER BY id`,
+
+    /**
+     * enqueue, written only if each task's task_type_version is still its type's latest (null: the type
+     * has none): the tasks were prepared against versions the store read earlier. Rows: the inserted
+     * tasks, each with types_current; or one row of nulls but types_current, when nothing was inserted
+     * (false: a newer version exists, and nothing was written).
+     */
+    enqueueIfCurrent: `
   WITH versions AS (
     SELECT NOT EXISTS (
       SELECT 1 FROM jsonb_to_recordset($1::jsonb) AS n(task_type text, task_type_version int)
-      JOIN task_types tt ON tt.name = n.task_type AND tt.version > coalesce(n.task_type_version, 0)
+      JOIN ${q}task_types tt ON tt.name = n.task_type AND tt.version > coalesce(n.task_type_version, 0)
     ) AS types_current
   ),
-  ${insertTasks("$1", "$2::timestamptz", "(SELECT types_current FROM versions)")},
+  ${insertTasks("$1", "$2::timestamptz", "(SELECT types_current FROM versions)", q)},
   ${NOTIFY_INSERTED("$3")}
-  SELECT v.types_current, i.* FROM versions v LEFT JOIN (inserted i LEFT JOIN notified ON true) ON true ORDER BY i.id`;
+  SELECT ${schema === null ? "v.types_current, i.*" : "json_build_object('types_current', v.types_current, 'task', to_jsonb(i))::text AS answer"}
+  FROM versions v LEFT JOIN (inserted i LEFT JOIN notified ON true) ON true ORDER BY i.id`,
 
-/** $1 unique keys. The pending tasks that hold them (what a deduplicated enqueue returns). */
-export const PENDING_BY_UNIQUE_KEYS = `SELECT * FROM tasks WHERE status = 'pending' AND unique_key = ANY($1::text[])`;
+    /** $1 unique keys. The pending tasks that hold them (what a deduplicated enqueue returns). */
+    pendingByUniqueKeys: `SELECT ${task("t")} FROM ${q}tasks t WHERE status = 'pending' AND unique_key = ANY($1::text[])`,
+  };
+}
+
+export const { enqueue: ENQUEUE, enqueueIfCurrent: ENQUEUE_IF_CURRENT, pendingByUniqueKeys: PENDING_BY_UNIQUE_KEYS } = enqueueStatements(null);
 
 const ORDER_BY: Record<SortBy, Record<SortOrder, string>> = {
   priority: { desc: "priority DESC, created_at, id", asc: "priority, created_at, id" },

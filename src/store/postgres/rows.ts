@@ -69,6 +69,26 @@ export function toTask(r: TaskRow): Task {
   };
 }
 
+/** The timestamptz columns of a tasks row. */
+const TASK_TIMES = [
+  "scheduled_for",
+  "lease_expires_at",
+  "reserved_until",
+  "claimed_at",
+  "started_at",
+  "completed_at",
+  "last_heartbeat_at",
+  "created_at",
+  "updated_at",
+] as const satisfies readonly (keyof TaskRow)[];
+
+/** A tasks row written by to_jsonb (times as ISO-8601 text, everything else as TaskRow has it). */
+export function taskRowFromJson(json: Record<string, unknown>): TaskRow {
+  const row = { ...json } as Record<string, unknown>;
+  for (const column of TASK_TIMES) if (row[column] !== null) row[column] = new Date(row[column] as string);
+  return row as unknown as TaskRow;
+}
+
 /**
  * The columns a claim returns: those it did not set, and of those it set, the attempt count, the
  * worker and the lease token (drawn by the database). The store knows the rest (see toClaimedTask);
