@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../src/core/errors.js";
+import type { TaskFilter } from "../../src/core/task.js";
 import type { StoreKind } from "../helpers/stores.js";
 import { claimOne, countsByReading, useStore } from "./context.js";
 
@@ -50,6 +51,33 @@ export function queriesContract(kind: StoreKind) {
       expect(seen).toHaveLength(25);
       expect(new Set(seen).size).toBe(25);
       expect(seen).toEqual([...seen].sort((a, b) => b - a));
+    });
+
+    it("lists what a worker holds, in either order, with the other filters and a cursor", async () => {
+      const ids = (await ctx.store.enqueueMany(Array.from({ length: 8 }, (_, i) => ({ taskType: i % 2 ? "odd" : "even", params: { n: `n${i}` } })))).map((r) => r.task.id);
+      const held = await ctx.store.claim({ workerId: "w1", limit: 5 });
+      await ctx.store.claim({ workerId: "w2", limit: 2 });
+      await ctx.store.start(held[1].id, held[1]);
+      await ctx.store.complete(held[0].id, held[0]);
+      const holding = held.slice(1).map((t) => t.id);
+      expect(holding).toEqual(ids.slice(1, 5));
+      const leased: TaskFilter = { workerId: "w1", status: ["claimed", "running"] };
+      expect((await ctx.store.list(leased)).tasks.map((t) => t.id)).toEqual([...holding].reverse());
+      expect((await ctx.store.list(leased, { order: "oldest" })).tasks.map((t) => t.id)).toEqual(holding);
+      expect((await ctx.store.list({ workerId: "w1", status: "running" })).tasks.map((t) => t.id)).toEqual([held[1].id]);
+      expect((await ctx.store.list({ ...leased, taskType: "odd" })).tasks.map((t) => t.id)).toEqual([ids[3], ids[1]]);
+      expect((await ctx.store.list({ ...leased, search: "N3" })).tasks.map((t) => t.id)).toEqual([ids[3]]);
+      expect((await ctx.store.list({ ...leased, search: "n6" })).tasks).toEqual([]);
+      // Its completed task is listed by worker too, with any status or that one.
+      expect((await ctx.store.list({ workerId: "w1", status: "completed" })).tasks.map((t) => t.id)).toEqual([held[0].id]);
+      expect((await ctx.store.list({ workerId: "w1" })).tasks).toHaveLength(5);
+      const seen: number[] = [];
+      for (let cursor: string | undefined, page = 0; page === 0 || cursor; page++) {
+        const next = await ctx.store.list(leased, { limit: 3, cursor });
+        seen.push(...next.tasks.map((t) => t.id));
+        cursor = next.nextCursor ?? undefined;
+      }
+      expect(seen).toEqual([...holding].reverse());
     });
 
     it("refuses a bad cursor, status or limit", async () => {

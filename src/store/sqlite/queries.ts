@@ -124,6 +124,26 @@ export const LIST = {
 };
 
 /**
+ * LIST of what one worker holds: @workerId set, @statuses among the leased ones (the dashboard's
+ * Workers page asks it every few seconds). LIST walks the table in id order until its page is full,
+ * which for a worker holding a few tasks is the whole history. SQLite reads a partial index only when
+ * the query states the index's own condition, hence the literal statuses here: the walk is of
+ * tasks_leased_by_worker, whose entries for one worker are already in id order.
+ */
+const HELD_WHERE = `${LIST_WHERE} AND worker_id = @workerId AND status IN (${sqlList(LEASED_STATUSES)})`;
+const LIST_HELD = {
+  newest: `SELECT * FROM tasks ${HELD_WHERE} AND (@cursor IS NULL OR id < @cursor) ORDER BY id DESC LIMIT @limit`,
+  oldest: `SELECT * FROM tasks ${HELD_WHERE} AND (@cursor IS NULL OR id > @cursor) ORDER BY id ASC LIMIT @limit`,
+};
+
+/** The listing statement for these filters (named parameters as LIST's): LIST_HELD where it applies, else LIST. */
+export function listStatement(filters: { workerId: string | null; statuses: readonly string[] | null }, order: "newest" | "oldest"): string {
+  const { workerId, statuses } = filters;
+  const held = workerId !== null && statuses !== null && statuses.length > 0 && statuses.every((s) => (LEASED_STATUSES as readonly string[]).includes(s));
+  return (held ? LIST_HELD : LIST)[order];
+}
+
+/**
  * Tasks by type and status without reading the table: each status through its partial index,
  * completed ones from the totals the triggers of migration 009 keep. Pending tasks cost a walk of
  * the backlog's index; the history costs nothing.

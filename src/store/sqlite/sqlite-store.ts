@@ -347,7 +347,7 @@ export class SqliteStore implements Store {
 
   async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
     const q = resolveList(filter, page);
-    const rows = this.conn.stmt(sql.LIST[q.order]).all({
+    const rows = this.conn.stmt(sql.listStatement(q, q.order)).all({
       statuses: q.statuses === null ? null : JSON.stringify(q.statuses),
       taskType: q.taskType,
       workerId: q.workerId,
