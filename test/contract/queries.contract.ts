@@ -80,6 +80,36 @@ export function queriesContract(kind: StoreKind) {
       expect(seen).toEqual([...holding].reverse());
     });
 
+    it("pages each filter and order without repeating or skipping a task while others are added and change status", async () => {
+      const enqueue = (n: number) => ctx.store.enqueueMany(Array.from({ length: n }, (_, i) => ({ taskType: i % 3 ? "x" : "y", params: { tag: "findme" } })));
+      await enqueue(30);
+      const views = [
+        { filter: {}, order: "newest" },
+        { filter: {}, order: "oldest" },
+        { filter: { taskType: "x" }, order: "newest" },
+        { filter: { status: "pending" }, order: "oldest" },
+        { filter: { search: "findme", taskType: "x" }, order: "newest" },
+      ] as const;
+      for (const { filter, order } of views) {
+        const before = (await ctx.store.list(filter, { limit: 1000, order })).tasks.map((t) => t.id);
+        const seen: number[] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await ctx.store.list(filter, { limit: 4, cursor, order });
+          seen.push(...page.tasks.map((t) => t.id));
+          cursor = page.nextCursor ?? undefined;
+          // Between pages: new tasks, and two tasks claimed (a status change the pending view sees).
+          await enqueue(2);
+          await ctx.store.claim({ workerId: "w", limit: 2, taskTypes: ["y"] });
+        } while (cursor);
+        expect(new Set(seen).size, `${JSON.stringify(filter)} ${order}`).toBe(seen.length);
+        expect(seen, `${JSON.stringify(filter)} ${order}`).toEqual([...seen].sort((a, b) => (order === "newest" ? b - a : a - b)));
+        // Every task that matched before and still matches was listed once; the claimed y tasks may have left the pending view.
+        const still = new Set((await ctx.store.list(filter, { limit: 1000, order })).tasks.map((t) => t.id));
+        expect(before.filter((id) => still.has(id) && !seen.includes(id)), `${JSON.stringify(filter)} ${order}`).toEqual([]);
+      }
+    });
+
     it("refuses a bad cursor, status or limit", async () => {
       await expect(ctx.store.list({}, { cursor: "garbage" })).rejects.toBeInstanceOf(ValidationError);
       await expect(ctx.store.list({ status: "done" as never })).rejects.toThrow(/status: must be one of pending, claimed, running, completed, failed, cancelled, or a list of them \(got "done"\)/);
