@@ -138,6 +138,18 @@ describe("the dashboard in a real browser", () => {
     await completed.getByText("3", { exact: true }).waitFor();
   });
 
+  it("shows a large pool's counts whole, each in its own card", async () => {
+    // What a pool with a long history answers; the server here holds a handful of tasks.
+    const byStatus = { pending: 50_000, claimed: 300, running: 600, completed: 12_925_372, failed: 18_982, cancelled: 4_746 };
+    const page = await open(server.keys.producer, "#/workers");
+    await page.route((url) => url.pathname === "/api/tasks/counts", (route) => route.fulfill({ json: { success: true, by_status: byStatus, by_type: { crawl: byStatus } } }));
+    await page.evaluate("location.hash = '#/overview'");
+    await page.locator(".card .status-completed", { hasText: "12,925,372" }).waitFor();
+    // In the page (this file has no DOM types): the cards whose content is wider than they are.
+    const overflowing = await page.evaluate("[...document.querySelectorAll('.card')].filter((c) => c.scrollWidth > c.clientWidth).map((c) => c.innerText.replace(/\\s+/g, ' '))");
+    expect(overflowing).toEqual([]);
+  });
+
   it("the overview says when no coordinator sweeps, and who leads once one does", async () => {
     await server.close();
     server = await startDashboardServer("keys", false);

@@ -21,7 +21,10 @@ async function load(role) {
 }
 
 function Cards({ items }) {
-  return html`<div class="cards">
+  // Columns as wide as the longest figure (style.css): a pool's counts run to 7 digits and more,
+  // which overflowed into the next card when the grid shrank columns to its 5rem minimum.
+  const chars = Math.max(0, ...items.map(([, n]) => String(n ?? "").length));
+  return html`<div class="cards" style=${`--chars: ${chars}`}>
     ${items.map(([label, n, cls]) => html`<div class="card"><div class="n ${cls ?? ""}">${n}</div><div class="l">${label}</div></div>`)}
   </div>`;
 }
