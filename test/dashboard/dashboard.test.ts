@@ -150,6 +150,29 @@ describe("the dashboard in a real browser", () => {
     expect(overflowing).toEqual([]);
   });
 
+  it("polls a slow answer less often, and the Tasks page's role list rarely", async () => {
+    await server.pool.enqueue("crawl", { store: "green leaf" });
+    const page = await open(server.keys.producer, "#/workers");
+    const asked = { list: 0, counts: 0 };
+    // A search reads every task: at a million tasks on PostgreSQL it answers in 1-2 s. Here it is made to take 400 ms.
+    await page.route((url) => url.pathname === "/api/tasks", async (route) => {
+      asked.list++;
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      await route.continue();
+    });
+    await page.route((url) => url.pathname === "/api/tasks/counts", (route) => {
+      asked.counts++;
+      return route.continue();
+    });
+    await page.evaluate("location.hash = '#/tasks?search=green'");
+    await page.locator("#tasks tbody tr").waitFor();
+    // Polled every 500 ms (the harness's interval), the list was asked for again every 0.9 s, and the
+    // counts every 0.5 s for the role picker alone; now the list waits 10 times its 0.4 s.
+    await page.waitForTimeout(3000);
+    expect(asked.list).toBeLessThanOrEqual(2);
+    expect(asked.counts).toBe(1);
+  });
+
   it("the overview says when no coordinator sweeps, and who leads once one does", async () => {
     await server.close();
     server = await startDashboardServer("keys", false);

@@ -5,6 +5,9 @@ const params = new URLSearchParams(location.search);
 /** Poll period in ms; `?interval=` overrides it (at least 500 ms), for demos and tests. */
 export const POLL_MS = Math.max(500, Number(params.get("interval")) || 3000);
 
+/** How many times as long as its last answer took a poll waits, at least (see usePoll). */
+const SLOW_FACTOR = 10;
+
 const listeners = new Set();
 let state = { mode: "live", at: null, error: null };
 
@@ -25,8 +28,9 @@ export function useLiveState() {
 
 /**
  * Calls `load` now and every `periodMs` while the tab is visible, again at once when it becomes
- * visible; after a 429 it waits as long as the API asks. Returns the last data, the last error
- * (cleared by the next success) and `reload()`.
+ * visible; after a 429 it waits as long as the API asks, and after a slow answer SLOW_FACTOR times
+ * as long as it took. Returns the last data, the last error (cleared by the next success) and
+ * `reload()`.
  */
 export function usePoll(load, deps, periodMs = POLL_MS) {
   const [result, setResult] = useState({ data: null, error: null });
@@ -44,6 +48,7 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
       if (document.visibilityState === "hidden") return publish({ mode: "paused" });
       running = true;
       let wait = periodMs;
+      const started = Date.now();
       try {
         const data = await load();
         if (!stopped) setResult({ data, error: null });
@@ -54,6 +59,10 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         if (error.status === 429) wait = Math.max(wait, (error.retryAfter ?? 10) * 1000);
       } finally {
         running = false;
+        // A slow answer is a costly one (a search of the params reads every task): ask again only
+        // after SLOW_FACTOR times as long as it took, so one open tab keeps the server busy a small
+        // share of the time however long its query, instead of re-running it every period.
+        wait = Math.max(wait, (Date.now() - started) * SLOW_FACTOR);
         if (!stopped && document.visibilityState !== "hidden") schedule(wait);
       }
     }

@@ -4,9 +4,10 @@ import { api, query } from "../lib/api.js";
 import { ErrorBox, Loading, Status } from "../lib/components.js";
 import { ago, TASK_STATUSES } from "../lib/format.js";
 import { html } from "../lib/html.js";
-import { usePoll } from "../lib/live.js";
+import { POLL_MS, usePoll } from "../lib/live.js";
 
 const PAGE_SIZE = 25;
+const ROLES_POLL_MS = 60_000;
 
 function Filters({ params, types }) {
   const [draft, setDraft] = useState(params);
@@ -45,7 +46,8 @@ export function Tasks({ params }) {
   const cursor = cursors[cursors.length - 1];
   const { data, error } = usePoll(() => api("GET", `api/tasks${query({ ...filter, cursor, limit: PAGE_SIZE })}`), [key, cursor]);
   // Apart from the list: a filter the server refuses must not empty the role picker that fixes it.
-  const { data: types } = usePoll(async () => Object.keys((await api("GET", "api/tasks/counts")).by_type).sort(), []);
+  // Roles come and go rarely, and counts() walks the backlog's index: once a minute, not with the list.
+  const { data: types } = usePoll(async () => Object.keys((await api("GET", "api/tasks/counts")).by_type).sort(), [], Math.max(POLL_MS, ROLES_POLL_MS));
   return html`<section class="panel">
     <h2>Tasks</h2>
     <${Filters} params=${filter} types=${types ?? []} />
