@@ -40,6 +40,7 @@ export {
   InvalidTransitionError,
   LeaseLostError,
   ScheduleNotFoundError,
+  SchemaTooNewError,
   TaskNotFoundError,
   TaskpoolError,
   TaskTypeAtCapacityError,

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect } from "../src/api/taskpool.js";
 import { printStatus } from "../src/cli/status.js";
@@ -170,6 +171,29 @@ describe("taskpool CLI", () => {
       expect(readdirSync(dir)).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("a database a newer taskpool migrated is refused in one line, exit 1, by every command that opens it (serve does not start)", async () => {
+    await taskpool("migrate", "--db", db);
+    const file = new Database(path);
+    const known = file.pragma("user_version", { simple: true }) as number;
+    file.pragma(`user_version = ${known + 1}`);
+    file.close();
+    const handlers = `${path}.handlers.mjs`;
+    writeFileSync(handlers, "export const handlers = { greet: async () => null };\n");
+    try {
+      for (const args of [["status"], ["migrate"], ["serve", "--port", "0"], ["worker", "--handlers", handlers]]) {
+        const refused = await taskpool(...args, "--db", db).catch((e) => e);
+        expect([args[0], refused.code, refused.stderr]).toEqual([
+          args[0],
+          1,
+          `taskpool: The SQLite file ${path} was migrated by a newer taskpool (schema ${known + 1}, this build knows ${known}): ` +
+            "upgrade taskpool to the version that migrated it, or restore a backup taken before that migration; this build will not use it\n",
+        ]);
+      }
+    } finally {
+      rmSync(handlers, { force: true });
     }
   }, 60_000);
 

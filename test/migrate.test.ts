@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { UnsupportedUrlError } from "../src/core/errors.js";
+import { SchemaTooNewError, UnsupportedUrlError } from "../src/core/errors.js";
 import { loadMigrations } from "../src/store/migrations.js";
 import { openStore } from "../src/store/open-store.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
@@ -90,6 +90,40 @@ describe("migrations", () => {
       await handle.store.migrate();
       expect(await store.throughput({ minutes: 1440 })).toEqual(kept);
       expect(await store.capacity()).toEqual(capacity);
+    });
+  }
+
+  /**
+   * A rollback: a database migrated by a newer taskpool, opened by this build. Its statements may no
+   * longer fit the schema, so opening refuses, naming both versions, and writes nothing.
+   */
+  const markNewer = {
+    postgres: async (handle: TestStore, version: number) => {
+      await (handle.store as PostgresStore).pool.query("INSERT INTO taskpool_migrations (version, name) VALUES ($1, 'from_a_newer_taskpool')", [version]);
+    },
+    sqlite: async (handle: TestStore, version: number) => {
+      (handle.store as SqliteStore).db.pragma(`user_version = ${version}`);
+    },
+  };
+  const schemaVersion = {
+    postgres: async (handle: TestStore) =>
+      (await (handle.store as PostgresStore).pool.query("SELECT count(*)::int AS n, max(version) AS newest FROM taskpool_migrations")).rows[0],
+    sqlite: async (handle: TestStore) => (handle.store as SqliteStore).db.pragma("user_version", { simple: true }),
+  };
+  for (const [name, create] of [["postgres", createPostgres], ["sqlite", createSqlite]] as const) {
+    it(`${name}: a database a newer taskpool migrated is refused at open, naming both versions; nothing is written`, async () => {
+      const handle = await create();
+      cleanups.push(() => handle.cleanup());
+      const known = loadMigrations(new URL(`../src/store/${name}/migrations/`, import.meta.url)).at(-1)!.version;
+      await markNewer[name](handle, known + 2);
+      const before = await schemaVersion[name](handle);
+      const refused = await openStore(handle.url, { schema: handle.schema }).catch((e) => e);
+      expect(refused).toBeInstanceOf(SchemaTooNewError);
+      expect(refused).toMatchObject({ code: "schema_too_new", schemaVersion: known + 2, knownVersion: known });
+      expect(refused.message).toMatch(`was migrated by a newer taskpool (schema ${known + 2}, this build knows ${known}): upgrade taskpool`);
+      expect(refused.message).toMatch(name === "postgres" ? `PostgreSQL schema ${handle.schema} ` : `SQLite file ${handle.url.slice("sqlite:".length)} `);
+      await expect((await handle.another()).migrate()).rejects.toBeInstanceOf(SchemaTooNewError);
+      expect(await schemaVersion[name](handle)).toEqual(before);
     });
   }
 

@@ -26,7 +26,11 @@ export interface ConnectOptions {
   apiKey?: string;
   /** Where "now" comes from (tests); workers on a custom clock beat from their own event loop. */
   clock?: Clock;
-  /** Apply pending migrations on connect (default true). */
+  /**
+   * Apply pending migrations on connect, and refuse a database a newer taskpool migrated
+   * (SchemaTooNewError) (default true). false touches the database only when it is first used: run
+   * `taskpool migrate` with this same version first (docs/upgrading.md).
+   */
   migrate?: boolean;
   /** Size limits of params, checkpoints, results and worker metadata (default 1 MiB, 64 KiB for metadata). */
   limits?: Partial<Limits>;

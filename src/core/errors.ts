@@ -111,6 +111,28 @@ export class UnsupportedUrlError extends TaskpoolError {
   }
 }
 
+/**
+ * A database migrated by a newer taskpool than this one: its schema has migrations this build does
+ * not know, and this build's statements may no longer fit it (a rollback, or an old process started
+ * after the upgrade). Raised once, when the store is opened; nothing was written.
+ */
+export class SchemaTooNewError extends TaskpoolError {
+  constructor(
+    /** What was opened: "PostgreSQL schema taskpool", "SQLite file ./taskpool.db". */
+    readonly database: string,
+    /** The newest migration the database has. */
+    readonly schemaVersion: number,
+    /** The newest migration this build has. */
+    readonly knownVersion: number,
+  ) {
+    super(
+      "schema_too_new",
+      `The ${database} was migrated by a newer taskpool (schema ${schemaVersion}, this build knows ${knownVersion}): ` +
+        `upgrade taskpool to the version that migrated it, or restore a backup taken before that migration; this build will not use it`,
+    );
+  }
+}
+
 /** Retrying a dead-letter task whose unique key a newer pending task now holds. */
 export class UniqueKeyTakenError extends TaskpoolError {
   constructor(readonly taskId: number) {

@@ -23,7 +23,7 @@ export interface OpenStoreOptions {
   requireRegistered?: boolean;
   clock?: Clock;
   random?: () => number;
-  /** Apply pending migrations before returning (default true). */
+  /** Apply pending migrations before returning, refusing a database a newer taskpool migrated (default true). */
   migrate?: boolean;
 }
 

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { SchemaTooNewError } from "../../core/errors.js";
 import { loadMigrations } from "../migrations.js";
 
 const MIGRATIONS = new URL("./migrations/", import.meta.url);
@@ -6,8 +7,10 @@ const MIGRATIONS = new URL("./migrations/", import.meta.url);
 /**
  * Applies the migrations this schema lacks, in one transaction behind an advisory lock keyed on the
  * schema, so processes starting together take turns: the first migrates, the others find it done.
+ * A schema a newer taskpool migrated is refused (SchemaTooNewError) before anything is written.
  */
 export async function migratePostgres(pool: pg.Pool, schema: string): Promise<void> {
+  const migrations = loadMigrations(MIGRATIONS);
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
@@ -17,7 +20,10 @@ export async function migratePostgres(pool: pg.Pool, schema: string): Promise<vo
       `CREATE TABLE IF NOT EXISTS taskpool_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
     const applied = new Set((await client.query<{ version: number }>("SELECT version FROM taskpool_migrations")).rows.map((r) => r.version));
-    for (const m of loadMigrations(MIGRATIONS)) {
+    const newest = Math.max(0, ...applied);
+    const known = migrations.at(-1)?.version ?? 0;
+    if (newest > known) throw new SchemaTooNewError(`PostgreSQL schema ${schema}`, newest, known);
+    for (const m of migrations) {
       if (applied.has(m.version)) continue;
       await client.query(m.sql);
       await client.query("INSERT INTO taskpool_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);

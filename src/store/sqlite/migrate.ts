@@ -1,3 +1,4 @@
+import { SchemaTooNewError } from "../../core/errors.js";
 import { loadMigrations } from "../migrations.js";
 import type { SqliteConnection } from "./connection.js";
 
@@ -8,18 +9,26 @@ const MIGRATIONS = new URL("./migrations/", import.meta.url);
  * to date is left alone without taking the write lock (every process opening the file migrates, and a
  * `taskpool status` must not wait behind, or fail on, another process's write); otherwise the version
  * is read again inside a BEGIN IMMEDIATE transaction, so of two processes migrating at once the second
- * waits for the write lock and then sees the first one's version.
+ * waits for the write lock and then sees the first one's version. A file a newer taskpool migrated is
+ * refused (SchemaTooNewError) before anything is written.
  */
 export function migrateSqlite(conn: SqliteConnection): void {
   const migrations = loadMigrations(MIGRATIONS);
-  const version = () => conn.db.pragma("user_version", { simple: true }) as number;
-  if (version() >= (migrations.at(-1)?.version ?? 0)) return;
+  const known = migrations.at(-1)?.version ?? 0;
+  if (checkSqliteSchema(conn, known) === known) return;
   conn.tx(true, () => {
-    const current = version();
+    const current = checkSqliteSchema(conn, known);
     for (const m of migrations) {
       if (m.version <= current) continue;
       conn.db.exec(m.sql);
       conn.db.pragma(`user_version = ${m.version}`);
     }
   });
+}
+
+/** The file's schema version (0: a new file), after refusing one a newer taskpool migrated. */
+function checkSqliteSchema(conn: SqliteConnection, known: number): number {
+  const version = conn.db.pragma("user_version", { simple: true }) as number;
+  if (version > known) throw new SchemaTooNewError(`SQLite file ${conn.db.name}`, version, known);
+  return version;
 }
