@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
@@ -7,7 +7,7 @@ import { loadMigrations } from "../src/store/migrations.js";
 import { openStore } from "../src/store/open-store.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { ManualClock } from "../src/core/clock.js";
-import type { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
+import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../src/store/store.js";
 import { createPostgres, createSqlite, dropSchema, PG_URL, removeSqliteFiles, sqlitePath, type TestStore } from "./helpers/stores.js";
 import { script } from "./helpers/processes.js";
@@ -45,6 +45,26 @@ describe("migrations", () => {
     const store = await openStore(`sqlite:${path}`);
     cleanups.push(() => store.close());
     expect((await store.enqueue({ taskType: "a" })).created).toBe(true);
+  });
+
+  // The migrations of a large file hold the write lock for seconds, past the busy timeout ordinary
+  // writes wait on a busy machine: a process opening the file meanwhile must wait for them, not fail
+  // with "stayed locked". Here another process holds the lock 2 s against a 100 ms busy timeout.
+  it("SQLite: opening waits for another process's migration past the busy timeout", async () => {
+    const path = sqlitePath();
+    cleanups.push(() => removeSqliteFiles(path));
+    const holder = spawn(
+      process.execPath,
+      ["-e", `const db = new (require("better-sqlite3"))(${JSON.stringify(path)}); db.pragma("journal_mode = WAL"); db.exec("BEGIN IMMEDIATE"); console.log("locked"); setTimeout(() => db.exec("COMMIT"), 2000);`],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    cleanups.push(() => void holder.kill());
+    await new Promise((resolve) => holder.stdout.once("data", resolve));
+    const store = new SqliteStore({ path, busyTimeoutMs: 100 });
+    cleanups.push(() => store.close());
+    await store.migrate();
+    const latest = loadMigrations(new URL("../src/store/sqlite/migrations/", import.meta.url)).at(-1)?.version;
+    expect(store.db.pragma("user_version", { simple: true })).toBe(latest);
   });
 
   /**

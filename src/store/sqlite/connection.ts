@@ -33,7 +33,7 @@ export class SqliteConnection {
 
   constructor(
     path: string,
-    private readonly busyTimeoutMs: number,
+    private busyTimeoutMs: number,
   ) {
     this.db = new Database(path);
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
@@ -74,6 +74,17 @@ export class SqliteConnection {
         "database_unavailable",
         `The SQLite file ${this.db.name} stayed locked by another process's write for ${this.busyTimeoutMs} ms; nothing was written: try again shortly`,
       );
+    }
+  }
+
+  /** Runs `fn` with `ms` as the busy timeout: how long its writes wait for another process's write lock. */
+  waitingUpTo<T>(ms: number, fn: () => T): T {
+    const usual = this.busyTimeoutMs;
+    this.db.pragma(`busy_timeout = ${(this.busyTimeoutMs = ms)}`);
+    try {
+      return fn();
+    } finally {
+      this.db.pragma(`busy_timeout = ${(this.busyTimeoutMs = usual)}`);
     }
   }
 
