@@ -24,8 +24,6 @@ export interface TaskContext {
   enqueue(taskType: string, params?: JsonObject, options?: Omit<EnqueueInput, "taskType" | "params">): void;
 }
 
-/** Tries of a checkpoint or progress write while the database cannot be reached (~6 s in all). */
-const WRITE_ATTEMPTS = 6;
 
 /** Builds the context of one run; writes made through it are fenced by the run's lease. */
 export function createTaskContext(
@@ -37,19 +35,29 @@ export function createTaskContext(
   followUps: EnqueueInput[],
   /** Whether the handler has returned (or thrown): its outcome, follow-ups included, is being written. */
   returned: () => boolean,
+  /** The worker's lease length: how long a write that cannot get through is retried. */
+  leaseMs: number,
 ): TaskContext {
   const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
-  // A dropped connection (a database restart, a failover) is retried here rather than thrown into the
-  // handler, which would fail the run and cost the task an attempt for a blip. Saving the same
+  // A dropped connection (a database restart, a failover, a taskpool server being redeployed) is
+  // retried here rather than thrown into the handler, which would fail the run and cost the task an
+  // attempt for an outage its lease outlives. It is retried for the lease's length (while
+  // heartbeats fail too, the worker fences the run sooner: abort), not a fixed few seconds: a
+  // server restart of 20-40 s failed every run that checkpointed meanwhile. Saving the same
   // checkpoint or progress twice is harmless; a refusal (isRefusal) is final and thrown at once.
   const fenced = async <T>(write: () => Promise<T>): Promise<T> => {
+    let failingSince: number | null = null;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await write();
+        const value = await write();
+        if (failingSince !== null) logger().info(`Saved task ${task.id}'s checkpoint or progress after ${Math.round((Date.now() - failingSince) / 1000)} s of retries`);
+        return value;
       } catch (error) {
         if (error instanceof LeaseLostError) abort.abort("lease_lost");
-        if (isRefusal(error) || attempt >= WRITE_ATTEMPTS || abort.aborted) throw error;
-        logger().warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying`);
+        failingSince ??= Date.now();
+        if (isRefusal(error) || abort.aborted || Date.now() - failingSince >= leaseMs) throw error;
+        // Once, not per try: over HTTP a try is a few seconds of the client's own retries, for every running task.
+        if (attempt === 1) logger().warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying for up to the lease's ${leaseMs / 1000} s`);
         await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
       }
     }

@@ -312,7 +312,7 @@ export class Worker {
     const started = performance.now();
     try {
       const handler = this.options.handlers[task.taskType];
-      result = await handler(task.params, createTaskContext(this.store, task, abort, log, followUps, () => returned));
+      result = await handler(task.params, createTaskContext(this.store, task, abort, log, followUps, () => returned, this.options.leaseSeconds * 1000));
     } catch (error) {
       thrown = { error };
     }
@@ -329,7 +329,7 @@ export class Worker {
       log().warn(`Task ${task.id} finished after its lease ended (${abort.reason}); result discarded`);
       return;
     }
-    await this.persist(log, `complete task ${task.id}`, async () => {
+    await this.persist(abort, log, `complete task ${task.id}`, async () => {
       try {
         // Follow-ups are created in the completion's transaction, so those completions go one by one.
         if (followUps.length > 0) await this.store.complete(task.id, lease, { result: result ?? null, followUps });
@@ -362,7 +362,7 @@ export class Worker {
     if (reason === "shutdown") return; // shutdown releases it
     const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : storable(errorMessage(error));
     const retryable = !(error instanceof NonRetryableError);
-    await this.persist(log, `record the failure of task ${task.id}`, async () => {
+    await this.persist(abort, log, `record the failure of task ${task.id}`, async () => {
       const failed = await this.outcomes.fail({ id: task.id, lease: { workerId: task.workerId, leaseToken: task.leaseToken }, error: message, retryable }).catch(async (error: unknown) => {
         // A failure that ended the task for good keeps its lease on the row; one that scheduled a retry does not, and is refused as lease_lost.
         if (await this.writtenEarlier(task, error, "failed")) return null;
@@ -387,10 +387,15 @@ export class Worker {
   }
 
   /**
-   * Writes a task's outcome, retrying while the database is unreachable: a lost completion would make
-   * the task run again. Gives up when the lease is gone (the outcome would be refused anyway).
+   * Writes a task's outcome, retrying while the database (or server) is unreachable: a lost
+   * completion would make the task run again. The task stays in `running` meanwhile, so heartbeats
+   * keep renewing its lease; the write is retried for the lease's length, and ends sooner when the
+   * lease is gone (a refusal, or the worker fenced the run after its heartbeats failed that long).
+   * It used to give up after 8 tries (about 50 s over HTTP), so a server down for a minute dropped
+   * outcomes whose leases still held, and those tasks ran again.
    */
-  private async persist(log: () => Logger, what: string, write: () => Promise<void>): Promise<void> {
+  private async persist(abort: RunAbort, log: () => Logger, what: string, write: () => Promise<void>): Promise<void> {
+    let failingSince: number | null = null;
     for (let attempt = 1; ; attempt++) {
       try {
         await write();
@@ -400,7 +405,9 @@ export class Worker {
           log().warn({ err: error.message }, `Could not ${what}: ${error.code}`);
           return;
         }
-        if (attempt >= 8 || this.state === "stopped") {
+        failingSince ??= Date.now();
+        const fenced = abort.aborted && abort.reason === "lease_lost";
+        if (fenced || this.state === "stopped" || Date.now() - failingSince >= this.options.leaseSeconds * 1000) {
           log().error({ err: (error as Error).message }, `Could not ${what}; its lease will expire and it will run again`);
           return;
         }

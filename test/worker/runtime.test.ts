@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
+import { ServerUnreachableError } from "../../src/client/errors.js";
 import type { Store } from "../../src/store/store.js";
 import type { WorkerOptions } from "../../src/worker/options.js";
 import { NonRetryableError, Worker } from "../../src/worker/worker.js";
@@ -188,6 +189,58 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(abortedAt - cut).toBeLessThan(3000);
     expect(logs.messages().some((m) => m.startsWith(`Task ${task.id}: no heartbeat got through for the lease's 1 s`))).toBe(true);
   });
+
+  // A taskpool server being redeployed is out of reach for 20-40 s: the checkpoint write gave up
+  // after 6 tries (about 5 s here, 20 s over HTTP), so every run that checkpointed meanwhile failed and
+  // was charged an attempt (on its last attempt, failed for good), though its lease outlived the gap.
+  // The database is beside the point here: one is enough.
+  it.runIf(kind.name === "sqlite")("rides out an outage its lease outlives: a checkpoint made meanwhile is retried until it gets through, and the run completes once", async () => {
+    const { task } = await store.enqueue({ taskType: "crawl" });
+    let down = false;
+    let tries = 0;
+    const unreachable = () => Promise.reject(new ServerUnreachableError("http://127.0.0.1:1", "connect ECONNREFUSED (simulated)"));
+    const outage = withOverrides(store, {
+      workerHeartbeat: (beat) => (down ? unreachable() : store.workerHeartbeat(beat)),
+      claim: (options) => (down ? unreachable() : store.claim(options)),
+      completeMany: (items, options) => (down ? unreachable() : store.completeMany(items, options)),
+      // The outage lasts past the sixth try, where the write used to give up.
+      checkpoint: (id, lease, data) => {
+        tries++;
+        if (tries === 6) setTimeout(() => (down = false), 100);
+        return down ? unreachable() : store.checkpoint(id, lease, data);
+      },
+    });
+    const logs = captureLogs();
+    const worker = new Worker(
+      outage,
+      {
+        roles: ["crawl"],
+        pollIntervalMs: 100,
+        heartbeatIntervalMs: 100,
+        leaseSeconds: 20,
+        handleSignals: false,
+        heartbeatThread: false,
+        logger: logs.logger,
+        handlers: {
+          async crawl(_params, ctx) {
+            down = true;
+            await ctx.saveCheckpoint({ page: 1 });
+            return { pages: 1 };
+          },
+        },
+      },
+      null,
+    );
+    workers.push(worker);
+    await worker.start();
+    await settled(task.id);
+    expect(tries).toBe(7);
+    expect(await store.get(task.id)).toMatchObject({ attempts: 1, checkpoint: { page: 1 }, result: { pages: 1 } });
+    expect((await store.events(task.id)).map((e) => e.event)).toEqual(["created", "claimed", "checkpoint", "completed"]);
+    // One warning for the whole outage, not one per try.
+    expect(logs.messages().filter((m) => m.startsWith(`Could not save task ${task.id}'s checkpoint or progress; retrying for up to the lease's 20 s`))).toHaveLength(1);
+    expect(logs.messages().some((m) => new RegExp(`^Saved task ${task.id}'s checkpoint or progress after \\d+ s of retries$`).test(m))).toBe(true);
+  }, 20_000);
 
   it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
     const done = (await store.enqueue({ taskType: "ok" })).task;
