@@ -247,18 +247,26 @@ export class HttpStore implements Store {
 
   /**
    * Wake-ups over HTTP: a loop of waits (`POST /api/tasks/wait`) that calls `listener` with the task
-   * types the server heard of each time it hears of work (`[]`: unknown, re-check). A failed wait is retried after a pause;
-   * the worker's polling covers the gap.
+   * types the server heard of each time it hears of work (`[]`: unknown, re-check). A failed wait is
+   * retried after a pause; the worker's polling covers the gap. Once the server answers again (it
+   * was restarted, say), `listener` hears `[]`: whatever happened meanwhile went unheard, and a worker
+   * whose claims failed during the gap would otherwise sit out its backoff (up to 30 s) first.
    */
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
     const stop = new AbortController();
     this.subscriptions.add(stop);
     const loop = async () => {
+      let unheard = false;
       while (!stop.signal.aborted) {
         try {
-          const { woken, heard } = await this.call<{ woken: boolean; heard: string[] }>("POST /api/tasks/wait", { body: { waitMs: WAKE_WAIT_MS } }, { repeatable: "yes", waitMs: WAKE_WAIT_MS, signal: stop.signal });
-          if (woken) listener(heard);
+          // Back from a failure: a wait of 0 ms, answered at once, says the server can be reached.
+          const waitMs = unheard ? 0 : WAKE_WAIT_MS;
+          const { woken, heard } = await this.call<{ woken: boolean; heard: string[] }>("POST /api/tasks/wait", { body: { waitMs } }, { repeatable: "yes", waitMs, signal: stop.signal });
+          if (unheard) listener([]);
+          else if (woken) listener(heard);
+          unheard = false;
         } catch (error) {
+          unheard = true;
           // A rate-limited key waits as long as the server says; stopping ends the pause at once.
           const pause = error instanceof HttpApiError && error.retryAfter !== null ? error.retryAfter * 1000 : 1000;
           await sleep(pause, undefined, { signal: stop.signal }).catch(() => {});

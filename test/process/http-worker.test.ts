@@ -4,6 +4,7 @@
  * recovered by the coordinator beside the server and resumed elsewhere from its checkpoint, and the
  * dead worker's lease refused over HTTP.
  */
+import { createServer } from "node:http";
 import type { FastifyInstance } from "fastify";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
@@ -75,6 +76,36 @@ describe.each([
     await expect(zombie.checkpoint(task.id, { workerId: "http-victim", leaseToken: held.leaseToken! }, { page: 0 })).rejects.toBeInstanceOf(LeaseLostError);
     await zombie.close();
     expect((await pool.get(task.id))?.result).toEqual({ pages: 60, resumedFrom: from });
+  });
+
+  // A worker whose claims failed while the server was away sat out its claim backoff (up to 30 s)
+  // after the server was back, though its wake-up subscription had reconnected: a reconnected wait
+  // only speaks when new work is announced, and what happened during the gap never is.
+  it("a wake-up subscription that lost the server says 're-check' ([]) as soon as the server answers again", async () => {
+    const { port } = new URL(url);
+    await app.close();
+    // In the server's place meanwhile: something answering 503 (a proxy with no server behind it), so the test sees the wait fail.
+    let refused = 0;
+    const standIn = createServer((_request, response) => {
+      refused++;
+      response.writeHead(503, { "content-type": "application/json" }).end('{"success":false,"error":"unavailable","message":"restarting"}');
+    });
+    await new Promise<void>((resolve) => standIn.listen(Number(port), "127.0.0.1", resolve));
+    const client = new HttpStore(url, { apiKey: key, attempts: 1 });
+    const heard: string[][] = [];
+    const unsubscribe = await client.subscribe((types) => heard.push(types));
+    try {
+      await eventually(() => refused >= 1, 10_000, "a wait to be refused");
+      await new Promise((resolve) => standIn.close(resolve));
+      app = await buildServer(pool, { dashboard: false });
+      await app.listen({ host: "127.0.0.1", port: Number(port) });
+      await eventually(() => heard.length > 0, 10_000, "the subscription to report the server back");
+      expect(heard).toEqual([[]]);
+    } finally {
+      await unsubscribe();
+      await client.close();
+      standIn.close();
+    }
   });
 
   it("runs many tasks over HTTP with batched completions and wakes at once when work arrives", async () => {
