@@ -24,7 +24,10 @@ export interface ConnectOptions {
   schema?: string;
   /** The API key of a taskpool server (`connect("http://…")`); `taskpool keys create` makes one. */
   apiKey?: string;
-  /** Where "now" comes from (tests); workers on a custom clock beat from their own event loop. */
+  /**
+   * Where "now" comes from (tests). Default: the database server's clock on PostgreSQL, the host's on
+   * SQLite (docs/reliability.md#clocks). Workers on a custom clock beat from their own event loop.
+   */
   clock?: Clock;
   /**
    * Apply pending migrations on connect, and refuse a database a newer taskpool migrated

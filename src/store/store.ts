@@ -69,7 +69,8 @@ export interface CompleteResult {
  *   stale holder gets LeaseLostError and changes nothing.
  * - Input reaching a store was checked by the API layer (src/api/checked-store.ts): stores trust it
  *   and check only what needs the database (a registered params schema, the state machine, leases).
- * - "Now" comes from the store's Clock, never from the database server.
+ * - "Now" comes from the store's Clock, never from a statement's now(): the PostgreSQL store's is by
+ *   default the database server's clock (see DatabaseClock), the one clock that all its hosts share.
  */
 export interface Store {
   readonly dialect: "postgres" | "sqlite";

@@ -1,5 +1,5 @@
 import pg from "pg";
-import { type Clock, systemClock } from "../../core/clock.js";
+import type { Clock } from "../../core/clock.js";
 import type { ApiKeyRecord } from "../../core/api-key.js";
 import { AlreadyClaimedError, ApiKeyNotFoundError, ConcurrencyKeyBusyError, ScheduleNotFoundError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError, WorkerNotFoundError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
@@ -50,6 +50,7 @@ import { migratePostgres } from "./migrate.js";
 import { prunePostgres } from "./postgres-retention.js";
 import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import { sweepPostgres } from "./postgres-sweep.js";
+import { DatabaseClock } from "./database-clock.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
 import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
@@ -68,6 +69,10 @@ export interface PostgresStoreOptions {
   url: string;
   /** Schema holding taskpool's tables (default "taskpool"); created by migrate(). */
   schema?: string;
+  /**
+   * Where "now" comes from. Default: the database server's clock (see DatabaseClock), as every
+   * process sharing the database must agree on the time; another clock is for tests and simulations.
+   */
   clock?: Clock;
   /** Jitter source for retry backoff, in [0, 1). */
   random?: () => number;
@@ -121,6 +126,8 @@ export class PostgresStore implements Store {
   /** NOTIFY channel of this schema: stores on other schemas do not wake each other. */
   readonly channel: string;
   private readonly clock: Clock;
+  /** The default clock, to be read before it is used (see now()); null when the options gave one. */
+  private readonly databaseClock: DatabaseClock | null;
   private readonly random: () => number;
   private readonly listener: PgListener;
   private readonly rules: NewTaskRules;
@@ -136,7 +143,6 @@ export class PostgresStore implements Store {
         { path: "schema", message: "not a plain identifier" },
       ]);
     }
-    this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
     this.rules = { validators: new ParamsValidators(), requireRegistered: options.requireRegistered ?? false };
     this.pool = new pg.Pool({
@@ -163,6 +169,8 @@ export class PostgresStore implements Store {
     // transaction's next statement fails instead.
     this.pool.on("error", () => {});
     this.pool.on("connect", (client) => client.on("error", () => {}));
+    this.databaseClock = options.clock === undefined ? new DatabaseClock(this.pool) : null;
+    this.clock = options.clock ?? (this.databaseClock as DatabaseClock);
     this.channel = `taskpool_${this.schema}`;
     this.listener = new PgListener(options.url, this.channel);
   }
@@ -176,19 +184,27 @@ export class PostgresStore implements Store {
     await this.pool.end();
   }
 
+  /** The store's time now: every statement's "now" (see DatabaseClock). */
+  private async now(): Promise<Date> {
+    await this.databaseClock?.ready();
+    return this.clock.now();
+  }
+
   private async rows<R>(name: string, text: string, values: unknown[]): Promise<R[]> {
     const result = await this.pool.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig);
     return result.rows as R[];
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    const [result] = await this.insertPrepared([input], (types) => [prepareNewTask(input, this.clock.now(), types.get(input.taskType), this.rules)], this.ownConnections);
+    const now = await this.now();
+    const [result] = await this.insertPrepared([input], (types) => [prepareNewTask(input, now, types.get(input.taskType), this.rules)], this.ownConnections);
     return result;
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
-    return this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, this.clock.now(), types, this.rules), this.ownConnections);
+    const now = await this.now();
+    return this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), this.ownConnections);
   }
 
   /**
@@ -199,8 +215,9 @@ export class PostgresStore implements Store {
   async enqueueWithin(connection: SqlConnection, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
     // A single task is prepared as enqueue prepares it: its errors name no index.
+    const now = await this.now();
     const prepare = (types: ReadonlyMap<string, TaskTypeRecord>) =>
-      inputs.length === 1 ? [prepareNewTask(inputs[0], this.clock.now(), types.get(inputs[0].taskType), this.rules)] : prepareNewTasks(inputs, this.clock.now(), types, this.rules);
+      inputs.length === 1 ? [prepareNewTask(inputs[0], now, types.get(inputs[0].taskType), this.rules)] : prepareNewTasks(inputs, now, types, this.rules);
     return this.insertPrepared(inputs, prepare, callerConnection(connection, this.schema));
   }
 
@@ -264,7 +281,7 @@ export class PostgresStore implements Store {
 
   /** Null when `checked` and a type has a newer version than the one a task was prepared against: nothing was written. */
   private async insert(prepared: NewTask[], checked: boolean, target: InsertTarget): Promise<EnqueueResult[] | null> {
-    const inserted = await target.insert([newTasksJson(prepared), this.clock.now(), this.channel], checked);
+    const inserted = await target.insert([newTasksJson(prepared), await this.now(), this.channel], checked);
     if (inserted === null) return null;
     const keys = skippedKeys(prepared, inserted);
     const holders = new Map<string, Task>();
@@ -287,7 +304,7 @@ export class PostgresStore implements Store {
     const answers: ClaimedTask[][] = resolved.map(() => []);
     for (const group of groupClaims(resolved)) {
       const byWorker: ClaimedTask[][] = group.workers.map(() => []);
-      const writes = { now: this.clock.now(), leaseSeconds: group.shape.leaseSeconds, start: group.shape.start };
+      const writes = { now: await this.now(), leaseSeconds: group.shape.leaseSeconds, start: group.shape.start };
       for (const row of await this.claimGroup(group, writes.now)) byWorker[Number(row.claim_owner) - 1].push(toClaimedTask(row, writes));
       group.workers.forEach((worker, i) => shareOut(byWorker[i], worker.members, resolved, answers));
     }
@@ -337,7 +354,7 @@ export class PostgresStore implements Store {
     const leaseSeconds = options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
     let rows: TaskRow[];
     try {
-      rows = await this.rows<TaskRow>("tp_claim_by_id", sql.CLAIM_BY_ID, [id, options.workerId, this.clock.now(), leaseSeconds]);
+      rows = await this.rows<TaskRow>("tp_claim_by_id", sql.CLAIM_BY_ID, [id, options.workerId, await this.now(), leaseSeconds]);
     } catch (error) {
       if (!isUniqueViolation(error, "tasks_active_concurrency_key")) throw error;
       const [state] = await this.rows<LeaseRow & { concurrency_key: string }>("tp_lease_state", sql.LEASE_STATE, [id]);
@@ -353,7 +370,7 @@ export class PostgresStore implements Store {
 
   /** Runs a lease-guarded statement; on zero rows, explains why with a typed error. */
   private async guarded(action: TaskAction, name: string, text: string, id: number, lease: Lease, extra: unknown[]): Promise<TaskRow[]> {
-    const rows = await this.rows<TaskRow>(name, text, [id, lease.workerId, lease.leaseToken, this.clock.now(), ...extra]);
+    const rows = await this.rows<TaskRow>(name, text, [id, lease.workerId, lease.leaseToken, await this.now(), ...extra]);
     if (rows.length > 0) return rows;
     const [state] = await this.rows<LeaseRow>("tp_lease_state", sql.LEASE_STATE, [id]);
     throw refusalError(id, state, action, lease);
@@ -383,7 +400,7 @@ export class PostgresStore implements Store {
     const result = options.result ?? null;
     const inputs = options.followUps ?? [];
     const types = inputs.length > 0 ? await this.latestTypes(typeNames(inputs)) : new Map<string, TaskTypeRecord>();
-    const followUps = prepareNewTasks(inputs, this.clock.now(), types, this.rules, id);
+    const followUps = prepareNewTasks(inputs, await this.now(), types, this.rules, id);
     const rows = await this.guarded("complete", "tp_complete", sql.COMPLETE, id, lease, [
       JSON.stringify(result),
       newTasksJson(followUps),
@@ -400,7 +417,7 @@ export class PostgresStore implements Store {
     const tasks = options.returnTasks === true;
     const applied = await this.rows<TaskRow>(`tp_complete_many${tasks ? "_tasks" : ""}`, sql.completeMany(tasks), [
       ...leaseColumns(items),
-      this.clock.now(),
+      await this.now(),
       items.map((i) => JSON.stringify(i.result ?? null)),
     ]);
     return this.outcomes("complete", items, applied, tasks);
@@ -410,7 +427,7 @@ export class PostgresStore implements Store {
     const tasks = options.returnTasks === true;
     const applied = await this.rows<TaskRow>(`tp_fail_many${tasks ? "_tasks" : ""}`, sql.failMany(tasks), [
       ...leaseColumns(items),
-      this.clock.now(),
+      await this.now(),
       items.map((i) => i.error),
       items.map((i) => i.retryable !== false),
       items.map(() => this.random()),
@@ -455,12 +472,12 @@ export class PostgresStore implements Store {
   }
 
   async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
-    return this.operatorAction("cancel", "tp_cancel", sql.CANCEL, id, [id, this.clock.now(), options.reason ?? null]);
+    return this.operatorAction("cancel", "tp_cancel", sql.CANCEL, id, [id, await this.now(), options.reason ?? null]);
   }
 
   async retry(id: number): Promise<Task> {
     try {
-      return await this.operatorAction("retry", "tp_retry", sql.RETRY, id, [id, this.clock.now()]);
+      return await this.operatorAction("retry", "tp_retry", sql.RETRY, id, [id, await this.now()]);
     } catch (error) {
       if (isUniqueViolation(error, "tasks_pending_unique_key")) throw new UniqueKeyTakenError(id);
       throw error;
@@ -468,7 +485,7 @@ export class PostgresStore implements Store {
   }
 
   async reserve(id: number, workerId: string, seconds: number): Promise<Task> {
-    return this.operatorAction("reserve", "tp_reserve", sql.RESERVE, id, [id, workerId, this.clock.now(), seconds]);
+    return this.operatorAction("reserve", "tp_reserve", sql.RESERVE, id, [id, workerId, await this.now(), seconds]);
   }
 
   async get(id: number): Promise<Task | null> {
@@ -511,7 +528,7 @@ export class PostgresStore implements Store {
         spec.timeoutSeconds,
         spec.recoveryPolicy,
         spec.maxRunning,
-        this.clock.now(),
+        await this.now(),
       ]);
       // No row: another registration took that version number first; compare with it and go on.
       if (row) return { taskType: toTaskType(row), created: true };
@@ -550,7 +567,7 @@ export class PostgresStore implements Store {
     const leases = beats.flatMap((b) => (b.leases ?? []).map((l) => ({ ...l, workerId: b.workerId })));
     const [row] = await this.rows<{ held_by: string[]; held: string[] }>("tp_worker_heartbeat", workerSql.WORKER_HEARTBEAT, [
       JSON.stringify(rows),
-      this.clock.now(),
+      await this.now(),
       leases.map((l) => l.workerId),
       leases.map((l) => l.taskId),
       leases.map((l) => l.leaseToken),
@@ -560,7 +577,7 @@ export class PostgresStore implements Store {
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {
-    const rows = await this.rows<{ known: boolean; id: number | null }>("tp_worker_shutdown", workerSql.WORKER_SHUTDOWN, [workerId, this.clock.now()]);
+    const rows = await this.rows<{ known: boolean; id: number | null }>("tp_worker_shutdown", workerSql.WORKER_SHUTDOWN, [workerId, await this.now()]);
     const released = rows.flatMap((r) => (r.id === null ? [] : [r.id]));
     if (released.length > 0) await this.notify("");
     else if (!rows[0].known) throw new WorkerNotFoundError(workerId);
@@ -568,12 +585,12 @@ export class PostgresStore implements Store {
   }
 
   async listWorkers(): Promise<WorkerRecord[]> {
-    const now = this.clock.now();
+    const now = await this.now();
     return (await this.rows<WorkerRow>("tp_list_workers", workerSql.LIST_WORKERS, [])).map((r) => toWorker(r, now));
   }
 
   async sweep(options: SweepOptions): Promise<SweepResult> {
-    const now = this.clock.now();
+    const now = await this.now();
     const result = await sweepPostgres(this.pool, now, options);
     if (result.requeued.length > 0) await this.notify("");
     // Housekeeping for counts() and throughput(), outside the sweep's transaction: it holds no lock a worker waits on.
@@ -582,11 +599,11 @@ export class PostgresStore implements Store {
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {
-    return prunePostgres(this.pool, this.clock.now(), options);
+    return prunePostgres(this.pool, await this.now(), options);
   }
 
   async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {
-    return (await this.rows("tp_try_lead", workerSql.TRY_LEAD, [name, holder, this.clock.now(), ttlSeconds])).length > 0;
+    return (await this.rows("tp_try_lead", workerSql.TRY_LEAD, [name, holder, await this.now(), ttlSeconds])).length > 0;
   }
 
   async resign(name: string, holder: string): Promise<void> {
@@ -612,7 +629,7 @@ export class PostgresStore implements Store {
   }
 
   async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
-    const window = throughputWindow(this.clock.now(), query.minutes);
+    const window = throughputWindow(await this.now(), query.minutes);
     return toThroughput(await this.rows<ThroughputGroupRow>("tp_throughput", monitoringSql.THROUGHPUT, [window.since, window.until, query.taskType ?? null]), window);
   }
 
@@ -626,11 +643,11 @@ export class PostgresStore implements Store {
   }
 
   async recordSweep(name: string, holder: string): Promise<void> {
-    await this.rows("tp_record_sweep", workerSql.RECORD_SWEEP, [name, holder, this.clock.now()]);
+    await this.rows("tp_record_sweep", workerSql.RECORD_SWEEP, [name, holder, await this.now()]);
   }
 
   async leadershipStatus(name: string): Promise<LeadershipStatus> {
-    const now = this.clock.now();
+    const now = await this.now();
     const [row] = await this.rows<LeadershipRow>("tp_leadership_status", workerSql.LEADERSHIP_STATUS, [name, now]);
     return toLeadershipStatus(row, now);
   }
@@ -642,7 +659,7 @@ export class PostgresStore implements Store {
       key.keyHash,
       key.prefix,
       key.rateLimitPerMinute ?? null,
-      this.clock.now(),
+      await this.now(),
     ]);
     return toApiKey(row);
   }
@@ -657,13 +674,13 @@ export class PostgresStore implements Store {
   }
 
   async revokeApiKey(id: number): Promise<ApiKeyRecord> {
-    const [row] = await this.rows<ApiKeyRow>("tp_revoke_api_key", keySql.REVOKE_API_KEY, [id, this.clock.now()]);
+    const [row] = await this.rows<ApiKeyRow>("tp_revoke_api_key", keySql.REVOKE_API_KEY, [id, await this.now()]);
     if (!row) throw new ApiKeyNotFoundError(id);
     return toApiKey(row);
   }
 
   async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
-    const now = this.clock.now();
+    const now = await this.now();
     const s = resolveSchedule(definition, await this.getSchedule(definition.name), now);
     const [row] = await this.rows<ScheduleRow & { created: boolean }>("tp_upsert_schedule", scheduleSql.UPSERT_SCHEDULE, [
       s.name,
@@ -694,7 +711,7 @@ export class PostgresStore implements Store {
   async setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord> {
     const existing = await this.getSchedule(name);
     if (!existing) throw new ScheduleNotFoundError(name);
-    const now = this.clock.now();
+    const now = await this.now();
     const [row] = await this.rows<ScheduleRow>("tp_set_schedule_enabled", scheduleSql.SET_SCHEDULE_ENABLED, [name, enabled, nextRunWhen(existing, enabled, now), now]);
     if (!row) throw new ScheduleNotFoundError(name);
     return toSchedule(row);
@@ -707,11 +724,11 @@ export class PostgresStore implements Store {
   }
 
   async fireDueSchedules(options: FireOptions): Promise<FiredSchedule[]> {
-    return fireSchedules(this.scheduleWriter, this.clock.now(), options.graceSeconds * 1000);
+    return fireSchedules(this.scheduleWriter, await this.now(), options.graceSeconds * 1000);
   }
 
   async generateTasks(input: GenerateInput): Promise<GenerateResult> {
-    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs), getSchedule: (name) => this.getSchedule(name) }, this.clock.now(), input);
+    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs), getSchedule: (name) => this.getSchedule(name) }, await this.now(), input);
   }
 
   private readonly scheduleWriter: ScheduleWriter = {
@@ -723,7 +740,7 @@ export class PostgresStore implements Store {
 
   /** One transaction (see schedule-queries.ts): the tick's row, its tasks, the schedule's pass. */
   private async writeRun(run: RunWrite): Promise<number[] | null> {
-    const now = this.clock.now();
+    const now = await this.now();
     const prepared = prepareNewTasks(run.inputs, now, run.inputs.length > 0 ? await this.latestTypes(typeNames(run.inputs)) : new Map(), this.rules);
     const client = await this.pool.connect();
     try {
@@ -753,7 +770,7 @@ export class PostgresStore implements Store {
 
   /** The schedule's pass on `db` (the pool, or a run's transaction): the rows it changed, 0 when the schedule changed since it was read. A null result keeps the last one. */
   private async recordPass(db: pg.Pool | pg.PoolClient, pass: PassWrite, ranTick: Date | null, result: string | null): Promise<number> {
-    const values = [pass.name, pass.expectedNextRunAt, pass.nextRunAt, ranTick, result, this.clock.now()];
+    const values = [pass.name, pass.expectedNextRunAt, pass.nextRunAt, ranTick, result, await this.now()];
     return (await db.query({ name: "tp_record_schedule_pass", text: scheduleSql.RECORD_PASS, values })).rowCount ?? 0;
   }
 }

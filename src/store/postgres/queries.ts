@@ -2,7 +2,8 @@
  * Every statement the PostgreSQL store runs, one named constant each.
  *
  * Conventions:
- * - "now" is always a parameter (the store's clock), never now() on the server.
+ * - "now" is always a parameter (the store's clock), never now() on the server: a test's manual clock
+ *   rules every statement. By default that clock is the server's own, read now and then (DatabaseClock).
  * - A write that needs a lease checks worker_id, lease_token and status in its own WHERE clause,
  *   so ownership is verified by the statement that writes and no other transaction can slip between.
  * - Each operation is one statement (data-modifying CTEs write the audit event alongside), so it is
