@@ -5,6 +5,13 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => new Date() };
 
+/**
+ * Milliseconds on the monotonic clock, for durations and deadlines within a process: a step of the
+ * wall clock (NTP, an operator) does not move it, and every thread of the process reads the same one
+ * (performance.now() counts from each thread's own start).
+ */
+export const monotonicMs = (): number => Number(process.hrtime.bigint()) / 1e6;
+
 /** A clock that only moves when told to (tests, simulations). */
 export class ManualClock implements Clock {
   private current: number;

@@ -1,9 +1,10 @@
 import { Worker as Thread } from "node:worker_threads";
+import { monotonicMs } from "../core/clock.js";
 import type { WorkerBeat } from "../core/worker.js";
 import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
 
-/** A lease the worker wants renewed, until `renewUntil` (epoch ms; the task's timeout) if set. */
+/** A lease the worker wants renewed, until `renewUntil` (monotonicMs(); the task's timeout) if set. */
 export interface HeldLease {
   taskId: number;
   leaseToken: string;
@@ -79,7 +80,7 @@ export class BeatLoop {
 
   async beat(): Promise<void> {
     try {
-      const sent = beatOf(this.state(), Date.now());
+      const sent = beatOf(this.state(), monotonicMs());
       const { lost } = await this.store.workerHeartbeat(sent);
       if (this.failing) this.events.onRecovered();
       this.failing = false;

@@ -15,6 +15,7 @@
  */
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
+import { monotonicMs } from "../core/clock.js";
 import { InvalidTransitionError, isRefusal, LeaseLostError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
 import type { ClaimedTask, EnqueueInput, Json, TaskStatus } from "../core/task.js";
@@ -34,7 +35,10 @@ export class NonRetryableError extends Error {
 
 interface Running {
   task: ClaimedTask;
-  /** When this process claimed it (Date.now()): its lease runs from here until a heartbeat renews it. */
+  /**
+   * When this process claimed it (monotonicMs(), as every deadline here: a wall-clock step must not
+   * stop a lease's renewal early or keep it going late): its lease runs from here until a heartbeat renews it.
+   */
   claimedAt: number;
   abort: RunAbort;
   done: Promise<void>;
@@ -102,7 +106,7 @@ export class Worker {
     const events = {
       onLost: (leases: LostLease[]) => void this.leasesLost(leases),
       onError: (error: Error) => {
-        this.beatsFailingSince ??= Date.now();
+        this.beatsFailingSince ??= monotonicMs();
         this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval");
         this.fenceExpiredLeases();
       },
@@ -194,7 +198,7 @@ export class Worker {
     // meanwhile (a finished task, a notification): each would be refused again, and count against it.
     let resumeAt = 0;
     while (this.state === "running") {
-      const backoff = resumeAt - Date.now();
+      const backoff = resumeAt - monotonicMs();
       if (backoff > 0) {
         await this.idle(backoff);
         continue;
@@ -221,7 +225,7 @@ export class Worker {
           const delay = Math.max(retryAfter * 1000, Math.min(30_000, 250 * 2 ** failures));
           this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
           // Any other failure (the database out of reach) may end sooner: a wake-up then tries at once.
-          if (retryAfter > 0) resumeAt = Date.now() + delay;
+          if (retryAfter > 0) resumeAt = monotonicMs() + delay;
           else await this.idle(delay);
           continue;
         }
@@ -260,7 +264,7 @@ export class Worker {
 
   /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */
   private admit(task: ClaimedTask): void {
-    const entry: Running = { task, claimedAt: Date.now(), abort: new RunAbort(), renewUntil: null, timeout: null, done: Promise.resolve() };
+    const entry: Running = { task, claimedAt: monotonicMs(), abort: new RunAbort(), renewUntil: null, timeout: null, done: Promise.resolve() };
     this.running.set(task.id, entry);
     this.ready.push(entry);
   }
@@ -288,7 +292,7 @@ export class Worker {
     this.handling++;
     if (task.timeoutSeconds !== null) {
       // The timeout runs from the handler's start, and the lease is renewed until then, no longer.
-      entry.renewUntil = Date.now() + task.timeoutSeconds * 1000;
+      entry.renewUntil = monotonicMs() + task.timeoutSeconds * 1000;
       entry.timeout = setTimeout(() => abort.abort("timeout"), task.timeoutSeconds * 1000);
     }
     if (this.logger.isLevelEnabled("debug")) this.logger.debug({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
@@ -426,7 +430,7 @@ export class Worker {
   private fenceExpiredLeases(): void {
     if (this.beatsFailingSince === null) return;
     const renewedAtLeast = this.beatsFailingSince - this.options.heartbeatIntervalMs;
-    const now = Date.now();
+    const now = monotonicMs();
     for (const entry of this.running.values()) {
       const leaseEnds = Math.max(renewedAtLeast, entry.claimedAt) + this.options.leaseSeconds * 1000;
       if (now < leaseEnds || entry.abort.aborted) continue;

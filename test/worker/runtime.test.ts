@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { ServerUnreachableError } from "../../src/client/errors.js";
 import type { Store } from "../../src/store/store.js";
@@ -241,6 +241,54 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(logs.messages().filter((m) => m.startsWith(`Could not save task ${task.id}'s checkpoint or progress; retrying for up to the lease's 20 s`))).toHaveLength(1);
     expect(logs.messages().some((m) => new RegExp(`^Saved task ${task.id}'s checkpoint or progress after \\d+ s of retries$`).test(m))).toBe(true);
   }, 20_000);
+
+  /**
+   * The worker's wall clock is stepped while a task runs (only Date is faked: timers and the monotonic
+   * clock go on). The sweep runs on the store's clock: the database's on PostgreSQL, this host's
+   * (stepped too) on SQLite.
+   */
+  const sweepAfterStep = async (stepMs: number, waitMs: number) => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + stepMs, shouldAdvanceTime: true });
+    try {
+      const deadline = performance.now() + waitMs;
+      for (;;) {
+        await new Promise((r) => setTimeout(r, 100));
+        const swept = await handle.store.sweep({ staleAfterSeconds: 5, deadAfterSeconds: 10, reservationSeconds: 30 });
+        if (swept.requeued.length + swept.failed.length > 0 || performance.now() > deadline) return swept;
+      }
+    } finally {
+      vi.useRealTimers();
+    }
+  };
+  const untilReleased = () => {
+    let release = () => {};
+    const released = new Promise<void>((r) => (release = r));
+    return { release, handler: () => released };
+  };
+
+  it("keeps renewing a running task's lease until its timeout when the wall clock jumps past it", async () => {
+    const { task } = await store.enqueue({ taskType: "long", timeoutSeconds: 60 });
+    const { release, handler } = untilReleased();
+    await startWorker({ leaseSeconds: 1, handlers: { long: handler } });
+    await settled(task.id, "running");
+    // Stepped 2 minutes ahead: the lease was no longer renewed, ran out, and the task went to another worker beside this run.
+    const swept = await sweepAfterStep(120_000, 2000);
+    release();
+    expect(swept.requeued).toEqual([]);
+    await settled(task.id);
+  });
+
+  it("stops renewing a timed-out task's lease when the wall clock steps back", async () => {
+    const { task } = await store.enqueue({ taskType: "stuck", timeoutSeconds: 1, maxAttempts: 1 });
+    // A handler that ignores its signal: past the timeout only the lease running out frees the task.
+    const { release, handler } = untilReleased();
+    await startWorker({ leaseSeconds: 1, handlers: { stuck: handler } });
+    await settled(task.id, "running");
+    // Stepped 2 minutes back: its lease was renewed for 2 minutes more.
+    const swept = await sweepAfterStep(-120_000, 8000);
+    release();
+    expect(swept.failed).toEqual([task.id]);
+  });
 
   it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
     const done = (await store.enqueue({ taskType: "ok" })).task;
