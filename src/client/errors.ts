@@ -32,10 +32,19 @@ export class HttpApiError extends TaskpoolError {
   }
 }
 
-/** The server could not be reached, or stopped answering, after the retries the call allowed. */
+/**
+ * The server could not be reached, or stopped answering, after the retries the call allowed.
+ * `maybeApplied`: the connection was lost after the request was sent, so the server may have acted
+ * on it (a call not safe to repeat is then not sent again, and the message says so).
+ */
 export class ServerUnreachableError extends UnavailableError {
-  constructor(origin: string, reason: string) {
-    super("server_unreachable", `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`);
+  constructor(origin: string, reason: string, maybeApplied = false) {
+    super(
+      "server_unreachable",
+      maybeApplied
+        ? `Lost the connection to the taskpool server at ${origin} before it answered (${reason}): the call may have been applied, so it was not sent again; check before repeating it (an enqueue: look for its task)`
+        : `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`,
+    );
   }
 }
 

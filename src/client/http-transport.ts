@@ -2,9 +2,10 @@
  * HTTP requests to a taskpool server, with the retry rules a queue client needs: network errors
  * and 5xx are retried with backoff, 4xx never (the request was understood and refused; sending it
  * again changes nothing). A call that is not safe to repeat (a claim, an enqueue without a unique
- * key) is retried only when it certainly never reached the server (connection refused, the
- * keep-alive race where the server had closed the socket first, or a 502, 503 or 504 answer), so a
- * retry cannot claim or create twice. Repeating a fenced lease write is safe: it is applied once and refused after.
+ * key) is retried only when it certainly never reached the server (no connection could be made, or
+ * a 502, 503 or 504 answer), so a retry cannot claim or create twice. A connection lost after the
+ * request was written is not such a case, even a kept-alive one: see `once`. Repeating a fenced
+ * lease write is safe: it is applied once and refused after.
  *
  * node:http with a keep-alive agent rather than fetch: a worker makes many small requests and
  * fetch costs several times more CPU per request here.
@@ -74,7 +75,7 @@ export class HttpTransport {
       } catch (error) {
         const failure = error as NetworkFailure;
         const retry = !options.signal?.aborted && !this.closed && attempt < this.attempts && (options.repeatable === "yes" || failure.unsent === true);
-        if (!retry) throw new ServerUnreachableError(this.baseUrl.origin, failure.message);
+        if (!retry) throw new ServerUnreachableError(this.baseUrl.origin, failure.message, options.repeatable !== "yes" && failure.unsent !== true);
         await this.backoff(attempt, options.signal);
         continue;
       }
@@ -119,8 +120,13 @@ export class HttpTransport {
       const req = this.request(new URL(path, this.baseUrl), { method, headers, agent: this.agent, signal: options.signal, timeout: this.timeoutMs + (options.waitMs ?? 0) });
       req.on("timeout", () => req.destroy(Object.assign(new Error(`no answer within ${this.timeoutMs + (options.waitMs ?? 0)} ms`), { code: "ETIMEDOUT" })));
       req.on("error", (error: NetworkFailure) => {
-        // A kept-alive socket the server closed just as we reused it: the request never arrived (Node's documented race).
-        error.unsent = UNSENT_CODES.has(error.code ?? "") || (req.reusedSocket && error.code === "ECONNRESET");
+        // Only a connection never made is certainly unsent. A reset of a kept-alive socket is not,
+        // though Node documents retrying it for the race where the server closed the idle socket
+        // just as it was reused: a server killed while handling the request (SIGKILL, a crash) resets
+        // it the same way, after the write. Sent again once the server was back, an enqueue
+        // without a unique key created its task twice (a server SIGKILLed and restarted in 2 s: 7
+        // of 150 tasks doubled, every producer call answered "ok").
+        error.unsent = UNSENT_CODES.has(error.code ?? "");
         reject(error);
       });
       req.on("response", (res) => {

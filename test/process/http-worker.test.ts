@@ -5,10 +5,12 @@
  * dead worker's lease refused over HTTP.
  */
 import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { Taskpool } from "../../src/api/taskpool.js";
+import { ServerUnreachableError } from "../../src/client/errors.js";
 import { HttpStore } from "../../src/client/http-store.js";
 import { LeaseLostError } from "../../src/core/errors.js";
 import { buildServer } from "../../src/server/server.js";
@@ -122,5 +124,41 @@ describe.each([
     });
     expect((await pool.list({ status: "completed" }, { limit: 100 })).tasks).toHaveLength(40);
     expect(w.lines.filter((l) => l.event === "done")).toHaveLength(40);
+  });
+});
+
+describe("the HTTP client, when the server goes away mid-request", () => {
+  // A server killed while handling a request resets a kept-alive connection just as one closing an
+  // idle socket does (the race Node documents retrying). The client took every such reset for the
+  // race and sent the request again: a create the server had written was made twice once a
+  // restarted server answered the second try.
+  it("does not send an enqueue without a unique key again after its kept-alive connection was reset; the error says it may have been applied", async () => {
+    const received: string[] = [];
+    const server = createServer((request, response) => {
+      let body = "";
+      request.on("data", (chunk) => (body += chunk));
+      request.on("end", () => {
+        received.push(`${request.method} ${request.url}`);
+        if (request.url === "/readyz") {
+          response.writeHead(200, { "content-type": "application/json" }).end('{"success":true,"status":"ready","database":"sqlite"}');
+          return;
+        }
+        // The enqueue was read (and, for all the client can tell, written): the server dies before answering.
+        request.socket.destroy();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const client = new HttpStore(`http://127.0.0.1:${port}`);
+    try {
+      await client.migrate(); // a first request, so that the enqueue goes on a kept-alive socket
+      const refused = await client.enqueue({ taskType: "once", params: {} }).catch((error: unknown) => error);
+      expect(received).toEqual(["GET /readyz", "POST /api/tasks"]);
+      expect(refused).toBeInstanceOf(ServerUnreachableError);
+      expect((refused as Error).message).toMatch(/^Lost the connection to the taskpool server at http:\/\/127\.0\.0\.1:\d+ before it answered \(.*\): the call may have been applied, so it was not sent again/);
+    } finally {
+      await client.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
