@@ -3,10 +3,16 @@
  * timers stay real), as on a host whose wall clock is off or stepped: the PostgreSQL store must
  * still write and compare the database's time, which every other host shares.
  */
+import { existsSync } from "node:fs";
+import { tmpdir } from "node:os";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { PostgresStore } from "../src/store/postgres/postgres-store.js";
+import { envWith, taskpoolIn } from "./helpers/cli.js";
 import { createPostgres, PG_URL, type TestStore } from "./helpers/stores.js";
+
+/** libfaketime (Debian's faketime package): runs a real process on a clock that is off. */
+const LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 const SKEW_MS = 300_000;
 
@@ -63,6 +69,12 @@ describe.each([
     expect(await store.claim({ workerId: "w", taskTypes: ["later"], leaseSeconds: 30 })).toEqual([]);
     expect((await store.get(later.id))?.status).toBe("pending");
   });
+
+  it("counts a producer's delay from the database's now (taskpool enqueue --delay)", async () => {
+    const { store, schema } = await skewedStore(skew);
+    const { task } = await store.enqueue({ taskType: "t", delaySeconds: 60 });
+    expect((await secondsFromNow(schema!, task.id, ["scheduled_for"])).scheduled_for).toBeCloseTo(60, 0);
+  });
 });
 
 it("keeps the database's time when the host's wall clock is stepped while it runs", async () => {
@@ -73,4 +85,12 @@ it("keeps the database's time when the host's wall clock is stepped while it run
     const { task } = await store.enqueue({ taskType: "t", params: {} });
     expect((await secondsFromNow(schema!, task.id, ["scheduled_for"])).scheduled_for).toBeCloseTo(0, 0);
   }
+});
+
+it.skipIf(!existsSync(LIBFAKETIME))("taskpool enqueue --delay from a host 5 minutes behind makes the task due after the delay (libfaketime)", async () => {
+  const { schema } = (opened = await createPostgres());
+  const skewed = envWith({ LD_PRELOAD: LIBFAKETIME, FAKETIME: "-300s" });
+  const { stdout } = await taskpoolIn(tmpdir(), skewed, "enqueue", "t", "--delay", "60", "--db", PG_URL, "--schema", schema!);
+  const id = Number(/Enqueued task (\d+)/.exec(stdout)?.[1]);
+  expect((await secondsFromNow(schema!, id, ["scheduled_for"])).scheduled_for).toBeCloseTo(60, 0);
 });

@@ -151,7 +151,10 @@ class Client:
     # -- producer ---------------------------------------------------------------------------
 
     def enqueue(self, task_type: str, params: Optional[Dict[str, Any]] = None, **options: Any) -> Dict[str, Any]:
-        """Creates a task (options: priority, unique_key, scheduled_for, max_attempts, concurrency_key, …); returns it."""
+        """Creates a task (options: priority, unique_key, scheduled_for or delay_seconds, max_attempts, concurrency_key, …); returns it.
+
+        delay_seconds counts from the database's clock; a scheduled_for computed from this host's clock carries its skew.
+        """
         body = {"task_type": task_type, "params": params or {}, **options}
         return self.request("POST", "/api/tasks", body, repeatable=body.get("unique_key") is not None)["task"]
 

@@ -485,6 +485,10 @@ export class CheckedStore implements Store {
 
   private checkEnqueue(input: EnqueueInput, what = "task"): void {
     validate(EnqueueInputSchema, input, what);
+    if (input.scheduledFor !== undefined && input.delaySeconds !== undefined) {
+      const issues = [{ path: "scheduledFor", message: "not with a delay" }, { path: "delaySeconds", message: "not with a due time" }];
+      throw new ValidationError(`Invalid ${what}: scheduledFor and delaySeconds are both given: give one or the other`, issues);
+    }
     this.checkStored("params", input.params ?? {});
   }
 }

@@ -36,7 +36,8 @@ export function enqueueCommand(program: Command): void {
             maxAttempts: opts.maxAttempts,
             concurrencyKey: opts.concurrencyKey,
             uniqueKey: opts.uniqueKey,
-            scheduledFor: opts.delay === undefined ? undefined : new Date(Date.now() + opts.delay * 1000),
+            // Counted by the store's clock: this host's may be off the database's.
+            delaySeconds: opts.delay,
           });
           console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);
           const warning = await nobodyServes(pool, task);

@@ -53,7 +53,7 @@ export function prepareNewTask(
     taskTypeVersion: type?.version ?? null,
     params,
     priority: input.priority ?? type?.priority ?? 0,
-    scheduledFor: input.scheduledFor ?? now,
+    scheduledFor: input.scheduledFor ?? (input.delaySeconds === undefined ? now : new Date(now.getTime() + input.delaySeconds * 1000)),
     concurrencyKey: input.concurrencyKey ?? null,
     uniqueKey: input.uniqueKey ?? null,
     maxAttempts: input.maxAttempts ?? type?.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,

@@ -55,6 +55,8 @@ export const BackoffInputSchema = Type.Object(
 const Priority = Type.Integer(Int32);
 const MaxAttempts = Type.Integer({ minimum: 1, maximum: 1000 });
 const TimeoutSeconds = Type.Integer({ minimum: 1, maximum: 7 * 86400 });
+/** Ten years: a due time must stay a storable date (before 9999) whatever the clock says. */
+export const MAX_DELAY_SECONDS = 10 * 366 * 86400;
 
 export const EnqueueInputSchema = Type.Object(
   {
@@ -62,6 +64,14 @@ export const EnqueueInputSchema = Type.Object(
     params: Type.Optional(JsonObjectValue),
     priority: Type.Optional(Priority),
     scheduledFor: Type.Optional(StorableDate),
+    /**
+     * Not claimable before this many seconds from now, by the store's clock (the database's on
+     * PostgreSQL): unlike a scheduledFor the producer computes from its own clock, a producer host
+     * whose clock is off does not move it. Instead of scheduledFor.
+     */
+    delaySeconds: Type.Optional(
+      Type.Number({ minimum: 0, maximum: MAX_DELAY_SECONDS, description: "not claimable before this many seconds from now, by the database's clock (instead of scheduled_for)" }),
+    ),
     /** At most one claimed/running task per key (e.g. one crawl per store), whatever their types. */
     concurrencyKey: Type.Optional(Text({ minLength: 1, maxLength: MAX_KEY_LENGTH, description: "at most one claimed or running task per key, across all task types" })),
     /**

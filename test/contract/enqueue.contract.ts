@@ -55,6 +55,14 @@ export function enqueueContract(kind: StoreKind) {
       });
     });
 
+    it("makes a task due delaySeconds from now by the store's clock, whatever the producer's says", async () => {
+      const { task } = await ctx.store.enqueue({ taskType: "a", delaySeconds: 90 });
+      expect(task.scheduledFor).toEqual(new Date(ctx.clock.now().getTime() + 90_000));
+      const [later, now] = await ctx.store.enqueueMany([{ taskType: "a", delaySeconds: 0.5 }, { taskType: "a", delaySeconds: 0 }]);
+      expect(later.task.scheduledFor).toEqual(new Date(ctx.clock.now().getTime() + 500));
+      expect(now.task.scheduledFor).toEqual(ctx.clock.now());
+    });
+
     it("enqueues a batch in order, all in one go", async () => {
       const results = await ctx.store.enqueueMany([{ taskType: "a" }, { taskType: "b" }, { taskType: "c" }]);
       expect(results.map((r) => r.task.taskType)).toEqual(["a", "b", "c"]);
@@ -105,6 +113,8 @@ export function enqueueContract(kind: StoreKind) {
       ["a negative max_attempts", { taskType: "a", maxAttempts: -1 }, /maxAttempts/],
       ["zero max_attempts", { taskType: "a", maxAttempts: 0 }, /maxAttempts/],
       ["an invalid date", { taskType: "a", scheduledFor: new Date("nope") }, /scheduledFor/],
+      ["a negative delay", { taskType: "a", delaySeconds: -1 }, /delaySeconds/],
+      ["both a due time and a delay", { taskType: "a", scheduledFor: new Date("2030-01-01T00:00:00Z"), delaySeconds: 5 }, /scheduledFor and delaySeconds are both given/],
       ["an unknown field", { taskType: "a", prioirty: 3 }, /prioirty|additional/i],
       ["a backoff factor below 1", { taskType: "a", backoff: { factor: 0.5 } }, /backoff\.factor/],
     ];
