@@ -26,6 +26,7 @@ import { dashboard } from "./dashboard.js";
 import { errorReply, HttpError } from "./errors.js";
 import { LongPoll } from "./long-poll.js";
 import { type MetricsAccess, ServerMetrics } from "./metrics.js";
+import { MonotonicRateLimitStore } from "./rate-limit-store.js";
 import { type RouteConfig, type RouteDefinition, registerRoute } from "./route.js";
 import { healthRoutes } from "./routes/health.js";
 import { reassignmentRoutes } from "./routes/reassignments.js";
@@ -222,6 +223,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     global: true,
     hook: "onRequest",
     timeWindow: 60_000,
+    store: MonotonicRateLimitStore,
     allowList: (request) => limitOf(request) === null,
     // Never null here: allowList has let those through.
     max: (request) => limitOf(request) ?? Infinity,

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { ApiKeyScope } from "../../src/core/api-key.js";
 import { connect, Taskpool } from "../../src/api/taskpool.js";
 import { ROUTES } from "../../src/server/server.js";
@@ -75,6 +75,20 @@ describe.each([sqliteKind, postgresKind])("API keys, scopes and limits on $name"
     expect((await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: slow })).status).toBe(429);
     expect((await s.pool.counts()).byStatus.pending).toBe(0);
     expect((await s.call("GET", "/api/tasks/counts", undefined, { key: await keyOf("producer") })).status).toBe(200);
+  });
+
+  it("times a key's window on the monotonic clock: a wall-clock step back on the server's host does not lengthen it", async () => {
+    const key = await keyOf("producer", 1);
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key })).status).toBe(200);
+    // Only Date is faked: the server's host clock stepped 5 minutes back (NTP, an operator).
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() - 300_000, shouldAdvanceTime: true });
+    try {
+      const limited = await s.call("GET", "/api/tasks/counts", undefined, { key });
+      expect(limited.status).toBe(429);
+      expect(Number(limited.headers.get("retry-after"))).toBeLessThanOrEqual(60);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("refuses a body over the limit with 413 in the envelope, and creates nothing", async () => {
