@@ -173,6 +173,25 @@ describe("the dashboard in a real browser", () => {
     expect(asked.counts).toBe(1);
   });
 
+  it("long names and an error of one long token stay within a phone's width", async () => {
+    // A type name at its limit, a worker id near it, and an error that is one 3,000-character URL (no space to wrap at).
+    const type = `t${"y".repeat(127)}`;
+    const workerId = `w${"o".repeat(120)}`;
+    const task = await server.pool.enqueue(type, { url: `https://example.com/${"a".repeat(3000)}` }, { maxAttempts: 1 });
+    const [claimed] = await server.pool.protocol.claim({ workerId, taskTypes: [type], limit: 1 });
+    await server.pool.protocol.fail(claimed.id, { workerId, leaseToken: claimed.leaseToken }, { error: `404 from https://example.com/${"b".repeat(3000)}`, retryable: false });
+    const page = await open(server.keys.producer, `#/tasks/${task.id}`);
+    await page.setViewportSize({ width: 390, height: 800 });
+    const width = "({ page: document.documentElement.scrollWidth, view: innerWidth })";
+    await page.locator("#task-error").waitFor({ timeout: 5000 });
+    await page.locator("#timeline li.ev-failed").waitFor({ timeout: 5000 });
+    expect(await page.evaluate(width)).toEqual({ page: 390, view: 390 });
+    // The Tasks page's role picker lists the long type.
+    await page.evaluate("location.hash = '#/tasks'");
+    await page.locator("select[name=task_type] option", { hasText: type }).waitFor({ state: "attached", timeout: 5000 });
+    expect(await page.evaluate(width)).toEqual({ page: 390, view: 390 });
+  });
+
   it("the overview says when no coordinator sweeps, and who leads once one does", async () => {
     await server.close();
     server = await startDashboardServer("keys", false);
