@@ -1,6 +1,7 @@
 import { execFile, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { SchemaTooNewError, UnsupportedUrlError } from "../src/core/errors.js";
 import { loadMigrations } from "../src/store/migrations.js";
@@ -34,6 +35,32 @@ describe("migrations", () => {
     expect(rows[0]).toEqual({ version: 1, name: "tasks" });
     expect(new Set(rows.map((r) => r.version)).size).toBe(rows.length);
     expect((await stores[3].enqueue({ taskType: "a" })).created).toBe(true);
+  });
+
+  // A deployment where the owner runs `taskpool migrate` and the processes connect as a user with
+  // rights on the tables only: opening ran CREATE SCHEMA IF NOT EXISTS, which needs CREATE on the
+  // database even for a schema that exists, and every process failed with "permission denied".
+  it("PostgreSQL: a user without CREATE on the database opens a schema its owner migrated", async () => {
+    const handle = await createPostgres();
+    const role = `${handle.schema}_app`;
+    const { pool } = handle.store;
+    await pool.query(`CREATE ROLE ${role} LOGIN`);
+    cleanups.push(
+      () => handle.cleanup(),
+      async () => {
+        const admin = new pg.Client({ connectionString: PG_URL });
+        await admin.connect();
+        await admin.query(`DROP ROLE IF EXISTS ${role}`).finally(() => admin.end());
+      },
+    );
+    await pool.query(`GRANT USAGE ON SCHEMA ${handle.schema} TO ${role}; GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${handle.schema} TO ${role}`);
+    const url = new URL(PG_URL);
+    url.username = role;
+    const store = await openStore(url.toString(), { schema: handle.schema });
+    cleanups.unshift(() => store.close());
+    expect((await store.enqueue({ taskType: "a" })).created).toBe(true);
+    // Migrating still needs the right.
+    await expect(openStore(url.toString(), { schema: `${handle.schema}_new` })).rejects.toThrow(/permission denied for database/);
   });
 
   it("SQLite: four processes migrating one new file at once all succeed", async () => {
