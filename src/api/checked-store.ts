@@ -356,6 +356,10 @@ export class CheckedStore implements Store {
     return this.store.reassignmentStats();
   }
 
+  reassignmentRate(): Promise<ReassignmentStats["last24Hours"]> {
+    return this.store.reassignmentRate();
+  }
+
   capacity(): Promise<CapacityRow[]> {
     return this.store.capacity();
   }

@@ -165,6 +165,11 @@ export class Taskpool {
     return this.protocol.reassignmentStats();
   }
 
+  /** reassignmentStats()'s 24-hour figures alone (what /metrics reports), without the 7-day and all-time statistics. */
+  reassignmentRate(): Promise<ReassignmentStats["last24Hours"]> {
+    return this.protocol.reassignmentRate();
+  }
+
   /** Capacity planning per role (seed 004), or for one role. */
   async capacity(taskType?: string): Promise<CapacityRow[]> {
     if (taskType !== undefined) validate(TaskTypeName, taskType, "task type name");

@@ -237,6 +237,11 @@ export class HttpStore implements Store {
     return this.call("GET /api/reassignments/stats", {}, { repeatable: "yes" });
   }
 
+  /** The API has no call for the rate alone: the statistics' first figure. */
+  async reassignmentRate(): Promise<ReassignmentStats["last24Hours"]> {
+    return (await this.reassignmentStats()).last24Hours;
+  }
+
   async capacity(): Promise<CapacityRow[]> {
     return (await this.call<{ capacity: CapacityRow[] }>("GET /api/tasks/capacity", {}, { repeatable: "yes" })).capacity;
   }

@@ -231,10 +231,12 @@ export class ServerMetrics {
   private async readDatabase(request: FastifyRequest): Promise<void> {
     for (const gauge of [this.tasks, this.tasksByType, this.workers, this.reassignments, this.sweepAge]) gauge.reset();
     try {
-      const [counts, workers, stats, coordinator] = await Promise.all([
+      const [counts, workers, rate, coordinator] = await Promise.all([
         this.pool.counts(),
         this.pool.workers(),
-        this.pool.reassignmentStats(),
+        // The rate alone: the rest of the statistics reads the whole reassignment history (on PostgreSQL
+        // with 150,000 reassignments, 190 ms of the scrape).
+        this.pool.reassignmentRate(),
         this.pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP),
       ]);
       if (coordinator.secondsSinceSweep !== null) this.sweepAge.set({ swept_by: coordinator.lastSweptBy ?? "" }, coordinator.secondsSinceSweep);
@@ -244,8 +246,8 @@ export class ServerMetrics {
         for (const status of TASK_STATUSES) this.tasksByType.set({ task_type: taskType, status }, byStatus[status] ?? 0);
       }
       for (const status of WORKER_STATUSES) this.workers.set({ status }, workers.filter((w) => w.status === status).length);
-      this.reassignments.set({ result: "successful" }, stats.last24Hours.successful);
-      this.reassignments.set({ result: "failed" }, stats.last24Hours.total - stats.last24Hours.successful);
+      this.reassignments.set({ result: "successful" }, rate.successful);
+      this.reassignments.set({ result: "failed" }, rate.total - rate.successful);
       this.databaseUp.set(1);
     } catch (error) {
       // The process metrics are still worth a scrape; the database ones are left out rather than stale.

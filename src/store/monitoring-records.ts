@@ -51,10 +51,14 @@ export interface ReassignmentViewRows {
 
 export function toReassignmentStats(v: ReassignmentViewRows): ReassignmentStats {
   return {
-    last24Hours: { total: Number(v.rate.total), successful: Number(v.rate.successful), successRatePercent: v.rate.success_rate_percent },
+    last24Hours: toReassignmentRate(v.rate),
     failingWorkers: v.failing.map((r) => ({ workerId: r.from_worker_id, failureCount: Number(r.failure_count), lastFailureAt: new Date(r.last_failure_at) })),
     repeatedTasks: v.repeated.map((r) => ({ taskId: Number(r.task_id), reassignmentCount: Number(r.reassignment_count), lastReassignmentAt: new Date(r.last_reassignment_at) })),
   };
+}
+
+export function toReassignmentRate(rate: ReassignmentViewRows["rate"]): ReassignmentStats["last24Hours"] {
+  return { total: Number(rate.total), successful: Number(rate.successful), successRatePercent: rate.success_rate_percent };
 }
 
 /** One group of `throughput()`'s statement: the tasks of one status that finished in one minute of the window (migration 014, 010 on SQLite). */

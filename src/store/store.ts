@@ -190,6 +190,11 @@ export interface Store {
   reassignments(options?: ReassignmentQuery): Promise<ReassignmentEvent[]>;
   /** Seed 003's statistics: 24-hour success rate, the workers whose tasks were recovered most, tasks reassigned more than once. */
   reassignmentStats(): Promise<ReassignmentStats>;
+  /**
+   * reassignmentStats()'s `last24Hours` alone, what /metrics reports on every scrape: the other two
+   * statistics read 7 days and all of the reassignment history.
+   */
+  reassignmentRate(): Promise<ReassignmentStats["last24Hours"]>;
   /** Seed 004's capacity planning, one row per task type with work, workers, recent throughput or a registration. */
   capacity(): Promise<CapacityRow[]>;
   /**

@@ -98,6 +98,7 @@ export function viewsContract(kind: StoreKind) {
 
       const stats = await ctx.store.reassignmentStats();
       expect(stats.last24Hours).toEqual({ total: 3, successful: 1, successRatePercent: 33.3 });
+      expect(await ctx.store.reassignmentRate()).toEqual(stats.last24Hours);
       expect(stats.failingWorkers.map((r) => [r.workerId, r.failureCount])).toEqual([["dying", 3], ["ancient", 1]]);
       expect(stats.failingWorkers[0].lastFailureAt).toBeInstanceOf(Date);
       expect(stats.repeatedTasks.map((r) => [r.taskId, r.reassignmentCount])).toEqual([[twice.id, 2]]);

@@ -41,6 +41,7 @@ import {
   throughputKeptSince,
   throughputWindow,
   toCapacity,
+  toReassignmentRate,
   toReassignmentStats,
   toThroughput,
   VIEW_READS,
@@ -622,6 +623,11 @@ export class PostgresStore implements Store {
       this.rows<ReassignmentViewRows["repeated"][number]>("tp_repeated_reassignments", VIEW_READS.repeatedReassignments, []),
     ]);
     return toReassignmentStats({ rate, failing, repeated });
+  }
+
+  async reassignmentRate(): Promise<ReassignmentStats["last24Hours"]> {
+    const [rate] = await this.rows<ReassignmentViewRows["rate"]>("tp_reassignment_rate", VIEW_READS.reassignmentRate, []);
+    return toReassignmentRate(rate);
   }
 
   async capacity(): Promise<CapacityRow[]> {

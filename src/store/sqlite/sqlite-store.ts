@@ -32,6 +32,7 @@ import {
   throughputKeptSince,
   throughputWindow,
   toCapacity,
+  toReassignmentRate,
   toReassignmentStats,
   toThroughput,
   VIEW_READS,
@@ -486,6 +487,10 @@ export class SqliteStore implements Store {
       failing: this.conn.stmt(VIEW_READS.failingWorkers).all() as ReassignmentViewRows["failing"],
       repeated: this.conn.stmt(VIEW_READS.repeatedReassignments).all() as ReassignmentViewRows["repeated"],
     });
+  }
+
+  async reassignmentRate(): Promise<ReassignmentStats["last24Hours"]> {
+    return toReassignmentRate(this.conn.stmt(VIEW_READS.reassignmentRate).get() as ReassignmentViewRows["rate"]);
   }
 
   async capacity(): Promise<CapacityRow[]> {
