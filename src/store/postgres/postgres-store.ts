@@ -215,8 +215,8 @@ export class PostgresStore implements Store {
    */
   async enqueueWithin(connection: SqlConnection, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
-    // A single task is prepared as enqueue prepares it: its errors name no index.
     const now = await this.now();
+    // A single task is prepared as enqueue prepares it: its errors name no index.
     const prepare = (types: ReadonlyMap<string, TaskTypeRecord>) =>
       inputs.length === 1 ? [prepareNewTask(inputs[0], now, types.get(inputs[0].taskType), this.rules)] : prepareNewTasks(inputs, now, types, this.rules);
     return this.insertPrepared(inputs, prepare, callerConnection(connection, this.schema));
