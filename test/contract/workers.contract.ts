@@ -277,5 +277,24 @@ export function workersContract(kind: StoreKind) {
       await woke;
       expect(heard[0]).toEqual(["crawl"]);
     });
+
+    it("wakes subscribers for a batch of more task types than a notification can name: the batch is written, and they re-check", async () => {
+      // 120 names of 100 characters: 12 KB, past PostgreSQL's 8,000-byte limit on a NOTIFY payload.
+      const types = Array.from({ length: 120 }, (_, i) => `t${String(i).padStart(3, "0")}_${"x".repeat(95)}`);
+      const heard: string[][] = [];
+      const woke = new Promise<void>((resolve) => {
+        void ctx.store.subscribe((heardTypes) => {
+          heard.push(heardTypes);
+          resolve();
+        });
+      });
+      await new Promise((r) => setTimeout(r, 50)); // LISTEN is set up
+      const producer = await ctx.another();
+      const results = await producer.enqueueMany(types.map((taskType) => ({ taskType })));
+      expect(results.every((r) => r.created)).toBe(true);
+      await woke;
+      // Either every type, or none: "something changed, re-check".
+      expect(heard[0].length === 0 || types.every((t) => heard[0].includes(t))).toBe(true);
+    });
   });
 }

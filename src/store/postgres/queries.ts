@@ -84,9 +84,20 @@ const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE", schema
     FROM inserted
   )`;
 
-/** Wakes listening workers (payload: the new tasks' types) once the inserting transaction commits. */
+/** PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more (its default page size). */
+const NOTIFY_PAYLOAD_MAX = 8000;
+
+/**
+ * Wakes listening workers (payload: the new tasks' types) once the inserting transaction commits.
+ * A payload must be under 8,000 bytes or the whole statement fails ("payload string too long"): a
+ * batch of many types (a hundred names of 80 characters) is announced with an empty payload instead,
+ * which listeners take as "re-check every type".
+ */
 const NOTIFY_INSERTED = (channelParam: string) => `
-  notified AS (SELECT pg_notify(${channelParam}, string_agg(DISTINCT task_type, ',')) FROM inserted HAVING count(*) > 0)`;
+  notified AS (
+    SELECT pg_notify(${channelParam}, CASE WHEN octet_length(types) < ${NOTIFY_PAYLOAD_MAX} THEN types ELSE '' END)
+    FROM (SELECT string_agg(DISTINCT task_type, ',') AS types FROM inserted HAVING count(*) > 0) AS announced
+  )`;
 
 /**
  * The statements of an enqueue, for the store's own connections (`schema` null: their search_path
