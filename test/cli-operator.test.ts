@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { Command } from "commander";
@@ -250,6 +250,25 @@ describe("taskpool operator CLI", () => {
       expect(retry.stdout).toMatch(new RegExp(`\\n\\s*${failed.id}  analytics_refresh\\s+pending\\s+retried`));
       expect((await pool.get(failed.id))?.status).toBe("pending");
       expect(workers.stdout).toMatch(/\nw1\s+active\s+product_resync,analytics_refresh\s+\d+s ago\s+1\/4 \(25%\)\s+1\s+2\s+host-a\s+4242\n/);
+    } finally {
+      await pool.close();
+      await dropSchema(schema);
+    }
+  }, 60_000);
+
+  it("stops quietly, exit 0, when its reader closes the pipe early (taskpool status | head -1)", async () => {
+    const schema = `tp_cli_${randomBytes(4).toString("hex")}`;
+    const pool = await connect(PG_URL, { schema });
+    try {
+      // Enough task types that status prints well past what a pipe holds (64 KiB).
+      await pool.enqueueMany(Array.from({ length: 3000 }, (_, i) => ({ taskType: `type_${i}_${"x".repeat(20)}` })));
+      const child = spawn(process.execPath, [CLI, "status", "--db", PG_URL, "--schema", schema], { stdio: ["ignore", "pipe", "pipe"] });
+      let stderr = "";
+      child.stderr.on("data", (chunk) => (stderr += chunk));
+      // The reader takes the first chunk and goes, as head does.
+      child.stdout.once("data", () => child.stdout.destroy());
+      const code = await new Promise((resolve) => child.on("close", resolve));
+      expect([code, stderr]).toEqual([0, ""]);
     } finally {
       await pool.close();
       await dropSchema(schema);

@@ -16,6 +16,13 @@ import { typesCommand } from "./types.js";
 import { workerCommand } from "./worker.js";
 import { workersCommand } from "./workers.js";
 
+// A reader that stops early (`taskpool status | head -1`) closes the pipe: the rest of the output is
+// not wanted, which is no failure. Unheard, the write error crashed the command with a stack trace.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error;
+  process.exit(0);
+});
+
 const program = new Command("taskpool")
   .version(VERSION)
   .description("a task queue and worker coordinator on SQLite or PostgreSQL")
