@@ -12,6 +12,7 @@ import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../src/store/store.js";
 import { createPostgres, createSqlite, dropSchema, PG_URL, removeSqliteFiles, sqlitePath, type TestStore } from "./helpers/stores.js";
 import { script } from "./helpers/processes.js";
+import { taskpool } from "./helpers/cli.js";
 
 const run = promisify(execFile);
 const MIGRATOR = fileURLToPath(new URL("./helpers/migrate-sqlite.ts", import.meta.url));
@@ -61,6 +62,13 @@ describe("migrations", () => {
     expect((await store.enqueue({ taskType: "a" })).created).toBe(true);
     // Migrating still needs the right.
     await expect(openStore(url.toString(), { schema: `${handle.schema}_new` })).rejects.toThrow(/permission denied for database/);
+    // The CLI names the right that is missing: CREATE to set up a schema, rights on the tables to use one.
+    const refusal = (schema: string) => taskpool("status", "--db", url.toString(), "--schema", schema).then(() => "", (e: { stderr: string }) => e.stderr);
+    expect(await refusal(`${handle.schema}_new`)).toMatch(/^taskpool: cannot set up taskpool in .*: permission denied for database \w+; the user needs CREATE on the database \(or run `taskpool migrate` once as its owner\)\n$/);
+    await pool.query(`REVOKE SELECT ON ALL TABLES IN SCHEMA ${handle.schema} FROM ${role}`);
+    expect(await refusal(handle.schema as string)).toMatch(
+      /^taskpool: cannot use taskpool in .*: permission denied for table taskpool_migrations; grant the user USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables \(docs\/upgrading\.md\)\n$/,
+    );
   });
 
   it("SQLite: four processes migrating one new file at once all succeed", async () => {

@@ -41,7 +41,10 @@ export function explainConnectError(error: unknown, url: string): Error {
     case "28000":
       return new CliError(`cannot connect to ${where}: ${reason}; check the user and password in the URL`);
     case "42501":
-      return new CliError(`cannot set up taskpool in ${where}: ${reason}; the user needs CREATE on the database (or run \`taskpool migrate\` once as its owner)`);
+      // Setting a schema up takes CREATE on the database; using one already migrated, rights on its tables.
+      return /for database/.test(reason)
+        ? new CliError(`cannot set up taskpool in ${where}: ${reason}; the user needs CREATE on the database (or run \`taskpool migrate\` once as its owner)`)
+        : new CliError(`cannot use taskpool in ${where}: ${reason}; grant the user USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables (docs/upgrading.md)`);
     default:
       return new CliError(`cannot open ${where}: ${reason}`);
   }
