@@ -112,7 +112,7 @@ export class Worker {
       },
       onRecovered: () => {
         this.beatsFailingSince = null;
-        this.logger.info("Heartbeats reach the database again");
+        this.logger.info(`Heartbeats reach ${this.reaches} again`);
       },
     };
     const thread = this.options.heartbeatThread === false ? null : this.heartbeatDatabase;
@@ -156,6 +156,11 @@ export class Worker {
     return this.state === "stopped";
   }
 
+  /** What the worker's calls go to, as its log lines name it. */
+  private get reaches(): string {
+    return this.store.remote === true ? "the taskpool server" : "the database";
+  }
+
   /** Handlers running right now. */
   get load(): number {
     return this.handling;
@@ -167,7 +172,7 @@ export class Worker {
       await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] });
     } catch (error) {
       if (isRefusal(error)) throw error; // bad options: retrying will not help
-      this.logger.error({ err: (error as Error).message }, "Cannot reach the database to register; will keep trying");
+      this.logger.error({ err: (error as Error).message }, `Cannot reach ${this.reaches} to register; will keep trying`);
     }
   }
 
@@ -210,7 +215,7 @@ export class Worker {
       if (free > 0) {
         try {
           const tasks = await this.store.claim({ workerId: this.id, taskTypes: this.options.roles, limit: free, leaseSeconds: this.options.leaseSeconds, start: true });
-          if (failures > 0) this.logger.info("Database reachable again; claiming");
+          if (failures > 0) this.logger.info(`Claims reach ${this.reaches} again; claiming`);
           failures = 0;
           claimed = tasks.length;
           for (const task of tasks) this.admit(task);
