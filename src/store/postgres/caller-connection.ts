@@ -4,8 +4,11 @@
  */
 import type { Task } from "../../core/task.js";
 import type { SqlConnection } from "../store.js";
-import { enqueueStatements } from "./queries.js";
+import type { enqueueStatements } from "./queries.js";
 import { taskRowFromJson, toTask } from "./rows.js";
+
+/** enqueueStatements(schema) for the store's schema: built once per store, not per call. */
+export type CallerStatements = ReturnType<typeof enqueueStatements>;
 
 /** Where an enqueue's statements run: the store's pool, or a caller's connection. */
 export interface InsertTarget {
@@ -25,8 +28,7 @@ interface Answer {
  * the schema and answer JSON text (see enqueueStatements), and are sent unnamed (a prepared name
  * could clash with the caller's own).
  */
-export function callerConnection(connection: SqlConnection, schema: string): InsertTarget {
-  const statements = enqueueStatements(schema);
+export function callerConnection(connection: SqlConnection, statements: CallerStatements): InsertTarget {
   const answers = async (text: string, values: unknown[]) => {
     const { rows } = await connection.query(text, values);
     return rows.map((row) => JSON.parse((row as { answer: string }).answer) as Answer);

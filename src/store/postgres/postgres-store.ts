@@ -31,7 +31,7 @@ import { tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store.js";
-import { callerConnection, type InsertTarget } from "./caller-connection.js";
+import { callerConnection, type CallerStatements, type InsertTarget } from "./caller-connection.js";
 import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
@@ -219,8 +219,12 @@ export class PostgresStore implements Store {
     // A single task is prepared as enqueue prepares it: its errors name no index.
     const prepare = (types: ReadonlyMap<string, TaskTypeRecord>) =>
       inputs.length === 1 ? [prepareNewTask(inputs[0], now, types.get(inputs[0].taskType), this.rules)] : prepareNewTasks(inputs, now, types, this.rules);
-    return this.insertPrepared(inputs, prepare, callerConnection(connection, this.schema));
+    this.callerStatements ??= sql.enqueueStatements(this.schema);
+    return this.insertPrepared(inputs, prepare, callerConnection(connection, this.callerStatements));
   }
+
+  /** The enqueue's statements for callers' connections (see enqueueWithin), named with the schema. */
+  private callerStatements: CallerStatements | null = null;
 
   /** The enqueue's statements on the store's pool: named (prepared once per connection), rows parsed by the store's types. */
   private readonly ownConnections: InsertTarget = {
