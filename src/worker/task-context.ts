@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { monotonicMs } from "../core/clock.js";
 import { isRefusal, LeaseLostError, TaskpoolError } from "../core/errors.js";
 import type { ClaimedTask, EnqueueInput, Json, JsonObject, Task } from "../core/task.js";
 import type { Store } from "../store/store.js";
@@ -50,12 +51,12 @@ export function createTaskContext(
     for (let attempt = 1; ; attempt++) {
       try {
         const value = await write();
-        if (failingSince !== null) logger().info(`Saved task ${task.id}'s checkpoint or progress after ${Math.round((Date.now() - failingSince) / 1000)} s of retries`);
+        if (failingSince !== null) logger().info(`Saved task ${task.id}'s checkpoint or progress after ${Math.round((monotonicMs() - failingSince) / 1000)} s of retries`);
         return value;
       } catch (error) {
         if (error instanceof LeaseLostError) abort.abort("lease_lost");
-        failingSince ??= Date.now();
-        if (isRefusal(error) || abort.aborted || Date.now() - failingSince >= leaseMs) throw error;
+        failingSince ??= monotonicMs();
+        if (isRefusal(error) || abort.aborted || monotonicMs() - failingSince >= leaseMs) throw error;
         // Once, not per try: over HTTP a try is a few seconds of the client's own retries, for every running task.
         if (attempt === 1) logger().warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying for up to the lease's ${leaseMs / 1000} s`);
         await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));

@@ -414,9 +414,9 @@ export class Worker {
           log().warn({ err: error.message }, `Could not ${what}: ${error.code}`);
           return;
         }
-        failingSince ??= Date.now();
+        failingSince ??= monotonicMs();
         const fenced = abort.aborted && abort.reason === "lease_lost";
-        if (fenced || this.state === "stopped" || Date.now() - failingSince >= this.options.leaseSeconds * 1000) {
+        if (fenced || this.state === "stopped" || monotonicMs() - failingSince >= this.options.leaseSeconds * 1000) {
           log().error({ err: (error as Error).message }, `Could not ${what}; its lease will expire and it will run again`);
           return;
         }
