@@ -150,6 +150,20 @@ describe("the dashboard in a real browser", () => {
     expect(overflowing).toEqual([]);
   });
 
+  it("says how long ago things happened by the server's clock, in a browser whose clock is 10 minutes fast", async () => {
+    const task = await server.pool.enqueue("report", { day: 1 });
+    const page = await browser.newPage();
+    pages.push(page);
+    await page.clock.install({ time: Date.now() + 10 * 60_000 });
+    await page.goto(`${server.url}/?interval=500#/tasks/${task.id}`);
+    await page.fill("#api-key", server.keys.producer);
+    await page.click("button[type=submit]");
+    const created = page.locator("dl.fields dt", { hasText: /^created$/ }).locator("xpath=following-sibling::dd[1]");
+    await created.getByText(/ago\)$/).waitFor();
+    // Seconds (the test's own steps), not the browser's "10 min".
+    expect(await created.innerText()).toMatch(/\(\d+(\.\d)? s ago\)$/);
+  });
+
   it("polls a slow answer less often, and the Tasks page's role list rarely", async () => {
     await server.pool.enqueue("crawl", { store: "green leaf" });
     const page = await open(server.keys.producer, "#/workers");

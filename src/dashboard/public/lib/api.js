@@ -1,4 +1,6 @@
 // The public HTTP API with the operator's key (X-API-Key), kept in localStorage; every failure is an ApiError carrying the API's envelope.
+import { heardServerTime } from "./server-clock.js";
+
 const KEY_STORAGE = "taskpool.apiKey";
 
 /** A refused or failed call: the HTTP status and the API's error code and message. */
@@ -29,11 +31,13 @@ export async function api(method, path, body) {
   if (key) headers["x-api-key"] = key;
   if (body !== undefined) headers["content-type"] = "application/json";
   let response;
+  const sentAt = Date.now();
   try {
     response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   } catch {
     throw new ApiError(0, "network_error", "The server cannot be reached; retrying");
   }
+  heardServerTime(response.headers.get("date"), sentAt, Date.now());
   let answer = {};
   try {
     answer = await response.json();

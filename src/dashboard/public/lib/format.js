@@ -1,4 +1,5 @@
 // How times, durations and JSON read on the page.
+import { serverNow } from "./server-clock.js";
 
 /** "12 s", "4 min", "3 h", "2 d". */
 export function duration(seconds) {
@@ -11,10 +12,10 @@ export function duration(seconds) {
   return `${Math.round(s / 86400)} d`;
 }
 
-/** How long ago an ISO time was ("3 min ago"). */
+/** How long ago an ISO time was ("3 min ago"), on the server's clock. */
 export function ago(iso) {
   if (!iso) return "—";
-  return `${duration((Date.now() - Date.parse(iso)) / 1000)} ago`;
+  return `${duration((serverNow() - Date.parse(iso)) / 1000)} ago`;
 }
 
 /** Local date and time, to the second. */

@@ -3,6 +3,7 @@ import { api } from "../lib/api.js";
 import { ErrorBox, Loading, Status, ThroughputChart } from "../lib/components.js";
 import { ago, duration, num, TASK_STATUSES, WORKER_STATUSES } from "../lib/format.js";
 import { html } from "../lib/html.js";
+import { serverNow } from "../lib/server-clock.js";
 import { POLL_MS, usePoll } from "../lib/live.js";
 
 /** Reassignments this recent are flagged. */
@@ -55,7 +56,7 @@ export function Overview({ params }) {
   const { counts, workers, throughput, reassignments, coordinator } = data;
   const byWorkerStatus = Object.fromEntries(WORKER_STATUSES.map((s) => [s, workers.filter((w) => w.status === s).length]));
   const dead = workers.filter((w) => w.status === "dead" || w.status === "stale");
-  const recent = reassignments.filter((r) => Date.now() - Date.parse(r.created_at) < RECENT_MS);
+  const recent = reassignments.filter((r) => serverNow() - Date.parse(r.created_at) < RECENT_MS);
   const types = Object.keys(counts.by_type).sort();
   const inUse = workers.length > 0 || Object.values(counts.by_status).some((n) => n > 0);
   return html`
