@@ -72,6 +72,7 @@ import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOpti
 import { FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName } from "../core/schemas.js";
 import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
+import { type RecountOptions, RecountOptionsSchema, type RecountResult } from "../core/recount.js";
 import { decodeCursor } from "../store/paging.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store/store.js";
 
@@ -263,6 +264,11 @@ export class CheckedStore implements Store {
 
   counts(): Promise<TaskCounts> {
     return this.store.counts();
+  }
+
+  async recount(options: RecountOptions = {}): Promise<RecountResult> {
+    validate(RecountOptionsSchema, options, "recount options");
+    return this.store.recount(options);
   }
 
   async events(taskId: number): Promise<TaskEvent[]> {

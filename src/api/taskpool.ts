@@ -2,6 +2,7 @@ import { type ApiKeyRecord, generateApiKey, hashApiKey } from "../core/api-key.j
 import { type Clock, systemClock } from "../core/clock.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import type { RecountOptions, RecountResult } from "../core/recount.js";
 import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type EnqueueOptions, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
@@ -149,6 +150,15 @@ export class Taskpool {
 
   counts(): Promise<TaskCounts> {
     return this.protocol.counts();
+  }
+
+  /**
+   * Sets the completed counts right from the tasks themselves, after processes of an earlier version
+   * left them wrong (docs/upgrading.md); safe while workers run. Answers the types it changed, before
+   * and after; `dryRun` changes nothing. Not over HTTP: run it on the database.
+   */
+  recount(options?: RecountOptions): Promise<RecountResult> {
+    return this.protocol.recount(options);
   }
 
   /** The worker registry: status, load, seconds since heartbeat, active tasks. */

@@ -58,6 +58,9 @@ export class NotOverHttpError extends TaskpoolError {
 /** Key management over HTTP: the transport's refusal, and the CLI's for `taskpool keys --url`. */
 export const keysNotOverHttp = () => new NotOverHttpError("Managing API keys", "use taskpool keys --db … on the server's database");
 
+/** Recounting over HTTP: the transport's refusal, and the CLI's for `taskpool recount --url`. */
+export const recountNotOverHttp = () => new NotOverHttpError("Recounting the completed tasks", "use taskpool recount --db … on the server's database");
+
 /** A coordinator over HTTP: the pool's refusal, and the CLI's for `taskpool coordinator --url`. */
 export const coordinatorNotOverHttp = () =>
   new NotOverHttpError("A coordinator", "run it where the database is (taskpool serve runs one, or taskpool coordinator --db …)");

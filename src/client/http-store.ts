@@ -21,6 +21,7 @@ import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOpt
 import type { ClaimedTask, ClaimOptions, CompleteOptions, EnqueueInput, FailOptions, Json, Lease, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { PruneResult } from "../core/retention.js";
+import type { RecountResult } from "../core/recount.js";
 import { fromWire, toWire } from "../core/wire.js";
 import type { ReassignmentEvent, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import { type RouteDefinition, successEnvelope } from "../server/route.js";
@@ -33,7 +34,7 @@ import { taskRoutes } from "../server/routes/tasks.js";
 import { workerTransportRoutes } from "../server/routes/worker-transport.js";
 import { workerRoutes } from "../server/routes/workers.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
-import { errorFromReply, HttpApiError, keysNotOverHttp, NotOverHttpError } from "./errors.js";
+import { errorFromReply, HttpApiError, keysNotOverHttp, NotOverHttpError, recountNotOverHttp } from "./errors.js";
 import { HttpTransport, type RequestOptions, type TransportOptions } from "./http-transport.js";
 
 /** Each route by "METHOD url", with its success envelope built once (the wire conversion keeps its work per schema). */
@@ -209,6 +210,10 @@ export class HttpStore implements Store {
 
   prune(): Promise<PruneResult> {
     throw coordinatorOnly("Pruning finished tasks");
+  }
+
+  recount(): Promise<RecountResult> {
+    throw recountNotOverHttp();
   }
 
   tryLead(): Promise<boolean> {

@@ -4,6 +4,7 @@ import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { PruneOptions, PruneResult } from "../core/retention.js";
+import type { RecountOptions, RecountResult } from "../core/recount.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import type { FiredSchedule, FireOptions, GenerateInput, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
 import type {
@@ -143,6 +144,14 @@ export interface Store {
   /** Newest first unless `page.order` says oldest; pass `nextCursor` back as `cursor` for the next page. */
   list(filter?: TaskFilter, page?: Page): Promise<TaskPage>;
   counts(): Promise<TaskCounts>;
+  /**
+   * Sets the totals counts() reads completed tasks from to the number of completed task rows of each
+   * type, in one transaction, while workers go on completing tasks: once it commits, counts() is exact,
+   * with no completion lost or counted twice. Answers the types whose count was wrong, before and
+   * after. With `dryRun`, only answers. An operator's repair (docs/upgrading.md): it reads every
+   * completed task.
+   */
+  recount(options?: RecountOptions): Promise<RecountResult>;
   /** The audit trail of one task, oldest first. */
   events(taskId: number): Promise<TaskEvent[]>;
 

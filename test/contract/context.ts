@@ -12,6 +12,8 @@ export interface ContractContext {
   /** The jitter draw every retry uses (settable per test). */
   jitter: { value: number };
   another(): Promise<Store>;
+  /** SQL run on the database around the store (see TestStore.execute). */
+  execute(statement: string): Promise<void>;
 }
 
 export function useStore(kind: StoreKind): ContractContext {
@@ -23,6 +25,7 @@ export function useStore(kind: StoreKind): ContractContext {
     // The contract is what users get: the checked API layer in front of each store.
     ctx.store = new CheckedStore(handle.store);
     ctx.another = async () => new CheckedStore(await handle.another());
+    ctx.execute = (statement) => handle.execute(statement);
     ctx.jitter.value = 0.5;
   });
   afterEach(async () => {

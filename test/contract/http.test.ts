@@ -45,6 +45,7 @@ function httpKind(base: StoreKind): StoreKind {
         store,
         url,
         another: open,
+        execute: (statement) => handle.execute(statement),
         async cleanup() {
           await Promise.all(clients.map((c) => c.close()));
           await app.close();

@@ -7,6 +7,7 @@ import { fencingContract } from "./fencing.contract.js";
 import { hostileInputContract } from "./hostile-input.contract.js";
 import { lifecycleContract } from "./lifecycle.contract.js";
 import { queriesContract } from "./queries.contract.js";
+import { recountContract } from "./recount.contract.js";
 import { retentionContract } from "./retention.contract.js";
 import { schedulesContract } from "./schedules.contract.js";
 import { taskTypesContract } from "./task-types.contract.js";
@@ -29,6 +30,7 @@ const PARTS = {
   apiKeys: apiKeysContract,
   schedules: schedulesContract,
   retention: retentionContract,
+  recount: recountContract,
 };
 
 /** A part of the contract, by name. */

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import pg from "pg";
 import type { Clock } from "../../src/core/clock.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
@@ -23,6 +24,11 @@ export interface TestStore<S extends Store = Store> {
   schema?: string;
   /** Opens another store on the same database (another process would do the same). */
   another(options?: StoreOptions & { poolSize?: number }): Promise<S>;
+  /**
+   * Runs SQL on the database around the store, as another program would (an older taskpool, an
+   * operator's psql): for a test that needs a state the store's own calls never make.
+   */
+  execute(statement: string): Promise<void>;
   cleanup(): Promise<void>;
 }
 
@@ -48,6 +54,16 @@ export async function createPostgres(options: StoreOptions = {}): Promise<TestSt
     url: PG_URL,
     schema,
     another: (o = {}) => open({ clock: options.clock, random: options.random, ...o }),
+    async execute(statement) {
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      try {
+        await client.query(`SET search_path TO "${schema}"`);
+        await client.query(statement);
+      } finally {
+        await client.end();
+      }
+    },
     async cleanup() {
       await Promise.all(opened.map((s) => s.close().catch(() => {})));
       await dropSchema(schema);
@@ -89,6 +105,14 @@ export async function createSqlite(options: StoreOptions = {}): Promise<TestStor
     store,
     url: `sqlite:${path}`,
     another: (o = {}) => open({ clock: options.clock, random: options.random, ...o }),
+    async execute(statement) {
+      const db = new Database(path);
+      try {
+        db.exec(statement);
+      } finally {
+        db.close();
+      }
+    },
     async cleanup() {
       await Promise.all(opened.map((s) => s.close().catch(() => {})));
       removeSqliteFiles(path);

@@ -27,7 +27,7 @@ import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBe
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
-import { tallyCounts } from "../counts.js";
+import { recountResult, tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store.js";
@@ -50,6 +50,7 @@ import { PgListener } from "./listener.js";
 import { migratePostgres } from "./migrate.js";
 import { prunePostgres } from "./postgres-retention.js";
 import type { PruneOptions, PruneResult } from "../../core/retention.js";
+import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
 import * as keySql from "./key-queries.js";
@@ -511,6 +512,25 @@ export class PostgresStore implements Store {
   async counts(): Promise<TaskCounts> {
     const rows = await this.rows<{ task_type: string; status: Task["status"]; n: number }>("tp_counts", sql.COUNTS, []);
     return tallyCounts(rows);
+  }
+
+  /** See RECOUNT_LOCK for why completions go on meanwhile and the result is exact. No query timeout: it reads every completed task. */
+  async recount({ dryRun = false }: RecountOptions = {}): Promise<RecountResult> {
+    type Row = { task_type: string; before: number; after: number };
+    if (dryRun) return recountResult((await this.pool.query<Row>(sql.RECOUNT_PREVIEW)).rows, true);
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query(sql.RECOUNT_LOCK);
+      const { rows } = await client.query<Row>(sql.RECOUNT);
+      await client.query("COMMIT");
+      return recountResult(rows, false);
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
   }
 
   async events(taskId: number): Promise<TaskEvent[]> {

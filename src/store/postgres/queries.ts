@@ -681,6 +681,63 @@ export const COUNTS = `
   GROUP BY task_type HAVING sum(n) <> 0`;
 
 /**
+ * Per task type: what counts() answers of its completed tasks (`before`), the rows that are completed
+ * (`after`), and of those the completions still tallied in throughput_tallies (`unfolded`), which the
+ * sweep's fold will add to the totals. One statement reads it all in one snapshot, so a completion
+ * committing meanwhile is either in both its row and its tally or in neither.
+ */
+const RECOUNT_FIGURES = `
+  tallied AS (
+    SELECT task_type, sum(n)::bigint AS n FROM (
+      SELECT task_type, n FROM completed_totals
+      UNION ALL SELECT task_type, n FROM completed_tallies
+      UNION ALL SELECT task_type, tasks FROM throughput_tallies WHERE status = 'completed'
+    ) c
+    GROUP BY task_type
+  ),
+  unfolded AS (SELECT task_type, sum(tasks)::bigint AS n FROM throughput_tallies WHERE status = 'completed' GROUP BY task_type),
+  counted AS (SELECT task_type, count(*) AS n FROM tasks WHERE status = 'completed' GROUP BY task_type),
+  figures AS (
+    SELECT k.task_type, coalesce(t.n, 0) AS before, coalesce(c.n, 0) AS after, coalesce(u.n, 0) AS unfolded
+    FROM (SELECT task_type FROM tallied UNION SELECT task_type FROM counted) AS k
+    LEFT JOIN tallied t USING (task_type)
+    LEFT JOIN counted c USING (task_type)
+    LEFT JOIN unfolded u USING (task_type)
+  )`;
+
+/** Store.recount with dryRun: the figures (see RECOUNT_FIGURES), nothing written. */
+export const RECOUNT_PREVIEW = `WITH ${RECOUNT_FIGURES} SELECT task_type, before, after FROM figures`;
+
+/**
+ * Store.recount: sets each type's total to its completed rows less its unfolded completion tallies,
+ * and drops the other tallies (retention's deletions, and the completions of processes of an earlier
+ * version), all of them counted in the figures. Every type with a total is among the figures, so each
+ * total is overwritten in place (a DELETE and an INSERT of one key in one statement may run in either
+ * order). Run inside RECOUNT_LOCK's transaction; the DELETE removes only the tallies this statement's
+ * snapshot saw, so a tally committed meanwhile stays, as its task's row change was not seen either.
+ */
+export const RECOUNT = `
+  WITH ${RECOUNT_FIGURES},
+  dropped AS (DELETE FROM completed_tallies),
+  set_totals AS (
+    INSERT INTO completed_totals AS c (task_type, n) SELECT task_type, after - unfolded FROM figures
+    ON CONFLICT (task_type) DO UPDATE SET n = excluded.n
+  )
+  SELECT task_type, before, after FROM figures`;
+
+/**
+ * Taken before RECOUNT, in its transaction, so that its snapshot comes after the lock. It keeps out the
+ * one other writer of completed_totals, the sweep's fold (FOLD_TALLIES, and the fold of an earlier
+ * version's coordinator), which deletes the very tallies RECOUNT reads: a fold committing between
+ * RECOUNT's snapshot and its write would have its tallies added to totals that RECOUNT then overwrites
+ * as though they were still unfolded, losing them. A fold waits for the recount to commit, then folds
+ * the tallies RECOUNT left. Completions (throughput_tallies), retention (completed_tallies) and
+ * counts() (reads) take no lock this one conflicts with, so they go on meanwhile; two recounts wait
+ * for each other (SHARE ROW EXCLUSIVE conflicts with itself).
+ */
+export const RECOUNT_LOCK = `LOCK TABLE completed_totals IN SHARE ROW EXCLUSIVE MODE`;
+
+/**
  * $1 the oldest minute to keep. The coordinator's sweep folds every tally: the completions' into the
  * throughput minutes and, with retention's deletions, into the completed totals; and drops the
  * minutes no throughput window reaches (a late tally of such a minute still counts in the totals).

@@ -159,4 +159,16 @@ export const COUNTS = `
   UNION ALL
   SELECT task_type, 'completed', n FROM completed_totals WHERE n <> 0`;
 
+/** Per task type: what counts() answers of its completed tasks (`before`) and its completed rows (`after`). */
+export const RECOUNT_FIGURES = `
+  WITH counted AS (SELECT task_type, count(*) AS n FROM tasks WHERE status = 'completed' GROUP BY task_type)
+  SELECT k.task_type, coalesce(t.n, 0) AS before, coalesce(c.n, 0) AS after
+  FROM (SELECT task_type FROM completed_totals UNION SELECT task_type FROM counted) AS k
+  LEFT JOIN completed_totals t USING (task_type)
+  LEFT JOIN counted c USING (task_type)`;
+
+/** Store.recount, after RECOUNT_FIGURES in the same write transaction: the totals become the rows' counts. */
+export const CLEAR_COMPLETED_TOTALS = `DELETE FROM completed_totals`;
+export const SET_COMPLETED_TOTALS = `INSERT INTO completed_totals (task_type, n) SELECT task_type, count(*) FROM tasks WHERE status = 'completed' GROUP BY task_type`;
+
 export const EVENTS = `SELECT * FROM task_events WHERE task_id = ? ORDER BY id`;

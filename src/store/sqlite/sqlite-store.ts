@@ -40,7 +40,7 @@ import {
 import { toLeadershipStatus, toReassignment, toWorker } from "../worker-records.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { resolveClaim } from "../claim-options.js";
-import { tallyCounts } from "../counts.js";
+import { recountResult, tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
@@ -51,6 +51,7 @@ import { channelOf, notifyLocal, subscribeLocal } from "./local-signal.js";
 import { migrateSqlite } from "./migrate.js";
 import { pruneSqlite } from "./sqlite-retention.js";
 import type { PruneOptions, PruneResult } from "../../core/retention.js";
+import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepSqlite } from "./sqlite-sweep.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -362,6 +363,22 @@ export class SqliteStore implements Store {
 
   async counts(): Promise<TaskCounts> {
     return tallyCounts(this.conn.stmt(sql.COUNTS).all() as { task_type: string; status: Task["status"]; n: number }[]);
+  }
+
+  /**
+   * The triggers of migration 009 keep the totals in every process, so they are wrong only if a
+   * statement went around them. Read and write in one write transaction: with the file's one writer
+   * no completion can commit between the count and the totals it sets.
+   */
+  async recount({ dryRun = false }: RecountOptions = {}): Promise<RecountResult> {
+    type Row = { task_type: string; before: number; after: number };
+    if (dryRun) return recountResult(this.conn.stmt(sql.RECOUNT_FIGURES).all() as Row[], true);
+    return this.conn.tx(true, () => {
+      const rows = this.conn.stmt(sql.RECOUNT_FIGURES).all() as Row[];
+      this.conn.stmt(sql.CLEAR_COMPLETED_TOTALS).run();
+      this.conn.stmt(sql.SET_COMPLETED_TOTALS).run();
+      return recountResult(rows, false);
+    });
   }
 
   async events(taskId: number): Promise<TaskEvent[]> {
