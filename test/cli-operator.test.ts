@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { connect, type Taskpool } from "../src/api/taskpool.js";
 import { capacityCommand } from "../src/cli/capacity.js";
 import { reassignmentsCommand } from "../src/cli/reassignments.js";
+import { recountCommand } from "../src/cli/recount.js";
 import { tasksCommand } from "../src/cli/tasks.js";
 import { workersCommand } from "../src/cli/workers.js";
 import { ManualClock } from "../src/core/clock.js";
@@ -279,8 +280,8 @@ describe("taskpool operator CLI", () => {
     let help = "";
     // Subcommands inherit the exit override and the output from the program they are added to.
     const program = new Command("taskpool").exitOverride().configureOutput({ writeOut: (s) => (help += s) });
-    for (const add of [tasksCommand, workersCommand, capacityCommand, reassignmentsCommand]) add(program);
-    for (const args of [["tasks", "list"], ["tasks", "show"], ["tasks", "retry"], ["tasks", "cancel"], ["workers"], ["capacity"], ["reassignments"]]) {
+    for (const add of [tasksCommand, workersCommand, capacityCommand, reassignmentsCommand, recountCommand]) add(program);
+    for (const args of [["tasks", "list"], ["tasks", "show"], ["tasks", "retry"], ["tasks", "cancel"], ["workers"], ["capacity"], ["reassignments"], ["recount"]]) {
       help = "";
       await expect(program.parseAsync([...args, "--help"], { from: "user" })).rejects.toMatchObject({ code: "commander.helpDisplayed" });
       expect(help, args.join(" ")).toMatch(new RegExp(`Usage: taskpool ${args.join(" ")}[\\s\\S]*Example:\\n  \\$ taskpool ${args.join(" ")}`));

@@ -8,6 +8,7 @@ import { enqueueCommand } from "./enqueue.js";
 import { keysCommand } from "./keys.js";
 import { migrateCommand } from "./migrate.js";
 import { reassignmentsCommand } from "./reassignments.js";
+import { recountCommand } from "./recount.js";
 import { schedulesCommand } from "./schedules.js";
 import { serveCommand } from "./serve.js";
 import { statusCommand } from "./status.js";
@@ -27,7 +28,7 @@ const program = new Command("taskpool")
   .version(VERSION)
   .description("a task queue and worker coordinator on SQLite or PostgreSQL")
   .option("--verbose", "print the stack trace of an unexpected error");
-for (const add of [devCommand, workerCommand, coordinatorCommand, serveCommand, keysCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand, tasksCommand, workersCommand, capacityCommand, reassignmentsCommand, schedulesCommand]) add(program);
+for (const add of [devCommand, workerCommand, coordinatorCommand, serveCommand, keysCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand, tasksCommand, workersCommand, capacityCommand, reassignmentsCommand, schedulesCommand, recountCommand]) add(program);
 
 program.parseAsync().catch((error: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.
