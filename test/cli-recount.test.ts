@@ -4,7 +4,10 @@ import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { connect, type Taskpool } from "../src/api/taskpool.js";
+import { CheckedStore } from "../src/api/checked-store.js";
+import { connect, Taskpool } from "../src/api/taskpool.js";
+import { NotOverHttpError } from "../src/client/errors.js";
+import { HttpStore } from "../src/client/http-store.js";
 import { CLI } from "./helpers/cli.js";
 import { dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 
@@ -133,4 +136,11 @@ describe("taskpool recount", () => {
       expect(run.stderr.trim().split("\n")).toHaveLength(1);
     }
   }, 60_000);
+
+  it("is refused by the library over HTTP as by the CLI, before any request", async () => {
+    const pool = new Taskpool(new CheckedStore(new HttpStore("http://127.0.0.1:1")), null);
+    await expect(pool.recount()).rejects.toThrow(NotOverHttpError);
+    await expect(pool.recount()).rejects.toThrow(/^Recounting the completed tasks is not available over HTTP: use taskpool recount --db … on the server's database$/);
+    await pool.close();
+  });
 });
