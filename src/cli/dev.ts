@@ -9,7 +9,7 @@ import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
 import { createDevKey } from "./dev-key.js";
 import { removeDevSchedules, saveDevSchedules } from "./dev-schedules.js";
 import { LiveStatus } from "./dev-status.js";
-import { CliError, redactUrl } from "./errors.js";
+import { listenError, redactUrl } from "./errors.js";
 import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
 import { integer, positiveInteger } from "./parse.js";
 import { printStatus } from "./status.js";
@@ -70,6 +70,17 @@ export function devCommand(program: Command): void {
         });
         return { role, worker };
       });
+      // The port first: a port already taken ends the session before anything ran or was saved (no
+      // schedule, no worker, no crash process, no coordinator's leadership to undo).
+      const app = await buildServer(pool, { auth: "keys" });
+      let url: string;
+      try {
+        url = await app.listen({ host: "127.0.0.1", port: opts.port });
+      } catch (error) {
+        await app.close();
+        await pool.close();
+        throw listenError(error as NodeJS.ErrnoException, "127.0.0.1", opts.port);
+      }
       // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.
       const definitions = schedulesAt(new Date());
       const saved = await saveDevSchedules(pool, definitions);
@@ -95,15 +106,6 @@ export function devCommand(program: Command): void {
       // dead, before its leases (10 s from the last beat, at dev's beat every second) would run out.
       const coordinator = pool.coordinator({ sweepIntervalMs: 1000, staleAfterMs: 4000, deadAfterMs: 7000, reservationMs: 10_000, logger });
       coordinator.start();
-      const app = await buildServer(pool, { auth: "keys" });
-      let url: string;
-      try {
-        url = await app.listen({ host: "127.0.0.1", port: opts.port });
-      } catch (error) {
-        // A port already taken ends the session before its key is made: only the schedules are to undo.
-        await removeDevSchedules(pool, saved);
-        throw new CliError(`cannot listen on 127.0.0.1:${opts.port}: ${(error as Error).message}; pick another --port, or 0 for any free one`);
-      }
       const { key, apiKey } = await createDevKey(pool);
 
       const crashLine = crash

@@ -49,3 +49,9 @@ export function explainConnectError(error: unknown, url: string): Error {
       return new CliError(`cannot open ${where}: ${reason}`);
   }
 }
+
+/** Why the server could not listen, in one line that says what to do. */
+export function listenError(error: NodeJS.ErrnoException, host: string, port: number): CliError {
+  if (error.code === "EADDRINUSE") return new CliError(`cannot listen on ${host}:${port}: another process is already listening on port ${port}; stop it, or pick another port with --port (--port 0: any free one)`);
+  return new CliError(`cannot listen on ${host}:${port}: ${error.message}`);
+}

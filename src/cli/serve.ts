@@ -3,7 +3,7 @@ import { type Command, Option } from "commander";
 import { pino } from "pino";
 import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, buildServer } from "../server/server.js";
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
-import { CliError } from "./errors.js";
+import { CliError, listenError } from "./errors.js";
 import { integer, positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
@@ -70,7 +70,7 @@ export function serveCommand(program: Command): void {
       } catch (error) {
         await app.close();
         await pool.close();
-        throw new CliError(`cannot listen on ${opts.host}:${opts.port}: ${(error as Error).message}`);
+        throw listenError(error as NodeJS.ErrnoException, opts.host, opts.port);
       }
       logger.info(`taskpool ${auth === "keys" ? "requires API keys" : "asks for no API key"}; listening on ${address} (docs: ${address}/docs)`);
       let stopping = false;

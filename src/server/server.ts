@@ -55,7 +55,7 @@ export interface ServerOptions {
   heartbeatIntervalSeconds?: number;
   /** Thresholds of `POST /api/tasks/recover-stale`'s sweep, and of the coordinator `runCoordinator` starts. */
   coordinator?: CoordinatorOptions;
-  /** Also run a coordinator in this process (any number may run: one leads at a time). Default false. */
+  /** Also run a coordinator in this process, from when the server listens (any number may run: one leads at a time). Default false. */
   runCoordinator?: boolean;
   /** How often a waiting claim looks again when no notification came (default 1000 ms): scheduled and backed-off tasks come due silently. */
   longPollRecheckMs?: number;
@@ -282,7 +282,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   app.addHook("onSend", async (_request, reply) => {
     if (closing) reply.header("connection", "close");
   });
-  if (options.runCoordinator) app.addHook("onReady", async () => coordinator.start());
+  // Only once the port is ours: a server that cannot listen (the port taken) exits, and must not have
+  // taken the leadership, and swept, on its way out.
+  if (options.runCoordinator) app.addHook("onListen", async () => coordinator.start());
   app.addHook("onClose", async () => {
     await longPoll.close();
     await coordinator.stop();

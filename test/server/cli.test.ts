@@ -1,4 +1,5 @@
 import { execFile, spawn } from "node:child_process";
+import { type AddressInfo, createServer } from "node:net";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { isLoopback } from "../../src/cli/serve.js";
@@ -83,6 +84,21 @@ describe("taskpool keys and serve", () => {
     expect(output()).toMatch(/Leading: this coordinator sweeps/);
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
   }, 60_000);
+
+  it("serve on a port another process holds says so in one line and exits 1, its coordinator never started: no leadership taken, no sweep", async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const { port } = holder.address() as AddressInfo;
+    try {
+      const refused = await run(process.execPath, [CLI, "serve", "--port", String(port), "--db", db], { env: { ...process.env, LOG_LEVEL: "info" } }).catch((e) => e);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(`taskpool: cannot listen on 127.0.0.1:${port}: another process is already listening on port ${port}; stop it, or pick another port with --port (--port 0: any free one)\n`);
+      expect(refused.stdout).not.toMatch(/Coordinator started|Leading/);
+      expect((await taskpool("status", "--db", db)).stdout).toMatch(/^Coordinator: no coordinator leads; no sweep yet$/m);
+    } finally {
+      holder.close();
+    }
+  }, 30_000);
 
   it("serve --require-registered refuses tasks of unregistered types from every client; a client cannot ask for it", async () => {
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
