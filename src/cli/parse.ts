@@ -11,6 +11,12 @@ export function positiveInteger(value: string): number {
   return n;
 }
 
+export function nonNegativeInteger(value: string): number {
+  const n = integer(value);
+  if (n < 0) throw new InvalidArgumentError("expected 0 or a positive integer");
+  return n;
+}
+
 /** A parser of ids given on the command line: anything else is refused before anything is touched. */
 function idOf(what: string, hint: string): (value: string) => number {
   return (value) => {

@@ -1,10 +1,11 @@
 import { isIP } from "node:net";
 import { type Command, Option } from "commander";
 import { pino } from "pino";
+import { DEFAULT_AUTH_FAILURES_PER_MINUTE } from "../server/auth.js";
 import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, buildServer } from "../server/server.js";
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
 import { CliError, listenError } from "./errors.js";
-import { integer, positiveInteger } from "./parse.js";
+import { integer, nonNegativeInteger, positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
 
@@ -24,6 +25,7 @@ export function serveCommand(program: Command): void {
     .addOption(new Option("--port <port>", "port to listen on (0: any free one)").env("TASKPOOL_PORT").default(8080).argParser(integer))
     .option("--no-auth", "ask for no API key, even when keys exist (only on a network you trust)")
     .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit but the keys' own)", integer, DEFAULT_RATE_LIMIT_PER_MINUTE)
+    .option("--auth-failure-limit <n>", "failed API key attempts per minute from one client address before it gets 429 without a lookup (0: no limit)", nonNegativeInteger, DEFAULT_AUTH_FAILURES_PER_MINUTE)
     .option("--body-limit <bytes>", "largest request body", positiveInteger, DEFAULT_BODY_LIMIT)
     // The default now; still accepted from the days it had to be asked for.
     .addOption(new Option("--coordinator").hideHelp())
@@ -56,6 +58,7 @@ export function serveCommand(program: Command): void {
       const app = await buildServer(pool, {
         auth,
         rateLimitPerMinute: opts.rateLimit === 0 ? false : opts.rateLimit,
+        authFailuresPerMinute: opts.authFailureLimit === 0 ? false : opts.authFailureLimit,
         bodyLimit: opts.bodyLimit,
         // On by default, as recovery is in pg-boss's and BullMQ's workers: a server with HTTP workers and
         // no coordinator anywhere would never take back a dead worker's tasks. One leads at a time.

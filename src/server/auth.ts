@@ -2,12 +2,14 @@
  * API keys on every route but the public ones: `X-API-Key` is looked up by its hash (one indexed
  * query), a missing, unknown or revoked key gets 401, a key whose scope the route does not allow
  * gets 403. `admin` may call everything. The key found is on `request.apiKey`, which the rate limit
- * counts per key. Without keys, requests that browsers mark as sent by another site get 403.
+ * counts per key. Failed authentications are limited per client address (FailedAuthLimit). Without
+ * keys, requests that browsers mark as sent by another site get 403.
  */
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Taskpool } from "../api/taskpool.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
 import { HttpError } from "./errors.js";
+import { MonotonicRateLimitStore } from "./rate-limit-store.js";
 import type { RouteConfig } from "./route.js";
 
 declare module "fastify" {
@@ -27,6 +29,8 @@ export const API_KEY_HEADER = "x-api-key";
  */
 class KeyCache {
   private readonly entries = new Map<string, { key: ApiKeyRecord | null; until: number }>();
+  /** Keys this server accepted, by what was presented, to their id; only a real key gets in, so a guesser cannot grow it. */
+  private readonly accepted = new Map<string, number>();
 
   constructor(private readonly ttlMs: number) {}
 
@@ -35,6 +39,10 @@ class KeyCache {
     const hit = this.entries.get(presented);
     if (hit && hit.until > now) return hit.key;
     const key = await pool.authenticate(presented);
+    if (key) {
+      if (this.accepted.size >= MAX_CACHED_KEYS) this.accepted.clear();
+      this.accepted.set(presented, key.id);
+    } else this.accepted.delete(presented);
     if (this.ttlMs > 0) {
       // Bounded: presented strings are the caller's, and a scan of random keys must not grow the map.
       if (this.entries.size >= MAX_CACHED_KEYS) this.entries.clear();
@@ -45,23 +53,67 @@ class KeyCache {
 
   forget(id: number): void {
     for (const [presented, entry] of this.entries) if (entry.key?.id === id) this.entries.delete(presented);
+    for (const [presented, keyId] of this.accepted) if (keyId === id) this.accepted.delete(presented);
+  }
+
+  /** Whether `presented` is a key this server accepted (and has not seen refused or revoked since). */
+  known(presented: string): boolean {
+    return this.accepted.has(presented);
   }
 }
 
 const MAX_CACHED_KEYS = 10_000;
 /** How long a looked-up key is trusted before it is looked up again (and so how late a revocation made elsewhere applies). */
 export const DEFAULT_KEY_CACHE_MS = 5000;
+/** Failed authentications allowed per client address and minute before it is refused without a lookup. */
+export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 20;
 
-export function installAuth(app: FastifyInstance, pool: Taskpool, enabled: boolean, keyCacheMs = DEFAULT_KEY_CACHE_MS): void {
+/**
+ * Without a bound, a client could present unlimited wrong keys, each a database lookup: guessing keys
+ * or loading the database at will. Each failed authentication counts against the client's address (a
+ * fixed one-minute window on the monotonic clock, as the per-key limit); over the limit its requests
+ * get 429 before any lookup, except with a key this server already accepted, so a worker sharing the
+ * address (behind a NAT or a proxy) keeps working. Successful authentications are never counted.
+ */
+class FailedAuthLimit {
+  private readonly windows = new MonotonicRateLimitStore();
+
+  constructor(private readonly perMinute: number) {}
+
+  /** Refuses the request when `address` used up its failures in the current window. */
+  check(address: string, reply: FastifyReply): void {
+    const { current, ttl } = this.windows.peek(address, 60_000);
+    if (current < this.perMinute) return;
+    const seconds = Math.max(1, Math.ceil(ttl / 1000));
+    void reply.header("retry-after", seconds);
+    throw new HttpError("rate_limited", `Too many failed API key attempts from this address (at most ${this.perMinute} a minute); retry in ${seconds} s with a valid key`, { retryAfter: seconds });
+  }
+
+  failed(address: string): void {
+    this.windows.count(address, 60_000);
+  }
+}
+
+export interface AuthOptions {
+  /** Ask for keys (false: the server runs without them). */
+  enabled: boolean;
+  keyCacheMs?: number;
+  /** Failed authentications per client address and minute (false: no limit). */
+  failuresPerMinute?: number | false;
+}
+
+export function installAuth(app: FastifyInstance, pool: Taskpool, options: AuthOptions): void {
   app.decorateRequest("apiKey", null);
-  if (!enabled) {
+  if (!options.enabled) {
     refuseOtherSites(app);
     return;
   }
-  const cache = new KeyCache(keyCacheMs);
+  const cache = new KeyCache(options.keyCacheMs ?? DEFAULT_KEY_CACHE_MS);
+  const failuresPerMinute = options.failuresPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE;
+  const failures = failuresPerMinute === false ? null : new FailedAuthLimit(failuresPerMinute);
   const stopHearing = pool.onApiKeyRevoked((id) => cache.forget(id));
   app.addHook("onClose", async () => stopHearing());
-  app.addHook("onRequest", async (request: FastifyRequest) => {
+  app.addHook("onRequest", async (request: FastifyRequest, reply: FastifyReply) => {
     const { access, acceptsBearer } = request.routeOptions.config as Partial<RouteConfig>;
     // Routes taskpool did not define (the docs' assets, 404s) are public, like those marked so.
     if (access === undefined || access === "public") return;
@@ -70,8 +122,12 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, enabled: boole
       const where = acceptsBearer ? "the X-API-Key header or as Authorization: Bearer <key>" : "the X-API-Key header";
       throw new HttpError("unauthorized", `Missing API key: send it in ${where} (\`taskpool keys create\` makes one)`);
     }
+    if (typeof presented !== "string" || !cache.known(presented)) failures?.check(request.ip, reply);
     const key = typeof presented === "string" ? await cache.lookup(presented, pool) : null;
-    if (!key) throw new HttpError("unauthorized", "Invalid or revoked API key");
+    if (!key) {
+      failures?.failed(request.ip);
+      throw new HttpError("unauthorized", "Invalid or revoked API key");
+    }
     if (key.scope !== "admin" && !access.includes(key.scope)) {
       const allowed = [...new Set([...access, "admin"])].join(" or ");
       throw new HttpError("forbidden", `This API key's scope is ${key.scope}; ${request.method} ${request.routeOptions.url} needs ${allowed}`);

@@ -16,6 +16,16 @@ export class MonotonicRateLimitStore {
   private readonly windows = new Map<string, { count: number; start: number }>();
 
   incr(key: string, answer: Answer, timeWindow: number): void {
+    answer(null, this.count(key, timeWindow));
+  }
+
+  /** The state without counting a request (the plugin's `increment: false`). */
+  read(key: string, answer: Answer, timeWindow: number): void {
+    answer(null, this.peek(key, timeWindow));
+  }
+
+  /** Counts one more in `key`'s window (opened now if none is open): how many it holds, and the ms until it closes. */
+  count(key: string, timeWindow: number): { current: number; ttl: number } {
     const now = monotonicMs();
     let window = this.windows.get(key);
     if (window === undefined || window.start + timeWindow <= now) {
@@ -24,15 +34,15 @@ export class MonotonicRateLimitStore {
       this.windows.set(key, window);
     }
     window.count++;
-    answer(null, { current: window.count, ttl: Math.ceil(window.start + timeWindow - now) });
+    return { current: window.count, ttl: Math.ceil(window.start + timeWindow - now) };
   }
 
-  /** The state without counting a request (the plugin's `increment: false`). */
-  read(key: string, answer: Answer, timeWindow: number): void {
+  /** What `key`'s window holds, without counting. */
+  peek(key: string, timeWindow: number): { current: number; ttl: number } {
     const now = monotonicMs();
     const window = this.windows.get(key);
-    if (window === undefined || window.start + timeWindow <= now) answer(null, { current: 0, ttl: 0 });
-    else answer(null, { current: window.count, ttl: Math.ceil(window.start + timeWindow - now) });
+    if (window === undefined || window.start + timeWindow <= now) return { current: 0, ttl: 0 };
+    return { current: window.count, ttl: Math.ceil(window.start + timeWindow - now) };
   }
 
   /** A route with a configuration of its own counts apart (none does here). */

@@ -49,6 +49,12 @@ export interface ServerOptions {
   apiKeyCacheMs?: number;
   /** Requests per minute per API key, unless the key sets its own (default 100, seed 002); false: no limit but the keys' own. Requests without a key are not limited. */
   rateLimitPerMinute?: number | false;
+  /**
+   * Failed authentications (an unknown or revoked key) allowed per client address and minute (default
+   * 20); past them the address gets 429 without its key being looked up, unless the key is one this
+   * server already accepted. false: no limit.
+   */
+  authFailuresPerMinute?: number | false;
   /** Largest request body, in bytes (default 4 MiB: a 1 MiB params or checkpoint fits with room to spare). */
   bodyLimit?: number;
   /** What a worker heartbeat answers as `next_heartbeat_in`, in seconds (default 30). */
@@ -198,7 +204,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}; /docs lists them` }),
   );
 
-  installAuth(app, pool, options.auth !== "none", options.apiKeyCacheMs);
+  installAuth(app, pool, { enabled: options.auth !== "none", keyCacheMs: options.apiKeyCacheMs, failuresPerMinute: options.authFailuresPerMinute });
 
   await app.register(swagger, {
     openapi: {

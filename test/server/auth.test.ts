@@ -118,6 +118,54 @@ describe("the server's default rate limit", () => {
   });
 });
 
+describe.each([sqliteKind, postgresKind])("failed authentications per client address on $name", (kind) => {
+  const s = useServer(kind, { auth: "keys", authFailuresPerMinute: 3 });
+
+  it("past the limit an address gets 429 with Retry-After before any lookup; keys the server accepted still work; successes are not counted", async () => {
+    const accepted = (await s.pool.createApiKey({ scope: "producer" })).key;
+    const unseen = (await s.pool.createApiKey({ scope: "producer" })).key;
+    // Successes first: they must not use up the failures' allowance.
+    for (let i = 0; i < 5; i++) expect((await s.call("GET", "/api/tasks/counts", undefined, { key: accepted })).status).toBe(200);
+    const lookups = vi.spyOn(s.pool, "authenticate");
+    for (let i = 0; i < 3; i++) expect((await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: `tp_guess-${i}` })).status).toBe(401);
+    expect(lookups).toHaveBeenCalledTimes(3);
+
+    const refused = await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: "tp_guess-3" });
+    const retryAfter = Number(refused.headers.get("retry-after"));
+    expect(refused.status).toBe(429);
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(refused.body).toEqual({
+      success: false,
+      error: "rate_limited",
+      message: `Too many failed API key attempts from this address (at most 3 a minute); retry in ${retryAfter} s with a valid key`,
+      retry_after: retryAfter,
+    });
+    expect(lookups).toHaveBeenCalledTimes(3);
+    // A key this server accepted is let through (a worker behind the same NAT); one it never saw waits like a guess.
+    expect((await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: accepted })).status).toBe(201);
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key: unseen })).status).toBe(429);
+    expect((await s.pool.counts()).byStatus.pending).toBe(1);
+  });
+
+  it("times the window on the monotonic clock: a wall-clock step back does not lengthen it, and it reopens a minute later", async () => {
+    const key = (await s.pool.createApiKey({ scope: "producer" })).key;
+    vi.useFakeTimers({ toFake: ["Date", "hrtime"], shouldAdvanceTime: true });
+    try {
+      for (let i = 0; i < 3; i++) expect((await s.call("GET", "/api/workers", undefined, { key: "tp_wrong" })).status).toBe(401);
+      // The server's host clock steps 5 minutes back (NTP, an operator); the monotonic one does not.
+      vi.setSystemTime(Date.now() - 300_000);
+      const refused = await s.call("GET", "/api/workers", undefined, { key });
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeLessThanOrEqual(60);
+      vi.advanceTimersByTime(60_000);
+      expect((await s.call("GET", "/api/workers", undefined, { key })).status).toBe(200);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
 describe("a server with no default rate limit", () => {
   const s = useServer(sqliteKind, { auth: "keys", rateLimitPerMinute: false });
 
