@@ -445,7 +445,9 @@ class Worker:
             task = self.client.get(ctx.id)["task"]
         except TaskpoolError:
             return False
-        return task.get("status") == status and task.get("worker_id") == self.worker_id and task.get("lease_token") == ctx.lease_token
+        # invalid_transition, not lease_lost, already says the lease was this one; a task read answers no
+        # lease_token (only its holder is told it), so the token is compared only if one came back.
+        return task.get("status") == status and task.get("worker_id") == self.worker_id and task.get("lease_token") in (None, ctx.lease_token)
 
     def _beat_loop(self) -> None:
         while not self._beats_stop.wait(self._next_beat):

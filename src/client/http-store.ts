@@ -80,12 +80,14 @@ export class HttpStore implements Store {
   }
 
   async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    return this.call("POST /api/tasks", { body: input }, { repeatable: input.uniqueKey ? "yes" : "only-if-unsent" });
+    const { task, created } = await this.call<EnqueueResult>("POST /api/tasks", { body: input }, { repeatable: input.uniqueKey ? "yes" : "only-if-unsent" });
+    return { task: unleased(task), created };
   }
 
   async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     const repeatable = inputs.every((i) => i.uniqueKey) ? "yes" : "only-if-unsent";
-    return (await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", { body: { tasks: inputs } }, { repeatable })).results;
+    const { results } = await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", { body: { tasks: inputs } }, { repeatable });
+    return results.map(({ task, created }) => ({ task: unleased(task), created }));
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
@@ -143,11 +145,11 @@ export class HttpStore implements Store {
   }
 
   async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
-    return (await this.call<{ task: Task }>("POST /api/tasks/:id/cancel", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } })).task;
+    return unleased((await this.call<{ task: Task }>("POST /api/tasks/:id/cancel", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } })).task);
   }
 
   async retry(id: number): Promise<Task> {
-    return (await this.call<{ task: Task }>("POST /api/tasks/:id/retry", { params: { id } }, { repeatable: "yes", subject: { taskId: id } })).task;
+    return unleased((await this.call<{ task: Task }>("POST /api/tasks/:id/retry", { params: { id } }, { repeatable: "yes", subject: { taskId: id } })).task);
   }
 
   reserve(): Promise<Task> {
@@ -155,11 +157,13 @@ export class HttpStore implements Store {
   }
 
   async get(id: number): Promise<Task | null> {
-    return (await orNull(this.taskWithEvents(id)))?.task ?? null;
+    const found = await orNull(this.taskWithEvents(id));
+    return found ? unleased(found.task) : null;
   }
 
-  list(filter: TaskFilter = {}, page: Page = {}): Promise<TaskPage> {
-    return this.call("GET /api/tasks", { query: { ...filter, ...page } }, { repeatable: "yes" });
+  async list(filter: TaskFilter = {}, page: Page = {}): Promise<TaskPage> {
+    const { tasks, nextCursor } = await this.call<TaskPage>("GET /api/tasks", { query: { ...filter, ...page } }, { repeatable: "yes" });
+    return { tasks: tasks.map(unleased), nextCursor };
   }
 
   counts(): Promise<TaskCounts> {
@@ -369,6 +373,12 @@ export class HttpStore implements Store {
     return answer as T;
   }
 }
+
+/**
+ * A task as the server answers it to a reader: without its lease token, which only the worker holding
+ * the lease is told (record-schemas.ts, TaskReadRecord); null here, as a task no one holds has.
+ */
+const unleased = (task: Task): Task => ({ ...task, leaseToken: null });
 
 /** A lease as the wire wants it: the worker may pass the claimed task itself, whose other fields are not the lease's. */
 const leaseOf = (lease: Lease): Lease => ({ workerId: lease.workerId, leaseToken: lease.leaseToken });

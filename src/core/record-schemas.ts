@@ -55,6 +55,16 @@ export const TaskRecord = Type.Object(
   { description: "a task" },
 );
 
+/**
+ * A task as every answer but the lease holder's shows it: without its lease token. The token is the
+ * only proof a lease call asks of a worker besides its id, which anyone can read; answered to every
+ * reader, a producer's key could read a running task's token and, with any worker key, complete or
+ * fail another worker's task. The claim answers it to the claiming worker, and a lease call to the
+ * worker that just presented it (task-leases.ts); nobody else needs it, an admin included (cancel and
+ * retry take no lease, and worker_id with lease_expires_at say who holds a task and until when).
+ */
+export const TaskReadRecord = Type.Omit(TaskRecord, ["leaseToken"], { description: "a task (its lease_token is only answered to the worker holding the lease)" });
+
 export const TaskEventRecord = Type.Object({
   id: Type.Integer(),
   taskId: Nullable(Type.Integer()),

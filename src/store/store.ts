@@ -140,6 +140,7 @@ export interface Store {
   /** Holds a pending task for one worker until `seconds` pass; that worker's next claim takes it first. */
   reserve(id: number, workerId: string, seconds: number): Promise<Task>;
 
+  /** A remote store's reads (get, list, and tasks enqueued, cancelled or retried) have leaseToken null: the server tells a token only to the worker holding the lease. */
   get(id: number): Promise<Task | null>;
   /** Newest first unless `page.order` says oldest; pass `nextCursor` back as `cursor` for the next page. */
   list(filter?: TaskFilter, page?: Page): Promise<TaskPage>;

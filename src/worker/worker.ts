@@ -392,7 +392,9 @@ export class Worker {
   private async writtenEarlier(task: ClaimedTask, error: unknown, status: TaskStatus): Promise<boolean> {
     if (!(error instanceof InvalidTransitionError)) return false;
     const now = await this.store.get(task.id).catch(() => null);
-    return now?.status === status && now.workerId === task.workerId && now.leaseToken === task.leaseToken;
+    // Refused as invalid_transition rather than lease_lost, the write met this very lease (store/refusal.ts);
+    // the token read back confirms it where the read answers one, which over HTTP it does not (null).
+    return now?.status === status && now.workerId === task.workerId && (now.leaseToken === null || now.leaseToken === task.leaseToken);
   }
 
   /**

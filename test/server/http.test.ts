@@ -74,7 +74,10 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
 
     const shown = await s.call("GET", `/api/tasks/${id}`);
     expect(shown.status).toBe(200);
-    expect(shown.body.task).toEqual(done.body.task);
+    // A read answers the task as the completion did, less its lease token (told only to the worker holding it).
+    const { lease_token: token, ...read } = done.body.task;
+    expect(token).toBe(lease.lease_token);
+    expect(shown.body.task).toEqual(read);
     expect(shown.body.events.map((e: { event: string }) => e.event)).toEqual(["created", "claimed", "started", "checkpoint", "completed"]);
     expect(shown.body.events[3]).toMatchObject({ task_id: id, to_worker_id: "w1", data: { page: 3, seen: ["a"] } });
   });
@@ -169,7 +172,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       expect(refused.body).toEqual(LEASE_LOST(task.id));
     }
     const now = (await s.call("GET", `/api/tasks/${task.id}`)).body.task;
-    expect(now).toMatchObject({ status: "claimed", worker_id: "w2", lease_token: fresh.lease.lease_token, checkpoint: { page: 1 }, result: null });
+    expect(now).toMatchObject({ status: "claimed", worker_id: "w2", checkpoint: { page: 1 }, result: null });
     expect((await s.call("POST", `/api/tasks/${task.id}/complete`, { ...fresh.lease, result: { ok: 1 } })).body.task.status).toBe("completed");
   });
 
@@ -561,6 +564,64 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(await coordinator()).toMatchObject({ seconds_since_sweep: 120, sweep_overdue: false });
     s.clock.advance(1000);
     expect(await coordinator()).toMatchObject({ seconds_since_sweep: 121, sweep_overdue: true });
+  });
+});
+
+describe.each([sqliteKind, postgresKind])("lease tokens over HTTP on $name", (kind) => {
+  const s = useServer(kind, { auth: "keys" });
+
+  it("only the claiming worker is told a lease token (the claim, claim_next) and a lease call answers it to whoever presented it; no read, of any scope, answers it", async () => {
+    const keys = {
+      admin: (await s.pool.createApiKey({ scope: "admin" })).key,
+      producer: (await s.pool.createApiKey({ scope: "producer" })).key,
+      worker: (await s.pool.createApiKey({ scope: "worker" })).key,
+    };
+    const created = await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: keys.producer });
+    const batch = await s.call("POST", "/api/tasks/batch", { tasks: [{ task_type: "crawl" }] }, { key: keys.producer });
+    const claimed = await s.call("POST", "/api/tasks/claim", { worker_id: "w1", task_types: ["crawl"] }, { key: keys.worker });
+    const token = claimed.body.lease_token as string;
+    const id = claimed.body.task.id as number;
+    expect(token).toEqual(expect.any(String));
+    expect(claimed.body.task.lease_token).toBe(token);
+    expect(claimed.body.tasks[0].lease_token).toBe(token);
+    const lease = { worker_id: "w1", lease_token: token };
+    const started = await s.call("POST", `/api/tasks/${id}/start`, lease, { key: keys.worker });
+    expect(started.body.task.lease_token).toBe(token);
+
+    const reads = [
+      created.body.task,
+      batch.body.results[0].task,
+      ...(await Promise.all(
+        Object.values(keys).flatMap((key) => [
+          s.call("GET", `/api/tasks/${id}`, undefined, { key }).then((a) => a.body.task),
+          s.call("GET", "/api/tasks?status=running", undefined, { key }).then((a) => a.body.tasks?.[0]),
+        ]),
+      )),
+    ];
+    // The worker key reads one task (the list is a producer's): 4 task reads by producer and admin, 1 by the worker, the two creates.
+    const tasks = reads.filter((t) => t !== undefined);
+    expect(tasks).toHaveLength(7);
+    for (const task of tasks) expect(Object.keys(task)).not.toContain("lease_token");
+    expect(tasks.slice(2).every((t) => t.id === id && t.status === "running" && t.worker_id === "w1")).toBe(true);
+    const events = (await s.call("GET", `/api/tasks/${id}`, undefined, { key: keys.producer })).body.events;
+    expect(JSON.stringify(events)).not.toContain(token);
+
+    // claim_next hands the next task's token to the worker that completes.
+    const completed = await s.call("POST", `/api/tasks/${id}/complete`, { ...lease, claim_next: { task_types: ["crawl"] } }, { key: keys.worker });
+    expect(completed.body.task.lease_token).toBe(token);
+    const next = completed.body.next_tasks[0];
+    expect(next.lease_token).toEqual(expect.any(String));
+    const cancelled = await s.call("POST", `/api/tasks/${next.id}/cancel`, {}, { key: keys.admin });
+    expect(cancelled.body.task.status).toBe("cancelled");
+    expect(Object.keys(cancelled.body.task)).not.toContain("lease_token");
+
+    const openapi = (await s.call("GET", "/openapi.json")).body;
+    const read = openapi.paths["/api/tasks/{id}"].get.responses["200"].content["application/json"].schema.properties.task;
+    expect(Object.keys(read.properties)).not.toContain("lease_token");
+    expect(Object.keys(read.properties)).toContain("worker_id");
+    const claim = openapi.paths["/api/tasks/claim"].post.responses["200"].content["application/json"].schema.properties;
+    expect(Object.keys(claim)).toContain("lease_token");
+    expect(Object.keys(claim.task.properties)).toContain("lease_token");
   });
 });
 

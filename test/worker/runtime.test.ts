@@ -1,5 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
+import { Taskpool } from "../../src/api/taskpool.js";
+import { HttpStore } from "../../src/client/http-store.js";
+import { buildServer } from "../../src/server/server.js";
 import { ServerUnreachableError } from "../../src/client/errors.js";
 import type { Store } from "../../src/store/store.js";
 import type { WorkerOptions } from "../../src/worker/options.js";
@@ -290,7 +293,8 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(swept.failed).toEqual([task.id]);
   });
 
-  it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
+  /** A worker on `through` whose batched outcomes are applied, then their answers lost once: each is sent again and taken as written. */
+  const outcomesWhoseAnswersAreLost = async (through: Store) => {
     const done = (await store.enqueue({ taskType: "ok" })).task;
     const broken = (await store.enqueue({ taskType: "bad" })).task;
     // Each batched write is applied, then its answer is lost once: a connection dropped after the commit.
@@ -301,9 +305,9 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
       lost.add(name);
       throw new Error("Connection terminated unexpectedly (simulated, after the commit)");
     };
-    const dropsAnswers = withOverrides(store, {
-      completeMany: (items, options) => answerLostOnce("completeMany", () => store.completeMany(items, options)),
-      failMany: (items, options) => answerLostOnce("failMany", () => store.failMany(items, options)),
+    const dropsAnswers = withOverrides(through, {
+      completeMany: (items, options) => answerLostOnce("completeMany", () => through.completeMany(items, options)),
+      failMany: (items, options) => answerLostOnce("failMany", () => through.failMany(items, options)),
     });
     const logs = captureLogs();
     const worker = new Worker(
@@ -333,6 +337,23 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(logs.messages()).toContain(`Task ${done.id} completed (the answer to its first write was lost)`);
     expect(logs.messages().filter((m) => m.startsWith("Could not"))).toEqual([]);
     expect((await store.events(done.id)).map((e) => e.event)).toEqual(["created", "claimed", "completed"]);
+  };
+
+  it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
+    await outcomesWhoseAnswersAreLost(store);
+  });
+
+  it("over HTTP, an outcome whose answer was lost is taken as written too, though a task read there answers no lease token", async () => {
+    const app = await buildServer(new Taskpool(new CheckedStore(handle.store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
+    const http = new HttpStore(await app.listen({ host: "127.0.0.1", port: 0 }), { attempts: 1 });
+    try {
+      await http.migrate();
+      await outcomesWhoseAnswersAreLost(http);
+    } finally {
+      await Promise.all(workers.splice(0).map((w) => w.stop(0)));
+      await http.close();
+      await app.close();
+    }
   });
 
   it("tells a handler it was cancelled at the next heartbeat; the task stays cancelled", async () => {

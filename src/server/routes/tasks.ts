@@ -1,7 +1,7 @@
 /** Tasks for producers and operators: create, list, read, count, capacity, cancel, retry, recover. */
 import { Type } from "@sinclair/typebox";
 import { TaskNotFoundError } from "../../core/errors.js";
-import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskRecord, ThroughputRecord } from "../../core/record-schemas.js";
+import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord } from "../../core/record-schemas.js";
 import { CancelOptionsSchema, EnqueueBatchSchema, EnqueueInputSchema, PageSchema, TaskFilterSchema, TaskId, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";
@@ -19,7 +19,7 @@ export const taskRoutes = [
     access: ["producer"],
     body: EnqueueInputSchema,
     status: [201, 200],
-    reply: { task: TaskRecord, created: Type.Boolean() },
+    reply: { task: TaskReadRecord, created: Type.Boolean() },
     async handler({ body }, { pool, reply }) {
       // Through the pool's batcher: concurrent producers share inserts and commits.
       const { task, created } = await pool.enqueueOne(body);
@@ -36,7 +36,7 @@ export const taskRoutes = [
     access: ["producer"],
     body: bodyOf(Type.Object({ tasks: Type.Array(EnqueueInputSchema, { maxItems: EnqueueBatchSchema.maxItems }) })),
     status: [201],
-    reply: { results: Type.Array(Type.Object({ task: TaskRecord, created: Type.Boolean() })) },
+    reply: { results: Type.Array(Type.Object({ task: TaskReadRecord, created: Type.Boolean() })) },
     async handler({ body }, { pool }) {
       return { results: await pool.enqueueMany(body.tasks) };
     },
@@ -49,7 +49,7 @@ export const taskRoutes = [
     description: "Filters: status (repeat it for several), task_type, worker_id, search (text in the params). Paging: pass next_cursor back as cursor.",
     access: ["producer"],
     query: bodyOf(TaskFilterSchema, PageSchema),
-    reply: { tasks: Type.Array(TaskRecord), nextCursor: Type.Union([Type.String(), Type.Null()]) },
+    reply: { tasks: Type.Array(TaskReadRecord), nextCursor: Type.Union([Type.String(), Type.Null()]) },
     async handler({ query }, { pool }) {
       const { cursor, limit, order, ...filter } = query;
       return pool.list(filter, { cursor, limit, order });
@@ -116,7 +116,7 @@ export const taskRoutes = [
     summary: "One task with its event timeline",
     access: ["producer", "worker"],
     params: IdParams,
-    reply: { task: TaskRecord, events: Type.Array(TaskEventRecord) },
+    reply: { task: TaskReadRecord, events: Type.Array(TaskEventRecord) },
     errors: [404],
     async handler({ params }, { pool }) {
       const [task, events] = await Promise.all([pool.get(params.id), pool.events(params.id)]);
@@ -133,7 +133,7 @@ export const taskRoutes = [
     access: ["admin"],
     params: IdParams,
     body: CancelOptionsSchema,
-    reply: { task: TaskRecord },
+    reply: { task: TaskReadRecord },
     errors: [404, 409],
     async handler({ params, body }, { pool }) {
       return { task: await pool.cancel(params.id, body) };
@@ -146,7 +146,7 @@ export const taskRoutes = [
     summary: "Put a failed (dead-letter) task back in the pool with a fresh attempt budget",
     access: ["admin"],
     params: IdParams,
-    reply: { task: TaskRecord },
+    reply: { task: TaskReadRecord },
     errors: [404, 409],
     async handler({ params }, { pool }) {
       return { task: await pool.retry(params.id) };
