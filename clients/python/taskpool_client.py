@@ -67,7 +67,8 @@ def _through_outage(call: Callable[[], Any], lost: Callable[[], bool], what: str
             if not unavailable or attempt >= _OUTAGE_TRIES or lost():
                 raise
             pause = min(10.0, _OUTAGE_PAUSE * 2**attempt)
-            log.warning("could not %s (%s); trying again in %.1f s", what, e, pause)
+            # Info, not warning: a server restart passes within a few tries; the last failure is raised, and the worker warns of it.
+            log.info("could not %s (%s); trying again in %.1f s", what, e, pause)
             time.sleep(pause)
     raise AssertionError("unreachable")
 
@@ -138,13 +139,14 @@ class Client:
                 # 4xx: the request is wrong or the lease is gone; asking again changes nothing.
                 if e.code < 500 or attempt > self.retries or not (repeatable or e.code in _UNSENT_STATUSES):
                     raise error from None
-                log.warning("taskpool %s %s answered %s; retrying", method, path, e.code)
+                # Debug: a retry that succeeds is no news; the last failure is raised to the caller.
+                log.debug("taskpool %s %s answered %s; retrying", method, path, e.code)
             except _NETWORK_ERRORS as e:
                 if not (repeatable or _unsent(e)):
                     raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed ({e}); not retried, since it may have reached the server and must not run twice") from e
                 if attempt > self.retries:
                     raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed after {attempt} attempts: {e}") from e
-                log.warning("taskpool %s %s failed (%s); retrying", method, path, e)
+                log.debug("taskpool %s %s failed (%s); retrying", method, path, e)
             delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
             time.sleep(delay * random.uniform(0.5, 1.0))
 
@@ -328,6 +330,7 @@ class Worker:
         self._handed: Optional[Dict[str, Any]] = None
         self._max_tasks: Optional[int] = None
         self._waiting = False
+        self._claims_failing = False
         self._next_beat = heartbeat_interval or 10.0
 
     def stop(self) -> None:
@@ -374,11 +377,20 @@ class Worker:
             if self._stopping.is_set():
                 return None
             # Claimed and started in one request: the task is running when the handler is called.
-            return self.client.claim(self.worker_id, list(self.handlers), wait_ms=self.wait_ms, lease_seconds=self.lease_seconds, start=True)
+            task = self.client.claim(self.worker_id, list(self.handlers), wait_ms=self.wait_ms, lease_seconds=self.lease_seconds, start=True)
+            if self._claims_failing:
+                self._claims_failing = False
+                log.info("worker %s: claims succeed again", self.worker_id)
+            return task
         except TaskpoolError as e:
             if e.status == 429 or e.status is None or e.status >= 500:
                 pause = e.retry_after or 1.0
-                log.warning("worker %s: claim failed (%s); trying again in %.1f s", self.worker_id, e, pause)
+                # One warning per outage, not one a second while a server restarts; its end is said at info.
+                if self._claims_failing:
+                    log.debug("worker %s: claim failed (%s); trying again in %.1f s", self.worker_id, e, pause)
+                else:
+                    log.warning("worker %s: claim failed (%s); trying again in %.1f s", self.worker_id, e, pause)
+                self._claims_failing = True
                 self._stopping.wait(pause)
                 return None
             raise

@@ -255,7 +255,7 @@ class WorkerTest(unittest.TestCase):
             with self.assertLogs("taskpool_client", level="INFO") as logs:
                 self.assertIsNone(worker._report(ctx, lambda: client.complete(5, "w", "tok", {"ok": True}), "completed"))
             self.assertEqual(server.requests, 3)
-            self.assertEqual([line.split(":")[0] for line in logs.output], ["WARNING", "INFO"])  # the retry's warning, then the finding
+            self.assertEqual([line.split(":")[0] for line in logs.output], ["INFO"])  # the finding; the retry is at debug
             self.assertIn("task 5 was completed by an earlier try whose answer was lost", logs.output[-1])
         finally:
             server.close()
@@ -271,14 +271,36 @@ class WorkerTest(unittest.TestCase):
             client = Client(server.url, retries=0)
             worker = Worker(client, {"x": lambda ctx: None}, worker_id="w")
             ctx = TaskContext(client, "w", task, threading.Event())
-            with mock.patch.object(taskpool_client, "_OUTAGE_PAUSE", 0.001), self.assertLogs("taskpool_client", level="WARNING") as logs:
+            with mock.patch.object(taskpool_client, "_OUTAGE_PAUSE", 0.001), self.assertLogs("taskpool_client", level="INFO") as logs:
                 ctx.save_checkpoint({"page": 2})
                 answer = worker._report(ctx, lambda: client.complete(5, "w", "tok", {"ok": True}), "completed")
             self.assertEqual(answer, {"task": {"id": 5, "status": "completed"}, "follow_ups": []})
             self.assertEqual(ctx.checkpoint, {"page": 2})
             self.assertEqual(server.requests, 5)
-            self.assertEqual(len(logs.output), 3, logs.output)
+            # Ridden out: each try again said at info, no warning.
+            self.assertEqual([r.levelname for r in logs.records], ["INFO"] * 3, logs.output)
             self.assertIn("could not report the outcome of task 5 (500 internal_error", logs.output[-1])
+        finally:
+            server.close()
+
+    def test_retries_are_logged_at_debug_and_only_a_final_failure_warns(self):
+        down = (503, {"success": False, "error": "database_unavailable", "message": "The database cannot be reached", "retry_after": 0.01})
+        found = (200, {"success": True, "task": {"id": 5, "status": "pending"}, "events": []})
+        # A read retried through a server restart: two 503s, then the answer.
+        server = ScriptedServer([down, down, found, down, down, down])
+        try:
+            client = Client(server.url, retries=2, backoff=0.001)
+            with self.assertLogs("taskpool_client", level="DEBUG") as logs:
+                self.assertEqual(client.get(5)["task"]["status"], "pending")
+            self.assertEqual([r.levelname for r in logs.records], ["DEBUG", "DEBUG"], logs.output)
+            # The worker's claims failing through an outage: one warning, then debug, then one line when they work again.
+            worker = Worker(Client(server.url, retries=0), {"x": lambda ctx: None}, worker_id="w")
+            server.answers = [down, down, down, (404, {"success": False, "error": "no_tasks", "message": "No pending tasks available"})]
+            with self.assertLogs("taskpool_client", level="DEBUG") as logs:
+                for _ in range(4):
+                    self.assertIsNone(worker._claim())
+            self.assertEqual([r.levelname for r in logs.records], ["WARNING", "DEBUG", "DEBUG", "INFO"], logs.output)
+            self.assertIn("worker w: claims succeed again", logs.output[-1])
         finally:
             server.close()
 
