@@ -100,6 +100,22 @@ describe("taskpool keys and serve", () => {
     }
   }, 30_000);
 
+  it("serve --auth-failure-limit sets how many wrong keys a client address may send a minute", async () => {
+    const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
+    const { url, stop } = await startServe("--auth-failure-limit", "2", "--db", db);
+    try {
+      expect((await request(url, "GET", "/api/workers", undefined, key)).status).toBe(200);
+      for (let i = 0; i < 2; i++) expect((await request(url, "GET", "/api/workers", undefined, "tp_wrong")).status).toBe(401);
+      const refused = await request(url, "GET", "/api/workers", undefined, "tp_wrong");
+      expect([refused.status, refused.body.error]).toEqual([429, "rate_limited"]);
+      expect(refused.body.message).toMatch(/^Too many failed API key attempts from this address \(at most 2 a minute\)/);
+    } finally {
+      await stop();
+    }
+    const negative = await taskpool("serve", "--auth-failure-limit", "-1", "--db", db).catch((e) => e);
+    expect([negative.code, negative.stderr]).toEqual([1, expect.stringMatching(/option '--auth-failure-limit <n>' argument '-1' is invalid\. expected 0 or a positive integer/)]);
+  }, 60_000);
+
   it("serve --require-registered refuses tasks of unregistered types from every client; a client cannot ask for it", async () => {
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
     const { url, stop } = await startServe("--require-registered", "--db", db);
