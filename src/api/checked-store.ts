@@ -23,6 +23,8 @@ import {
   type Completion,
   type Failure,
   EnqueueBatchSchema,
+  type EnqueueCallOptions,
+  EnqueueCallOptionsSchema,
   EnqueueInputSchema,
   FailOptionsSchema,
   HeartbeatOptionsSchema,
@@ -124,16 +126,18 @@ export class CheckedStore implements Store {
     return this.store.close();
   }
 
-  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
+  async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
+    validate(EnqueueCallOptionsSchema, options, "enqueue options");
     this.checkEnqueue(input);
-    return this.store.enqueue(input);
+    return this.store.enqueue(input, options);
   }
 
-  async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+  async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
+    validate(EnqueueCallOptionsSchema, options, "enqueue options");
     validate(EnqueueBatchSchema, inputs, "tasks");
     // Each item is checked on its own so the error names its index.
     inputs.forEach((input, index) => atItem(index, () => this.checkEnqueue(input)));
-    return inputs.length === 0 ? [] : this.store.enqueueMany(inputs);
+    return inputs.length === 0 ? [] : this.store.enqueueMany(inputs, options);
   }
 
   /** enqueueMany inside the caller's transaction, checked the same way (a single task as enqueue checks it); PostgreSQL stores only. */

@@ -3,7 +3,7 @@ import { type Clock, systemClock } from "../core/clock.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
-import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type EnqueueOptions, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
+import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type EnqueueCallOptions, type EnqueueOptions, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { validate } from "../core/validation.js";
@@ -44,7 +44,8 @@ export interface ConnectOptions {
 
 /** Pool.inTransaction's producer: enqueue and enqueueMany as the pool has them, written in your transaction. */
 export interface TransactionProducer {
-  enqueue(taskType: string, params?: JsonObject, options?: EnqueueOptions): Promise<Task>;
+  /** No idempotency key: your transaction already makes the tasks exist once, with your rows. */
+  enqueue(taskType: string, params?: JsonObject, options?: Omit<EnqueueOptions, "idempotencyKey">): Promise<Task>;
   enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
 }
 
@@ -77,18 +78,27 @@ export class Taskpool {
    * a producer sending one task at a time is not held to one durable commit per task.
    */
   async enqueue(taskType: string, params: JsonObject = {}, options: EnqueueOptions = {}): Promise<Task> {
-    return (await this.enqueueOne({ ...options, taskType, params })).task;
+    const { idempotencyKey, ...taskOptions } = options;
+    return (await this.enqueueOne({ ...taskOptions, taskType, params }, idempotencyKey === undefined ? {} : { idempotencyKey })).task;
   }
 
-  /** enqueue() as the HTTP API takes it: one input, answered with the task and whether it was created (false for a unique-key hit). */
-  enqueueOne(input: EnqueueInput): Promise<EnqueueResult> {
+  /**
+   * enqueue() as the HTTP API takes it: one input, answered with the task and whether it was created
+   * (false for a unique-key hit or an idempotency key used before). A keyed call is not batched with
+   * others: its key and its tasks commit in a transaction of their own.
+   */
+  enqueueOne(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
+    if (options.idempotencyKey !== undefined) return this.protocol.enqueue(input, options);
     this.enqueues ??= new EnqueueBatcher(this.protocol);
     return this.enqueues.enqueue(input);
   }
 
-  /** All or nothing: one bad item refuses the batch, naming its index. `created` is false for unique-key hits. */
-  enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
-    return this.protocol.enqueueMany(inputs);
+  /**
+   * All or nothing: one bad item refuses the batch, naming its index. `created` is false for unique-key
+   * hits, and for every task when the idempotency key was used before (the first call's tasks).
+   */
+  enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
+    return this.protocol.enqueueMany(inputs, options);
   }
 
   /**

@@ -205,7 +205,7 @@ export class Coordinator {
   private async pruneFinished(): Promise<void> {
     if (!this.retention) return;
     const { prune, batchesPerSweep } = this.retention;
-    const total: PruneResult = { tasks: 0, events: 0, reassignments: 0, workers: 0, scheduleTicks: 0 };
+    const total: PruneResult = { tasks: 0, events: 0, reassignments: 0, workers: 0, scheduleTicks: 0, idempotencyKeys: 0 };
     try {
       for (let batch = 0; batch < batchesPerSweep; batch++) {
         const r = await this.store.prune(prune);
@@ -214,14 +214,18 @@ export class Coordinator {
         total.reassignments += r.reassignments;
         total.workers += r.workers;
         total.scheduleTicks += r.scheduleTicks;
-        if (Math.max(r.tasks, r.workers, r.events, r.scheduleTicks) < prune.batchSize) break;
+        total.idempotencyKeys += r.idempotencyKeys;
+        if (Math.max(r.tasks, r.workers, r.events, r.scheduleTicks, r.idempotencyKeys) < prune.batchSize) break;
       }
     } catch (error) {
       this.logger.warn({ err: (error as Error).message, ...total }, `Retention pass failed; trying again next sweep: ${(error as Error).message}`);
       return;
     }
-    if (total.tasks + total.events + total.workers + total.scheduleTicks > 0) {
-      this.logger.info(total, `Retention: deleted ${total.tasks} finished tasks, ${total.events} events, ${total.workers} gone workers, ${total.scheduleTicks} schedule ticks`);
+    if (total.tasks + total.events + total.workers + total.scheduleTicks + total.idempotencyKeys > 0) {
+      this.logger.info(
+        total,
+        `Retention: deleted ${total.tasks} finished tasks, ${total.events} events, ${total.workers} gone workers, ${total.scheduleTicks} schedule ticks, ${total.idempotencyKeys} idempotency keys`,
+      );
     }
     this.options.onPrune?.(total);
   }

@@ -160,3 +160,16 @@ export class ScheduleNotFoundError extends TaskpoolError {
     super("not_found", `Schedule "${scheduleName}" does not exist (taskpool schedules list shows them)`);
   }
 }
+
+/**
+ * An idempotency key sent again with a different request (other tasks, or another number of them):
+ * the key names the first request, so this one was neither applied nor answered with its tasks.
+ */
+export class IdempotencyKeyReusedError extends TaskpoolError {
+  constructor(readonly idempotencyKey: string) {
+    super(
+      "idempotency_key_reused",
+      `Idempotency key "${idempotencyKey}" was already used for a different enqueue request; a key may only be sent again with the same request (a retry): use a new key for new tasks`,
+    );
+  }
+}

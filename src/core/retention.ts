@@ -43,7 +43,16 @@ export interface PruneResult {
    * gone: a schedule firing every second records 86,400 a day. Each schedule's latest tick stays.
    */
   scheduleTicks: number;
+  /** Enqueue calls' idempotency keys older than IDEMPOTENCY_KEY_SECONDS, whatever the task ages. */
+  idempotencyKeys: number;
 }
+
+/**
+ * How long an enqueue call's idempotency key is remembered at least, by the store's clock: a day, as
+ * Stripe's keys and the IETF httpapi draft's examples. A producer retrying a lost answer does so
+ * within seconds or minutes; the records of a busy producer must not pile up for ever.
+ */
+export const IDEMPOTENCY_KEY_SECONDS = DAY;
 
 /** A finished status, and the time before which its tasks are due for deletion. */
 export interface PruneCutoff {
@@ -53,10 +62,11 @@ export interface PruneCutoff {
 
 /**
  * What one pass deletes, on every store: the finished statuses that have an age (failed ones only
- * when failedAfterSeconds is set), each with its cutoff; and the cutoff of the worker history (dead
- * or shut-down workers, worker-level events), which goes with the completed age.
+ * when failedAfterSeconds is set), each with its cutoff; the cutoff of the worker history (dead or
+ * shut-down workers, worker-level events), which goes with the completed age; and that of the
+ * idempotency keys, which have their own age.
  */
-export function pruneCutoffs(now: Date, options: PruneOptions): { tasks: PruneCutoff[]; history: Date } {
+export function pruneCutoffs(now: Date, options: PruneOptions): { tasks: PruneCutoff[]; history: Date; idempotencyKeys: Date } {
   const before = (seconds: number) => new Date(now.getTime() - seconds * 1000);
   const ages = [
     ["completed", options.completedAfterSeconds],
@@ -66,6 +76,7 @@ export function pruneCutoffs(now: Date, options: PruneOptions): { tasks: PruneCu
   return {
     tasks: ages.flatMap(([status, age]) => (age === null ? [] : [{ status, before: before(age) }])),
     history: before(options.completedAfterSeconds),
+    idempotencyKeys: before(IDEMPOTENCY_KEY_SECONDS),
   };
 }
 

@@ -93,8 +93,30 @@ export const EnqueueInputSchema = Type.Object(
 );
 /** What a producer supplies; everything but the type is optional. */
 export type EnqueueInput = Static<typeof EnqueueInputSchema>;
-/** enqueue's options: everything of EnqueueInput but the type and params. */
-export type EnqueueOptions = Omit<EnqueueInput, "taskType" | "params">;
+/**
+ * A producer's name for one enqueue call, so the call can be sent again (its answer was lost) without
+ * creating its tasks twice. Visible ASCII only: it travels as an HTTP header, whose value a proxy may
+ * trim or fold, and a key that changed on the way would create the tasks again.
+ */
+export const IdempotencyKey = Type.String({
+  minLength: 1,
+  maxLength: MAX_KEY_LENGTH,
+  pattern: "^[!-~]+$",
+  description: "1 to 255 visible ASCII characters, no spaces (a UUID is the usual choice)",
+});
+
+/** Options of one enqueue call (single or batch), as opposed to those of each task. */
+export const EnqueueCallOptionsSchema = Type.Object(
+  {
+    /** A second call with this key within the key's lifetime (IDEMPOTENCY_KEY_SECONDS) creates nothing and answers the first call's tasks. */
+    idempotencyKey: Type.Optional(IdempotencyKey),
+  },
+  { additionalProperties: false },
+);
+export type EnqueueCallOptions = Static<typeof EnqueueCallOptionsSchema>;
+
+/** enqueue's options: everything of EnqueueInput but the type and params, and the call's own options. */
+export type EnqueueOptions = Omit<EnqueueInput, "taskType" | "params"> & EnqueueCallOptions;
 
 /** A batch's shape; each item is then checked against EnqueueInputSchema, so an error names its index. */
 export const EnqueueBatchSchema = Type.Array(Type.Unknown(), { maxItems: 10_000, description: "a list of tasks" });

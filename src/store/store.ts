@@ -1,7 +1,7 @@
 import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { PruneOptions, PruneResult } from "../core/retention.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
@@ -23,10 +23,16 @@ import type {
   TaskPage,
 } from "../core/task.js";
 
-/** What enqueue did: `created` is false when a pending task with the same unique key was returned instead. */
+/**
+ * What enqueue did: `created` is false when a pending task with the same unique key was returned
+ * instead, or when the call's idempotency key was used before (`replayed`: the first call's task, as
+ * it is now).
+ */
 export interface EnqueueResult {
   task: Task;
   created: boolean;
+  /** Present, and true, only in the answer to a call whose idempotency key an earlier call used. */
+  replayed?: true;
 }
 
 /**
@@ -86,9 +92,13 @@ export interface Store {
    * Fields the producer leaves out come from the latest registered version of the task's type (if any),
    * whose params schema the params must then satisfy; the task records that version.
    */
-  enqueue(input: EnqueueInput): Promise<EnqueueResult>;
-  /** All or nothing: one bad item rejects the whole batch. Results are in input order. */
-  enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
+  enqueue(input: EnqueueInput, options?: EnqueueCallOptions): Promise<EnqueueResult>;
+  /**
+   * All or nothing: one bad item rejects the whole batch. Results are in input order. With an
+   * idempotency key (one per call, single or batch) the tasks and the key's record commit together,
+   * and a later call with the key writes nothing (see idempotency.ts).
+   */
+  enqueueMany(inputs: EnqueueInput[], options?: EnqueueCallOptions): Promise<EnqueueResult[]>;
 
   /**
    * enqueueMany inside the caller's own transaction, on the caller's connection: the tasks commit or

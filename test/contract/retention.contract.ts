@@ -81,7 +81,7 @@ export function retentionContract(kind: StoreKind) {
       expect(doomedMoves).toBeGreaterThan(0);
 
       // The dead worker, silent for 8 days, goes too, with its worker_dead event.
-      expect(await ctx.store.prune(KEEP_FAILED)).toEqual({ tasks: 3, events: doomedEvents + 1, reassignments: doomedMoves, workers: 1, scheduleTicks: 0 });
+      expect(await ctx.store.prune(KEEP_FAILED)).toEqual({ tasks: 3, events: doomedEvents + 1, reassignments: doomedMoves, workers: 1, scheduleTicks: 0, idempotencyKeys: 0 });
       for (const id of doomed) {
         expect(await ctx.store.get(id)).toBeNull();
         expect(await ctx.store.events(id)).toEqual([]);
@@ -93,7 +93,7 @@ export function retentionContract(kind: StoreKind) {
       expect(after.workers).toEqual(before.workers.filter((w) => w.workerId !== "w-dead"));
 
       // A second pass finds nothing; an explicit failed-task age then takes the old failure.
-      expect(await ctx.store.prune(KEEP_FAILED)).toEqual({ tasks: 0, events: 0, reassignments: 0, workers: 0, scheduleTicks: 0 });
+      expect(await ctx.store.prune(KEEP_FAILED)).toEqual({ tasks: 0, events: 0, reassignments: 0, workers: 0, scheduleTicks: 0, idempotencyKeys: 0 });
       expect((await ctx.store.prune({ ...KEEP_FAILED, failedAfterSeconds: WEEK })).tasks).toBe(1);
       expect(await ctx.store.get(failedLease.id)).toBeNull();
       expect((await everything(ctx.store)).trails.map((t) => t.task.id)).toEqual([running.id, pending, recent]);
@@ -146,7 +146,7 @@ export function retentionContract(kind: StoreKind) {
       ctx.clock.advance(8 * DAY_MS);
       await beat("w-live");
       // w-dead's worker_dead event is the one worker-level event.
-      expect(await ctx.store.prune(KEEP_FAILED)).toEqual({ tasks: 0, events: 1, reassignments: 0, workers: 2, scheduleTicks: 0 });
+      expect(await ctx.store.prune(KEEP_FAILED)).toEqual({ tasks: 0, events: 1, reassignments: 0, workers: 2, scheduleTicks: 0, idempotencyKeys: 0 });
       expect((await ctx.store.listWorkers()).map((w) => w.workerId)).toEqual(["w-live"]);
     });
 
@@ -166,12 +166,12 @@ export function retentionContract(kind: StoreKind) {
       ctx.clock.advance(8 * DAY_MS);
       // The first tick's task and the last's go; the first tick goes with its task.
       expect(await ctx.store.prune(KEEP_FAILED)).toMatchObject({ tasks: 2, scheduleTicks: 1 });
-      expect(await ctx.store.prune(KEEP_FAILED)).toMatchObject({ tasks: 0, scheduleTicks: 0 });
+      expect(await ctx.store.prune(KEEP_FAILED)).toMatchObject({ tasks: 0, scheduleTicks: 0, idempotencyKeys: 0 });
       await ctx.store.cancel(running, { reason: "no longer needed" });
       ctx.clock.advance(8 * DAY_MS);
       expect(await ctx.store.prune(KEEP_FAILED)).toMatchObject({ tasks: 1, scheduleTicks: 1 });
       // The latest tick stays however old: the schedule's record of its last run.
-      expect(await ctx.store.prune(KEEP_FAILED)).toMatchObject({ tasks: 0, scheduleTicks: 0 });
+      expect(await ctx.store.prune(KEEP_FAILED)).toMatchObject({ tasks: 0, scheduleTicks: 0, idempotencyKeys: 0 });
       expect((await ctx.store.getSchedule("hourly"))?.lastRunAt).toEqual(new Date(Date.UTC(2030, 0, 1, 3)));
     });
 

@@ -5,6 +5,7 @@ import { claimContract } from "./claim.contract.js";
 import { enqueueContract } from "./enqueue.contract.js";
 import { fencingContract } from "./fencing.contract.js";
 import { hostileInputContract } from "./hostile-input.contract.js";
+import { idempotencyContract } from "./idempotency.contract.js";
 import { lifecycleContract } from "./lifecycle.contract.js";
 import { queriesContract } from "./queries.contract.js";
 import { recountContract } from "./recount.contract.js";
@@ -17,6 +18,7 @@ import { workersContract } from "./workers.contract.js";
 
 const PARTS = {
   enqueue: enqueueContract,
+  idempotency: idempotencyContract,
   claim: claimContract,
   lifecycle: lifecycleContract,
   fencing: fencingContract,

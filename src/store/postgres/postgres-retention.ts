@@ -2,10 +2,10 @@ import type pg from "pg";
 import { type PruneOptions, type PruneResult, pruneCutoffs } from "../../core/retention.js";
 import * as sql from "./retention-queries.js";
 
-/** One retention pass (Store.prune): a statement per finished status, then the gone workers, their events, and old schedule ticks. */
+/** One retention pass (Store.prune): a statement per finished status, then the gone workers, their events, old schedule ticks and idempotency keys. */
 export async function prunePostgres(pool: pg.Pool, now: Date, options: PruneOptions): Promise<PruneResult> {
   const cutoffs = pruneCutoffs(now, options);
-  const result: PruneResult = { tasks: 0, events: 0, reassignments: 0, workers: 0, scheduleTicks: 0 };
+  const result: PruneResult = { tasks: 0, events: 0, reassignments: 0, workers: 0, scheduleTicks: 0, idempotencyKeys: 0 };
   for (const { status, before } of cutoffs.tasks) {
     const { rows } = await pool.query<{ tasks: number; events: number; reassignments: number }>({
       name: `tp_prune_${status}`,
@@ -22,5 +22,7 @@ export async function prunePostgres(pool: pg.Pool, now: Date, options: PruneOpti
   result.workers = workers.rows[0].workers;
   result.events += events.rows[0].events;
   result.scheduleTicks = ticks.rows[0].ticks;
+  const keys = await pool.query<{ keys: number }>({ name: "tp_prune_idempotency_keys", text: sql.PRUNE_IDEMPOTENCY_KEYS, values: [cutoffs.idempotencyKeys, options.batchSize] });
+  result.idempotencyKeys = keys.rows[0].keys;
   return result;
 }

@@ -22,11 +22,12 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
+import { replayResults, requestFingerprint } from "../idempotency.js";
 import { recountResult, tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
@@ -197,16 +198,55 @@ export class PostgresStore implements Store {
     return result.rows as R[];
   }
 
-  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
+  async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
     const now = await this.now();
-    const [result] = await this.insertPrepared([input], (types) => [prepareNewTask(input, now, types.get(input.taskType), this.rules)], this.ownConnections);
+    const prepare = (types: ReadonlyMap<string, TaskTypeRecord>) => [prepareNewTask(input, now, types.get(input.taskType), this.rules)];
+    const [result] = await this.insertKeyed("one", [input], prepare, options.idempotencyKey);
     return result;
   }
 
-  async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
+  async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
     const now = await this.now();
-    return this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), this.ownConnections);
+    return this.insertKeyed("many", inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), options.idempotencyKey);
+  }
+
+  /**
+   * insertPrepared, with an idempotency key in a transaction of its own (see idempotency.ts): the key
+   * is taken first (a racing call with the same key waits on it), the tasks inserted, their ids
+   * recorded, and all of it commits at once. Without a key: the plain one-statement enqueue.
+   */
+  private async insertKeyed(
+    kind: "one" | "many",
+    inputs: EnqueueInput[],
+    prepare: (types: ReadonlyMap<string, TaskTypeRecord>) => NewTask[],
+    key: string | undefined,
+  ): Promise<EnqueueResult[]> {
+    if (key === undefined) return this.insertPrepared(inputs, prepare, this.ownConnections);
+    const fingerprint = requestFingerprint(kind, inputs);
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const query = async <R>(name: string, text: string, values: unknown[]) =>
+        (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows as R[];
+      const taken = await query("tp_take_idempotency_key", sql.TAKE_IDEMPOTENCY_KEY, [key, fingerprint, await this.now()]);
+      if (taken.length === 0) {
+        await client.query("COMMIT");
+        // pg reads a bigint[] as strings (the store's parser is for a single int8).
+        const [record] = await query<{ fingerprint: string; task_ids: string[] }>("tp_idempotency_key", sql.IDEMPOTENCY_KEY, [key]);
+        const tasks = (await query<TaskRow>("tp_tasks_by_ids", sql.TASKS_BY_IDS, [record.task_ids])).map(toTask);
+        return replayResults(key, fingerprint, { fingerprint: record.fingerprint, taskIds: record.task_ids.map(Number) }, tasks);
+      }
+      const results = await this.insertPrepared(inputs, prepare, this.targetOn(query));
+      await query("tp_record_idempotency_key_tasks", sql.RECORD_IDEMPOTENCY_KEY_TASKS, [key, results.map((r) => r.task.id)]);
+      await client.query("COMMIT");
+      return results;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
   }
 
   /**
@@ -228,16 +268,21 @@ export class PostgresStore implements Store {
   private callerStatements: CallerStatements | null = null;
 
   /** The enqueue's statements on the store's pool: named (prepared once per connection), rows parsed by the store's types. */
-  private readonly ownConnections: InsertTarget = {
-    insert: async (values, checked) => {
-      const rows = checked
-        ? await this.rows<TaskRow & { types_current: boolean }>("tp_enqueue_if_current", sql.ENQUEUE_IF_CURRENT, values)
-        : await this.rows<TaskRow & { types_current?: undefined }>("tp_enqueue", sql.ENQUEUE, values);
-      if (checked && !rows[0].types_current) return null;
-      return rows.filter((row) => row.id !== null).map(toTask);
-    },
-    holders: async (keys) => (await this.rows<TaskRow>("tp_pending_by_unique_keys", sql.PENDING_BY_UNIQUE_KEYS, [keys])).map(toTask),
-  };
+  private readonly ownConnections: InsertTarget = this.targetOn((name, text, values) => this.rows(name, text, values));
+
+  /** The enqueue's statements run by `query`: on the pool, or on a keyed call's transaction. */
+  private targetOn(query: <R>(name: string, text: string, values: unknown[]) => Promise<R[]>): InsertTarget {
+    return {
+      insert: async (values, checked) => {
+        const rows = checked
+          ? await query<TaskRow & { types_current: boolean }>("tp_enqueue_if_current", sql.ENQUEUE_IF_CURRENT, values)
+          : await query<TaskRow & { types_current?: undefined }>("tp_enqueue", sql.ENQUEUE, values);
+        if (checked && !rows[0].types_current) return null;
+        return rows.filter((row) => row.id !== null).map(toTask);
+      },
+      holders: async (keys) => (await query<TaskRow>("tp_pending_by_unique_keys", sql.PENDING_BY_UNIQUE_KEYS, [keys])).map(toTask),
+    };
+  }
 
   /**
    * Tasks are prepared (defaults filled in, params checked) against their types' latest registered

@@ -77,3 +77,15 @@ export const PRUNE_SCHEDULE_TICKS = `
   ),
   gone AS (DELETE FROM schedule_ticks k USING doomed d WHERE k.schedule_name = d.schedule_name AND k.tick_at = d.tick_at RETURNING 1)
   SELECT count(*) AS ticks FROM gone`;
+
+/** Idempotency keys recorded before $1, at most $2, oldest first (see IDEMPOTENCY_KEY_SECONDS). */
+export const PRUNE_IDEMPOTENCY_KEYS = `
+  WITH doomed AS (
+    SELECT key FROM idempotency_keys
+    WHERE created_at < $1::timestamptz
+    ORDER BY created_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  ),
+  gone AS (DELETE FROM idempotency_keys k USING doomed d WHERE k.key = d.key RETURNING 1)
+  SELECT count(*) AS keys FROM gone`;

@@ -31,6 +31,16 @@ export const INSERT_TASK = `
 
 export const PENDING_BY_UNIQUE_KEY = `SELECT * FROM tasks WHERE status = 'pending' AND unique_key = ?`;
 
+/** What the call that used an idempotency key sent (fingerprint) and got (task_ids, a JSON array). */
+export const IDEMPOTENCY_KEY = `SELECT fingerprint, task_ids FROM idempotency_keys WHERE key = ?`;
+
+/** Recorded in the write transaction that inserted the call's tasks, so both commit or neither. */
+export const RECORD_IDEMPOTENCY_KEY = `
+  INSERT INTO idempotency_keys (key, fingerprint, task_ids, created_at) VALUES (@key, @fingerprint, @taskIds, @now)`;
+
+/** The tasks of a JSON array of ids, in no particular order. */
+export const TASKS_BY_IDS = `SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each(?))`;
+
 export const INSERT_EVENT = `
   INSERT INTO task_events (task_id, event, from_worker_id, to_worker_id, message, data, created_at)
   VALUES (@taskId, @event, @fromWorkerId, @toWorkerId, @message, @data, @now)`;

@@ -42,3 +42,11 @@ export const PRUNE_SCHEDULE_TICKS = `
       AND NOT EXISTS (SELECT 1 FROM json_each(k.task_ids) j JOIN tasks t ON t.id = j.value)
     ORDER BY k.tick_at
     LIMIT @limit)`;
+
+/** Idempotency keys recorded before @before, at most @limit, oldest first (see IDEMPOTENCY_KEY_SECONDS). */
+export const PRUNE_IDEMPOTENCY_KEYS = `
+  DELETE FROM idempotency_keys WHERE key IN (
+    SELECT key FROM idempotency_keys
+    WHERE created_at < @before
+    ORDER BY created_at
+    LIMIT @limit)`;

@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
@@ -44,6 +44,7 @@ import { recountResult, tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
+import { replayResults, requestFingerprint } from "../idempotency.js";
 import { claimTaskById, claimTasks } from "./claim.js";
 import { CommitWatcher } from "./commit-watcher.js";
 import { type EventInput, isUniqueViolation, SqliteConnection } from "./connection.js";
@@ -126,22 +127,46 @@ export class SqliteStore implements Store {
     return this.clock.now().toISOString();
   }
 
-  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    const result = this.conn.tx(true, () => {
-      const prepared = prepareNewTask(input, this.clock.now(), this.latestTypes([input]).get(input.taskType), this.rules);
-      return this.insert(prepared, this.now());
-    });
+  async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
+    const [result] = this.conn.tx(true, () =>
+      this.keyed("one", [input], options.idempotencyKey, () => {
+        const prepared = prepareNewTask(input, this.clock.now(), this.latestTypes([input]).get(input.taskType), this.rules);
+        return [this.insert(prepared, this.now())];
+      }),
+    );
     if (result.created) notifyLocal(this.channel, [result.task.taskType]);
     return result;
   }
 
-  async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
-    const results = this.conn.tx(true, () => {
-      const prepared = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.rules);
-      const now = this.now();
-      return prepared.map((p) => this.insert(p, now));
-    });
+  async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
+    const results = this.conn.tx(true, () =>
+      this.keyed("many", inputs, options.idempotencyKey, () => {
+        const prepared = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.rules);
+        const now = this.now();
+        return prepared.map((p) => this.insert(p, now));
+      }),
+    );
     this.notifyCreated(results);
+    return results;
+  }
+
+  /**
+   * Runs an enqueue's inserts inside the caller's write transaction, with its idempotency key if it has
+   * one (see idempotency.ts): a key already recorded answers its tasks and inserts nothing; a new one is
+   * recorded with the tasks' ids. The write lock is held throughout, so a racing call with the same key,
+   * in this process or another, finds the record.
+   */
+  private keyed(kind: "one" | "many", inputs: EnqueueInput[], key: string | undefined, insert: () => EnqueueResult[]): EnqueueResult[] {
+    if (key === undefined) return insert();
+    const fingerprint = requestFingerprint(kind, inputs);
+    const record = this.conn.stmt(sql.IDEMPOTENCY_KEY).get(key) as { fingerprint: string; task_ids: string } | undefined;
+    if (record) {
+      const taskIds = JSON.parse(record.task_ids) as number[];
+      const tasks = (this.conn.stmt(sql.TASKS_BY_IDS).all(record.task_ids) as SqliteTaskRow[]).map(toTask);
+      return replayResults(key, fingerprint, { fingerprint: record.fingerprint, taskIds }, tasks);
+    }
+    const results = insert();
+    this.conn.stmt(sql.RECORD_IDEMPOTENCY_KEY).run({ key, fingerprint, taskIds: JSON.stringify(results.map((r) => r.task.id)), now: this.now() });
     return results;
   }
 
