@@ -6,6 +6,7 @@
 import {
   AlreadyClaimedError,
   ConcurrencyKeyBusyError,
+  IdempotencyKeyReusedError,
   InvalidTransitionError,
   LeaseLostError,
   ScheduleNotFoundError,
@@ -70,7 +71,7 @@ type Envelope = { error?: unknown; message?: unknown; issues?: unknown; retry_af
 const withMessage = <E extends Error>(error: E, message: string): E => Object.assign(error, { message });
 
 /** What a call was about: a task, a schedule or a worker. */
-export type Subject = { taskId: number } | { scheduleName: string } | { workerId: string };
+export type Subject = { taskId: number } | { scheduleName: string } | { workerId: string } | { idempotencyKey: string };
 
 /** The library error for an error envelope; `subject` is what the call was about. */
 export function errorFromReply(status: number, body: Record<string, unknown>, subject?: Subject): TaskpoolError {
@@ -103,6 +104,8 @@ export function errorFromReply(status: number, body: Record<string, unknown>, su
       return withMessage(new InvalidTransitionError(taskId ?? null, "", ""), text);
     case "unique_key_taken":
       return withMessage(new UniqueKeyTakenError(id), text);
+    case "idempotency_key_reused":
+      return withMessage(new IdempotencyKeyReusedError(subject && "idempotencyKey" in subject ? subject.idempotencyKey : ""), text);
     default:
       return new HttpApiError(code, text, status, typeof retry_after === "number" ? retry_after : null);
   }

@@ -21,6 +21,7 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   type_at_capacity: 409,
   invalid_transition: 409,
   unique_key_taken: 409,
+  idempotency_key_reused: 422,
   request_timeout: 408,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -27,6 +27,8 @@ export interface RouteInput<B extends TSchema, Q extends TSchema, P extends TSch
   body: Static<B>;
   query: Static<Q>;
   params: Static<P>;
+  /** The request's headers (lower-case names), those the route's `headers` schema names checked. */
+  headers: Record<string, string | string[] | undefined>;
 }
 
 export interface RouteDefinition<B extends TSchema = TSchema, Q extends TSchema = TSchema, P extends TSchema = TSchema, R extends TProperties = TProperties> {
@@ -41,6 +43,11 @@ export interface RouteDefinition<B extends TSchema = TSchema, Q extends TSchema 
   body?: B;
   query?: Q;
   params?: P;
+  /**
+   * Request headers the route reads, by their lower-case wire names (not converted, unlike the other
+   * parts); other headers pass, so the schema must allow additional properties.
+   */
+  headers?: TObject;
   /** The success statuses, the usual one first (default [200]); the handler may pick another with reply.code(). */
   status?: number[];
   /** The fields of the success envelope besides `success`. */
@@ -88,6 +95,7 @@ export function registerRoute(app: FastifyInstance, route: RouteDefinition, ctx:
       ...(route.body ? { body: wireSchema(route.body) } : {}),
       ...(route.query ? { querystring: wireSchema(route.query) } : {}),
       ...(route.params ? { params: wireSchema(route.params) } : {}),
+      ...(route.headers ? { headers: route.headers } : {}),
       response,
     },
     handler: async (request, reply) => {
@@ -95,6 +103,7 @@ export function registerRoute(app: FastifyInstance, route: RouteDefinition, ctx:
         body: route.body ? fromWire(route.body, request.body) : undefined,
         query: route.query ? fromWire(route.query, request.query) : undefined,
         params: route.params ? fromWire(route.params, request.params) : undefined,
+        headers: request.headers,
       };
       reply.code(statuses[0]);
       const result = await route.handler(input as RouteInput<TSchema, TSchema, TSchema>, { ...ctx, request, reply });

@@ -285,6 +285,62 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await s.call("GET", "/api/tasks/counts")).body.by_status.pending).toBe(2);
   });
 
+  it("Idempotency-Key: a repeated create answers the first call's task (200, replayed), whatever its state; another request with the key is 422", async () => {
+    const key = { "idempotency-key": "order-7:receipt" };
+    const first = await s.call("POST", "/api/tasks", { task_type: "mail", params: { order: 7 } }, { headers: key });
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ success: true, created: true });
+    expect(first.body).not.toHaveProperty("replayed");
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    const { lease } = await claim("w1");
+    const again = await s.call("POST", "/api/tasks", { params: { order: 7 }, task_type: "mail" }, { headers: key });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ success: true, created: false, replayed: true, task: { id: first.body.task.id, status: "claimed", worker_id: lease.worker_id } });
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+
+    const other = await s.call("POST", "/api/tasks", { task_type: "mail", params: { order: 8 } }, { headers: key });
+    expect(other.status).toBe(422);
+    expect(other.body).toEqual({
+      success: false,
+      error: "idempotency_key_reused",
+      message:
+        'Idempotency key "order-7:receipt" was already used for a different enqueue request; a key may only be sent again with the same request (a retry): use a new key for new tasks',
+    });
+
+    const batch = { tasks: [{ task_type: "a" }, { task_type: "b", params: { n: 1 } }] };
+    const made = await s.call("POST", "/api/tasks/batch", batch, { headers: { "idempotency-key": "batch-1" } });
+    expect(made.status).toBe(201);
+    const repeated = await s.call("POST", "/api/tasks/batch", batch, { headers: { "idempotency-key": "batch-1" } });
+    expect(repeated.status).toBe(200);
+    expect(repeated.headers.get("idempotent-replayed")).toBe("true");
+    expect(repeated.body.results.map((r: Body) => [r.task.id, r.created, r.replayed])).toEqual(made.body.results.map((r: Body) => [r.task.id, false, true]));
+    const fewer = await s.call("POST", "/api/tasks/batch", { tasks: batch.tasks.slice(1) }, { headers: { "idempotency-key": "batch-1" } });
+    expect(fewer).toMatchObject({ status: 422, body: { error: "idempotency_key_reused" } });
+    expect((await s.call("GET", "/api/tasks/counts")).body.by_status).toMatchObject({ pending: 2, claimed: 1 });
+  });
+
+  it("a bad Idempotency-Key is a 400 naming the header and what it may hold, and creates nothing", async () => {
+    for (const [path, body] of [
+      ["/api/tasks", { task_type: "a" }],
+      ["/api/tasks/batch", { tasks: [{ task_type: "a" }] }],
+    ] as const) {
+      for (const value of ["has space", "x".repeat(256), "caf\u00e9"]) {
+        const answer = await s.call("POST", path, body, { headers: { "idempotency-key": value } });
+        expect(answer.status, value).toBe(400);
+        expect(answer.body).toMatchObject({ success: false, error: "validation_error", message: expect.stringMatching(/^Invalid headers: idempotency-key: /) });
+      }
+      const spaced = await s.call("POST", path, body, { headers: { "idempotency-key": "has space" } });
+      expect(spaced.body.message).toBe('Invalid headers: idempotency-key: must be 1 to 255 visible ASCII characters, no spaces (a UUID is the usual choice) (got "has space")');
+    }
+    expect((await s.call("GET", "/api/tasks/counts")).body.by_status.pending).toBe(0);
+    const doc = (await s.call("GET", "/openapi.json")).body;
+    for (const path of ["/api/tasks", "/api/tasks/batch"]) {
+      const header = doc.paths[path].post.parameters.find((p: Body) => p.in === "header" && p.name === "idempotency-key");
+      expect(header, path).toMatchObject({ required: false, schema: { type: "string", maxLength: 255 } });
+      expect(doc.paths[path].post.responses["422"]).toBeDefined();
+    }
+  });
+
   it("lists with filters and cursor paging; counts; capacity per role in seed 004's shape", async () => {
     const ids: number[] = [];
     for (let i = 0; i < 5; i++) ids.push((await create({ task_type: i < 3 ? "product_resync" : "analytics_refresh" })).id);

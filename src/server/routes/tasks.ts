@@ -2,12 +2,36 @@
 import { Type } from "@sinclair/typebox";
 import { TaskNotFoundError } from "../../core/errors.js";
 import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord } from "../../core/record-schemas.js";
-import { CancelOptionsSchema, EnqueueBatchSchema, EnqueueInputSchema, PageSchema, TaskFilterSchema, TaskId, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
+import { CancelOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
+import { IDEMPOTENCY_KEY_SECONDS } from "../../core/retention.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";
 
 const TAG = "tasks";
 const IdParams = Type.Object({ id: TaskId }, { additionalProperties: false });
+
+/**
+ * What an enqueue reads of its headers: the idempotency key of the call (the IETF httpapi draft's
+ * header). Its description is also its refusal's wording, so what it does is in the routes'.
+ */
+const EnqueueHeaders = Type.Object({ "idempotency-key": Type.Optional(IdempotencyKey) }, { additionalProperties: true });
+
+const KEY_LIFETIME = `${IDEMPOTENCY_KEY_SECONDS / 3600} hours`;
+
+/** The call's options from its headers. */
+const callOptions = (headers: Record<string, string | string[] | undefined>): EnqueueCallOptions => {
+  const key = headers["idempotency-key"];
+  return typeof key === "string" ? { idempotencyKey: key } : {};
+};
+
+/** Marks a replay's answer for clients that look at headers only (Stripe's name). */
+const REPLAYED_HEADER = "idempotent-replayed";
+
+const EnqueueResultRecord = Type.Object({
+  task: TaskReadRecord,
+  created: Type.Boolean(),
+  replayed: Type.Optional(Type.Literal(true, { description: "present when the idempotency key was used before: the task is the first call's, as it is now" })),
+});
 
 export const taskRoutes = [
   defineRoute({
@@ -15,16 +39,22 @@ export const taskRoutes = [
     url: "/api/tasks",
     tag: TAG,
     summary: "Create a task",
-    description: "201 with the new task; 200 with the pending task already holding the unique_key (created: false).",
+    description:
+      "201 with the new task; 200 with the pending task already holding the unique_key (created: false), or with the task of the first call " +
+      `that sent the same Idempotency-Key within ${KEY_LIFETIME} (created: false, replayed: true, header Idempotent-Replayed: true), whatever became of it. ` +
+      "422 idempotency_key_reused: the key came with a different request before.",
     access: ["producer"],
     body: EnqueueInputSchema,
+    headers: EnqueueHeaders,
     status: [201, 200],
-    reply: { task: TaskReadRecord, created: Type.Boolean() },
-    async handler({ body }, { pool, reply }) {
-      // Through the pool's batcher: concurrent producers share inserts and commits.
-      const { task, created } = await pool.enqueueOne(body);
-      if (!created) reply.code(200);
-      return { task, created };
+    reply: EnqueueResultRecord.properties,
+    errors: [422],
+    async handler({ body, headers }, { pool, reply }) {
+      // Through the pool's batcher (concurrent producers share inserts and commits), unless keyed.
+      const result = await pool.enqueueOne(body, callOptions(headers));
+      if (!result.created) reply.code(200);
+      if (result.replayed) reply.header(REPLAYED_HEADER, "true");
+      return result;
     },
   }),
   defineRoute({
@@ -32,13 +62,20 @@ export const taskRoutes = [
     url: "/api/tasks/batch",
     tag: TAG,
     summary: "Create many tasks, all or nothing",
-    description: "One bad item refuses the batch (400 naming its index) and creates nothing.",
+    description:
+      "One bad item refuses the batch (400 naming its index) and creates nothing. With an Idempotency-Key the first call's key covers the whole batch: " +
+      `the same batch sent again within ${KEY_LIFETIME} creates nothing and answers 200 with the first call's tasks (each created: false, replayed: true; header Idempotent-Replayed: true); ` +
+      "422 idempotency_key_reused when the key came with a different batch.",
     access: ["producer"],
     body: bodyOf(Type.Object({ tasks: Type.Array(EnqueueInputSchema, { maxItems: EnqueueBatchSchema.maxItems }) })),
-    status: [201],
-    reply: { results: Type.Array(Type.Object({ task: TaskReadRecord, created: Type.Boolean() })) },
-    async handler({ body }, { pool }) {
-      return { results: await pool.enqueueMany(body.tasks) };
+    headers: EnqueueHeaders,
+    status: [201, 200],
+    reply: { results: Type.Array(EnqueueResultRecord) },
+    errors: [422],
+    async handler({ body, headers }, { pool, reply }) {
+      const results = await pool.enqueueMany(body.tasks, callOptions(headers));
+      if (results.some((r) => r.replayed)) reply.code(200).header(REPLAYED_HEADER, "true");
+      return { results };
     },
   }),
   defineRoute({
