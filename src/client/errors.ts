@@ -43,7 +43,7 @@ export class ServerUnreachableError extends UnavailableError {
     super(
       "server_unreachable",
       maybeApplied
-        ? `Lost the connection to the taskpool server at ${origin} before it answered (${reason}): the call may have been applied, so it was not sent again; check before repeating it (an enqueue: look for its task)`
+        ? `Lost the connection to the taskpool server at ${origin} before it answered (${reason}): the call may have been applied, so it was not sent again; check before repeating it`
         : `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`,
     );
   }

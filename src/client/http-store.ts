@@ -10,6 +10,7 @@
  * `taskpool serve` runs one, or `taskpool coordinator`), reservations (the coordinator's), and
  * API keys (`taskpool keys` on the database).
  */
+import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { TSchema } from "@sinclair/typebox";
 import { COORDINATOR_LEADERSHIP } from "../coordinator/coordinator.js";
@@ -17,7 +18,7 @@ import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { FiredSchedule, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { CancelOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions, CompleteOptions, EnqueueInput, FailOptions, Json, Lease, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { PruneResult } from "../core/retention.js";
@@ -52,6 +53,8 @@ interface CallInput {
   params?: Record<string, string | number>;
   query?: object;
   body?: object;
+  /** Request headers the route reads (its `headers` schema), by wire name. */
+  headers?: Record<string, string>;
 }
 
 /** A task the server answered 404 for: null where the store answers null. */
@@ -79,15 +82,22 @@ export class HttpStore implements Store {
     this.transport.close();
   }
 
-  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    const { task, created } = await this.call<EnqueueResult>("POST /api/tasks", { body: input }, { repeatable: input.uniqueKey ? "yes" : "only-if-unsent" });
-    return { task: unleased(task), created };
+  /**
+   * Every enqueue carries an idempotency key, the caller's or one made for the call, so the transport
+   * may send it again when its answer was lost (a reset connection, a server killed mid-request): the
+   * server creates the tasks once and answers a repeat with them (replayed: true).
+   */
+  async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
+    const idempotencyKey = options.idempotencyKey ?? randomUUID();
+    const result = await this.call<EnqueueResult>("POST /api/tasks", { body: input, headers: { "idempotency-key": idempotencyKey } }, { repeatable: "yes", subject: { idempotencyKey } });
+    return { ...result, task: unleased(result.task) };
   }
 
-  async enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
-    const repeatable = inputs.every((i) => i.uniqueKey) ? "yes" : "only-if-unsent";
-    const { results } = await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", { body: { tasks: inputs } }, { repeatable });
-    return results.map(({ task, created }) => ({ task: unleased(task), created }));
+  async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
+    const idempotencyKey = options.idempotencyKey ?? randomUUID();
+    const call = { body: { tasks: inputs }, headers: { "idempotency-key": idempotencyKey } };
+    const { results } = await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", call, { repeatable: "yes", subject: { idempotencyKey } });
+    return results.map((result) => ({ ...result, task: unleased(result.task) }));
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
@@ -367,7 +377,7 @@ export class HttpStore implements Store {
     if (input.query && route.query) path += queryString(toWire(route.query, input.query) as Record<string, unknown>);
     const body = route.body ? toWire(route.body, input.body ?? {}) : undefined;
     const [method] = key.split(" ");
-    const reply = await this.transport.send(method, path, body, options);
+    const reply = await this.transport.send(method, path, body, input.headers ? { ...options, headers: input.headers } : options);
     const answer = fromWire<Record<string, unknown>>(known.reply, reply.body);
     delete answer.success;
     return answer as T;

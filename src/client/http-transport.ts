@@ -1,11 +1,11 @@
 /**
  * HTTP requests to a taskpool server, with the retry rules a queue client needs: network errors
  * and 5xx are retried with backoff, 4xx never (the request was understood and refused; sending it
- * again changes nothing). A call that is not safe to repeat (a claim, an enqueue without a unique
- * key) is retried only when it certainly never reached the server (no connection could be made, or
- * a 502, 503 or 504 answer), so a retry cannot claim or create twice. A connection lost after the
- * request was written is not such a case, even a kept-alive one: see `once`. Repeating a fenced
- * lease write is safe: it is applied once and refused after.
+ * again changes nothing). A call that is not safe to repeat (a claim) is retried only when it
+ * certainly never reached the server (no connection could be made, or a 502, 503 or 504 answer), so
+ * a retry cannot claim twice. A connection lost after the request was written is not such a case,
+ * even a kept-alive one: see `once`. Repeating a fenced lease write is safe: it is applied once and
+ * refused after; so is repeating an enqueue, which always carries an idempotency key (HttpStore).
  *
  * node:http with a keep-alive agent rather than fetch: a worker makes many small requests and
  * fetch costs several times more CPU per request here.
@@ -38,6 +38,8 @@ export interface RequestOptions {
   signal?: AbortSignal;
   /** What the call is about (a task id, a schedule name), for the error a refusal becomes. */
   subject?: Subject;
+  /** Extra request headers (an enqueue's Idempotency-Key). */
+  headers?: Record<string, string>;
 }
 
 /** Failures of a request that never reached the server (safe to send again, whatever the call). */
@@ -116,6 +118,7 @@ export class HttpTransport {
       headers["content-length"] = Buffer.byteLength(payload);
     }
     if (this.options.apiKey) headers["x-api-key"] = this.options.apiKey;
+    Object.assign(headers, options.headers);
     return new Promise<Reply>((resolve, reject) => {
       const req = this.request(new URL(path, this.baseUrl), { method, headers, agent: this.agent, signal: options.signal, timeout: this.timeoutMs + (options.waitMs ?? 0) });
       req.on("timeout", () => req.destroy(Object.assign(new Error(`no answer within ${this.timeoutMs + (options.waitMs ?? 0)} ms`), { code: "ETIMEDOUT" })));
@@ -125,7 +128,8 @@ export class HttpTransport {
         // just as it was reused: a server killed while handling the request (SIGKILL, a crash) resets
         // it the same way, after the write. Sent again once the server was back, an enqueue
         // without a unique key created its task twice (a server SIGKILLed and restarted in 2 s: 7
-        // of 150 tasks doubled, every producer call answered "ok").
+        // of 150 tasks doubled, every producer call answered "ok"); enqueues now carry an
+        // idempotency key and are repeated as safe calls.
         error.unsent = UNSENT_CODES.has(error.code ?? "");
         reject(error);
       });

@@ -66,8 +66,8 @@ describe.runIf(PrivatePostgres.available())("PostgreSQL down for a while, behind
       }
       expect((await fetch(`${httpUrl}/readyz`)).status).toBe(503);
 
-      // An enqueue is not safe to repeat after a 500 (it may have been written); after a 503 it is,
-      // so the client sends it again with backoff, and it lands once the database is back.
+      // After a 503 nothing was written: the client sends the enqueue again with backoff (with its
+      // idempotency key, as after any lost answer), and it lands once the database is back.
       const enqueued = producer.enqueue("down_b", { n: 1 });
       await delay(300);
       startAgain();
