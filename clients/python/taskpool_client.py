@@ -15,11 +15,19 @@ still holds (checkpoints kept, no attempt charged) and deregisters.
 
 Retries, with exponential backoff and jitter, as the TypeScript client does: 4xx answers never
 (the request itself is wrong, or the lease is gone). A call that is safe to repeat (reads, lease
-writes, which the server applies once and refuses after, an enqueue with a ``unique_key``) is
-retried after a network error or a 5xx answer. One that is not (a claim, an enqueue without a
-``unique_key``) is retried only when it certainly never reached the server, a refused connection or
-a 502/503/504, since a lost answer may have followed a write: repeating it would create a second
-task, or lease a task nobody works on until its lease runs out.
+writes, which the server applies once and refuses after, enqueues, which carry an
+``Idempotency-Key``) is retried after a network error or a 5xx answer. One that is not (a claim)
+is retried only when it certainly never reached the server, a refused connection or a
+502/503/504, since a lost answer may have followed a write: repeating it would lease a task nobody
+works on until its lease runs out.
+
+Every enqueue sends an ``Idempotency-Key`` header: the caller's ``idempotency_key``, or a UUID made
+for the call. The server creates the call's tasks once and answers a repeat of it with them
+(``replayed``), so a create whose answer was lost (a reset connection, a server killed mid-request)
+is sent again, the same key with it, instead of failing or being doubled. Give your own key to
+repeat a call across restarts of your program (an order id and a purpose, say); the server
+remembers keys for 24 hours and refuses (422 ``idempotency_key_reused``) a key sent with a
+different request.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import signal
 import socket
 import threading
 import time
+import uuid
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -115,14 +124,24 @@ class Client:
 
     # -- transport --------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: Optional[Dict[str, Any]] = None, *, timeout: Optional[float] = None, repeatable: bool = True) -> Dict[str, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Optional[Dict[str, Any]] = None,
+        *,
+        timeout: Optional[float] = None,
+        repeatable: bool = True,
+        headers: Optional[Dict[str, str]] = None,
+    ) -> Dict[str, Any]:
         """One API call; returns the success envelope's fields (``success`` removed).
 
         ``repeatable=False`` for a call that must not run twice: it is then retried only when it
-        certainly never reached the server (see the module's notes on retries).
+        certainly never reached the server (see the module's notes on retries). ``headers`` are sent
+        with every attempt.
         """
         data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = {"Accept": "application/json", "User-Agent": f"taskpool-python/{__version__}"}
+        headers = {"Accept": "application/json", "User-Agent": f"taskpool-python/{__version__}", **(headers or {})}
         if data is not None:
             headers["Content-Type"] = "application/json"
         if self.api_key:
@@ -152,18 +171,22 @@ class Client:
 
     # -- producer ---------------------------------------------------------------------------
 
-    def enqueue(self, task_type: str, params: Optional[Dict[str, Any]] = None, **options: Any) -> Dict[str, Any]:
+    def enqueue(self, task_type: str, params: Optional[Dict[str, Any]] = None, *, idempotency_key: Optional[str] = None, **options: Any) -> Dict[str, Any]:
         """Creates a task (options: priority, unique_key, scheduled_for or delay_seconds, max_attempts, concurrency_key, …); returns it.
 
         delay_seconds counts from the database's clock; a scheduled_for computed from this host's clock carries its skew.
+        idempotency_key: see the module's notes; one is made for the call when none is given.
         """
         body = {"task_type": task_type, "params": params or {}, **options}
-        return self.request("POST", "/api/tasks", body, repeatable=body.get("unique_key") is not None)["task"]
+        return self.request("POST", "/api/tasks", body, headers=_idempotency(idempotency_key))["task"]
 
-    def enqueue_batch(self, tasks: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
-        """Creates several tasks at once, all or none; returns ``[{"task": …, "created": bool}]``."""
-        tasks = list(tasks)
-        return self.request("POST", "/api/tasks/batch", {"tasks": tasks}, repeatable=all(t.get("unique_key") is not None for t in tasks))["results"]
+    def enqueue_batch(self, tasks: Iterable[Dict[str, Any]], *, idempotency_key: Optional[str] = None) -> List[Dict[str, Any]]:
+        """Creates several tasks at once, all or none; returns ``[{"task": …, "created": bool}]``.
+
+        One idempotency key covers the whole batch (see the module's notes).
+        """
+        body = {"tasks": list(tasks)}
+        return self.request("POST", "/api/tasks/batch", body, headers=_idempotency(idempotency_key))["results"]
 
     def get(self, task_id: int) -> Dict[str, Any]:
         """A task and its event timeline: ``{"task": …, "events": […]}``."""
@@ -526,6 +549,11 @@ def _error(status: int, raw: bytes, headers: Any) -> TaskpoolError:
     retry_after = body.get("retry_after") or (headers.get("Retry-After") if headers is not None else None)
     error_class = LeaseLost if code == "lease_lost" else TaskpoolError
     return error_class(status, code, message, body, float(retry_after) if retry_after else None)
+
+
+def _idempotency(key: Optional[str]) -> Dict[str, str]:
+    """The header that makes an enqueue safe to send again: the same key on every attempt of the call."""
+    return {"Idempotency-Key": key if key is not None else str(uuid.uuid4())}
 
 
 def _without_none(fields: Dict[str, Any]) -> Dict[str, Any]:

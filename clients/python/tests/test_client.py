@@ -53,11 +53,14 @@ class ScriptedServer:
     def __init__(self, answers):
         self.answers = list(answers)
         self.requests = 0
+        #: The Idempotency-Key header of each request (None when absent).
+        self.keys = []
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 outer.requests += 1
+                outer.keys.append(self.headers.get("Idempotency-Key"))
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 answer = outer.answers.pop(0)
                 if answer is None:
@@ -105,6 +108,29 @@ class ClientTest(unittest.TestCase):
         self.assertEqual([r["created"] for r in results], [True, True])
         again = self.client.enqueue(kind, unique_key="k1")
         self.assertEqual(again["id"], results[1]["task"]["id"])
+
+    def test_an_idempotency_key_creates_once_and_refuses_another_request(self):
+        kind = unique("receipt")
+        key = unique("order-7")
+        first = self.client.enqueue(kind, {"order": 7}, idempotency_key=key)
+        lease = self.client.claim("py-w3", [kind])
+        self.assertEqual(lease["id"], first["id"])
+        again = self.client.enqueue(kind, {"order": 7}, idempotency_key=key)
+        self.assertEqual((again["id"], again["status"]), (first["id"], "claimed"))
+        replayed = self.client.request("POST", "/api/tasks", {"task_type": kind, "params": {"order": 7}}, headers={"Idempotency-Key": key})
+        self.assertEqual((replayed["created"], replayed["replayed"]), (False, True))
+        with self.assertRaises(TaskpoolError) as reused:
+            self.client.enqueue(kind, {"order": 8}, idempotency_key=key)
+        self.assertEqual((reused.exception.status, reused.exception.code), (422, "idempotency_key_reused"))
+        batch = [{"task_type": kind, "params": {"n": 1}}, {"task_type": kind, "params": {"n": 2}}]
+        made = self.client.enqueue_batch(batch, idempotency_key=key + "-batch")
+        repeated = self.client.enqueue_batch(batch, idempotency_key=key + "-batch")
+        self.assertEqual([r["task"]["id"] for r in repeated], [r["task"]["id"] for r in made])
+        self.assertEqual([r["created"] for r in repeated], [False, False])
+        with self.assertRaises(TaskpoolError) as bad:
+            self.client.enqueue(kind, idempotency_key="has space")
+        self.assertEqual((bad.exception.status, bad.exception.code), (400, "validation_error"))
+        self.assertIn("idempotency-key", bad.exception.message)
 
     def test_errors_carry_status_code_and_message(self):
         with self.assertRaises(TaskpoolError) as bad:
@@ -158,7 +184,7 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(self.client.claim("py-w2", [kind], wait_ms=300))
         self.assertGreaterEqual(time.monotonic() - started, 0.29)
 
-    def test_5xx_and_network_errors_are_retried_4xx_never_and_a_call_unsafe_to_repeat_only_if_unsent(self):
+    def test_5xx_and_network_errors_are_retried_4xx_never_and_a_claim_only_if_unsent(self):
         flaky = ScriptedServer([(503, {"success": False, "error": "not_ready", "message": "down"}), (502, {}), (201, {"success": True, "task": {"id": 7}})])
         try:
             self.assertEqual(Client(flaky.url, retries=3, backoff=0.01).enqueue("x"), {"id": 7})
@@ -180,18 +206,28 @@ class ClientTest(unittest.TestCase):
             self.assertEqual((failed.exception.status, failed.exception.code, down.requests), (500, "internal_error", 3))
         finally:
             down.close()
-        # A 500 or a hang-up may come after the task was written: an enqueue without a unique_key, or a
-        # claim, is not sent again (it would make a second task, or lease one nobody works on).
+        # A 500 or a hang-up may come after the task was written: an enqueue is sent again with the
+        # same Idempotency-Key (the server answers the first write's task), the call's own or one
+        # made for it; a claim is not sent again (it would lease a task nobody works on).
         created = (201, {"success": True, "task": {"id": 8}})
         for answer in (boom, None):
-            once = ScriptedServer([answer, created, created])
+            again = ScriptedServer([answer, created])
             try:
-                with self.assertRaises(TaskpoolError) as failed:
-                    Client(once.url, retries=3, backoff=0.01).enqueue("x")
-                self.assertEqual(once.requests, 1)
-                self.assertEqual(failed.exception.code, "internal_error" if answer else "network_error")
+                self.assertEqual(Client(again.url, retries=3, backoff=0.01).enqueue("x"), {"id": 8})
+                self.assertEqual(again.requests, 2)
+                self.assertRegex(again.keys[0], r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}$")
+                self.assertEqual(again.keys[1], again.keys[0])
             finally:
-                once.close()
+                again.close()
+        batch = ScriptedServer([None, (201, {"success": True, "results": [{"task": {"id": 10}, "created": True}]}), created])
+        try:
+            client = Client(batch.url, retries=3, backoff=0.01)
+            self.assertEqual(client.enqueue_batch([{"task_type": "x"}], idempotency_key="import-7")[0]["task"], {"id": 10})
+            self.assertEqual(batch.keys, ["import-7", "import-7"])
+            client.enqueue("x")
+            self.assertNotIn(batch.keys[2], ("import-7", None))
+        finally:
+            batch.close()
         claim = ScriptedServer([None, (200, {"success": True, "task": {"id": 9}})])
         try:
             with self.assertRaises(TaskpoolError):
@@ -199,13 +235,6 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(claim.requests, 1)
         finally:
             claim.close()
-        # With a unique_key, a second send finds the first task: repeated after a hang-up.
-        keyed = ScriptedServer([None, created])
-        try:
-            self.assertEqual(Client(keyed.url, retries=3, backoff=0.01).enqueue("x", unique_key="k"), {"id": 8})
-            self.assertEqual(keyed.requests, 2)
-        finally:
-            keyed.close()
         closed = ScriptedServer([])
         closed.close()
         with self.assertRaises(TaskpoolError) as unreachable:
