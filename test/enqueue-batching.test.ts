@@ -50,4 +50,31 @@ describe.each([postgresKind, sqliteKind])("pool.enqueue batching on $name", (kin
     expect(new Set(tasks.map((t) => t.id)).size).toBe(1);
     expect((await pool.counts()).byStatus.pending).toBe(1);
   });
+
+  it("keyed calls are not merged into a batch: each keeps its own key's answer or refusal", async () => {
+    const calls = [
+      pool.enqueue("mail", { n: 1 }, { idempotencyKey: "a" }),
+      pool.enqueue("mail", { n: 1 }, { idempotencyKey: "a" }),
+      pool.enqueue("mail", { n: 2 }, { idempotencyKey: "a" }),
+      pool.enqueue("mail", { n: 3 }, { idempotencyKey: "b", priority: 2 }),
+      pool.enqueue("mail", { n: 4 }),
+      pool.enqueue("mail", { n: 5 }),
+    ];
+    const settled = await Promise.allSettled(calls);
+    // One of the three "a" calls wins; the same request is answered its task, the other refused.
+    const [a1, a2, a3] = settled.slice(0, 3);
+    const winner = [a1, a2, a3].find((s) => s.status === "fulfilled" && s.value.params.n === 1) as PromiseFulfilledResult<{ id: number }>;
+    if (a3.status === "fulfilled") {
+      expect([a1.status, a2.status]).toEqual(["rejected", "rejected"]);
+      expect((a1 as PromiseRejectedResult).reason.code).toBe("idempotency_key_reused");
+    } else {
+      expect(a3.reason.code).toBe("idempotency_key_reused");
+      expect([a1, a2].map((s) => (s as PromiseFulfilledResult<{ id: number }>).value.id)).toEqual([winner.value.id, winner.value.id]);
+    }
+    expect(settled.slice(3).map((s) => s.status)).toEqual(["fulfilled", "fulfilled", "fulfilled"]);
+    expect((settled[3] as PromiseFulfilledResult<{ priority: number }>).value.priority).toBe(2);
+    // Only the unkeyed calls went through the batcher's enqueueMany; keyed ones were single enqueues.
+    expect(batches.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(2);
+    expect((await pool.counts()).byStatus.pending).toBe(4);
+  });
 });
