@@ -9,14 +9,24 @@ describe.each([postgresKind, sqliteKind])("pool.enqueue batching on $name", (kin
   let pool: Taskpool;
   /** The batches the store was asked to insert, by size (a real store, counted on its way in). */
   let batches: number[];
+  /** The same for batches of single calls with idempotency keys (enqueueCalls, PostgreSQL's). */
+  let callBatches: number[];
   beforeEach(async () => {
     handle = await kind.create();
     batches = [];
+    callBatches = [];
     const enqueueMany = handle.store.enqueueMany.bind(handle.store);
     handle.store.enqueueMany = (inputs) => {
       batches.push(inputs.length);
       return enqueueMany(inputs);
     };
+    const enqueueCalls = handle.store.enqueueCalls?.bind(handle.store);
+    if (enqueueCalls) {
+      handle.store.enqueueCalls = (calls) => {
+        callBatches.push(calls.length);
+        return enqueueCalls(calls);
+      };
+    }
     pool = new Taskpool(new CheckedStore(handle.store), null);
   });
   afterEach(() => handle.cleanup());
@@ -51,7 +61,7 @@ describe.each([postgresKind, sqliteKind])("pool.enqueue batching on $name", (kin
     expect((await pool.counts()).byStatus.pending).toBe(1);
   });
 
-  it("keyed calls are not merged into a batch: each keeps its own key's answer or refusal", async () => {
+  it("keyed calls share batches where the store can (PostgreSQL), each answered as its key says", async () => {
     const calls = [
       pool.enqueue("mail", { n: 1 }, { idempotencyKey: "a" }),
       pool.enqueue("mail", { n: 1 }, { idempotencyKey: "a" }),
@@ -73,8 +83,35 @@ describe.each([postgresKind, sqliteKind])("pool.enqueue batching on $name", (kin
     }
     expect(settled.slice(3).map((s) => s.status)).toEqual(["fulfilled", "fulfilled", "fulfilled"]);
     expect((settled[3] as PromiseFulfilledResult<{ priority: number }>).value.priority).toBe(2);
-    // Only the unkeyed calls went through the batcher's enqueueMany; keyed ones were single enqueues.
-    expect(batches.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(2);
     expect((await pool.counts()).byStatus.pending).toBe(4);
+    // The first call went alone; the others waited for it and went together, the "a" calls one per batch.
+    if (handle.store.enqueueCalls) expect(callBatches.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(4);
+    else expect(callBatches).toEqual([]);
+  });
+
+  it("many concurrent keyed calls make each task once, and sent again at once are each answered theirs", async () => {
+    const send = () => Promise.all(Array.from({ length: 40 }, (_, i) => pool.enqueue("mail", { n: i }, { idempotencyKey: `order-${i}` })));
+    const first = await send();
+    expect(first.map((t) => t.params)).toEqual(Array.from({ length: 40 }, (_, i) => ({ n: i })));
+    const again = await send();
+    expect(again.map((t) => t.id)).toEqual(first.map((t) => t.id));
+    expect((await pool.counts()).byStatus.pending).toBe(40);
+    if (handle.store.enqueueCalls) {
+      // All but the first of each round waited for it and went in a few batches.
+      expect(callBatches.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(78);
+      expect(callBatches.length).toBeLessThan(10);
+    }
+  });
+
+  it("a bad keyed call among concurrent ones is refused alone, its key left free, and the others are written", async () => {
+    await pool.registerTaskType({ name: "resize", paramsSchema: { type: "object", properties: { width: { type: "integer" } }, required: ["width"] } });
+    const calls = [1, 2, "wide", 4].map((width, i) => pool.enqueue("resize", { width }, { idempotencyKey: `r-${i}` }));
+    const settled = await Promise.allSettled(calls);
+    expect(settled.map((s) => s.status)).toEqual(["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+    expect((settled[2] as PromiseRejectedResult).reason.message).toBe("Invalid params for resize v1: params.width: must be integer");
+    // The refused call recorded nothing under its key: sent right, it creates its task.
+    const fixed = await pool.enqueue("resize", { width: 3 }, { idempotencyKey: "r-2" });
+    expect(fixed.params).toEqual({ width: 3 });
+    expect((await pool.counts()).byType.resize).toMatchObject({ pending: 4 });
   });
 });

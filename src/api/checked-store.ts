@@ -76,7 +76,7 @@ import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { type RecountOptions, RecountOptionsSchema, type RecountResult } from "../core/recount.js";
 import { decodeCursor } from "../store/paging.js";
-import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store/store.js";
+import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueCall, EnqueueCallOutcome, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store/store.js";
 
 /** Size limits of stored JSON, in bytes once serialized. */
 export interface Limits {
@@ -105,10 +105,24 @@ export function resolveLimits(limits: Partial<Limits> = {}): Limits {
 }
 
 export class CheckedStore implements Store {
+  /** Present when the store has it (PostgreSQL): each call checked as enqueue checks it; a bad one refuses them all, as Store.enqueueCalls says. */
+  readonly enqueueCalls?: (calls: EnqueueCall[]) => Promise<EnqueueCallOutcome[]>;
+
   constructor(
     private readonly store: Store,
     readonly limits: Limits = DEFAULT_LIMITS,
-  ) {}
+  ) {
+    const enqueueCalls = store.enqueueCalls?.bind(store);
+    if (enqueueCalls) {
+      this.enqueueCalls = async (calls) => {
+        for (const { input, idempotencyKey } of calls) {
+          validate(EnqueueCallOptionsSchema, idempotencyKey === undefined ? {} : { idempotencyKey }, "enqueue options");
+          this.checkEnqueue(input);
+        }
+        return calls.length === 0 ? [] : enqueueCalls(calls);
+      };
+    }
+  }
 
   get dialect(): Store["dialect"] {
     return this.store.dialect;

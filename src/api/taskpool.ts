@@ -84,13 +84,12 @@ export class Taskpool {
 
   /**
    * enqueue() as the HTTP API takes it: one input, answered with the task and whether it was created
-   * (false for a unique-key hit or an idempotency key used before). A keyed call is not batched with
-   * others: its key and its tasks commit in a transaction of their own.
+   * (false for a unique-key hit or an idempotency key used before). Concurrent calls share inserts
+   * and commits (EnqueueBatcher), keyed ones too where the store can (PostgreSQL's enqueueCalls).
    */
   enqueueOne(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
-    if (options.idempotencyKey !== undefined) return this.protocol.enqueue(input, options);
     this.enqueues ??= new EnqueueBatcher(this.protocol);
-    return this.enqueues.enqueue(input);
+    return this.enqueues.enqueue(input, options);
   }
 
   /**

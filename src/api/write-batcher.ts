@@ -1,8 +1,8 @@
 import { isRefusal } from "../core/errors.js";
-import type { Completion, Failure } from "../core/schemas.js";
+import type { Completion, EnqueueCallOptions, Failure } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions, EnqueueInput } from "../core/task.js";
 import type { WorkerBeat, WorkerBeatResult } from "../core/worker.js";
-import type { BatchOptions, EnqueueResult, Store } from "../store/store.js";
+import type { BatchOptions, EnqueueCall, EnqueueResult, Store } from "../store/store.js";
 import type { CheckedStore, Outcome } from "./checked-store.js";
 import { type Chained, type NextClaimStore, type Refused, type Settled, type Written, writeWithNextClaims } from "./next-claims.js";
 
@@ -26,8 +26,8 @@ class Batcher<I, O> {
   constructor(
     private readonly write: (items: I[]) => Promise<O[]>,
     private readonly maxBatch: number,
-    /** Items with the same key never share a batch (null: any items may). */
-    private readonly keyOf: ((item: I) => unknown) | null = null,
+    /** Items sharing a key never share a batch (null: any items may). */
+    private readonly keysOf: ((item: I) => readonly unknown[]) | null = null,
   ) {}
 
   add(item: I): Promise<O> {
@@ -49,9 +49,9 @@ class Batcher<I, O> {
     const keys = new Set<unknown>();
     const later: Waiting<I, O>[] = [];
     for (const waiting of this.queue) {
-      const key = this.keyOf?.(waiting.item);
-      if (batch.length < this.maxBatch && (key === undefined || !keys.has(key))) {
-        if (key !== undefined) keys.add(key);
+      const itemKeys = this.keysOf?.(waiting.item) ?? [];
+      if (batch.length < this.maxBatch && !itemKeys.some((key) => keys.has(key))) {
+        for (const key of itemKeys) keys.add(key);
         batch.push(waiting);
       } else later.push(waiting);
     }
@@ -74,7 +74,7 @@ class Batcher<I, O> {
   }
 }
 
-const byId = ({ write }: Chained<{ id: number }>) => write.id;
+const byId = ({ write }: Chained<{ id: number }>) => [write.id];
 
 /**
  * The outcomes of running tasks, batched: completions and failures from concurrent handlers (or
@@ -149,7 +149,7 @@ export class BeatBatcher {
   private readonly beats: Batcher<WorkerBeat, Outcome<WorkerBeatResult>>;
 
   constructor(store: Pick<CheckedStore, "workerHeartbeatEach">, maxBatch = 100) {
-    this.beats = new Batcher((items) => store.workerHeartbeatEach(items), maxBatch, (beat) => beat.workerId);
+    this.beats = new Batcher((items) => store.workerHeartbeatEach(items), maxBatch, (beat) => [beat.workerId]);
   }
 
   async beat(beat: WorkerBeat): Promise<WorkerBeatResult> {
@@ -164,37 +164,46 @@ function unwrap<T>(outcome: Settled<T>): T {
 
 /**
  * Single enqueues batched the same way: calls made while an insert is in flight (a producer sending
- * tasks one by one, faster than a durable commit per task allows) share the next `enqueueMany`, one
- * insert and one commit; a call made alone is the single enqueue it always was. Tasks with the same
- * unique key never share a batch, so the second meets the first's task as it would one call later.
- * The batch is all or nothing; when it is refused (a bad item, an unknown task type), nothing was
- * written and each item is enqueued on its own, so a refusal reaches only its caller, worded as for a
- * single call. Any other error (the database or the server out of reach: the insert may or may not have committed)
- * reaches every caller of the batch, as it would each single call.
+ * tasks one by one, faster than a durable commit per task allows) share the next insert and commit; a
+ * call made alone is the single enqueue it always was. Unkeyed calls share an `enqueueMany`; a batch
+ * with idempotency keys (every call of the HTTP clients has one) shares an `enqueueCalls` where the
+ * store has it, each call still answered as its key says, and otherwise each keyed call goes alone.
+ * Calls with the same unique key or idempotency key never share a batch, so the second meets the
+ * first's task as it would one call later. The batch is all or nothing; when it is refused (a bad
+ * item, an unknown task type), nothing was written and each call is made on its own, so a refusal
+ * reaches only its caller, worded as for a single call. Any other error (the database or the server
+ * out of reach: the insert may or may not have committed) reaches every caller of the batch, as it
+ * would each single call.
  */
 export class EnqueueBatcher {
-  private readonly enqueues: Batcher<EnqueueInput, Settled<EnqueueResult>>;
+  private readonly enqueues: Batcher<EnqueueCall, Settled<EnqueueResult>>;
 
-  constructor(store: Pick<CheckedStore, "enqueue" | "enqueueMany">, maxBatch = 1000) {
+  constructor(store: Pick<CheckedStore, "enqueue" | "enqueueMany" | "enqueueCalls">, maxBatch = 1000) {
+    const alone = ({ input, idempotencyKey }: EnqueueCall) => settle(store.enqueue(input, idempotencyKey === undefined ? {} : { idempotencyKey }));
     this.enqueues = new Batcher(
-      async (inputs) => {
-        if (inputs.length > 1) {
+      async (calls) => {
+        const keyed = calls.some((c) => c.idempotencyKey !== undefined);
+        if (calls.length > 1 && (!keyed || store.enqueueCalls)) {
           try {
-            return (await store.enqueueMany(inputs)).map((value) => ({ ok: true, value }));
+            if (!keyed) return (await store.enqueueMany(calls.map((c) => c.input))).map((value) => ({ ok: true, value }));
+            return await store.enqueueCalls!(calls);
           } catch (error) {
             if (!isRefusal(error)) throw error;
           }
         }
-        // Alone, or refused as a batch: each item as its own call, with its own answer or refusal.
-        return Promise.all(inputs.map((input) => settle(store.enqueue(input))));
+        // Alone, refused as a batch, or keyed on a store that takes keyed calls one by one.
+        return Promise.all(calls.map(alone));
       },
       maxBatch,
-      (input) => input.uniqueKey ?? undefined,
+      ({ input, idempotencyKey }) => [
+        ...(input.uniqueKey ? [`unique:${input.uniqueKey}`] : []),
+        ...(idempotencyKey === undefined ? [] : [`idempotency:${idempotencyKey}`]),
+      ],
     );
   }
 
-  async enqueue(input: EnqueueInput): Promise<EnqueueResult> {
-    return unwrap(await this.enqueues.add(input));
+  async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
+    return unwrap(await this.enqueues.add({ input, idempotencyKey: options.idempotencyKey }));
   }
 }
 

@@ -23,6 +23,15 @@ import type {
   TaskPage,
 } from "../core/task.js";
 
+/** One single enqueue call, as enqueueCalls takes it. */
+export interface EnqueueCall {
+  input: EnqueueInput;
+  idempotencyKey?: string;
+}
+
+/** Its answer: the task, or the refusal of this call alone (its key came with another request). */
+export type EnqueueCallOutcome = { ok: true; value: EnqueueResult } | { ok: false; error: Error };
+
 /**
  * What enqueue did: `created` is false when a pending task with the same unique key was returned
  * instead, or when the call's idempotency key was used before (`replayed`: the first call's task, as
@@ -105,6 +114,14 @@ export interface Store {
    * roll back with the caller's writes. PostgreSQL only.
    */
   enqueueWithin?(connection: SqlConnection, inputs: EnqueueInput[]): Promise<EnqueueResult[]>;
+
+  /**
+   * Single enqueue calls made at once (a server's concurrent requests), keyed or not, as one
+   * transaction: each call's task, or, for a call whose idempotency key was used before, its replay
+   * or its refusal (EnqueueCallOutcome). Any other refusal (a bad input) refuses them all and writes
+   * nothing; the caller then makes each call alone. A store without it takes keyed calls one by one.
+   */
+  enqueueCalls?(calls: EnqueueCall[]): Promise<EnqueueCallOutcome[]>;
 
   /**
    * Claims up to `limit` ready tasks; tasks reserved for this worker come first. Empty when none. Never

@@ -116,6 +116,15 @@ export function idempotencyContract(kind: StoreKind) {
       expect(await allTasks()).toHaveLength(11);
     });
 
+    it("takes more keyed calls at once than the store has connections, of a type it has not seen", async () => {
+      // Each keyed call holds a connection for its transaction; one that waited for another connection
+      // to read the type (or the clock) waited for ever once the calls held them all (10 by default).
+      const calls = Array.from({ length: 25 }, (_, i) => ctx.store.enqueueMany([{ taskType: "never-seen", params: { i } }], { idempotencyKey: `many-${i}` }));
+      const answers = await Promise.all(calls);
+      expect(answers.map(([r]) => r.task.params)).toEqual(Array.from({ length: 25 }, (_, i) => ({ i })));
+      expect(answers.every(([r]) => r.created)).toBe(true);
+    });
+
     it("keeps keys a day at least; the retention pass forgets them after that, and unkeyed enqueues leave none", async () => {
       if (ctx.store.remote) return; // retention runs beside the database
       const keep = { completedAfterSeconds: 7 * 86_400, cancelledAfterSeconds: 7 * 86_400, failedAfterSeconds: null, batchSize: 500 };

@@ -50,7 +50,7 @@ export const taskRoutes = [
     reply: EnqueueResultRecord.properties,
     errors: [422],
     async handler({ body, headers }, { pool, reply }) {
-      // Through the pool's batcher (concurrent producers share inserts and commits), unless keyed.
+      // Through the pool's batcher: concurrent producers share inserts and commits, keyed or not.
       const result = await pool.enqueueOne(body, callOptions(headers));
       if (!result.created) reply.code(200);
       if (result.replayed) reply.header(REPLAYED_HEADER, "true");

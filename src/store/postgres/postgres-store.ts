@@ -31,7 +31,7 @@ import { replayResults, requestFingerprint } from "../idempotency.js";
 import { recountResult, tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
-import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store.js";
+import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueCall, EnqueueCallOutcome, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store.js";
 import { callerConnection, type CallerStatements, type InsertTarget } from "./caller-connection.js";
 import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
@@ -122,6 +122,9 @@ const types = {
 const QUERY_TIMEOUT_MS = 10_000;
 
 /** The PostgreSQL store: many processes on many machines share one database. */
+/** A statement by name on some connection: the pool's, or one a transaction holds. */
+type Query = <R>(name: string, text: string, values: unknown[]) => Promise<R[]>;
+
 export class PostgresStore implements Store {
   readonly dialect = "postgres";
   readonly schema: string;
@@ -201,14 +204,14 @@ export class PostgresStore implements Store {
   async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
     const now = await this.now();
     const prepare = (types: ReadonlyMap<string, TaskTypeRecord>) => [prepareNewTask(input, now, types.get(input.taskType), this.rules)];
-    const [result] = await this.insertKeyed("one", [input], prepare, options.idempotencyKey);
+    const [result] = await this.insertKeyed("one", [input], prepare, options.idempotencyKey, now);
     return result;
   }
 
   async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
     if (inputs.length === 0) return [];
     const now = await this.now();
-    return this.insertKeyed("many", inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), options.idempotencyKey);
+    return this.insertKeyed("many", inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), options.idempotencyKey, now);
   }
 
   /**
@@ -221,6 +224,7 @@ export class PostgresStore implements Store {
     inputs: EnqueueInput[],
     prepare: (types: ReadonlyMap<string, TaskTypeRecord>) => NewTask[],
     key: string | undefined,
+    now: Date,
   ): Promise<EnqueueResult[]> {
     if (key === undefined) return this.insertPrepared(inputs, prepare, this.ownConnections);
     const fingerprint = requestFingerprint(kind, inputs);
@@ -229,7 +233,7 @@ export class PostgresStore implements Store {
       await client.query("BEGIN");
       const query = async <R>(name: string, text: string, values: unknown[]) =>
         (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows as R[];
-      const taken = await query("tp_take_idempotency_key", sql.TAKE_IDEMPOTENCY_KEY, [key, fingerprint, await this.now()]);
+      const taken = await query("tp_take_idempotency_key", sql.TAKE_IDEMPOTENCY_KEY, [key, fingerprint, now]);
       if (taken.length === 0) {
         await client.query("COMMIT");
         // pg reads a bigint[] as strings (the store's parser is for a single int8).
@@ -237,7 +241,7 @@ export class PostgresStore implements Store {
         const tasks = (await query<TaskRow>("tp_tasks_by_ids", sql.TASKS_BY_IDS, [record.task_ids])).map(toTask);
         return replayResults(key, fingerprint, { fingerprint: record.fingerprint, taskIds: record.task_ids.map(Number) }, tasks);
       }
-      const results = await this.insertPrepared(inputs, prepare, this.targetOn(query));
+      const results = await this.insertPrepared(inputs, prepare, this.targetOn(query), query);
       await query("tp_record_idempotency_key_tasks", sql.RECORD_IDEMPOTENCY_KEY_TASKS, [key, results.map((r) => r.task.id)]);
       await client.query("COMMIT");
       return results;
@@ -247,6 +251,75 @@ export class PostgresStore implements Store {
     } finally {
       client.release();
     }
+  }
+
+  /**
+   * Concurrent single calls, keyed or not, in one transaction (see Store.enqueueCalls): their keys
+   * taken in one statement, the tasks of the calls whose keys were new (and of the unkeyed ones)
+   * inserted in one, their ids recorded in one. A keyed call costs the batch's round trips, not four
+   * of its own: at 32 concurrent requests a server took 840-955 keyed enqueues a second one by one,
+   * against 3,750-4,070 unkeyed ones batched. The calls whose keys were used before are answered
+   * after the commit, as a single call's would be.
+   */
+  async enqueueCalls(calls: EnqueueCall[]): Promise<EnqueueCallOutcome[]> {
+    const now = await this.now();
+    const keys = calls.flatMap((c) => (c.idempotencyKey === undefined ? [] : [c.idempotencyKey]));
+    const fingerprints = calls.flatMap((c) => (c.idempotencyKey === undefined ? [] : [requestFingerprint("one", [c.input])]));
+    const written = new Map<EnqueueCall, EnqueueResult>();
+    let taken: Set<string>;
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const query = async <R>(name: string, text: string, values: unknown[]) =>
+        (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows as R[];
+      taken = new Set((await query<{ key: string }>("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [keys, fingerprints, now])).map((r) => r.key));
+      const fresh = calls.filter((c) => c.idempotencyKey === undefined || taken.has(c.idempotencyKey));
+      const inputs = fresh.map((c) => c.input);
+      const results = inputs.length === 0 ? [] : await this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), this.targetOn(query), query);
+      fresh.forEach((call, i) => written.set(call, results[i]));
+      const recorded = fresh.filter((c) => c.idempotencyKey !== undefined);
+      if (recorded.length > 0) {
+        await query("tp_record_idempotency_keys_task", sql.RECORD_IDEMPOTENCY_KEYS_TASK, [recorded.map((c) => c.idempotencyKey), recorded.map((c) => written.get(c)!.task.id)]);
+      }
+      await client.query("COMMIT");
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+    const unwritten = calls.filter((c) => !written.has(c));
+    // The others' tasks committed: a failed read reaches only the calls it was for, which may be sent again.
+    const replays = await this.replays(unwritten).catch((error: Error) => new Map(unwritten.map((c) => [c, { ok: false as const, error }])));
+    return calls.map((c) => {
+      const result = written.get(c);
+      return result ? { ok: true, value: result } : replays.get(c)!;
+    });
+  }
+
+  /** The answers to keyed single calls whose keys earlier calls used (see replayResults). */
+  private async replays(calls: EnqueueCall[]): Promise<Map<EnqueueCall, EnqueueCallOutcome>> {
+    const answers = new Map<EnqueueCall, EnqueueCallOutcome>();
+    if (calls.length === 0) return answers;
+    // pg reads a bigint[] as strings (the store's parser is for a single int8).
+    type KeyRow = { key: string; fingerprint: string; task_ids: string[] };
+    const records = new Map((await this.rows<KeyRow>("tp_idempotency_keys", sql.IDEMPOTENCY_KEYS, [calls.map((c) => c.idempotencyKey)])).map((r) => [r.key, r]));
+    const ids = [...records.values()].flatMap((r) => r.task_ids);
+    const tasks = (await this.rows<TaskRow>("tp_tasks_by_ids", sql.TASKS_BY_IDS, [ids])).map(toTask);
+    for (const call of calls) {
+      const key = call.idempotencyKey!;
+      const record = records.get(key);
+      try {
+        // Gone since it was found taken (retention pruned a day-old key): the call is made afresh.
+        const [value] = record
+          ? replayResults(key, requestFingerprint("one", [call.input]), { fingerprint: record.fingerprint, taskIds: record.task_ids.map(Number) }, tasks)
+          : [await this.enqueue(call.input, { idempotencyKey: key })];
+        answers.set(call, { ok: true, value });
+      } catch (error) {
+        answers.set(call, { ok: false, error: error as Error });
+      }
+    }
+    return answers;
   }
 
   /**
@@ -271,7 +344,7 @@ export class PostgresStore implements Store {
   private readonly ownConnections: InsertTarget = this.targetOn((name, text, values) => this.rows(name, text, values));
 
   /** The enqueue's statements run by `query`: on the pool, or on a keyed call's transaction. */
-  private targetOn(query: <R>(name: string, text: string, values: unknown[]) => Promise<R[]>): InsertTarget {
+  private targetOn(query: Query): InsertTarget {
     return {
       insert: async (values, checked) => {
         const rows = checked
@@ -295,10 +368,11 @@ export class PostgresStore implements Store {
     inputs: EnqueueInput[],
     prepare: (types: ReadonlyMap<string, TaskTypeRecord>) => NewTask[],
     target: InsertTarget,
+    query: Query = (name, text, values) => this.rows(name, text, values),
   ): Promise<EnqueueResult[]> {
     const names = typeNames(inputs);
     for (let fresh = !names.every((name) => this.knownTypes.has(name)); ; fresh = true) {
-      const types = fresh ? await this.latestTypes(names) : this.knownTypesOf(names);
+      const types = fresh ? await this.latestTypes(names, query) : this.knownTypesOf(names);
       let prepared: NewTask[];
       try {
         prepared = prepare(types);
@@ -311,9 +385,13 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** The latest registered version of each type, read afresh, and remembered for the next enqueue. */
-  private async latestTypes(names: string[]): Promise<Map<string, TaskTypeRecord>> {
-    const rows = await this.rows<TaskTypeRow>("tp_latest_task_types", typeSql.LATEST_TASK_TYPES, [names]);
+  /**
+   * The latest registered version of each type, read afresh (by `query`: a transaction holding one of
+   * the pool's connections reads on it, as waiting for another could wait for ever once every
+   * connection is held so), and remembered for the next enqueue.
+   */
+  private async latestTypes(names: string[], query: Query = (name, text, values) => this.rows(name, text, values)): Promise<Map<string, TaskTypeRecord>> {
+    const rows = await query<TaskTypeRow>("tp_latest_task_types", typeSql.LATEST_TASK_TYPES, [names]);
     const types = new Map(rows.map((r) => [r.name, toTaskType(r)]));
     // Type names come from producers: forget them all rather than grow without bound.
     if (this.knownTypes.size + names.length > KNOWN_TYPES_MAX) this.knownTypes.clear();

@@ -152,6 +152,25 @@ export const TAKE_IDEMPOTENCY_KEY = `
   ON CONFLICT (key) DO NOTHING
   RETURNING key`;
 
+/**
+ * TAKE_IDEMPOTENCY_KEY for the calls of enqueueCalls: $1 keys, $2 their fingerprints, $3 now. Returns
+ * the keys that were new. Taken in one order, so two transactions taking overlapping keys cannot
+ * deadlock: the second waits for the first on the first key they share.
+ */
+export const TAKE_IDEMPOTENCY_KEYS = `
+  INSERT INTO idempotency_keys (key, fingerprint, task_ids, created_at)
+  SELECT k.key, k.fingerprint, '{}', $3::timestamptz FROM unnest($1::text[], $2::text[]) AS k(key, fingerprint)
+  ORDER BY k.key
+  ON CONFLICT (key) DO NOTHING
+  RETURNING key`;
+
+/** $1 keys, $2 each key's one task id: the single calls of enqueueCalls, recorded before their commit. */
+export const RECORD_IDEMPOTENCY_KEYS_TASK = `
+  UPDATE idempotency_keys k SET task_ids = ARRAY[r.id] FROM unnest($1::text[], $2::bigint[]) AS r(key, id) WHERE k.key = r.key`;
+
+/** $1 keys. What the calls that used them sent and got. */
+export const IDEMPOTENCY_KEYS = `SELECT key, fingerprint, task_ids FROM idempotency_keys WHERE key = ANY ($1::text[])`;
+
 /** $1 key, $2 the call's task ids in input order: written before the commit that makes the key visible. */
 export const RECORD_IDEMPOTENCY_KEY_TASKS = `UPDATE idempotency_keys SET task_ids = $2::bigint[] WHERE key = $1`;
 
