@@ -24,7 +24,7 @@ export function serveCommand(program: Command): void {
     .addOption(new Option("--host <host>", "address to listen on (0.0.0.0: every interface)").env("TASKPOOL_HOST").default("127.0.0.1"))
     .addOption(new Option("--port <port>", "port to listen on (0: any free one)").env("TASKPOOL_PORT").default(8080).argParser(integer))
     .option("--no-auth", "ask for no API key, even when keys exist (only on a network you trust)")
-    .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit but the keys' own)", integer, DEFAULT_RATE_LIMIT_PER_MINUTE)
+    .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit but the keys' own)", nonNegativeInteger, DEFAULT_RATE_LIMIT_PER_MINUTE)
     .option("--auth-failure-limit <n>", "failed API key attempts per minute from one client address before it gets 429 without a lookup (0: no limit)", nonNegativeInteger, DEFAULT_AUTH_FAILURES_PER_MINUTE)
     .option("--body-limit <bytes>", "largest request body", positiveInteger, DEFAULT_BODY_LIMIT)
     // The default now; still accepted from the days it had to be asked for.
