@@ -18,6 +18,7 @@ import { fileURLToPath } from "node:url";
 import { Pool } from "undici";
 import { describeMachine, machineState } from "./lib/cpu.js";
 import { envInt } from "./lib/env.js";
+import { waitForServer } from "./lib/server.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { dropSchema, PG_URL } from "./lib/database.js";
 import { median, round } from "./lib/stats.js";
@@ -90,13 +91,4 @@ try {
   server?.kill("SIGTERM");
   if (server) await new Promise((resolve) => server!.once("exit", resolve));
   await dropSchema(schema);
-}
-
-async function waitForServer(url: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
-    if (ready) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`the server at ${url} did not become ready`);
 }

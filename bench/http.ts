@@ -35,6 +35,7 @@ import { Pool } from "undici";
 import { connect } from "../src/api/taskpool.js";
 import { describeMachine, machineState, postgresCpuMs, processCpuMs } from "./lib/cpu.js";
 import { envInt } from "./lib/env.js";
+import { waitForServer } from "./lib/server.js";
 import { onInterrupt } from "./lib/interrupt.js";
 import { dropSchema, PG_URL, postgresServer } from "./lib/database.js";
 import { median, round, summarize } from "./lib/stats.js";
@@ -307,13 +308,4 @@ function runRows<R>(runs: R[], columns: Column<R>[]): Cell[][] {
 async function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const { statusCode, body: answer } = await agent.request({ path, method: "POST", headers: { "content-type": "application/json", "x-api-key": key }, body: JSON.stringify(body) });
   return { status: statusCode, body: (await answer.json()) as Record<string, unknown> };
-}
-
-async function waitForServer(url: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const ready = await fetch(`${url}/readyz`).then((r) => r.ok, () => false);
-    if (ready) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`the server at ${url} did not become ready`);
 }

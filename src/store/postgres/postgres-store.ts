@@ -228,23 +228,30 @@ export class PostgresStore implements Store {
   ): Promise<EnqueueResult[]> {
     if (key === undefined) return this.insertPrepared(inputs, prepare, this.ownConnections);
     const fingerprint = requestFingerprint(kind, inputs);
+    const written = await this.transaction(async (query) => {
+      const taken = await query("tp_take_idempotency_key", sql.TAKE_IDEMPOTENCY_KEY, [key, fingerprint, now]);
+      if (taken.length === 0) return null;
+      const results = await this.insertPrepared(inputs, prepare, this.targetOn(query), query);
+      await query("tp_record_idempotency_key_tasks", sql.RECORD_IDEMPOTENCY_KEY_TASKS, [key, results.map((r) => r.task.id)]);
+      return results;
+    });
+    if (written) return written;
+    // pg reads a bigint[] as strings (the store's parser is for a single int8).
+    const [record] = await this.rows<{ fingerprint: string; task_ids: string[] }>("tp_idempotency_key", sql.IDEMPOTENCY_KEY, [key]);
+    // Gone since it was found taken (retention pruned a day-old key): the call is made afresh.
+    if (!record) return this.insertKeyed(kind, inputs, prepare, key, now);
+    const tasks = (await this.rows<TaskRow>("tp_tasks_by_ids", sql.TASKS_BY_IDS, [record.task_ids])).map(toTask);
+    return replayResults(key, fingerprint, { fingerprint: record.fingerprint, taskIds: record.task_ids.map(Number) }, tasks);
+  }
+
+  /** `work` in a transaction on one of the pool's connections, which `query` runs statements on; rolled back on any error. */
+  private async transaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     try {
       await client.query("BEGIN");
-      const query = async <R>(name: string, text: string, values: unknown[]) =>
-        (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows as R[];
-      const taken = await query("tp_take_idempotency_key", sql.TAKE_IDEMPOTENCY_KEY, [key, fingerprint, now]);
-      if (taken.length === 0) {
-        await client.query("COMMIT");
-        // pg reads a bigint[] as strings (the store's parser is for a single int8).
-        const [record] = await query<{ fingerprint: string; task_ids: string[] }>("tp_idempotency_key", sql.IDEMPOTENCY_KEY, [key]);
-        const tasks = (await query<TaskRow>("tp_tasks_by_ids", sql.TASKS_BY_IDS, [record.task_ids])).map(toTask);
-        return replayResults(key, fingerprint, { fingerprint: record.fingerprint, taskIds: record.task_ids.map(Number) }, tasks);
-      }
-      const results = await this.insertPrepared(inputs, prepare, this.targetOn(query), query);
-      await query("tp_record_idempotency_key_tasks", sql.RECORD_IDEMPOTENCY_KEY_TASKS, [key, results.map((r) => r.task.id)]);
+      const result = await work(async (name, text, values) => (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows);
       await client.query("COMMIT");
-      return results;
+      return result;
     } catch (error) {
       await client.query("ROLLBACK").catch(() => {});
       throw error;
@@ -257,37 +264,26 @@ export class PostgresStore implements Store {
    * Concurrent single calls, keyed or not, in one transaction (see Store.enqueueCalls): their keys
    * taken in one statement, the tasks of the calls whose keys were new (and of the unkeyed ones)
    * inserted in one, their ids recorded in one. A keyed call costs the batch's round trips, not four
-   * of its own: at 32 concurrent requests a server took 840-955 keyed enqueues a second one by one,
-   * against 3,750-4,070 unkeyed ones batched. The calls whose keys were used before are answered
-   * after the commit, as a single call's would be.
+   * of its own: one by one, a server took about a quarter as many keyed creates a second as unkeyed
+   * (batched) ones; batched, about half (bench:http-enqueue). The calls whose keys were used before
+   * are answered after the commit, as a single call's would be.
    */
   async enqueueCalls(calls: EnqueueCall[]): Promise<EnqueueCallOutcome[]> {
     const now = await this.now();
     const keys = calls.flatMap((c) => (c.idempotencyKey === undefined ? [] : [c.idempotencyKey]));
     const fingerprints = calls.flatMap((c) => (c.idempotencyKey === undefined ? [] : [requestFingerprint("one", [c.input])]));
     const written = new Map<EnqueueCall, EnqueueResult>();
-    let taken: Set<string>;
-    const client = await this.pool.connect();
-    try {
-      await client.query("BEGIN");
-      const query = async <R>(name: string, text: string, values: unknown[]) =>
-        (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows as R[];
-      taken = new Set((await query<{ key: string }>("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [keys, fingerprints, now])).map((r) => r.key));
+    await this.transaction(async (query) => {
+      const taken = new Set((await query<{ key: string }>("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [keys, fingerprints, now])).map((r) => r.key));
       const fresh = calls.filter((c) => c.idempotencyKey === undefined || taken.has(c.idempotencyKey));
       const inputs = fresh.map((c) => c.input);
       const results = inputs.length === 0 ? [] : await this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), this.targetOn(query), query);
-      fresh.forEach((call, i) => written.set(call, results[i]));
-      const recorded = fresh.filter((c) => c.idempotencyKey !== undefined);
+      const recorded = fresh.flatMap((c, i) => (c.idempotencyKey === undefined ? [] : [{ key: c.idempotencyKey, id: results[i].task.id }]));
       if (recorded.length > 0) {
-        await query("tp_record_idempotency_keys_task", sql.RECORD_IDEMPOTENCY_KEYS_TASK, [recorded.map((c) => c.idempotencyKey), recorded.map((c) => written.get(c)!.task.id)]);
+        await query("tp_record_idempotency_keys_task", sql.RECORD_IDEMPOTENCY_KEYS_TASK, [recorded.map((r) => r.key), recorded.map((r) => r.id)]);
       }
-      await client.query("COMMIT");
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+      fresh.forEach((call, i) => written.set(call, results[i]));
+    });
     const unwritten = calls.filter((c) => !written.has(c));
     // The others' tasks committed: a failed read reaches only the calls it was for, which may be sent again.
     const replays = await this.replays(unwritten).catch((error: Error) => new Map(unwritten.map((c) => [c, { ok: false as const, error }])));
