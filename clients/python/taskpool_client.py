@@ -133,13 +133,15 @@ class Client:
         timeout: Optional[float] = None,
         repeatable: bool = True,
         headers: Optional[Dict[str, str]] = None,
+        min_retries: int = 0,
     ) -> Dict[str, Any]:
         """One API call; returns the success envelope's fields (``success`` removed).
 
         ``repeatable=False`` for a call that must not run twice: it is then retried only when it
         certainly never reached the server (see the module's notes on retries). ``headers`` are sent
-        with every attempt.
+        with every attempt. ``min_retries`` raises the client's ``retries`` for this call.
         """
+        retries = max(self.retries, min_retries)
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": "application/json", "User-Agent": f"taskpool-python/{__version__}", **(headers or {})}
         if data is not None:
@@ -156,14 +158,14 @@ class Client:
             except urllib.error.HTTPError as e:
                 error = _error(e.code, e.read(), e.headers)
                 # 4xx: the request is wrong or the lease is gone; asking again changes nothing.
-                if e.code < 500 or attempt > self.retries or not (repeatable or e.code in _UNSENT_STATUSES):
+                if e.code < 500 or attempt > retries or not (repeatable or e.code in _UNSENT_STATUSES):
                     raise error from None
                 # Debug: a retry that succeeds is no news; the last failure is raised to the caller.
                 log.debug("taskpool %s %s answered %s; retrying", method, path, e.code)
             except _NETWORK_ERRORS as e:
                 if not (repeatable or _unsent(e)):
                     raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed ({e}); not retried, since it may have reached the server and must not run twice") from e
-                if attempt > self.retries:
+                if attempt > retries:
                     raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed after {attempt} attempts: {e}") from e
                 log.debug("taskpool %s %s failed (%s); retrying", method, path, e)
             delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
@@ -178,7 +180,7 @@ class Client:
         idempotency_key: see the module's notes; one is made for the call when none is given.
         """
         body = {"task_type": task_type, "params": params or {}, **options}
-        return self.request("POST", "/api/tasks", body, headers=_idempotency(idempotency_key))["task"]
+        return self.request("POST", "/api/tasks", body, headers=_idempotency(idempotency_key), min_retries=_CREATE_RETRIES)["task"]
 
     def enqueue_batch(self, tasks: Iterable[Dict[str, Any]], *, idempotency_key: Optional[str] = None) -> List[Dict[str, Any]]:
         """Creates several tasks at once, all or none; returns ``[{"task": …, "created": bool}]``.
@@ -186,7 +188,7 @@ class Client:
         One idempotency key covers the whole batch (see the module's notes).
         """
         body = {"tasks": list(tasks)}
-        return self.request("POST", "/api/tasks/batch", body, headers=_idempotency(idempotency_key))["results"]
+        return self.request("POST", "/api/tasks/batch", body, headers=_idempotency(idempotency_key), min_retries=_CREATE_RETRIES)["results"]
 
     def get(self, task_id: int) -> Dict[str, Any]:
         """A task and its event timeline: ``{"task": …, "events": […]}``."""
@@ -549,6 +551,11 @@ def _error(status: int, raw: bytes, headers: Any) -> TaskpoolError:
     retry_after = body.get("retry_after") or (headers.get("Retry-After") if headers is not None else None)
     error_class = LeaseLost if code == "lease_lost" else TaskpoolError
     return error_class(status, code, message, body, float(retry_after) if retry_after else None)
+
+
+#: Retries of a create, at least: with the default backoff about 8 to 16 s in all, enough for the
+#: server to be restarted (a deploy). Safe, as every create carries an Idempotency-Key.
+_CREATE_RETRIES = 7
 
 
 def _idempotency(key: Optional[str]) -> Dict[str, str]:

@@ -40,6 +40,8 @@ export interface RequestOptions {
   subject?: Subject;
   /** Extra request headers (an enqueue's Idempotency-Key). */
   headers?: Record<string, string>;
+  /** At least this many attempts for this call, whatever the transport's (an enqueue outlasting a restart). */
+  minAttempts?: number;
 }
 
 /** Failures of a request that never reached the server (safe to send again, whatever the call). */
@@ -70,13 +72,14 @@ export class HttpTransport {
 
   /** Sends the request (retrying as the module comment says) and answers the 2xx reply; anything else throws the library's error for it. */
   async send(method: string, path: string, body: unknown, options: RequestOptions): Promise<Reply> {
+    const attempts = Math.max(this.attempts, options.minAttempts ?? 0);
     for (let attempt = 1; ; attempt++) {
       let reply: Reply;
       try {
         reply = await this.once(method, path, body, options);
       } catch (error) {
         const failure = error as NetworkFailure;
-        const retry = !options.signal?.aborted && !this.closed && attempt < this.attempts && (options.repeatable === "yes" || failure.unsent === true);
+        const retry = !options.signal?.aborted && !this.closed && attempt < attempts && (options.repeatable === "yes" || failure.unsent === true);
         if (!retry) throw new ServerUnreachableError(this.baseUrl.origin, failure.message, options.repeatable !== "yes" && failure.unsent !== true);
         await this.backoff(attempt, options.signal);
         continue;
@@ -85,7 +88,7 @@ export class HttpTransport {
       // 502/503/504 come before any work was done (a proxy, or a server not ready); another 5xx may
       // have come after a write, so only a repeatable call goes again.
       const unsent = reply.status === 502 || reply.status === 503 || reply.status === 504;
-      const retry = reply.status >= 500 && !this.closed && attempt < this.attempts && (options.repeatable === "yes" || unsent);
+      const retry = reply.status >= 500 && !this.closed && attempt < attempts && (options.repeatable === "yes" || unsent);
       if (!retry) throw errorFromReply(reply.status, reply.body, options.subject);
       await this.backoff(attempt, options.signal);
     }

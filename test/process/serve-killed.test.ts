@@ -42,10 +42,10 @@ describe("producers over HTTP while taskpool serve is SIGKILLed and restarted", 
     const first = await serve(db, 0);
     children.push(first.child);
     const port = Number(new URL(first.url).port);
-    // Attempts enough to outlast a restart (about 15 s of backoff in all).
+    // The client's defaults: an enqueue is sent for long enough to outlast a restart.
     const producers = await Promise.all(
       Array.from({ length: 4 }, async () => {
-        const client = new HttpStore(first.url, { attempts: 12 });
+        const client = new HttpStore(first.url);
         await client.migrate();
         return client;
       }),
@@ -75,6 +75,30 @@ describe("producers over HTTP while taskpool serve is SIGKILLed and restarted", 
       expect(tasks).toHaveLength(4 * PER_PRODUCER);
       expect(new Set(tasks.map((t) => `${t.params.p}:${t.params.n}`)).size).toBe(4 * PER_PRODUCER);
       expect(new Set(ids).size).toBe(4 * PER_PRODUCER);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("an enqueue sent while the server is down is written once it is back, with the client's default retries", { timeout: 60_000 }, async () => {
+    const first = await serve(db, 0);
+    children.push(first.child);
+    const port = Number(new URL(first.url).port);
+    const client = new HttpStore(first.url);
+    await client.migrate();
+    first.child.kill("SIGKILL");
+    await exited(first.child);
+    const answer = client.enqueue({ taskType: "during-deploy", params: { order: 7 } });
+    // Down longer than other calls' retries last (about 2 to 3 s): a deploy, not a blip.
+    await new Promise((resolve) => setTimeout(resolve, 3500));
+    const second = await serve(db, port);
+    children.push(second.child);
+    const { task, created } = await answer;
+    await client.close();
+    expect([task.taskType, task.params, created]).toEqual(["during-deploy", { order: 7 }, true]);
+    const store = new CheckedStore(new SqliteStore({ path: db.slice("sqlite:".length) }));
+    try {
+      expect((await store.list({}, { limit: 10 })).tasks.map((t) => t.id)).toEqual([task.id]);
     } finally {
       await store.close();
     }

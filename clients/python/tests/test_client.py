@@ -198,6 +198,14 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(refusing.requests, 1)
         finally:
             refusing.close()
+        # A create is retried longer than the client's `retries` (a server being restarted, say):
+        # its Idempotency-Key makes every attempt safe.
+        restarting = ScriptedServer([(503, {"success": False, "error": "database_unavailable", "message": "starting"})] * 6 + [(201, {"success": True, "task": {"id": 9}})])
+        try:
+            self.assertEqual(Client(restarting.url, retries=2, backoff=0.001).enqueue("x"), {"id": 9})
+            self.assertEqual(restarting.requests, 7)
+        finally:
+            restarting.close()
         boom = (500, {"success": False, "error": "internal_error", "message": "boom"})
         down = ScriptedServer([boom] * 3)
         try:
@@ -238,9 +246,12 @@ class ClientTest(unittest.TestCase):
         closed = ScriptedServer([])
         closed.close()
         with self.assertRaises(TaskpoolError) as unreachable:
-            Client(closed.url, retries=1, backoff=0.01).enqueue("x")
+            Client(closed.url, retries=1, backoff=0.001).get(1)
         self.assertEqual((unreachable.exception.status, unreachable.exception.code), (None, "network_error"))
         self.assertIn("after 2 attempts", unreachable.exception.message)
+        with self.assertRaises(TaskpoolError) as unreachable_create:
+            Client(closed.url, retries=1, backoff=0.001).enqueue("x")
+        self.assertIn("after 8 attempts", unreachable_create.exception.message)
 
 
 class WorkerTest(unittest.TestCase):
