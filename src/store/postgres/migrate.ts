@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { SchemaTooNewError } from "../../core/errors.js";
 import { loadMigrations, type Migration } from "../migrations.js";
+import { inTransaction } from "./transaction.js";
 
 const MIGRATIONS = new URL("./migrations/", import.meta.url);
 
@@ -15,9 +16,7 @@ const MIGRATIONS = new URL("./migrations/", import.meta.url);
 export async function migratePostgres(pool: pg.Pool, schema: string): Promise<void> {
   const migrations = loadMigrations(MIGRATIONS);
   if (pendingMigrations(schema, migrations, await appliedVersions(pool)).length === 0) return;
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
+  await inTransaction(pool, async (client) => {
     await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`taskpool:migrate:${schema}`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
     await client.query(
@@ -28,13 +27,7 @@ export async function migratePostgres(pool: pg.Pool, schema: string): Promise<vo
       await client.query(m.sql);
       await client.query("INSERT INTO taskpool_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
     }
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** The migrations the schema records, read without a lock; none for a schema never migrated. */

@@ -54,6 +54,7 @@ import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
+import { inTransaction } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
 import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
@@ -245,19 +246,8 @@ export class PostgresStore implements Store {
   }
 
   /** `work` in a transaction on one of the pool's connections, which `query` runs statements on; rolled back on any error. */
-  private async transaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    try {
-      await client.query("BEGIN");
-      const result = await work(async (name, text, values) => (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows);
-      await client.query("COMMIT");
-      return result;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+  private transaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, (client) => work(async (name, text, values) => (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows));
   }
 
   /**
@@ -637,19 +627,10 @@ export class PostgresStore implements Store {
   async recount({ dryRun = false }: RecountOptions = {}): Promise<RecountResult> {
     type Row = { task_type: string; before: number; after: number };
     if (dryRun) return recountResult((await this.pool.query<Row>(sql.RECOUNT_PREVIEW)).rows, true);
-    const client = await this.pool.connect();
-    try {
-      await client.query("BEGIN");
+    return inTransaction(this.pool, async (client) => {
       await client.query(sql.RECOUNT_LOCK);
-      const { rows } = await client.query<Row>(sql.RECOUNT);
-      await client.query("COMMIT");
-      return recountResult(rows, false);
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+      return recountResult((await client.query<Row>(sql.RECOUNT)).rows, false);
+    });
   }
 
   async events(taskId: number): Promise<TaskEvent[]> {

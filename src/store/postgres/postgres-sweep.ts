@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { LEASE_EXPIRED, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
 import { planReassignments } from "../../core/worker-selection.js";
+import { inTransaction } from "./transaction.js";
 import * as sql from "./worker-queries.js";
 
 interface RecoveredRow {
@@ -20,9 +21,7 @@ interface RecoveredRow {
 export async function sweepPostgres(pool: pg.Pool, now: Date, options: SweepOptions): Promise<SweepResult> {
   const staleBefore = new Date(now.getTime() - options.staleAfterSeconds * 1000);
   const deadBefore = new Date(now.getTime() - options.deadAfterSeconds * 1000);
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
+  return inTransaction(pool, async (client) => {
     const stale = await client.query<{ worker_id: string }>({ name: "tp_mark_stale", text: sql.MARK_STALE, values: [staleBefore, deadBefore] });
     const dead = await client.query<{ worker_id: string }>({ name: "tp_mark_dead", text: sql.MARK_DEAD, values: [deadBefore, now] });
     const deadWorkers = dead.rows.map((r) => r.worker_id);
@@ -70,12 +69,6 @@ export async function sweepPostgres(pool: pg.Pool, now: Date, options: SweepOpti
       result.reassigned = plan.assigned.map((t) => ({ taskId: t.id, workerId: t.workerId }));
       result.unassigned = plan.unassigned.map((t) => t.id);
     }
-    await client.query("COMMIT");
     return result;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
