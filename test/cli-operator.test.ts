@@ -1,6 +1,5 @@
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { promisify } from "node:util";
 import { Command } from "commander";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect, type Taskpool } from "../src/api/taskpool.js";
@@ -11,26 +10,7 @@ import { tasksCommand } from "../src/cli/tasks.js";
 import { workersCommand } from "../src/cli/workers.js";
 import { ManualClock } from "../src/core/clock.js";
 import { dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { CLI } from "./helpers/cli.js";
-
-const exec = promisify(execFile);
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI as a real process; a failure is returned (exit code and output), not thrown. */
-async function taskpool(...args: string[]): Promise<Run> {
-  try {
-    const { stdout, stderr } = await exec(process.execPath, [CLI, ...args]);
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+import { CLI, type CliRun as Run, taskpoolRun as taskpool } from "./helpers/cli.js";
 
 /** The records as the CLI's --json prints them: dates as ISO strings. */
 const asJson = (value: unknown) => JSON.parse(JSON.stringify(value));

@@ -1,6 +1,4 @@
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { promisify } from "node:util";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
@@ -8,25 +6,8 @@ import { CheckedStore } from "../src/api/checked-store.js";
 import { connect, Taskpool } from "../src/api/taskpool.js";
 import { NotOverHttpError } from "../src/client/errors.js";
 import { HttpStore } from "../src/client/http-store.js";
-import { CLI } from "./helpers/cli.js";
+import { taskpoolRun as taskpool } from "./helpers/cli.js";
 import { dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI as a real process; a failure is returned (exit code and output), not thrown. */
-async function taskpool(...args: string[]): Promise<Run> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args]);
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
 
 /** Three completed product_resync tasks, two analytics_refresh and one pending product_resync, whose id it answers. */
 async function seed(pool: Taskpool): Promise<number> {

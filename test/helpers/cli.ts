@@ -12,6 +12,24 @@ export const CLI = fileURLToPath(new URL("../../bin/taskpool.js", import.meta.ur
 /** `taskpool …args` as a real process; resolves with its output, rejects (with code, stdout, stderr) when it fails. */
 export const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, [CLI, ...args]);
 
+/** What a CLI process did: its exit code and output. */
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `taskpool …args` as a real process; a failure is returned (exit code and output), not thrown. */
+export async function taskpoolRun(...args: string[]): Promise<CliRun> {
+  try {
+    const { stdout, stderr } = await taskpool(...args);
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as CliRun;
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
 /**
  * The same, run in `cwd` with `env` as its whole environment (where a default ./taskpool.db would
  * appear, and what TASKPOOL_* it sees); killed after 20 s (SIGKILL: a graceful stop may take long),
