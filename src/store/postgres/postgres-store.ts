@@ -27,7 +27,7 @@ import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBe
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
-import { replayResults, requestFingerprint } from "../idempotency.js";
+import { type IdempotencyRecord, replayResults, requestFingerprint } from "../idempotency.js";
 import { recountResult, tallyCounts } from "../counts.js";
 import { encodeCursor, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
@@ -230,19 +230,26 @@ export class PostgresStore implements Store {
     if (key === undefined) return this.insertPrepared(inputs, prepare, this.ownConnections);
     const fingerprint = requestFingerprint(kind, inputs);
     const written = await this.transaction(async (query) => {
-      const taken = await query("tp_take_idempotency_key", sql.TAKE_IDEMPOTENCY_KEY, [key, fingerprint, now]);
+      const taken = await query("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [[key], [fingerprint], now]);
       if (taken.length === 0) return null;
       const results = await this.insertPrepared(inputs, prepare, this.targetOn(query), query);
       await query("tp_record_idempotency_key_tasks", sql.RECORD_IDEMPOTENCY_KEY_TASKS, [key, results.map((r) => r.task.id)]);
       return results;
     });
     if (written) return written;
-    // pg reads a bigint[] as strings (the store's parser is for a single int8).
-    const [record] = await this.rows<{ fingerprint: string; task_ids: string[] }>("tp_idempotency_key", sql.IDEMPOTENCY_KEY, [key]);
+    const { records, tasks } = await this.keyRecords([key]);
+    const record = records.get(key);
     // Gone since it was found taken (retention pruned a day-old key): the call is made afresh.
     if (!record) return this.insertKeyed(kind, inputs, prepare, key, now);
-    const tasks = (await this.rows<TaskRow>("tp_tasks_by_ids", sql.TASKS_BY_IDS, [record.task_ids])).map(toTask);
-    return replayResults(key, fingerprint, { fingerprint: record.fingerprint, taskIds: record.task_ids.map(Number) }, tasks);
+    return replayResults(key, fingerprint, record, tasks);
+  }
+
+  /** What the calls that used `keys` recorded, and those calls' tasks, read after the commit that found the keys taken. */
+  private async keyRecords(keys: string[]): Promise<{ records: Map<string, IdempotencyRecord>; tasks: Task[] }> {
+    // pg reads a bigint[] as strings (the store's parser is for a single int8).
+    const rows = await this.rows<{ key: string; fingerprint: string; task_ids: string[] }>("tp_idempotency_keys", sql.IDEMPOTENCY_KEYS, [keys]);
+    const tasks = (await this.rows<TaskRow>("tp_tasks_by_ids", sql.TASKS_BY_IDS, [rows.flatMap((r) => r.task_ids)])).map(toTask);
+    return { records: new Map(rows.map((r) => [r.key, { fingerprint: r.fingerprint, taskIds: r.task_ids.map(Number) }])), tasks };
   }
 
   /** `work` in a transaction on one of the pool's connections, which `query` runs statements on; rolled back on any error. */
@@ -287,18 +294,14 @@ export class PostgresStore implements Store {
   private async replays(calls: EnqueueCall[]): Promise<Map<EnqueueCall, EnqueueCallOutcome>> {
     const answers = new Map<EnqueueCall, EnqueueCallOutcome>();
     if (calls.length === 0) return answers;
-    // pg reads a bigint[] as strings (the store's parser is for a single int8).
-    type KeyRow = { key: string; fingerprint: string; task_ids: string[] };
-    const records = new Map((await this.rows<KeyRow>("tp_idempotency_keys", sql.IDEMPOTENCY_KEYS, [calls.map((c) => c.idempotencyKey)])).map((r) => [r.key, r]));
-    const ids = [...records.values()].flatMap((r) => r.task_ids);
-    const tasks = (await this.rows<TaskRow>("tp_tasks_by_ids", sql.TASKS_BY_IDS, [ids])).map(toTask);
+    const { records, tasks } = await this.keyRecords(calls.map((c) => c.idempotencyKey!));
     for (const call of calls) {
       const key = call.idempotencyKey!;
       const record = records.get(key);
       try {
         // Gone since it was found taken (retention pruned a day-old key): the call is made afresh.
         const [value] = record
-          ? replayResults(key, requestFingerprint("one", [call.input]), { fingerprint: record.fingerprint, taskIds: record.task_ids.map(Number) }, tasks)
+          ? replayResults(key, requestFingerprint("one", [call.input]), record, tasks)
           : [await this.enqueue(call.input, { idempotencyKey: key })];
         answers.set(call, { ok: true, value });
       } catch (error) {

@@ -142,19 +142,11 @@ export function enqueueStatements(schema: string | null) {
 export const { enqueue: ENQUEUE, enqueueIfCurrent: ENQUEUE_IF_CURRENT, pendingByUniqueKeys: PENDING_BY_UNIQUE_KEYS } = enqueueStatements(null);
 
 /**
- * A keyed enqueue's first statement, in the transaction that then inserts its tasks: $1 key, $2
- * fingerprint, $3 now. Returns the key when it was new; nothing when a call already recorded it. A
- * call racing with the same key waits here on the first one's uncommitted row, and finds it once that
- * commits (or takes the key itself if that rolls back).
- */
-export const TAKE_IDEMPOTENCY_KEY = `
-  INSERT INTO idempotency_keys (key, fingerprint, task_ids, created_at) VALUES ($1, $2, '{}', $3::timestamptz)
-  ON CONFLICT (key) DO NOTHING
-  RETURNING key`;
-
-/**
- * TAKE_IDEMPOTENCY_KEY for the calls of enqueueCalls: $1 keys, $2 their fingerprints, $3 now. Returns
- * the keys that were new. Taken in one order, so two transactions taking overlapping keys cannot
+ * A keyed enqueue's first statement, in the transaction that then inserts its tasks: $1 keys (one
+ * per call: a single call's, or the calls of enqueueCalls), $2 their fingerprints, $3 now. Returns the
+ * keys that were new; a key a call already recorded is not returned. A call racing with the same key
+ * waits here on the first one's uncommitted row, and finds it once that commits (or takes the key
+ * itself if that rolls back). Taken in one order, so two transactions taking overlapping keys cannot
  * deadlock: the second waits for the first on the first key they share.
  */
 export const TAKE_IDEMPOTENCY_KEYS = `
@@ -173,9 +165,6 @@ export const IDEMPOTENCY_KEYS = `SELECT key, fingerprint, task_ids FROM idempote
 
 /** $1 key, $2 the call's task ids in input order: written before the commit that makes the key visible. */
 export const RECORD_IDEMPOTENCY_KEY_TASKS = `UPDATE idempotency_keys SET task_ids = $2::bigint[] WHERE key = $1`;
-
-/** $1 key. What the call that used it sent (fingerprint) and got (task_ids). */
-export const IDEMPOTENCY_KEY = `SELECT fingerprint, task_ids FROM idempotency_keys WHERE key = $1`;
 
 /** $1 task ids. Those tasks, in no particular order. */
 export const TASKS_BY_IDS = `SELECT * FROM tasks WHERE id = ANY ($1::bigint[])`;
