@@ -115,10 +115,7 @@ export class CheckedStore implements Store {
     const enqueueCalls = store.enqueueCalls?.bind(store);
     if (enqueueCalls) {
       this.enqueueCalls = async (calls) => {
-        for (const { input, idempotencyKey } of calls) {
-          validate(EnqueueCallOptionsSchema, idempotencyKey === undefined ? {} : { idempotencyKey }, "enqueue options");
-          this.checkEnqueue(input);
-        }
+        for (const { input, idempotencyKey } of calls) this.checkEnqueueCall(input, idempotencyKey === undefined ? {} : { idempotencyKey });
         return calls.length === 0 ? [] : enqueueCalls(calls);
       };
     }
@@ -141,8 +138,7 @@ export class CheckedStore implements Store {
   }
 
   async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
-    validate(EnqueueCallOptionsSchema, options, "enqueue options");
-    this.checkEnqueue(input);
+    this.checkEnqueueCall(input, options);
     return this.store.enqueue(input, options);
   }
 
@@ -509,6 +505,12 @@ export class CheckedStore implements Store {
   private checkStored(kind: "params" | "checkpoint" | "result" | "metadata", value: unknown, path: string = kind): void {
     const limit = `${kind}Bytes` as const;
     checkJson(value, path, this.limits[limit], `limits.${limit}`);
+  }
+
+  /** A single enqueue call: its options, then its task. */
+  private checkEnqueueCall(input: EnqueueInput, options: EnqueueCallOptions): void {
+    validate(EnqueueCallOptionsSchema, options, "enqueue options");
+    this.checkEnqueue(input);
   }
 
   private checkEnqueue(input: EnqueueInput, what = "task"): void {
