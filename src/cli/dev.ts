@@ -9,8 +9,9 @@ import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
 import { createDevKey } from "./dev-key.js";
 import { removeDevSchedules, saveDevSchedules } from "./dev-schedules.js";
 import { LiveStatus } from "./dev-status.js";
-import { listenError, redactUrl } from "./errors.js";
+import { redactUrl } from "./errors.js";
 import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
+import { listenOrExplain } from "./listen.js";
 import { integer, positiveInteger } from "./parse.js";
 import { printStatus } from "./status.js";
 
@@ -73,14 +74,7 @@ export function devCommand(program: Command): void {
       // The port first: a port already taken ends the session before anything ran or was saved (no
       // schedule, no worker, no crash process, no coordinator's leadership to undo).
       const app = await buildServer(pool, { auth: "keys" });
-      let url: string;
-      try {
-        url = await app.listen({ host: "127.0.0.1", port: opts.port });
-      } catch (error) {
-        await app.close();
-        await pool.close();
-        throw listenError(error as NodeJS.ErrnoException, "127.0.0.1", opts.port);
-      }
+      const url = await listenOrExplain(app, pool, "127.0.0.1", opts.port);
       // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.
       const definitions = schedulesAt(new Date());
       const saved = await saveDevSchedules(pool, definitions);

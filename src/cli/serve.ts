@@ -4,7 +4,8 @@ import { pino } from "pino";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE } from "../server/auth.js";
 import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, buildServer } from "../server/server.js";
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
-import { CliError, listenError } from "./errors.js";
+import { CliError } from "./errors.js";
+import { listenOrExplain } from "./listen.js";
 import { integer, nonNegativeInteger, positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
@@ -67,14 +68,7 @@ export function serveCommand(program: Command): void {
         metricsAccess: opts.publicMetrics === true ? "public" : "key",
         logger,
       });
-      let address: string;
-      try {
-        address = await app.listen({ host: opts.host, port: opts.port });
-      } catch (error) {
-        await app.close();
-        await pool.close();
-        throw listenError(error as NodeJS.ErrnoException, opts.host, opts.port);
-      }
+      const address = await listenOrExplain(app, pool, opts.host, opts.port);
       logger.info(`taskpool ${auth === "keys" ? "requires API keys" : "asks for no API key"}; listening on ${address} (docs: ${address}/docs)`);
       let stopping = false;
       const stop = async (signal: string) => {
