@@ -63,6 +63,12 @@ interface CallInput {
  */
 const CREATE_ATTEMPTS = 12;
 
+/** An enqueue's Idempotency-Key (the caller's, or one made for the call) and how it is sent: again, for CREATE_ATTEMPTS. */
+function keyedCreate(options: EnqueueCallOptions): { headers: Record<string, string>; request: RequestOptions } {
+  const idempotencyKey = options.idempotencyKey ?? randomUUID();
+  return { headers: { "idempotency-key": idempotencyKey }, request: { repeatable: "yes", subject: { idempotencyKey }, minAttempts: CREATE_ATTEMPTS } };
+}
+
 /** A task the server answered 404 for: null where the store answers null. */
 const orNull = <T>(promise: Promise<T>): Promise<T | null> => promise.catch((error) => (error?.code === "not_found" ? null : Promise.reject(error)));
 
@@ -96,15 +102,14 @@ export class HttpStore implements Store {
    * not lost to a deploy.
    */
   async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
-    const idempotencyKey = options.idempotencyKey ?? randomUUID();
-    const result = await this.call<EnqueueResult>("POST /api/tasks", { body: input, headers: { "idempotency-key": idempotencyKey } }, { repeatable: "yes", subject: { idempotencyKey }, minAttempts: CREATE_ATTEMPTS });
+    const { headers, request } = keyedCreate(options);
+    const result = await this.call<EnqueueResult>("POST /api/tasks", { body: input, headers }, request);
     return { ...result, task: unleased(result.task) };
   }
 
   async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
-    const idempotencyKey = options.idempotencyKey ?? randomUUID();
-    const call = { body: { tasks: inputs }, headers: { "idempotency-key": idempotencyKey } };
-    const { results } = await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", call, { repeatable: "yes", subject: { idempotencyKey }, minAttempts: CREATE_ATTEMPTS });
+    const { headers, request } = keyedCreate(options);
+    const { results } = await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", { body: { tasks: inputs }, headers }, request);
     return results.map((result) => ({ ...result, task: unleased(result.task) }));
   }
 
