@@ -868,7 +868,7 @@ export class PostgresStore implements Store {
     due: async (now) => (await this.rows<ScheduleRow>("tp_due_schedules", scheduleSql.DUE_SCHEDULES, [now])).map(toSchedule),
     lastRunResults: async (name) => (await this.rows<{ result: Json }>("tp_last_run_results", scheduleSql.LAST_RUN_RESULTS, [name])).map((r) => r.result),
     writeRun: (run) => this.writeRun(run),
-    writePass: async (pass) => (await this.recordPass(this.pool, pass, null, storedRunResult(pass.result))) > 0,
+    writePass: async (pass) => (await this.recordPass(this.pool, pass, null, storedRunResult(pass.result), await this.now())) > 0,
   };
 
   /** One transaction (see schedule-queries.ts): the tick's row, its tasks, the schedule's pass. */
@@ -887,7 +887,7 @@ export class PostgresStore implements Store {
         await client.query({ name: "tp_set_tick_tasks", text: scheduleSql.SET_TICK_TASKS, values: [run.name, run.tickAt, ids] });
       }
       // A tick that fired before only moves the schedule on; its result stays the one of that run.
-      if ((await this.recordPass(client, run, fresh ? run.tickAt : null, fresh ? storedRunResult(run.result) : null)) === 0) {
+      if ((await this.recordPass(client, run, fresh ? run.tickAt : null, fresh ? storedRunResult(run.result) : null, now)) === 0) {
         await client.query("ROLLBACK");
         return null;
       }
@@ -901,9 +901,14 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** The schedule's pass on `db` (the pool, or a run's transaction): the rows it changed, 0 when the schedule changed since it was read. A null result keeps the last one. */
-  private async recordPass(db: pg.Pool | pg.PoolClient, pass: PassWrite, ranTick: Date | null, result: string | null): Promise<number> {
-    const values = [pass.name, pass.expectedNextRunAt, pass.nextRunAt, ranTick, result, await this.now()];
+  /**
+   * The schedule's pass on `db` (the pool, or a run's transaction): the rows it changed, 0 when the
+   * schedule changed since it was read. A null result keeps the last one. `now` is read by the caller
+   * before its transaction: reading the database clock inside it would wait for a second pooled
+   * connection while holding one.
+   */
+  private async recordPass(db: pg.Pool | pg.PoolClient, pass: PassWrite, ranTick: Date | null, result: string | null, now: Date): Promise<number> {
+    const values = [pass.name, pass.expectedNextRunAt, pass.nextRunAt, ranTick, result, now];
     return (await db.query({ name: "tp_record_schedule_pass", text: scheduleSql.RECORD_PASS, values })).rowCount ?? 0;
   }
 }
