@@ -10,6 +10,8 @@ import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../../src/store/store.js";
 
 export const PG_URL = process.env.TASKPOOL_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+/** The prefix of each test's schema: runs sharing one database (parallel worktrees) can keep to their own. */
+export const PG_SCHEMA_PREFIX = process.env.TASKPOOL_TEST_SCHEMA_PREFIX ?? "tp_test_";
 
 export interface StoreOptions {
   clock?: Clock;
@@ -40,7 +42,7 @@ export interface StoreKind {
 const suffix = () => randomBytes(6).toString("hex");
 
 export async function createPostgres(options: StoreOptions = {}): Promise<TestStore<PostgresStore>> {
-  const schema = `tp_test_${suffix()}`;
+  const schema = `${PG_SCHEMA_PREFIX}${suffix()}`;
   const opened: PostgresStore[] = [];
   const open = async (o: StoreOptions & { poolSize?: number }) => {
     const store = new PostgresStore({ url: PG_URL, schema, ...o });
