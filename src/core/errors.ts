@@ -54,13 +54,13 @@ export class LeaseLostError extends TaskpoolError {
   }
 }
 
-/** Claim by id of a task another worker holds. */
+/** Claim by id of a task another worker holds. The message starts with SPEC's and seed 002's words, which HTTP clients match. */
 export class AlreadyClaimedError extends TaskpoolError {
   constructor(
     readonly taskId: number,
     readonly holder: string | null,
   ) {
-    super("already_claimed", `Task ${taskId} already claimed by another worker`);
+    super("already_claimed", `Task already claimed by another worker (task ${taskId})`);
   }
 }
 

@@ -270,7 +270,7 @@ export function claimContract(kind: StoreKind) {
       const held = await ctx.store.claimById(task.id, { workerId: "w1" });
       const taken = await ctx.store.claimById(task.id, { workerId: "w2" }).catch((e) => e);
       expect(taken).toBeInstanceOf(AlreadyClaimedError);
-      expect(taken.message).toBe(`Task ${task.id} already claimed by another worker`);
+      expect(taken.message).toBe(`Task already claimed by another worker (task ${task.id})`);
       await expect(ctx.store.claimById(sibling.id, { workerId: "w2" })).rejects.toBeInstanceOf(ConcurrencyKeyBusyError);
       await expect(ctx.store.claimById(999_999, { workerId: "w2" })).rejects.toBeInstanceOf(TaskNotFoundError);
       await ctx.store.complete(held.id, held);

@@ -146,8 +146,10 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(mine.body.lease_token).toEqual(expect.any(String));
     expect(await s.call("POST", `/api/tasks/${task.id}/claim`, { worker_id: "w2" })).toMatchObject({
       status: 409,
-      body: { success: false, error: "already_claimed", message: `Task ${task.id} already claimed by another worker` },
+      body: { success: false, error: "already_claimed" },
     });
+    // SPEC's and seed 002's wording, which clients match on, first: the task's id after it.
+    expect((await s.call("POST", `/api/tasks/${task.id}/claim`, { worker_id: "w2" })).body.message).toBe(`Task already claimed by another worker (task ${task.id})`);
     const missing = await s.call("POST", "/api/tasks/999999/claim", { worker_id: "w2" });
     expect(missing.status).toBe(404);
     expect(missing.body).toEqual({ success: false, error: "not_found", message: "Task 999999 does not exist" });
