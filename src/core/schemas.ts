@@ -288,17 +288,25 @@ export const ThroughputQuerySchema = Type.Object(
 );
 export type ThroughputQuery = Static<typeof ThroughputQuerySchema>;
 
+/**
+ * What a beat may leave out of the worker's figures (seed 000's beat is `worker_id` and `metadata`
+ * alone): the registry keeps what the worker said last, and a new worker gets these. Both stores'
+ * upserts write them (`coalesce(given, registered, default)`); the worker contract checks they agree.
+ */
+export const WORKER_BEAT_DEFAULTS = { roles: [] as string[], capacity: 1, currentLoad: 0, tasksProcessed: 0 } as const;
+const KEPT = "omitted: what the worker's last heartbeat said";
+
 export const WorkerBeatSchema = Type.Object(
   {
     workerId: WorkerId,
-    roles: Type.Array(TaskTypeName, { minItems: 1, maxItems: 100 }),
+    roles: Type.Optional(Type.Array(TaskTypeName, { minItems: 1, maxItems: 100, description: `the task types it claims; ${KEPT}, none for a new worker` })),
     hostname: Type.Optional(Text({ maxLength: 255 })),
     pid: Type.Optional(Type.Integer({ minimum: 0, maximum: Int32.maximum })),
     version: Type.Optional(Text({ maxLength: 64 })),
     /** Max concurrent tasks. */
-    capacity: Type.Integer({ minimum: 1, maximum: 10_000 }),
-    currentLoad: Type.Integer({ minimum: 0, maximum: 10_000 }),
-    tasksProcessed: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+    capacity: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, description: `max concurrent tasks; ${KEPT}, 1 for a new worker` })),
+    currentLoad: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_000, description: `tasks it runs now; ${KEPT}, 0 for a new worker` })),
+    tasksProcessed: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: `tasks it finished since it started; ${KEPT}, 0 for a new worker` })),
     metadata: Type.Optional(JsonObjectValue),
     /** The leases of its running tasks, renewed by the same call. */
     leases: Type.Optional(Type.Array(Type.Object({ taskId: TaskId, leaseToken: LeaseToken }, { additionalProperties: false }), { maxItems: 10_000 })),

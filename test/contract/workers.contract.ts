@@ -74,6 +74,19 @@ export function workersContract(kind: StoreKind) {
       expect(await ctx.store.workerHeartbeatMany([])).toEqual([]);
     });
 
+    it("a beat may leave its figures out (seed 000's beat): a new worker gets the defaults, a known one keeps what it said, in a batch too", async () => {
+      await ctx.store.workerHeartbeat({ workerId: "seed", metadata: { hostname: "server-01" } });
+      await beat("w1", { capacity: 4, currentLoad: 2, tasksProcessed: 7 });
+      await ctx.store.workerHeartbeatMany([{ workerId: "w1", currentLoad: 3 }, { workerId: "w2", roles: ["index"] }]);
+      const registry = await ctx.store.listWorkers();
+      expect(registry.map((w) => [w.workerId, w.roles, w.capacity, w.currentLoad, w.tasksProcessed, w.status])).toEqual([
+        ["seed", [], 1, 0, 0, "active"],
+        ["w1", ["crawl"], 4, 3, 7, "active"],
+        ["w2", ["index"], 1, 0, 0, "active"],
+      ]);
+      expect(registry[0].metadata).toEqual({ hostname: "server-01" });
+    });
+
     it("refuses a batch of beats with a bad one or a worker twice, naming the item, and registers none", async () => {
       const ok = { workerId: "w1", roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 };
       await expect(ctx.store.workerHeartbeatMany([ok, { ...ok, workerId: "w2", capacity: 0 }])).rejects.toThrow(/item 1: .*capacity/);

@@ -429,6 +429,25 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     ]);
   });
 
+  it("worker heartbeat takes seed 000's body as it is (worker_id and metadata): a new worker gets defaults, a known one keeps what it said", async () => {
+    const seedBeat = { worker_id: "worker-youtube-01", metadata: { hostname: "server-01", pid: 12345, version: "1.0.0", tasks_processed: 42 } };
+    const answer = await s.call("POST", "/api/workers/heartbeat", seedBeat);
+    expect([answer.status, answer.body]).toEqual([200, { success: true, message: "Heartbeat recorded", next_heartbeat_in: 30, lost: [] }]);
+    const worker = async () => (await s.call("GET", "/api/workers")).body.workers.find((w: Body) => w.worker_id === "worker-youtube-01");
+    expect(await worker()).toMatchObject({ roles: [], capacity: 1, current_load: 0, tasks_processed: 0, status: "active", metadata: seedBeat.metadata });
+
+    // A worker that said more before keeps it when a beat leaves it out; what a beat says wins.
+    await s.call("POST", "/api/workers/heartbeat", { worker_id: "worker-youtube-01", roles: ["crawl"], capacity: 4, current_load: 2, tasks_processed: 7 });
+    s.clock.advance(1000);
+    expect((await s.call("POST", "/api/workers/heartbeat", seedBeat)).status).toBe(200);
+    expect(await worker()).toMatchObject({ roles: ["crawl"], capacity: 4, current_load: 2, tasks_processed: 7, seconds_since_heartbeat: 0, metadata: seedBeat.metadata });
+    expect((await s.call("POST", "/api/workers/heartbeat", { worker_id: "worker-youtube-01", current_load: 3 })).status).toBe(200);
+    expect(await worker()).toMatchObject({ roles: ["crawl"], capacity: 4, current_load: 3, tasks_processed: 7 });
+    // Only worker_id is required.
+    const bare = await s.call("POST", "/api/workers/heartbeat", { metadata: {} });
+    expect([bare.status, bare.body.issues]).toEqual([400, [{ path: "worker_id", message: expect.any(String) }]]);
+  });
+
   it("reassignment history and seed 003's statistics", async () => {
     const beat = (workerId: string) => s.call("POST", "/api/workers/heartbeat", { worker_id: workerId, roles: ["crawl"], capacity: 2, current_load: 0, tasks_processed: 0 });
     await beat("w1");
@@ -501,7 +520,8 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["POST", "/api/tasks/claim", { worker_id: "x".repeat(129) }, null],
       ["POST", "/api/tasks/complete", { completions: [{ id: task.id, lease: { ...held.lease, extra: 1 } }] }, null],
       ["POST", "/api/tasks/claim", ["w1"], null],
-      ["POST", "/api/workers/heartbeat", { worker_id: "w1", metadata: { hostname: "h" } }, null],
+      // Seed 000's beat may leave the figures out, but what it gives is checked.
+      ["POST", "/api/workers/heartbeat", { worker_id: "w1", metadata: { hostname: "h" }, capacity: 0 }, { path: "capacity", message: "Expected integer to be greater or equal to 1 (got 0)" }],
       ["POST", "/api/task-types", { name: "t", params_schema: { type: "nonsense" } }, null],
       ["GET", "/api/tasks?limit=0", undefined, { path: "limit", message: "Expected integer to be greater or equal to 1 (got 0)" }],
       ["GET", "/api/tasks?colour=red", undefined, null],

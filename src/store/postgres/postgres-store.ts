@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
+import { type CancelOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
@@ -683,13 +683,13 @@ export class PostgresStore implements Store {
   async workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]> {
     const rows = beats.map((b) => ({
       worker_id: b.workerId,
-      roles: b.roles,
+      roles: b.roles ?? null,
       hostname: b.hostname ?? null,
       pid: b.pid ?? null,
       version: b.version ?? null,
-      capacity: b.capacity,
-      current_load: b.currentLoad,
-      tasks_processed: b.tasksProcessed,
+      capacity: b.capacity ?? null,
+      current_load: b.currentLoad ?? null,
+      tasks_processed: b.tasksProcessed ?? null,
       metadata: b.metadata ?? {},
     }));
     const leases = beats.flatMap((b) => (b.leases ?? []).map((l) => ({ ...l, workerId: b.workerId })));
@@ -699,6 +699,10 @@ export class PostgresStore implements Store {
       leases.map((l) => l.workerId),
       leases.map((l) => l.taskId),
       leases.map((l) => l.leaseToken),
+      WORKER_BEAT_DEFAULTS.roles,
+      WORKER_BEAT_DEFAULTS.capacity,
+      WORKER_BEAT_DEFAULTS.currentLoad,
+      WORKER_BEAT_DEFAULTS.tasksProcessed,
     ]);
     const held = new Set(row.held.map((id, i) => `${row.held_by[i]}:${id}`));
     return beats.map((b) => ({ lost: (b.leases ?? []).map((l) => l.taskId).filter((id) => !held.has(`${b.workerId}:${id}`)) }));

@@ -9,8 +9,9 @@ const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
 /**
  * $1 the beats (a JSON array of {worker_id, roles, hostname, pid, version, capacity, current_load,
- * tasks_processed, metadata}, distinct worker ids), $2 now, $3 worker ids, $4 task ids, $5 lease
- * tokens (the leases the beats list, one row each).
+ * tasks_processed, metadata}, distinct worker ids; roles … tasks_processed null when left out), $2 now,
+ * $3 worker ids, $4 task ids, $5 lease tokens (the leases the beats list, one row each), $6 … $9 a new
+ * worker's roles, capacity, current_load and tasks_processed when its beat leaves them out.
  * Registers or refreshes the workers and renews the leases they still hold, in one round trip for
  * any number of workers; the (worker, task) pairs that come back are the leases still held.
  * Asynchronous commit, like a task heartbeat: a lost one costs at most a spurious recovery, which
@@ -24,14 +25,19 @@ export const WORKER_HEARTBEAT = `
   worker AS (
     INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                          metadata, status, last_seen_at, started_at)
-    SELECT worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed, metadata, 'active',
-           $2::timestamptz, $2::timestamptz
+    SELECT worker_id, coalesce(roles, $6::text[]), hostname, pid, version, coalesce(capacity, $7::int),
+           coalesce(current_load, $8::int), coalesce(tasks_processed, $9::bigint), metadata, 'active', $2::timestamptz, $2::timestamptz
     FROM beat
     -- Rows locked in one order: two servers' batches naming the same workers cannot deadlock.
     ORDER BY worker_id
     ON CONFLICT (worker_id) DO UPDATE SET
-      roles = EXCLUDED.roles, hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
-      capacity = EXCLUDED.capacity, current_load = EXCLUDED.current_load, tasks_processed = EXCLUDED.tasks_processed,
+      -- A figure the beat left out (null; EXCLUDED holds its default) keeps the registered one, read
+      -- from the locked row: a beat never puts back what a concurrent one replaced.
+      (roles, capacity, current_load, tasks_processed) = (
+        SELECT coalesce(b.roles, workers.roles), coalesce(b.capacity, workers.capacity),
+               coalesce(b.current_load, workers.current_load), coalesce(b.tasks_processed, workers.tasks_processed)
+        FROM beat b WHERE b.worker_id = EXCLUDED.worker_id),
+      hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
       metadata = EXCLUDED.metadata, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
       started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END
     RETURNING worker_id

@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../../core/schemas.js";
+import { type CancelOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
@@ -449,15 +449,19 @@ export class SqliteStore implements Store {
       const now = this.now();
       this.conn.stmt(workerSql.UPSERT_WORKER).run({
         workerId: beat.workerId,
-        roles: JSON.stringify(beat.roles),
+        roles: beat.roles === undefined ? null : JSON.stringify(beat.roles),
         hostname: beat.hostname ?? null,
         pid: beat.pid ?? null,
         version: beat.version ?? null,
-        capacity: beat.capacity,
-        currentLoad: beat.currentLoad,
-        tasksProcessed: beat.tasksProcessed,
+        capacity: beat.capacity ?? null,
+        currentLoad: beat.currentLoad ?? null,
+        tasksProcessed: beat.tasksProcessed ?? null,
         metadata: JSON.stringify(beat.metadata ?? {}),
         now,
+        defaultRoles: JSON.stringify(WORKER_BEAT_DEFAULTS.roles),
+        defaultCapacity: WORKER_BEAT_DEFAULTS.capacity,
+        defaultCurrentLoad: WORKER_BEAT_DEFAULTS.currentLoad,
+        defaultTasksProcessed: WORKER_BEAT_DEFAULTS.tasksProcessed,
       });
       const renew = this.conn.stmt(workerSql.RENEW_LEASE);
       const lost = leases.filter((l) => !renew.get({ taskId: l.taskId, leaseToken: l.leaseToken, workerId: beat.workerId, now }));

@@ -6,13 +6,16 @@ import { LEASED_STATUSES } from "../../core/state-machine.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
+/** A figure the beat left out (null) keeps the registered one, or takes its default (@default…) for a new worker. */
 export const UPSERT_WORKER = `
   INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                        metadata, status, last_seen_at, started_at)
-  VALUES (@workerId, @roles, @hostname, @pid, @version, @capacity, @currentLoad, @tasksProcessed, @metadata, 'active', @now, @now)
+  VALUES (@workerId, coalesce(@roles, @defaultRoles), @hostname, @pid, @version, coalesce(@capacity, @defaultCapacity),
+          coalesce(@currentLoad, @defaultCurrentLoad), coalesce(@tasksProcessed, @defaultTasksProcessed), @metadata, 'active', @now, @now)
   ON CONFLICT (worker_id) DO UPDATE SET
-    roles = excluded.roles, hostname = excluded.hostname, pid = excluded.pid, version = excluded.version,
-    capacity = excluded.capacity, current_load = excluded.current_load, tasks_processed = excluded.tasks_processed,
+    roles = coalesce(@roles, workers.roles), hostname = excluded.hostname, pid = excluded.pid, version = excluded.version,
+    capacity = coalesce(@capacity, workers.capacity), current_load = coalesce(@currentLoad, workers.current_load),
+    tasks_processed = coalesce(@tasksProcessed, workers.tasks_processed),
     metadata = excluded.metadata, status = 'active', last_seen_at = excluded.last_seen_at,
     started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END`;
 
