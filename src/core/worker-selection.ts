@@ -58,13 +58,16 @@ export function planReassignments(tasks: RecoveredTask[], candidates: Candidate[
   return plan;
 }
 
-/** An operator must tell "start workers of this role" from "add capacity to them". */
+/**
+ * An operator must tell "start workers of this role" from "add capacity to them". Each reason starts
+ * with seed 003's "No healthy worker available", which monitoring matches.
+ */
 function whyUnassigned(pool: Candidate[], task: RecoveredTask): string {
   const role = task.taskType;
   const ofRole = pool.filter((c) => c.roles.includes(role));
   const others = ofRole.filter((c) => c.workerId !== task.fromWorkerId);
-  if (others.length === 1) return `The only healthy worker for role ${role} is at capacity`;
-  if (others.length > 1) return `All ${others.length} healthy workers for role ${role} are at capacity`;
+  if (others.length === 1) return `No healthy worker available: the only healthy worker for role ${role} is at capacity`;
+  if (others.length > 1) return `No healthy worker available: all ${others.length} healthy workers for role ${role} are at capacity`;
   // The previous holder is healthy only when its lease expired; it is never given the task back.
   return ofRole.length > 0 ? `No healthy worker available for role ${role} besides its previous holder ${task.fromWorkerId}` : `No healthy worker available for role ${role}`;
 }

@@ -186,7 +186,7 @@ export function workersContract(kind: StoreKind) {
       const result = await ctx.store.sweep(SWEEP);
       expect(result).toMatchObject({ reassigned: [{ taskId: first.id, workerId: "full-b" }], unassigned: [second.id] });
       const [event] = await ctx.store.reassignments({ taskId: second.id });
-      expect(event).toMatchObject({ success: false, errorMessage: "All 2 healthy workers for role crawl are at capacity" });
+      expect(event).toMatchObject({ success: false, errorMessage: "No healthy worker available: all 2 healthy workers for role crawl are at capacity" });
     });
 
     it("names a live previous holder when it is the only worker of the role", async () => {

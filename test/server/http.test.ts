@@ -469,6 +469,20 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await claim("w2")).task).toMatchObject({ id: task.id, checkpoint: { page: 2 } });
   });
 
+  it("seed 003's scenario 2: the only worker at full capacity, the reassignment recorded with success=false, \"No healthy worker available\"", async () => {
+    const beat = (workerId: string, load: number) => s.call("POST", "/api/workers/heartbeat", { worker_id: workerId, roles: ["crawl"], capacity: 10, current_load: load, tasks_processed: 0 });
+    await beat("worker-1", 0);
+    const task = await create({ task_type: "crawl" });
+    await claim("worker-1");
+    s.clock.advance(121_000);
+    await beat("worker-2", 10);
+    expect((await s.call("POST", "/api/tasks/recover-stale")).body).toMatchObject({ dead_workers: ["worker-1"], unassigned: [task.id] });
+    const [event] = (await s.call("GET", `/api/reassignments?task_id=${task.id}`)).body.reassignments;
+    expect(event).toMatchObject({ from_worker_id: "worker-1", to_worker_id: null, success: false });
+    // The seed's words first, which monitoring matches; then why (add capacity, not workers of the role).
+    expect(event.error_message).toBe("No healthy worker available: the only healthy worker for role crawl is at capacity");
+  });
+
   it("the task type registry: register a version, list, show; params are checked against its schema", async () => {
     const definition = { name: "product_resync", params_schema: { type: "object", properties: { storeId: { type: "integer" } }, required: ["storeId"] }, max_attempts: 5, backoff: { base_seconds: 1 } };
     const registered = await s.call("POST", "/api/task-types", definition);
