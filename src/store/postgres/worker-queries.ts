@@ -22,22 +22,27 @@ export const WORKER_HEARTBEAT = `
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(worker_id text, roles text[], hostname text, pid int, version text,
                                                      capacity int, current_load int, tasks_processed bigint, metadata jsonb)
   ),
+  -- The beats' workers already registered, locked in one order (two servers' batches naming the same
+  -- workers cannot deadlock) and read as they are now: a figure a beat leaves out keeps the registered
+  -- one, and a beat never puts back what a concurrent one replaced. A join, not a look-up of the beats
+  -- per conflicting row: that made a batch of 1,000 beats four times slower.
+  registered AS (
+    SELECT w.worker_id, w.roles, w.capacity, w.current_load, w.tasks_processed FROM workers w
+    WHERE w.worker_id IN (SELECT worker_id FROM beat) ORDER BY w.worker_id FOR UPDATE
+  ),
   worker AS (
     INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                          metadata, status, last_seen_at, started_at)
-    SELECT worker_id, coalesce(roles, $6::text[]), hostname, pid, version, coalesce(capacity, $7::int),
-           coalesce(current_load, $8::int), coalesce(tasks_processed, $9::bigint), metadata, 'active', $2::timestamptz, $2::timestamptz
-    FROM beat
-    -- Rows locked in one order: two servers' batches naming the same workers cannot deadlock.
-    ORDER BY worker_id
+    SELECT b.worker_id, coalesce(b.roles, r.roles, $6::text[]), b.hostname, b.pid, b.version, coalesce(b.capacity, r.capacity, $7::int),
+           coalesce(b.current_load, r.current_load, $8::int), coalesce(b.tasks_processed, r.tasks_processed, $9::bigint), b.metadata,
+           'active', $2::timestamptz, $2::timestamptz
+    FROM beat b LEFT JOIN registered r ON r.worker_id = b.worker_id
+    ORDER BY b.worker_id
+    -- Only a worker registered since the statement began (its first beat, sent twice at once) takes
+    -- a default here over what the other beat said.
     ON CONFLICT (worker_id) DO UPDATE SET
-      -- A figure the beat left out (null; EXCLUDED holds its default) keeps the registered one, read
-      -- from the locked row: a beat never puts back what a concurrent one replaced.
-      (roles, capacity, current_load, tasks_processed) = (
-        SELECT coalesce(b.roles, workers.roles), coalesce(b.capacity, workers.capacity),
-               coalesce(b.current_load, workers.current_load), coalesce(b.tasks_processed, workers.tasks_processed)
-        FROM beat b WHERE b.worker_id = EXCLUDED.worker_id),
-      hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
+      roles = EXCLUDED.roles, capacity = EXCLUDED.capacity, current_load = EXCLUDED.current_load,
+      tasks_processed = EXCLUDED.tasks_processed, hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
       metadata = EXCLUDED.metadata, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
       started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END
     RETURNING worker_id
