@@ -13,7 +13,7 @@ const post = (msg: FromThread) => port.postMessage(msg);
 const store = await openStore(database.url, { schema: database.schema, apiKey: database.apiKey, migrate: false });
 const loop = new BeatLoop(store, () => state, {
   onLost: (leases) => post({ type: "lost", leases }),
-  onError: (error) => post({ type: "error", message: error.message }),
+  onError: (error, sentAt) => post({ type: "error", message: error.message, sentAt }),
   onRecovered: () => post({ type: "recovered" }),
 });
 await loop.beat();

@@ -34,7 +34,8 @@ function lostLeases(beat: WorkerBeat, lost: number[]): LostLease[] {
 export interface HeartbeatEvents {
   /** Leases the store says this worker no longer holds. */
   onLost(leases: LostLease[]): void;
-  onError(error: Error): void;
+  /** A beat failed, or is still unanswered when the next is due; `sentAt` (monotonicMs()): when it was sent. */
+  onError(error: Error, sentAt: number): void;
   onRecovered(): void;
 }
 
@@ -66,10 +67,18 @@ function beatOf(state: HeartbeatState, now: number): WorkerBeat {
  * first success after errors. stop() waits for a beat in flight: landing after the worker's
  * shutdown, it would mark the worker active again. The heartbeat thread and InProcessHeartbeats each
  * run one.
+ *
+ * One beat at a time: a beat still unanswered when the next is due (a transport retrying it for
+ * longer than the interval) is reported as failing, from when it was sent, and goes on; none starts
+ * beside it. Waiting for its answer, the worker learnt of the failure only when the retries ended,
+ * and fenced its handlers that much past their leases; and a second beat sent beside it could land
+ * after stop().
  */
 export class BeatLoop {
   private failing = false;
   private beating: Promise<void> = Promise.resolve();
+  /** When the beat in flight was sent (monotonicMs()), null when none is. */
+  private sentAt: number | null = null;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -79,21 +88,30 @@ export class BeatLoop {
   ) {}
 
   async beat(): Promise<void> {
+    const sentAt = monotonicMs();
+    this.sentAt = sentAt;
     try {
-      const sent = beatOf(this.state(), monotonicMs());
+      const sent = beatOf(this.state(), sentAt);
       const { lost } = await this.store.workerHeartbeat(sent);
       if (this.failing) this.events.onRecovered();
       this.failing = false;
       if (lost.length > 0) this.events.onLost(lostLeases(sent, lost));
     } catch (error) {
       this.failing = true;
-      this.events.onError(error as Error);
+      this.events.onError(error as Error, sentAt);
+    } finally {
+      this.sentAt = null;
     }
   }
 
   start(intervalMs: number): void {
     this.timer = setInterval(() => {
-      this.beating = this.beat();
+      if (this.sentAt === null) {
+        this.beating = this.beat();
+        return;
+      }
+      this.failing = true;
+      this.events.onError(new Error(`no answer to the heartbeat sent ${Math.round(monotonicMs() - this.sentAt)} ms ago`), this.sentAt);
     }, intervalMs);
   }
 
@@ -134,7 +152,7 @@ export interface ThreadData {
 
 /** Messages between the worker and its heartbeat thread. */
 export type ToThread = { type: "state"; state: HeartbeatState } | { type: "stop" };
-export type FromThread = { type: "ready" } | { type: "lost"; leases: LostLease[] } | { type: "error"; message: string } | { type: "recovered" };
+export type FromThread = { type: "ready" } | { type: "lost"; leases: LostLease[] } | { type: "error"; message: string; sentAt: number } | { type: "recovered" };
 
 /**
  * Beats from a worker thread with its own database connection, so heartbeats keep going while a
@@ -176,10 +194,11 @@ export class ThreadHeartbeats implements Heartbeats {
     });
     this.thread.on("message", (msg: FromThread) => {
       if (msg.type === "lost") events.onLost(msg.leases);
-      else if (msg.type === "error") events.onError(new Error(msg.message));
+      // monotonicMs() reads the process's monotonic clock: the thread's sentAt is comparable here.
+      else if (msg.type === "error") events.onError(new Error(msg.message), msg.sentAt);
       else if (msg.type === "recovered") events.onRecovered();
     });
-    this.thread.on("error", (error) => events.onError(error as Error));
+    this.thread.on("error", (error) => events.onError(error as Error, monotonicMs()));
   }
 
   /**

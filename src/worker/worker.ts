@@ -55,7 +55,7 @@ export class Worker {
   /** Completions and failures of concurrent handlers share a statement (group commit). */
   private readonly outcomes: WriteBatcher;
   private readonly running = new Map<number, Running>();
-  /** When heartbeats started failing (null while they get through): see fenceExpiredLeases. */
+  /** When the first failing heartbeat was sent (null while they get through): see fenceExpiredLeases. */
   private beatsFailingSince: number | null = null;
   private tasksProcessed = 0;
   /** Handlers running; `running` also holds the tasks in `ready` and those whose outcome is being written. */
@@ -105,8 +105,8 @@ export class Worker {
     await this.register();
     const events = {
       onLost: (leases: LostLease[]) => void this.leasesLost(leases),
-      onError: (error: Error) => {
-        this.beatsFailingSince ??= monotonicMs();
+      onError: (error: Error, sentAt: number) => {
+        this.beatsFailingSince ??= sentAt;
         this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval");
         this.fenceExpiredLeases();
       },
@@ -429,8 +429,8 @@ export class Worker {
 
   /**
    * Self-fencing. While heartbeats fail (a network partition, a database out of reach), the leases
-   * they would renew run out: the last beat that got through was at most one interval before the
-   * first failure. Past the lease length the coordinator may have given the task to another worker,
+   * they would renew run out: the last beat that got through was sent at most one interval before the
+   * first failing one. Past the lease length the coordinator may have given the task to another worker,
    * so its handler here is stopped rather than left running beside its successor: its writes would
    * be refused anyway, but its side effects (a call to another service) would happen twice.
    */

@@ -146,12 +146,18 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(await store.get(task.id)).toMatchObject({ attempts: 1, errorMessage: "invalid store id" });
   });
 
-  it("stops a handler once its heartbeats have failed for the lease's length (self-fencing), not before", async () => {
+  // A beat unanswered for longer than the lease is a transport retrying it (an HTTP pool's retryForMs):
+  // the worker fenced its handler only once the retries ended, seconds past the lease.
+  it.each([
+    ["fail at once", 0],
+    ["stay unanswered for 4 s", 4000],
+  ])("stops a handler once its heartbeats have failed for the lease's length (self-fencing), not before: beats that %s", async (_, answerAfterMs) => {
     const { task } = await store.enqueue({ taskType: "long" });
     let cutOff = false;
     // The database answers everything but the heartbeats: what a worker sees when its beats cannot get through.
+    const unreachable = () => new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error("network unreachable (simulated)")), answerAfterMs));
     const partitioned = withOverrides(store, {
-      workerHeartbeat: async (beat) => (cutOff ? Promise.reject(new Error("network unreachable (simulated)")) : store.workerHeartbeat(beat)),
+      workerHeartbeat: async (beat) => (cutOff ? unreachable() : store.workerHeartbeat(beat)),
     });
     let reason: unknown;
     let abortedAt = 0;
