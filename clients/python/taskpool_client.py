@@ -19,7 +19,8 @@ writes, which the server applies once and refuses after, enqueues, which carry a
 ``Idempotency-Key``) is retried after a network error or a 5xx answer. One that is not (a claim)
 is retried only when it certainly never reached the server, a refused connection or a
 502/503/504, since a lost answer may have followed a write: repeating it would lease a task nobody
-works on until its lease runs out.
+works on until its lease runs out. How long: ``retries`` times (enqueues at least 7, through a
+server's restart), or for ``retry_for`` seconds, every call alike (``Client``).
 
 Every enqueue sends an ``Idempotency-Key`` header: the caller's ``idempotency_key``, or a UUID made
 for the call. The server creates the call's tasks once and answers a repeat of it with them
@@ -112,15 +113,33 @@ class PermanentError(Exception):
 
 
 class Client:
-    """The HTTP API: JSON in and out, the envelope unwrapped, errors raised as TaskpoolError."""
+    """The HTTP API: JSON in and out, the envelope unwrapped, errors raised as TaskpoolError.
 
-    def __init__(self, base_url: str, api_key: Optional[str] = None, *, timeout: float = 30.0, retries: int = 4, backoff: float = 0.2, max_backoff: float = 5.0):
+    ``retry_for``: seconds a call that failed for want of the server (a network error, a 5xx) is sent
+    again, from its first attempt, enqueues included; 0 fails at once. None (the default): ``retries``
+    retries, enqueues at least _CREATE_RETRIES.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Optional[str] = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.2,
+        max_backoff: float = 5.0,
+        retry_for: Optional[float] = None,
+    ):
+        if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, (int, float)) or not 0 <= retry_for <= _MAX_RETRY_FOR):
+            raise ValueError(f"retry_for must be seconds from 0 (no retries) to {_MAX_RETRY_FOR} (a day), or None for the default retries; got {retry_for!r}")
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.retry_for = retry_for
 
     # -- transport --------------------------------------------------------------------------
 
@@ -139,9 +158,9 @@ class Client:
 
         ``repeatable=False`` for a call that must not run twice: it is then retried only when it
         certainly never reached the server (see the module's notes on retries). ``headers`` are sent
-        with every attempt. ``min_retries`` raises the client's ``retries`` for this call.
+        with every attempt. ``min_retries`` raises the client's ``retries`` for this call (not a ``retry_for``).
         """
-        retries = max(self.retries, min_retries)
+        started = time.monotonic()
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": "application/json", "User-Agent": f"taskpool-python/{__version__}", **(headers or {})}
         if data is not None:
@@ -158,18 +177,28 @@ class Client:
             except urllib.error.HTTPError as e:
                 error = _error(e.code, e.read(), e.headers)
                 # 4xx: the request is wrong or the lease is gone; asking again changes nothing.
-                if e.code < 500 or attempt > retries or not (repeatable or e.code in _UNSENT_STATUSES):
+                pause = self._pause(attempt, started, min_retries) if e.code >= 500 and (repeatable or e.code in _UNSENT_STATUSES) else None
+                if pause is None:
                     raise error from None
                 # Debug: a retry that succeeds is no news; the last failure is raised to the caller.
                 log.debug("taskpool %s %s answered %s; retrying", method, path, e.code)
             except _NETWORK_ERRORS as e:
                 if not (repeatable or _unsent(e)):
                     raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed ({e}); not retried, since it may have reached the server and must not run twice") from e
-                if attempt > retries:
+                pause = self._pause(attempt, started, min_retries)
+                if pause is None:
                     raise TaskpoolError(None, "network_error", f"{method} {self.base_url}{path} failed after {attempt} attempts: {e}") from e
                 log.debug("taskpool %s %s failed (%s); retrying", method, path, e)
-            delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
-            time.sleep(delay * random.uniform(0.5, 1.0))
+            time.sleep(pause)
+
+    def _pause(self, attempt: int, started: float, min_retries: int) -> Optional[float]:
+        """Seconds to wait before retrying a call begun at ``started`` (time.monotonic()) after its attempt ``attempt``; None: give up."""
+        pause = min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+        if self.retry_for is None:
+            return pause if attempt <= max(self.retries, min_retries) else None
+        # A pause that would end past the time allowed is cut short: the last attempt goes out as it ends.
+        left = started + self.retry_for - time.monotonic()
+        return min(pause, left) if left > 0 else None
 
     # -- producer ---------------------------------------------------------------------------
 
@@ -553,9 +582,13 @@ def _error(status: int, raw: bytes, headers: Any) -> TaskpoolError:
     return error_class(status, code, message, body, float(retry_after) if retry_after else None)
 
 
-#: Retries of a create, at least: with the default backoff about 8 to 16 s in all, enough for the
-#: server to be restarted (a deploy). Safe, as every create carries an Idempotency-Key.
+#: Retries of a create, at least, unless the client has a ``retry_for``: with the default backoff
+#: about 8 to 16 s in all, enough for the server to be restarted (a deploy). Safe, as every create
+#: carries an Idempotency-Key.
 _CREATE_RETRIES = 7
+
+#: The longest ``retry_for``, a day: retrying longer is waiting on a server nobody is bringing back.
+_MAX_RETRY_FOR = 86_400
 
 
 def _idempotency(key: Optional[str]) -> Dict[str, str]:

@@ -26,6 +26,13 @@ export interface ConnectOptions {
   /** The API key of a taskpool server (`connect("http://…")`); `taskpool keys create` makes one. */
   apiKey?: string;
   /**
+   * Over HTTP: how long a call that failed for want of the server (a network error, a 5xx) is sent
+   * again, with backoff, from its first attempt, creates included; 0 fails at once. A 4xx is never
+   * retried. Default: about 2 to 3 s, creates 8 to 15 s (through a restart of `taskpool serve`).
+   * Ignored on a database URL, as `apiKey` is, so one program runs on either.
+   */
+  retryForMs?: number;
+  /**
    * Where "now" comes from (tests). Default: the database server's clock on PostgreSQL, the host's on
    * SQLite (docs/reliability.md#clocks). Workers on a custom clock beat from their own event loop.
    */
@@ -296,6 +303,9 @@ export class Taskpool {
   }
 }
 
+/** The longest retryForMs: retrying longer is waiting on a server nobody is bringing back. */
+const MAX_RETRY_FOR_MS = 86_400_000;
+
 /**
  * Opens (and by default migrates) the database a URL names: `sqlite:./path.db`, `sqlite::memory:`,
  * `postgres://…`; or reaches a taskpool server, `http(s)://host:port` with `apiKey`, where the
@@ -303,15 +313,19 @@ export class Taskpool {
  * the coordinator).
  */
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
-  const { schema, clock, migrate, requireRegistered, apiKey } = options;
+  const { schema, clock, migrate, requireRegistered, apiKey, retryForMs } = options;
   const remote = isServerUrl(url);
   if (remote && (clock !== undefined || requireRegistered !== undefined || schema !== undefined)) {
     throw new ValidationError(`clock, requireRegistered and schema are the server's settings: they cannot be given to connect("${url}")`);
   }
+  if (retryForMs !== undefined && (typeof retryForMs !== "number" || !Number.isInteger(retryForMs) || retryForMs < 0 || retryForMs > MAX_RETRY_FOR_MS)) {
+    const why = `a whole number of milliseconds from 0 (no retries) to ${MAX_RETRY_FOR_MS} (a day)`;
+    throw new ValidationError(`Invalid retryForMs ${typeof retryForMs === "string" ? JSON.stringify(retryForMs) : String(retryForMs)}: ${why}`, [{ path: "retryForMs", message: why }]);
+  }
   const limits = resolveLimits(options.limits);
   // Over HTTP "migrating" is asking the server whether it is ready: done even with migrate: false.
-  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey });
+  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey, retryForMs });
   // A heartbeat thread opens the same database with the same settings; it has the system clock only.
   const threadable = url !== "sqlite::memory:" && (options.clock ?? systemClock) === systemClock;
-  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema, apiKey } : null);
+  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema, apiKey, retryForMs } : null);
 }

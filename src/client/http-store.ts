@@ -59,7 +59,8 @@ interface CallInput {
 
 /**
  * Attempts of an enqueue: about 8 to 15 s of backoff in all, enough for `taskpool serve` to be
- * restarted (other calls: the transport's 6, about 2 to 3 s). Safe, as every enqueue has a key.
+ * restarted (other calls: the transport's 6, about 2 to 3 s; a `retryForMs` given on connect sets
+ * both). Safe, as every enqueue has a key.
  */
 const CREATE_ATTEMPTS = 12;
 

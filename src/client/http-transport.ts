@@ -12,13 +12,18 @@
  */
 import http from "node:http";
 import https from "node:https";
+import { monotonicMs } from "../core/clock.js";
 import { errorFromReply, ServerUnreachableError, type Subject } from "./errors.js";
 
 export interface TransportOptions {
   /** Sent as X-API-Key. */
   apiKey?: string;
-  /** Attempts per call for retryable failures (default 6: about 2 to 3 s of backoff in all). */
-  attempts?: number;
+  /**
+   * How long a call that failed in a retryable way is sent again, from its first attempt, every call
+   * alike (ConnectOptions.retryForMs; 0: never). Default: DEFAULT_ATTEMPTS attempts, or a call's
+   * `minAttempts`.
+   */
+  retryForMs?: number;
   /** Per-request time limit beyond a long-poll's own wait (default 30 s). */
   timeoutMs?: number;
 }
@@ -40,9 +45,12 @@ export interface RequestOptions {
   subject?: Subject;
   /** Extra request headers (an enqueue's Idempotency-Key). */
   headers?: Record<string, string>;
-  /** At least this many attempts for this call, whatever the transport's (an enqueue outlasting a restart). */
+  /** At least this many attempts for this call, unless the transport has a `retryForMs` (an enqueue outlasting a restart). */
   minAttempts?: number;
 }
+
+/** Attempts per call for retryable failures, unless `retryForMs` is given: about 2 to 3 s of backoff in all. */
+const DEFAULT_ATTEMPTS = 6;
 
 /** Failures of a request that never reached the server (safe to send again, whatever the call). */
 const UNSENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
@@ -55,7 +63,6 @@ interface NetworkFailure extends Error {
 export class HttpTransport {
   private readonly agent: http.Agent;
   private readonly request: typeof http.request;
-  private readonly attempts: number;
   private readonly timeoutMs: number;
   private closed = false;
 
@@ -66,31 +73,30 @@ export class HttpTransport {
     const secure = baseUrl.protocol === "https:";
     this.agent = new (secure ? https.Agent : http.Agent)({ keepAlive: true });
     this.request = secure ? https.request : http.request;
-    this.attempts = options.attempts ?? 6;
     this.timeoutMs = options.timeoutMs ?? 30_000;
   }
 
   /** Sends the request (retrying as the module comment says) and answers the 2xx reply; anything else throws the library's error for it. */
   async send(method: string, path: string, body: unknown, options: RequestOptions): Promise<Reply> {
-    const attempts = Math.max(this.attempts, options.minAttempts ?? 0);
+    const started = monotonicMs();
     for (let attempt = 1; ; attempt++) {
       let reply: Reply;
       try {
         reply = await this.once(method, path, body, options);
       } catch (error) {
         const failure = error as NetworkFailure;
-        const retry = !options.signal?.aborted && !this.closed && attempt < attempts && (options.repeatable === "yes" || failure.unsent === true);
-        if (!retry) throw new ServerUnreachableError(this.baseUrl.origin, failure.message, options.repeatable !== "yes" && failure.unsent !== true);
-        await this.backoff(attempt, options.signal);
+        const pause = !options.signal?.aborted && !this.closed && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, options) : null;
+        if (pause === null) throw new ServerUnreachableError(this.baseUrl.origin, failure.message, options.repeatable !== "yes" && failure.unsent !== true);
+        await this.backoff(pause, options.signal);
         continue;
       }
       if (reply.status < 400) return reply;
       // 502/503/504 come before any work was done (a proxy, or a server not ready); another 5xx may
       // have come after a write, so only a repeatable call goes again.
       const unsent = reply.status === 502 || reply.status === 503 || reply.status === 504;
-      const retry = reply.status >= 500 && !this.closed && attempt < attempts && (options.repeatable === "yes" || unsent);
-      if (!retry) throw errorFromReply(reply.status, reply.body, options.subject);
-      await this.backoff(attempt, options.signal);
+      const pause = reply.status >= 500 && !this.closed && (options.repeatable === "yes" || unsent) ? this.pause(attempt, started, options) : null;
+      if (pause === null) throw errorFromReply(reply.status, reply.body, options.subject);
+      await this.backoff(pause, options.signal);
     }
   }
 
@@ -100,8 +106,17 @@ export class HttpTransport {
     this.agent.destroy();
   }
 
-  private backoff(attempt: number, signal?: AbortSignal): Promise<void> {
+  /** The pause before attempt `attempt + 1` of a call begun at `started`, or null when its retries are spent. */
+  private pause(attempt: number, started: number, options: RequestOptions): number | null {
     const ms = Math.min(2000, 100 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+    const { retryForMs } = this.options;
+    if (retryForMs === undefined) return attempt < Math.max(DEFAULT_ATTEMPTS, options.minAttempts ?? 0) ? ms : null;
+    // A pause that would end past the time allowed is cut short: the last attempt goes out as it ends.
+    const left = started + retryForMs - monotonicMs();
+    return left > 0 ? Math.min(ms, left) : null;
+  }
+
+  private backoff(ms: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);

@@ -12,6 +12,8 @@ export interface DatabaseConfig {
   schema?: string;
   /** A taskpool server's API key (http:// and https:// URLs). */
   apiKey?: string;
+  /** How long a call to a taskpool server is retried (ConnectOptions.retryForMs). */
+  retryForMs?: number;
 }
 
 export interface OpenStoreOptions {
@@ -19,6 +21,8 @@ export interface OpenStoreOptions {
   schema?: string;
   /** A taskpool server's API key (http:// and https:// URLs). */
   apiKey?: string;
+  /** How long a call to a taskpool server is retried (ConnectOptions.retryForMs). */
+  retryForMs?: number;
   /** Refuse tasks of unregistered types. */
   requireRegistered?: boolean;
   clock?: Clock;
@@ -60,6 +64,6 @@ function createStore(url: string, options: OpenStoreOptions): Store {
   if (/^postgres(ql)?:\/\//.test(url)) {
     return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
   }
-  if (isServerUrl(url)) return new HttpStore(url, { apiKey: options.apiKey });
+  if (isServerUrl(url)) return new HttpStore(url, { apiKey: options.apiKey, retryForMs: options.retryForMs });
   throw new UnsupportedUrlError(url);
 }

@@ -35,7 +35,7 @@ function httpKind(base: StoreKind): StoreKind {
       const url = await app.listen({ host: "127.0.0.1", port: 0 });
       const clients: HttpStore[] = [];
       const open = async () => {
-        const client = new HttpStore(url, { attempts: 1 });
+        const client = new HttpStore(url, { retryForMs: 0 });
         await client.migrate();
         clients.push(client);
         return overHttp(client, handle.store);

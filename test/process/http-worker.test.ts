@@ -91,7 +91,7 @@ describe.each([
       response.writeHead(503, { "content-type": "application/json" }).end('{"success":false,"error":"unavailable","message":"restarting"}');
     });
     await new Promise<void>((resolve) => standIn.listen(Number(port), "127.0.0.1", resolve));
-    const client = new HttpStore(url, { apiKey: key, attempts: 1 });
+    const client = new HttpStore(url, { apiKey: key, retryForMs: 0 });
     const heard: string[][] = [];
     const unsubscribe = await client.subscribe((types) => heard.push(types));
     try {

@@ -351,7 +351,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
 
   it("over HTTP, an outcome whose answer was lost is taken as written too, though a task read there answers no lease token", async () => {
     const app = await buildServer(new Taskpool(new CheckedStore(handle.store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
-    const http = new HttpStore(await app.listen({ host: "127.0.0.1", port: 0 }), { attempts: 1 });
+    const http = new HttpStore(await app.listen({ host: "127.0.0.1", port: 0 }), { retryForMs: 0 });
     try {
       await http.migrate();
       await outcomesWhoseAnswersAreLost(http);

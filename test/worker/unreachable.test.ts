@@ -28,7 +28,7 @@ it("a worker whose database is unreachable logs, backs off, keeps running and st
 });
 
 it("over HTTP, its log lines name the taskpool server it cannot reach, not a database", async () => {
-  const store = new HttpStore("http://127.0.0.1:1", { attempts: 1 });
+  const store = new HttpStore("http://127.0.0.1:1", { retryForMs: 0 });
   const logs = captureLogs();
   const worker = new Worker(store, { roles: ["x"], handlers: { x: async () => {} }, pollIntervalMs: 50, heartbeatIntervalMs: 50, handleSignals: false, heartbeatThread: false, logger: logs.logger });
   await worker.start();

@@ -253,6 +253,31 @@ class ClientTest(unittest.TestCase):
             Client(closed.url, retries=1, backoff=0.001).enqueue("x")
         self.assertIn("after 8 attempts", unreachable_create.exception.message)
 
+    def test_retry_for_bounds_every_call_by_time_enqueues_included(self):
+        unavailable = (503, {"success": False, "error": "database_unavailable", "message": "down"})
+        # 0 fails at once, an enqueue too (retried at least 7 times otherwise): an interactive tool.
+        down = ScriptedServer([unavailable] * 8 + [(201, {"success": True, "task": {"id": 1}})])
+        try:
+            with self.assertRaises(TaskpoolError) as failed:
+                Client(down.url, retry_for=0).enqueue("x")
+            self.assertEqual((failed.exception.status, down.requests), (503, 1))
+        finally:
+            down.close()
+        # Longer than `retries` would: retried for the time given, and given up once it is spent.
+        down = ScriptedServer([unavailable] * 200)
+        try:
+            started = time.monotonic()
+            with self.assertRaises(TaskpoolError):
+                Client(down.url, retries=0, backoff=0.05, max_backoff=0.1, retry_for=1.0).get(1)
+            self.assertGreaterEqual(time.monotonic() - started, 1.0)
+            self.assertLess(time.monotonic() - started, 1.5)
+            self.assertGreater(down.requests, 5)
+        finally:
+            down.close()
+        for bad in (-1, float("nan"), float("inf"), 86_401, "60", True):
+            with self.assertRaisesRegex(ValueError, r"^retry_for must be seconds from 0 \(no retries\) to 86400"):
+                Client("http://127.0.0.1:1", retry_for=bad)
+
 
 class WorkerTest(unittest.TestCase):
     def setUp(self):

@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CheckedStore } from "../../src/api/checked-store.js";
+import { connect, Taskpool } from "../../src/api/taskpool.js";
+import { ValidationError } from "../../src/core/errors.js";
+import { buildServer } from "../../src/server/server.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+
+describe("connect(http://…, { retryForMs })", () => {
+  const store = new SqliteStore({ path: ":memory:" });
+  let app: Awaited<ReturnType<typeof buildServer>>;
+  let url: string;
+  /** While set, every call but /readyz is answered 503, as a server whose database is away answers. */
+  let down = false;
+  let refused = 0;
+  beforeAll(async () => {
+    await store.migrate();
+    app = await buildServer(new Taskpool(new CheckedStore(store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
+    app.addHook("onRequest", async (request, reply) => {
+      if (!down || request.url === "/readyz") return;
+      refused++;
+      await reply.code(503).send({ success: false, error: "database_unavailable", message: "down (simulated)" });
+    });
+    url = await app.listen({ host: "127.0.0.1", port: 0 });
+  });
+  afterAll(async () => {
+    await app.close();
+    await store.close();
+  });
+
+  it("0 fails at once, a create too (which is otherwise sent for 8 to 15 s)", async () => {
+    const pool = await connect(url, { retryForMs: 0 });
+    down = true;
+    refused = 0;
+    try {
+      await expect(pool.enqueue("x")).rejects.toMatchObject({ code: "database_unavailable" });
+      expect(refused).toBe(1);
+    } finally {
+      down = false;
+      await pool.close();
+    }
+  });
+
+  it("retries a call for as long as it says, past the default 2 to 3 s", async () => {
+    const pool = await connect(url, { retryForMs: 8000 });
+    down = true;
+    try {
+      const counts = pool.counts();
+      await new Promise((resolve) => setTimeout(resolve, 4000));
+      down = false;
+      await expect(counts).resolves.toMatchObject({ byStatus: expect.any(Object) });
+    } finally {
+      down = false;
+      await pool.close();
+    }
+  });
+
+  it.each([-1, 1.5, Number.POSITIVE_INFINITY, "60s", 86_400_001])("refuses %s, naming the option, before any request", async (value) => {
+    const refusal = connect("http://127.0.0.1:1", { retryForMs: value as number });
+    await expect(refusal).rejects.toBeInstanceOf(ValidationError);
+    await expect(refusal).rejects.toThrow(/^Invalid retryForMs .*: a whole number of milliseconds from 0 \(no retries\) to 86400000/);
+  });
+});
