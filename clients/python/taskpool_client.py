@@ -385,6 +385,8 @@ class Worker:
         self._max_tasks: Optional[int] = None
         self._waiting = False
         self._claims_failing = False
+        #: When heartbeats started failing (time.monotonic()), None while they get through.
+        self._beats_failing_since: Optional[float] = None
         self._next_beat = heartbeat_interval or 10.0
 
     def stop(self) -> None:
@@ -535,8 +537,17 @@ class Worker:
                 version=f"taskpool-python/{__version__}",
             )
         except TaskpoolError as e:
-            log.warning("worker %s: heartbeat failed: %s", self.worker_id, e)
+            # One warning per outage, not one per interval while it lasts (a minute's outage flooded the
+            # log); its end is said at info, with how long it lasted.
+            if self._beats_failing_since is None:
+                self._beats_failing_since = time.monotonic()
+                log.warning("worker %s: heartbeat failed: %s; trying again every interval", self.worker_id, e)
+            else:
+                log.debug("worker %s: heartbeat failed: %s", self.worker_id, e)
             return
+        if self._beats_failing_since is not None:
+            log.info("worker %s: heartbeats get through again, after failing for %.0f s", self.worker_id, time.monotonic() - self._beats_failing_since)
+            self._beats_failing_since = None
         if ctx is not None and ctx.id in answer.get("lost", []):
             ctx._mark_lost()
         interval = self.heartbeat_interval or float(answer.get("next_heartbeat_in", 10))

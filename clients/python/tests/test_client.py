@@ -369,6 +369,22 @@ class WorkerTest(unittest.TestCase):
         finally:
             server.close()
 
+    def test_failing_heartbeats_warn_once_and_say_how_long_they_failed_when_they_get_through(self):
+        down = (503, {"success": False, "error": "database_unavailable", "message": "The database cannot be reached"})
+        beat = (200, {"success": True, "message": "Heartbeat recorded", "next_heartbeat_in": 30, "lost": []})
+        server = ScriptedServer([down] * 4 + [beat, beat])
+        try:
+            worker = Worker(Client(server.url, retries=0), {"x": lambda ctx: None}, worker_id="w")
+            with self.assertLogs("taskpool_client", level="DEBUG") as logs:
+                for _ in range(6):
+                    worker._beat()
+            self.assertEqual(server.requests, 6)
+            self.assertEqual([r.levelname for r in logs.records], ["WARNING", "DEBUG", "DEBUG", "DEBUG", "INFO"], logs.output)
+            self.assertIn("worker w: heartbeat failed: 503 database_unavailable", logs.output[0])
+            self.assertRegex(logs.output[-1], r"worker w: heartbeats get through again, after failing for \d+ s$")
+        finally:
+            server.close()
+
     def test_a_refused_outcome_is_not_tried_again(self):
         task = {"id": 5, "lease_token": "tok", "params": {}}
         refused = (409, {"success": False, "error": "invalid_transition", "message": "Cannot complete task 5: it is cancelled"})
