@@ -106,13 +106,17 @@ export class Worker {
     const events = {
       onLost: (leases: LostLease[]) => void this.leasesLost(leases),
       onError: (error: Error, sentAt: number) => {
+        // One warning per outage, not one per interval while it lasts (a minute's outage flooded the
+        // log); its end is said at info, with how long it lasted.
+        if (this.beatsFailingSince === null) this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval");
+        else this.logger.debug({ err: error.message }, "Heartbeat failed again");
         this.beatsFailingSince ??= sentAt;
-        this.logger.warn({ err: error.message }, "Heartbeat failed; retrying at the next interval");
         this.fenceExpiredLeases();
       },
       onRecovered: () => {
+        const failedFor = this.beatsFailingSince === null ? "" : `, after failing for ${Math.round((monotonicMs() - this.beatsFailingSince) / 1000)} s`;
         this.beatsFailingSince = null;
-        this.logger.info(`Heartbeats reach ${this.reaches} again`);
+        this.logger.info(`Heartbeats reach ${this.reaches} again${failedFor}`);
       },
     };
     const thread = this.options.heartbeatThread === false ? null : this.heartbeatDatabase;

@@ -1,7 +1,9 @@
 import { expect, it } from "vitest";
 import { HttpStore } from "../../src/client/http-store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { Worker } from "../../src/worker/worker.js";
+import { withOverrides } from "../helpers/stores.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
 
 it("a worker whose database is unreachable logs, backs off, keeps running and stops cleanly", async () => {
@@ -36,4 +38,31 @@ it("over HTTP, its log lines name the taskpool server it cannot reach, not a dat
   expect(logs.messages()).toContain("Cannot reach the taskpool server to register; will keep trying");
   await worker.stop(0);
   await store.close();
+});
+
+it("heartbeats failing through an outage warn once, then log at debug, and say when they get through again and after how long", async () => {
+  const store = new SqliteStore({ path: ":memory:" });
+  await store.migrate();
+  let down = false;
+  let failed = 0;
+  const flaky = withOverrides(store, {
+    workerHeartbeat: async (beat) => {
+      if (!down) return store.workerHeartbeat(beat);
+      failed++;
+      throw new Error("network unreachable (simulated)");
+    },
+  });
+  const logs = captureLogs();
+  const worker = new Worker(flaky, { roles: ["x"], handlers: { x: async () => {} }, heartbeatIntervalMs: 20, handleSignals: false, heartbeatThread: false, logger: logs.logger });
+  await worker.start();
+  down = true;
+  await eventually(() => failed >= 6, 10_000, "six failed heartbeats");
+  down = false;
+  const back = await eventually(() => logs.lines().find((l) => l.msg.startsWith("Heartbeats reach the database again")), 10_000, "a heartbeat to get through");
+  await worker.stop(0);
+  await store.close();
+  const beats = logs.lines().filter((l) => l.msg.startsWith("Heartbeat failed"));
+  expect(beats.filter((l) => l.level === 40).map((l) => l.msg)).toEqual(["Heartbeat failed; retrying at the next interval"]);
+  expect(beats.filter((l) => l.level === 20).length).toBeGreaterThanOrEqual(5);
+  expect(back).toMatchObject({ level: 30, msg: expect.stringMatching(/^Heartbeats reach the database again, after failing for \d+ s$/) });
 });
