@@ -22,13 +22,17 @@ export const WORKER_HEARTBEAT = `
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(worker_id text, roles text[], hostname text, pid int, version text,
                                                      capacity int, current_load int, tasks_processed bigint, metadata jsonb)
   ),
-  -- The beats' workers already registered, locked in one order (two servers' batches naming the same
-  -- workers cannot deadlock) and read as they are now: a figure a beat leaves out keeps the registered
-  -- one, and a beat never puts back what a concurrent one replaced. A join, not a look-up of the beats
-  -- per conflicting row: that made a batch of 1,000 beats four times slower.
+  -- The registered workers whose beats leave a figure out, locked in one order (two servers' batches
+  -- naming the same workers cannot deadlock) and read as they are now: a figure left out keeps the
+  -- registered one, and a beat never puts back what a concurrent one replaced. A join, not a look-up
+  -- of the beats per conflicting row: that made a batch of 1,000 beats four times slower. Beats that
+  -- say everything (both clients' do) read and lock nothing here.
   registered AS (
     SELECT w.worker_id, w.roles, w.capacity, w.current_load, w.tasks_processed FROM workers w
-    WHERE w.worker_id IN (SELECT worker_id FROM beat) ORDER BY w.worker_id FOR UPDATE
+    WHERE w.worker_id IN (
+      SELECT worker_id FROM beat WHERE roles IS NULL OR capacity IS NULL OR current_load IS NULL OR tasks_processed IS NULL
+    )
+    ORDER BY w.worker_id FOR UPDATE
   ),
   worker AS (
     INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
