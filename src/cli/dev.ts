@@ -12,7 +12,7 @@ import { LiveStatus } from "./dev-status.js";
 import { redactUrl } from "./errors.js";
 import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
 import { listenOrExplain } from "./listen.js";
-import { integer, positiveInteger } from "./parse.js";
+import { port, positiveInteger } from "./parse.js";
 import { printStatus } from "./status.js";
 
 /** Seed 004's pipeline, the example `dev` runs unless told otherwise (beside src/ and dist/ alike). */
@@ -34,7 +34,7 @@ export function devCommand(program: Command): void {
   const command = program
     .command("dev")
     .description("the one-minute tour: on embedded SQLite, the HTTP API and dashboard, a coordinator, and a worker per role running the dispensary-crawl example")
-    .addOption(new Option("--port <port>", "port of the API and dashboard on 127.0.0.1 (0: any free one)").default(0).argParser(integer))
+    .addOption(new Option("--port <port>", "port of the API and dashboard on 127.0.0.1 (0: any free one)").default(0).argParser(port))
     .option("--handlers <module>", "run these handlers instead of the example's (a worker per exported role)")
     .option("--schedules <module>", "save the schedules this module exports (devSchedules, else schedules); default: the example's, unless --handlers is given")
     .option("--no-demo", "save no schedules: nothing runs until you enqueue tasks (and no simulated crash)")

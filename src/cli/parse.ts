@@ -17,6 +17,13 @@ export function nonNegativeInteger(value: string): number {
   return n;
 }
 
+/** A port to listen on, refused here rather than by the listen call: Node's message named no option. */
+export function port(value: string): number {
+  const n = integer(value);
+  if (n < 0 || n > 65535) throw new InvalidArgumentError("expected a port from 0 to 65535 (0: any free one)");
+  return n;
+}
+
 /** A parser of ids given on the command line: anything else is refused before anything is touched. */
 function idOf(what: string, hint: string): (value: string) => number {
   return (value) => {

@@ -6,7 +6,7 @@ import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, buildServer } from "
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
 import { CliError } from "./errors.js";
 import { listenOrExplain } from "./listen.js";
-import { integer, nonNegativeInteger, positiveInteger } from "./parse.js";
+import { nonNegativeInteger, port, positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
 
@@ -23,7 +23,7 @@ export function serveCommand(program: Command): void {
     .command("serve")
     .description("the HTTP API for workers and producers in any language, with its OpenAPI document and /docs")
     .addOption(new Option("--host <host>", "address to listen on (0.0.0.0: every interface)").env("TASKPOOL_HOST").default("127.0.0.1"))
-    .addOption(new Option("--port <port>", "port to listen on (0: any free one)").env("TASKPOOL_PORT").default(8080).argParser(integer))
+    .addOption(new Option("--port <port>", "port to listen on (0: any free one)").env("TASKPOOL_PORT").default(8080).argParser(port))
     .option("--no-auth", "ask for no API key, even when keys exist (only on a network you trust)")
     .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit but the keys' own)", nonNegativeInteger, DEFAULT_RATE_LIMIT_PER_MINUTE)
     .option("--auth-failure-limit <n>", "failed API key attempts per minute from one client address before it gets 429 without a lookup (0: no limit)", nonNegativeInteger, DEFAULT_AUTH_FAILURES_PER_MINUTE)

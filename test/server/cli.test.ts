@@ -1,4 +1,5 @@
 import { execFile, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
@@ -84,6 +85,15 @@ describe("taskpool keys and serve", () => {
     expect(output()).toMatch(/Leading: this coordinator sweeps/);
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
   }, 60_000);
+
+  it("serve and dev refuse a port out of range as the option's error, before they open the database", async () => {
+    for (const command of ["serve", "dev"]) {
+      const refused = await taskpool(command, "--port", "99999", "--db", db).catch((e) => e);
+      // It was Node's "options.port should be >= 0 and < 65536", after serve had created the database.
+      expect([command, refused.code, refused.stderr]).toEqual([command, 1, "error: option '--port <port>' argument '99999' is invalid. expected a port from 0 to 65535 (0: any free one)\n"]);
+      expect(existsSync(path)).toBe(false);
+    }
+  }, 30_000);
 
   it("serve on a port another process holds says so in one line and exits 1, its coordinator never started: no leadership taken, no sweep", async () => {
     const holder = createServer();
