@@ -1,4 +1,5 @@
 import { dirname } from "node:path";
+import { HttpApiError } from "../client/errors.js";
 import { TaskpoolError } from "../core/errors.js";
 import { sqlitePathOf } from "../store/open-store.js";
 
@@ -54,4 +55,15 @@ export function explainConnectError(error: unknown, url: string): Error {
 export function listenError(error: NodeJS.ErrnoException, host: string, port: number): CliError {
   if (error.code === "EADDRINUSE") return new CliError(`cannot listen on ${host}:${port}: another process is already listening on port ${port}; stop it, or pick another port with --port (--port 0: any free one)`);
   return new CliError(`cannot listen on ${host}:${port}: ${error.message}`);
+}
+
+/**
+ * A server's refusal of a missing or unknown key, in the CLI's terms: the server's message speaks of
+ * the X-API-Key header, which someone running the CLI with --url never sets.
+ */
+export function explainAuthRefusal(error: unknown): unknown {
+  if (!(error instanceof HttpApiError) || error.code !== "unauthorized") return error;
+  return /^Missing API key/.test(error.message)
+    ? new CliError("the taskpool server asks for an API key: pass --api-key K (or set TASKPOOL_API_KEY); `taskpool keys create --scope admin --db …` on its database makes one")
+    : new CliError("the taskpool server refused the API key (not one of its keys, or revoked): check --api-key or TASKPOOL_API_KEY; `taskpool keys list --db …` on its database shows its keys");
 }

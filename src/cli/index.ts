@@ -5,6 +5,7 @@ import { capacityCommand } from "./capacity.js";
 import { coordinatorCommand } from "./coordinator.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
+import { explainAuthRefusal } from "./errors.js";
 import { keysCommand } from "./keys.js";
 import { migrateCommand } from "./migrate.js";
 import { reassignmentsCommand } from "./reassignments.js";
@@ -30,11 +31,12 @@ const program = new Command("taskpool")
   .option("--verbose", "print the stack trace of an unexpected error");
 for (const add of [devCommand, workerCommand, coordinatorCommand, serveCommand, keysCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand, tasksCommand, workersCommand, capacityCommand, reassignmentsCommand, schedulesCommand, recountCommand]) add(program);
 
-program.parseAsync().catch((error: unknown) => {
+program.parseAsync().catch((thrown: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.
+  const error = explainAuthRefusal(thrown);
   const known = error instanceof TaskpoolError || error instanceof CommanderError;
   console.error(`taskpool: ${error instanceof Error ? error.message : String(error)}`);
-  if (program.opts().verbose && error instanceof Error) console.error(error.stack);
+  if (program.opts().verbose && thrown instanceof Error) console.error(thrown.stack);
   else if (!known) console.error("(run again with --verbose for the stack trace)");
   process.exit(1);
 });

@@ -1,5 +1,5 @@
 import { execFile, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
@@ -178,8 +178,20 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       const viaEnv = await run(process.execPath, [CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } });
       expect(viaEnv.stdout).toMatch(/crawl/);
 
+      // In the CLI's terms (--api-key), not the server's (the X-API-Key header), for a query and a worker alike.
       const badKey = await taskpool("tasks", "list", "--url", url, "--api-key", "tp_wrong-key-0000000000").catch((e) => e);
-      expect([badKey.code, badKey.stderr]).toEqual([1, "taskpool: Invalid or revoked API key\n"]);
+      expect([badKey.code, badKey.stderr]).toEqual([
+        1,
+        "taskpool: the taskpool server refused the API key (not one of its keys, or revoked): check --api-key or TASKPOOL_API_KEY; `taskpool keys list --db …` on its database shows its keys\n",
+      ]);
+      const missing = "taskpool: the taskpool server asks for an API key: pass --api-key K (or set TASKPOOL_API_KEY); `taskpool keys create --scope admin --db …` on its database makes one\n";
+      const noKey = await taskpool("tasks", "list", "--url", url).catch((e) => e);
+      expect([noKey.code, noKey.stderr]).toEqual([1, missing]);
+      const handlers = `${path}.handlers.mjs`;
+      writeFileSync(handlers, "export const handlers = { crawl: async () => null };\n");
+      const worker = await taskpool("worker", "--handlers", handlers, "--url", url).catch((e) => e);
+      rmSync(handlers);
+      expect([worker.code, worker.stderr]).toEqual([1, missing]);
       const notServer = await taskpool("tasks", "list", "--url", "postgres://x@localhost/db").catch((e) => e);
       expect(notServer.stderr).toBe('taskpool: --url takes a taskpool server\'s address (http://host:port), not "postgres://x@localhost/db"; a database goes in --db\n');
       const nobody = await taskpool("tasks", "list", "--url", "http://127.0.0.1:9").catch((e) => e);
