@@ -200,10 +200,10 @@ describe("taskpool operator CLI", () => {
     const messages = [
       /^taskpool: task 999 does not exist; `taskpool tasks list` shows the ids$/,
       /^taskpool: "abc" is not a task id: pass the number `taskpool tasks list` shows/,
-      /^error: option '--status <status>' argument 'pending,bogus' is invalid\. "bogus" is not a task status; use one of pending, claimed, running, completed, failed, cancelled$/,
+      /^taskpool: option '--status <status>' argument 'pending,bogus' is invalid\. "bogus" is not a task status; use one of pending, claimed, running, completed, failed, cancelled$/,
       /^taskpool: Invalid cursor: pass back the next cursor a previous page gave, unchanged$/,
-      /^error: option '--order <order>' argument 'sideways' is invalid\. Allowed choices are newest, oldest\.$/,
-      /^error: option '--stats' cannot be used with option '--limit <n>'$/,
+      /^taskpool: option '--order <order>' argument 'sideways' is invalid\. Allowed choices are newest, oldest\.$/,
+      /^taskpool: option '--stats' cannot be used with option '--limit <n>'$/,
       /^taskpool: task 999 does not exist; `taskpool tasks list` shows the ids$/,
       /^taskpool: Unsupported database URL "mysql:\/\/x": use sqlite:/,
       /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused/,

@@ -31,6 +31,21 @@ describe("taskpool CLI", () => {
     expect(badUrl.stderr).toMatch(/Unsupported database URL "mysql:\/\/x"/);
   }, 60_000);
 
+  it("commander's refusals are one line like the others: the suggestion on it, or the help to read; exit 1", async () => {
+    const cases: [string[], string][] = [
+      [["statsu"], "taskpool: unknown command 'statsu'; did you mean status?"],
+      [["frob"], "taskpool: unknown command 'frob'; see `taskpool --help`"],
+      [["tasks", "lst"], "taskpool: unknown command 'lst'; did you mean list?"],
+      [["enqueue"], "taskpool: missing required argument 'taskType'; see `taskpool enqueue --help`"],
+      [["enqueue", "crawl", "--priorty", "1"], "taskpool: unknown option '--priorty'; did you mean --priority?"],
+      [["status", "extra"], "taskpool: too many arguments for 'status'. Expected 0 arguments but got 1; see `taskpool status --help`"],
+      [["keys", "create"], "taskpool: required option '--scope <scope>' not specified; see `taskpool keys create --help`"],
+    ];
+    // Each was commander's "error: …", a suggestion on a second line, and no way forward for "frob".
+    const runs = await Promise.all(cases.map(([args]) => taskpool(...args, "--db", db).catch((e) => e)));
+    expect(runs.map((run) => [run.code, run.stderr])).toEqual(cases.map(([, line]) => [1, `${line}\n`]));
+  }, 60_000);
+
   it("status says who leads and when it last swept, and warns when no coordinator has swept for a while", async () => {
     const clock = new ManualClock(new Date("2030-01-01T00:00:00.000Z"));
     const pool = await connect(db, { clock });

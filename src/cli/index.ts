@@ -31,6 +31,23 @@ const program = new Command("taskpool")
   .option("--verbose", "print the stack trace of an unexpected error");
 for (const add of [devCommand, workerCommand, coordinatorCommand, serveCommand, keysCommand, migrateCommand, enqueueCommand, statusCommand, typesCommand, tasksCommand, workersCommand, capacityCommand, reassignmentsCommand, schedulesCommand, recountCommand]) add(program);
 
+/**
+ * Commander's own refusals (an unknown command or option, a missing or extra argument, a bad value)
+ * in the form of the CLI's other errors: one line, "taskpool: …", its "(Did you mean …?)" on that
+ * line, and the help to read when it says nothing of how to fix it ("unknown command 'frob'").
+ */
+function refuseInOneLine(command: Command, name: string): void {
+  command.configureOutput({
+    outputError: (text, write) => {
+      const [what, suggestion] = text.replace(/^error: /, "").trim().split("\n");
+      const fix = suggestion?.replace(/^\(Did you mean (.*)\)$/, "; did you mean $1") ?? (/^(unknown|missing|too many|required)|argument missing$/.test(what) ? `; see \`${name} --help\`` : "");
+      write(`taskpool: ${fix === "" ? what : what.replace(/\.$/, "")}${fix}\n`);
+    },
+  });
+  for (const sub of command.commands) refuseInOneLine(sub, `${name} ${sub.name()}`);
+}
+refuseInOneLine(program, "taskpool");
+
 program.parseAsync().catch((thrown: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.
   const error = explainAuthRefusal(thrown);

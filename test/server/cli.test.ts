@@ -90,7 +90,7 @@ describe("taskpool keys and serve", () => {
     for (const command of ["serve", "dev"]) {
       const refused = await taskpool(command, "--port", "99999", "--db", db).catch((e) => e);
       // It was Node's "options.port should be >= 0 and < 65536", after serve had created the database.
-      expect([command, refused.code, refused.stderr]).toEqual([command, 1, "error: option '--port <port>' argument '99999' is invalid. expected a port from 0 to 65535 (0: any free one)\n"]);
+      expect([command, refused.code, refused.stderr]).toEqual([command, 1, "taskpool: option '--port <port>' argument '99999' is invalid. expected a port from 0 to 65535 (0: any free one)\n"]);
       expect(existsSync(path)).toBe(false);
     }
   }, 30_000);
