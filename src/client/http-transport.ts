@@ -60,6 +60,15 @@ interface NetworkFailure extends Error {
   unsent?: boolean;
 }
 
+/**
+ * Why a request got no answer, in one line. OpenSSL's failures run over two, with its source file;
+ * the one a user meets, "wrong version number", is an https:// URL given for a plain-HTTP server.
+ */
+function reasonOf(failure: NetworkFailure): string {
+  if (/wrong version number/.test(failure.message)) return "TLS handshake failed: the server does not speak TLS; taskpool serve answers plain http://";
+  return failure.message.split("\n")[0].trim();
+}
+
 export class HttpTransport {
   private readonly agent: http.Agent;
   private readonly request: typeof http.request;
@@ -86,7 +95,7 @@ export class HttpTransport {
       } catch (error) {
         const failure = error as NetworkFailure;
         const pause = !options.signal?.aborted && !this.closed && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, options) : null;
-        if (pause === null) throw new ServerUnreachableError(this.baseUrl.origin, failure.message, options.repeatable !== "yes" && failure.unsent !== true);
+        if (pause === null) throw new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), options.repeatable !== "yes" && failure.unsent !== true);
         await this.backoff(pause, options.signal);
         continue;
       }

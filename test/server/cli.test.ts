@@ -194,6 +194,12 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       expect([worker.code, worker.stderr]).toEqual([1, missing]);
       const notServer = await taskpool("tasks", "list", "--url", "postgres://x@localhost/db").catch((e) => e);
       expect(notServer.stderr).toBe('taskpool: --url takes a taskpool server\'s address (http://host:port), not "postgres://x@localhost/db"; a database goes in --db\n');
+      // https:// for the plain-HTTP server: one line saying so, not OpenSSL's two with its source file.
+      const tls = await taskpool("tasks", "list", "--url", url.replace("http:", "https:"), "--api-key", admin).catch((e) => e);
+      expect([tls.code, tls.stderr]).toEqual([
+        1,
+        `taskpool: Cannot reach the taskpool server at ${url.replace("http:", "https:")} (TLS handshake failed: the server does not speak TLS; taskpool serve answers plain http://); is \`taskpool serve\` running there, and is the URL right?\n`,
+      ]);
       const nobody = await taskpool("tasks", "list", "--url", "http://127.0.0.1:9").catch((e) => e);
       expect(nobody.code).toBe(1);
       expect(nobody.stderr).toMatch(/^taskpool: Cannot reach the taskpool server at http:\/\/127\.0\.0\.1:9 \(.*\); is `taskpool serve` running there, and is the URL right\?\n$/);
