@@ -133,10 +133,17 @@ describe("taskpool CLI", () => {
       expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
       expect((await taskpool("status", "--db", db)).stdout).toMatch(/greet\s+completed 1[\s\S]*cli-worker\s+inactive/);
       const missing = await taskpool("worker", "--handlers", `${path}.nothing.mjs`, "--db", db).catch((e) => e);
-      expect(missing.code).toBe(1);
-      expect(missing.stderr).toMatch(/^taskpool: cannot load handlers from .*nothing\.mjs: /);
+      expect([missing.code, missing.stderr]).toEqual([1, `taskpool: cannot load handlers from ${path}.nothing.mjs: there is no file ${path}.nothing.mjs\n`]);
+      // TypeScript, as the README's handlers are written: Node 20 said only "Unknown file extension".
+      writeFileSync(`${path}.handlers.ts`, "export const handlers = { greet: async (params: { name: string }) => ({ hello: params.name }) };\n");
+      const typescript = await taskpool("worker", "--handlers", `${path}.handlers.ts`, "--db", db).catch((e) => e);
+      expect([typescript.code, typescript.stderr]).toEqual([
+        1,
+        `taskpool: cannot load handlers from ${path}.handlers.ts: taskpool loads JavaScript, not TypeScript: compile it (tsc) and pass the .js it makes\n`,
+      ]);
     } finally {
       rmSync(module, { force: true });
+      rmSync(`${path}.handlers.ts`, { force: true });
     }
   }, 60_000);
 

@@ -1,13 +1,25 @@
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { InvalidArgumentError } from "commander";
 import type { ScheduleDefinition } from "../core/schedule.js";
 import type { Handler } from "../worker/options.js";
 
+/**
+ * Why a module could not be imported. Node's own words name the CLI's file as the importer of a
+ * missing one, and say of a .ts file only that the extension is unknown (Node 20 loads no TypeScript).
+ */
+function whyNotLoaded(error: Error & { code?: string }, path: string, file: string): string {
+  if (error.code === "ERR_MODULE_NOT_FOUND" && !existsSync(file)) return `there is no file ${file}`;
+  if (error.code === "ERR_UNKNOWN_FILE_EXTENSION" && /\.[cm]?ts$/.test(path)) return "taskpool loads JavaScript, not TypeScript: compile it (tsc) and pass the .js it makes";
+  return error.message;
+}
+
 /** An ES module named on the command line (a path, relative to the working directory), or one line saying why it cannot be loaded. */
 async function loadModule(path: string, what: string): Promise<Record<string, unknown>> {
-  return import(pathToFileURL(resolve(path)).href).catch((error: Error) => {
-    throw new InvalidArgumentError(`cannot load ${what} from ${path}: ${error.message}`);
+  const file = resolve(path);
+  return import(pathToFileURL(file).href).catch((error: Error) => {
+    throw new InvalidArgumentError(`cannot load ${what} from ${path}: ${whyNotLoaded(error, path, file)}`);
   });
 }
 
