@@ -104,9 +104,11 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(shown["task"]["id"], task["id"])
         self.assertEqual([e["event"] for e in shown["events"]], ["created"])
 
-        results = self.client.enqueue_batch([{"task_type": kind, "params": {"n": 1}}, {"task_type": kind, "unique_key": "k1"}])
+        # A unique key of this run: keys are unique across task types, and the server may be one an earlier run used.
+        key = unique("k1")
+        results = self.client.enqueue_batch([{"task_type": kind, "params": {"n": 1}}, {"task_type": kind, "unique_key": key}])
         self.assertEqual([r["created"] for r in results], [True, True])
-        again = self.client.enqueue(kind, unique_key="k1")
+        again = self.client.enqueue(kind, unique_key=key)
         self.assertEqual(again["id"], results[1]["task"]["id"])
 
     def test_an_idempotency_key_creates_once_and_refuses_another_request(self):
