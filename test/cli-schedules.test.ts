@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -58,6 +58,13 @@ describe("taskpool schedules", () => {
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
     expect(help).toMatch(/Example \(seed 004's resync/);
     expect(help).toMatch(/--batches 6 --concurrency-key 'store:\{key\}'/);
+    // An option left out is named as the option, before any database is opened: it was the library's
+    // "Invalid schedule: taskType: Expected required property".
+    const never = `sqlite:${path}.never`;
+    const [noType, noCron] = await Promise.all([failing("schedules", "add", "x", "--cron", "@daily", "--db", never), failing("schedules", "add", "x", "--type", "t", "--db", never)]);
+    expect([noType.code, noType.stderr]).toEqual([1, 'taskpool: schedules add needs --type <task-type> (or "taskType" in its --file definition)\n']);
+    expect([noCron.code, noCron.stderr]).toEqual([1, 'taskpool: schedules add needs --cron <expression> (or "cron" in its --file definition)\n']);
+    expect(existsSync(`${path}.never`)).toBe(false);
   }, 60_000);
 
   it("runs over a server too, as the other operator commands do: --url, or TASKPOOL_URL with nothing written locally", async () => {

@@ -86,7 +86,12 @@ function definitionOf(name: string, opts: Record<string, unknown>): ScheduleDefi
     enabled: opts.paused ? false : undefined,
   };
   const set = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined));
-  return { ...base, ...set, name, ...(fanOut ? { fanOut } : {}) } as ScheduleDefinition;
+  const definition = { ...base, ...set, name, ...(fanOut ? { fanOut } : {}) } as ScheduleDefinition;
+  // Refused here as the option it takes: the library's refusal names the field ("taskType: Expected required property").
+  for (const [field, option] of [["taskType", "--type <task-type>"], ["cron", "--cron <expression>"]] as const) {
+    if (definition[field] === undefined) throw new InvalidArgumentError(`schedules add needs ${option} (or "${field}" in its --file definition)`);
+  }
+  return definition;
 }
 
 export function schedulesCommand(program: Command): void {
@@ -133,12 +138,14 @@ export function schedulesCommand(program: Command): void {
         '  $ taskpool schedules add product_resync --type product_resync --cron "0 0 * * *" --timezone America/Los_Angeles \\\n' +
         "      --keys 101,102,103,104,105,106 --batches 6 --concurrency-key 'store:{key}'",
     )
-    .action((name: string, opts) =>
-      withPool(opts, async (pool) => {
-        const { schedule, created } = await pool.protocol.saveSchedule(definitionOf(name, opts));
+    .action((name: string, opts) => {
+      // Before the pool: a definition refused opens (and creates) nothing.
+      const definition = definitionOf(name, opts);
+      return withPool(opts, async (pool) => {
+        const { schedule, created } = await pool.protocol.saveSchedule(definition);
         emit(opts.json, schedule, () => [`${created ? "Created" : "Updated"} schedule ${summary(schedule)}`]);
-      }, {}, true),
-    );
+      }, {}, true);
+    });
   const act = (verb: "pause" | "resume" | "remove", description: string, done: string) =>
     schedules
       .command(`${verb} <name>`)
