@@ -22,8 +22,9 @@ export function enqueueCommand(program: Command): void {
       let parsed: unknown;
       try {
         parsed = params === undefined ? {} : JSON.parse(params);
-      } catch {
-        throw new InvalidArgumentError(`params is not valid JSON: ${params}`);
+      } catch (error) {
+        // Unquoted, the shell strips the JSON's own quotes: {"storeId":42} arrives as {storeId:42}.
+        throw new InvalidArgumentError(`params is not valid JSON (${(error as Error).message}): ${params}; quote it for the shell, e.g. '{"storeId":42}'`);
       }
       const requireRegistered = requiresRegistered(opts.requireRegistered);
       await withPool(
