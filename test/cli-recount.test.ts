@@ -109,7 +109,7 @@ describe("taskpool recount", () => {
     ]);
     for (const [run, message] of [
       [server, /^taskpool: Recounting the completed tasks is not available over HTTP: use taskpool recount --db … on the server's database, not http:\/\/127\.0\.0\.1:1$/],
-      [option, /^error: unknown option '--dry'/],
+      [option, /^taskpool: unknown option '--dry'; see `taskpool recount --help`$/],
       [missing, /^taskpool: no database at /],
     ] as const) {
       expect(run.code, run.stderr).toBe(1);
