@@ -37,6 +37,7 @@ export {
   AlreadyClaimedError,
   ApiKeyNotFoundError,
   ConcurrencyKeyBusyError,
+  DatabaseNotFoundError,
   type FieldIssue,
   InvalidTransitionError,
   LeaseLostError,

@@ -3,12 +3,13 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect } from "../src/api/taskpool.js";
 import { printStatus } from "../src/cli/status.js";
 import { ManualClock } from "../src/core/clock.js";
 import { eventually } from "./helpers/logs.js";
-import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { createPostgres, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 import { CLI, envWith, taskpool, taskpoolIn } from "./helpers/cli.js";
 
 describe("taskpool CLI", () => {
@@ -237,6 +238,36 @@ describe("taskpool CLI", () => {
       expect((await taskpoolIn(dir, envWith({}), "status")).stdout).toMatch(/crawl/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("a command that reads refuses a PostgreSQL schema taskpool never set up (a mistyped --schema), naming the ones it did, and creates nothing", async () => {
+    const { store, cleanup } = await createPostgres();
+    const { schema } = store;
+    const typo = `${schema}_typo`;
+    const schemaNamed = async (name: string) => {
+      const admin = new pg.Client({ connectionString: PG_URL });
+      await admin.connect();
+      try {
+        return (await admin.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [name])).rowCount;
+      } finally {
+        await admin.end();
+      }
+    };
+    try {
+      await Promise.all(
+        [["status"], ["tasks", "list"], ["workers"], ["keys", "list"]].map(async (args) => {
+          const refused = await taskpool(...args, "--db", PG_URL, "--schema", typo).catch((e) => e);
+          expect([args.join(" "), refused.code]).toEqual([args.join(" "), 1]);
+          expect(refused.stderr).toMatch(
+            new RegExp(`^taskpool: no taskpool schema "${typo}" in ${PG_URL} \\(taskpool's schemas there: .*\\b${schema}\\b.*\\): fix --schema or TASKPOOL_SCHEMA, or --db; taskpool dev, serve, migrate or enqueue create one\n$`),
+          );
+        }),
+      );
+      expect(await schemaNamed(typo)).toBe(0);
+      expect((await taskpool("status", "--db", PG_URL, "--schema", schema)).stdout).toMatch(/Tasks/);
+    } finally {
+      await cleanup();
     }
   }, 60_000);
 });

@@ -1,10 +1,12 @@
 import { expect, it } from "vitest";
-import { ValidationError } from "../src/core/errors.js";
+import { existsSync } from "node:fs";
+import pg from "pg";
+import { DatabaseNotFoundError, ValidationError } from "../src/core/errors.js";
 import { pino } from "pino";
 import { connect } from "../src/api/taskpool.js";
 import { ManualClock } from "../src/core/clock.js";
 import { eventually } from "./helpers/logs.js";
-import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { createPostgres, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 
 it("connect() gives producers and operators the registry and enqueue in a few words", async () => {
   const pool = await connect("sqlite::memory:");
@@ -112,5 +114,37 @@ it("refuses a second worker with the id of one of the pool's workers that has no
     expect(pool.worker({ roles: ["crawl"], handlers, workerId: "crawler-1", heartbeatThread: false }).id).toBe("crawler-1");
   } finally {
     await pool.close();
+  }
+});
+
+it("create: false refuses a database taskpool never set up, creating nothing, and opens one it did", async () => {
+  const path = sqlitePath();
+  const missing = await connect(`sqlite:${path}`, { create: false }).catch((e) => e);
+  expect(missing).toBeInstanceOf(DatabaseNotFoundError);
+  expect(missing.message).toBe(`No taskpool database: the SQLite file ${path} does not exist or taskpool never set it up`);
+  expect(existsSync(path)).toBe(false);
+
+  const { store, cleanup } = await createPostgres();
+  const { schema } = store;
+  const typo = `${schema}_typo`;
+  try {
+    const refused = await connect(PG_URL, { schema: typo, create: false }).catch((e) => e);
+    expect(refused).toBeInstanceOf(DatabaseNotFoundError);
+    expect(refused.taskpoolSchemas).toContain(schema);
+    expect(refused.taskpoolSchemas).not.toContain(typo);
+    expect(refused.message).toMatch(new RegExp(`^No taskpool database: the PostgreSQL schema ${typo} does not exist or taskpool never set it up; taskpool's schemas in that database: .*\\b${schema}\\b`));
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    try {
+      expect((await admin.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [typo])).rowCount).toBe(0);
+    } finally {
+      await admin.end();
+    }
+    // A schema taskpool set up opens as ever.
+    const pool = await connect(PG_URL, { schema, create: false });
+    expect((await pool.counts()).byStatus.pending).toBe(0);
+    await pool.close();
+  } finally {
+    await cleanup();
   }
 });

@@ -62,11 +62,12 @@ describe("migrations", () => {
     expect((await store.enqueue({ taskType: "a" })).created).toBe(true);
     // Migrating still needs the right.
     await expect(openStore(url.toString(), { schema: `${handle.schema}_new` })).rejects.toThrow(/permission denied for database/);
-    // The CLI names the right that is missing: CREATE to set up a schema, rights on the tables to use one.
-    const refusal = (schema: string) => taskpool("status", "--db", url.toString(), "--schema", schema).then(() => "", (e: { stderr: string }) => e.stderr);
-    expect(await refusal(`${handle.schema}_new`)).toMatch(/^taskpool: cannot set up taskpool in .*: permission denied for database \w+; the user needs CREATE on the database \(or run `taskpool migrate` once as its owner\)\n$/);
+    // The CLI names the right that is missing: CREATE to set up a schema (migrate sets one up; a reading
+    // command refuses a schema taskpool never set up), rights on the tables to use one.
+    const refusal = (command: string, schema: string) => taskpool(command, "--db", url.toString(), "--schema", schema).then(() => "", (e: { stderr: string }) => e.stderr);
+    expect(await refusal("migrate", `${handle.schema}_new`)).toMatch(/^taskpool: cannot set up taskpool in .*: permission denied for database \w+; the user needs CREATE on the database \(or run `taskpool migrate` once as its owner\)\n$/);
     await pool.query(`REVOKE SELECT ON ALL TABLES IN SCHEMA ${handle.schema} FROM ${role}`);
-    expect(await refusal(handle.schema as string)).toMatch(
+    expect(await refusal("status", handle.schema as string)).toMatch(
       /^taskpool: cannot use taskpool in .*: permission denied for table taskpool_migrations; grant the user USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables \(docs\/upgrading\.md\)\n$/,
     );
   });

@@ -43,6 +43,13 @@ export interface ConnectOptions {
    * `taskpool migrate` with this same version first (docs/upgrading.md).
    */
   migrate?: boolean;
+  /**
+   * Set up a database taskpool never set up: create the SQLite file, or the PostgreSQL schema and its
+   * tables (default true). false refuses one (DatabaseNotFoundError) and creates nothing, so a mistyped
+   * path or schema name fails rather than opening an empty pool; tools that only read want it. On
+   * PostgreSQL it is checked while migrating (with `migrate: false`, not at all). Ignored over HTTP.
+   */
+  create?: boolean;
   /** Size limits of params, checkpoints, results and worker metadata (default 1 MiB, 64 KiB for metadata). */
   limits?: Partial<Limits>;
   /** Refuse to enqueue tasks of task types that were never registered (default false: typos wait forever). */
@@ -313,7 +320,7 @@ const MAX_RETRY_FOR_MS = 86_400_000;
  * the coordinator).
  */
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
-  const { schema, clock, migrate, requireRegistered, apiKey, retryForMs } = options;
+  const { schema, clock, migrate, requireRegistered, apiKey, retryForMs, create } = options;
   const remote = isServerUrl(url);
   if (remote && (clock !== undefined || requireRegistered !== undefined || schema !== undefined)) {
     throw new ValidationError(`clock, requireRegistered and schema are the server's settings: they cannot be given to connect("${url}")`);
@@ -324,7 +331,7 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   }
   const limits = resolveLimits(options.limits);
   // Over HTTP "migrating" is asking the server whether it is ready: done even with migrate: false.
-  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey, retryForMs });
+  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey, retryForMs, create: remote ? true : create });
   // A heartbeat thread opens the same database with the same settings; it has the system clock only.
   const threadable = url !== "sqlite::memory:" && (options.clock ?? systemClock) === systemClock;
   return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema, apiKey, retryForMs } : null);

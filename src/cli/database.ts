@@ -1,8 +1,6 @@
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { type Command, Option } from "commander";
 import { type ConnectOptions, connect, type Taskpool } from "../api/taskpool.js";
-import { isServerUrl, sqlitePathOf } from "../store/open-store.js";
+import { isServerUrl } from "../store/open-store.js";
 import { CliError, explainConnectError, redactUrl } from "./errors.js";
 
 /** The --db option every command shares: a flag, else $TASKPOOL_DATABASE_URL, else the embedded file. */
@@ -81,30 +79,22 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
   try {
     return await connect(target, remote ? { ...options, requireRegistered: undefined, apiKey: opts.apiKey } : { schema: opts.schema, ...options });
   } catch (error) {
-    throw explainConnectError(error, target);
+    throw explainConnectError(error, target, opts.schema);
   }
 }
 
 /**
- * Connects, runs `fn`, and closes the pool whatever happens. A SQLite file that does not exist is
- * refused unless the command `creates` one (enqueue, keys create, migrate, registering a type or a
- * schedule): opened, it would be created empty, and `taskpool status` run from the wrong directory
- * reported an empty pool, leaving a stray ./taskpool.db behind.
+ * Connects, runs `fn`, and closes the pool whatever happens. A database taskpool never set up (a
+ * SQLite file that is not there, a PostgreSQL schema without taskpool's tables) is refused unless
+ * the command `creates` one (enqueue, keys create, migrate, registering a type or a schedule): opened,
+ * it would be created empty, and `taskpool status` run from the wrong directory, or with a mistyped
+ * --schema, reported an empty pool and left a stray file or schema behind.
  */
 export async function withPool(opts: ConnectionOptions, fn: (pool: Taskpool) => Promise<void>, options: ConnectOptions = {}, creates = false): Promise<void> {
-  if (!creates && opts.url === undefined) refuseMissingFile(opts.db);
-  const pool = await openPool(opts, options);
+  const pool = await openPool(opts, { ...options, create: creates });
   try {
     await fn(pool);
   } finally {
     await pool.close();
   }
-}
-
-function refuseMissingFile(db: string): void {
-  const path = sqlitePathOf(db);
-  if (path === null || path === "" || path === ":memory:" || existsSync(path)) return;
-  throw new CliError(
-    `no database at ${path} (${resolve(path)}): run this where the database is, or pass --db sqlite:/path/to/taskpool.db; taskpool dev, serve, migrate or enqueue create one`,
-  );
 }

@@ -101,6 +101,23 @@ const OPERATOR_ACTIONS: Readonly<Record<string, string>> = {
   cancel: " (only pending, claimed or running tasks can be cancelled)",
 };
 
+/**
+ * A database taskpool never set up, opened with `create: false`: a PostgreSQL schema holding no
+ * taskpool tables (a mistyped schema name, say) or a SQLite file that is not there. Nothing was
+ * created; opened with the default, it would have been, empty.
+ */
+export class DatabaseNotFoundError extends TaskpoolError {
+  constructor(
+    /** What was looked for: "PostgreSQL schema tasks", "SQLite file ./taskpool.db". */
+    readonly database: string,
+    /** The schemas of that PostgreSQL database that taskpool did set up (none for SQLite). */
+    readonly taskpoolSchemas: readonly string[] = [],
+  ) {
+    const elsewhere = taskpoolSchemas.length > 0 ? `; taskpool's schemas in that database: ${taskpoolSchemas.join(", ")}` : "";
+    super("database_not_found", `No taskpool database: the ${database} does not exist or taskpool never set it up${elsewhere}`);
+  }
+}
+
 /** A connection string no store understands. */
 export class UnsupportedUrlError extends TaskpoolError {
   constructor(url: string) {

@@ -1,6 +1,7 @@
+import { existsSync } from "node:fs";
 import type { Clock } from "../core/clock.js";
 import { HttpStore } from "../client/http-store.js";
-import { UnsupportedUrlError } from "../core/errors.js";
+import { DatabaseNotFoundError, UnsupportedUrlError } from "../core/errors.js";
 import { PostgresStore } from "./postgres/postgres-store.js";
 import { SqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
@@ -29,6 +30,8 @@ export interface OpenStoreOptions {
   random?: () => number;
   /** Apply pending migrations before returning, refusing a database a newer taskpool migrated (default true). */
   migrate?: boolean;
+  /** Set up a database taskpool never set up (default true); false refuses it (ConnectOptions.create). */
+  create?: boolean;
 }
 
 /** The file a `sqlite:` URL names (`:memory:` for the in-memory database), or null for any other URL. */
@@ -59,10 +62,11 @@ function createStore(url: string, options: OpenStoreOptions): Store {
   const path = sqlitePathOf(url);
   if (path !== null) {
     if (path === "") throw new UnsupportedUrlError(url);
+    if (options.create === false && path !== ":memory:" && !existsSync(path)) throw new DatabaseNotFoundError(`SQLite file ${path}`);
     return new SqliteStore({ path, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
   }
   if (/^postgres(ql)?:\/\//.test(url)) {
-    return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
+    return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered, create: options.create });
   }
   if (isServerUrl(url)) return new HttpStore(url, { apiKey: options.apiKey, retryForMs: options.retryForMs });
   throw new UnsupportedUrlError(url);

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { SchemaTooNewError } from "../../core/errors.js";
+import { DatabaseNotFoundError, SchemaTooNewError } from "../../core/errors.js";
 import { loadMigrations, type Migration } from "../migrations.js";
 import { inTransaction } from "./transaction.js";
 
@@ -11,11 +11,14 @@ const MIGRATIONS = new URL("./migrations/", import.meta.url);
  * A schema already up to date is only read: creating the schema and the migrations table "if not
  * exists" needs CREATE on the database even when they exist, so a user without it (the owner ran
  * `taskpool migrate`) could not open an up-to-date schema. A schema a newer taskpool migrated is
- * refused (SchemaTooNewError) before anything is written.
+ * refused (SchemaTooNewError) before anything is written; so is, with `create` false, a schema taskpool
+ * never set up (DatabaseNotFoundError, naming the schemas it did set up in that database).
  */
-export async function migratePostgres(pool: pg.Pool, schema: string): Promise<void> {
+export async function migratePostgres(pool: pg.Pool, schema: string, create = true): Promise<void> {
   const migrations = loadMigrations(MIGRATIONS);
-  if (pendingMigrations(schema, migrations, await appliedVersions(pool)).length === 0) return;
+  const applied = await appliedVersions(pool);
+  if (!create && applied.size === 0) throw new DatabaseNotFoundError(`PostgreSQL schema ${schema}`, await taskpoolSchemas(pool));
+  if (pendingMigrations(schema, migrations, applied).length === 0) return;
   await inTransaction(pool, async (client) => {
     await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`taskpool:migrate:${schema}`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
@@ -39,6 +42,14 @@ async function appliedVersions(pool: pg.Pool): Promise<Set<number>> {
     if ((error as { code?: string }).code === "42P01") return new Set(); // undefined_table: not migrated yet
     throw error;
   }
+}
+
+/** The schemas of the database holding taskpool's migrations table: where taskpool was set up. */
+async function taskpoolSchemas(pool: pg.Pool): Promise<string[]> {
+  const { rows } = await pool.query<{ schema: string }>(
+    "SELECT n.nspname AS schema FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = 'taskpool_migrations' AND c.relkind = 'r' ORDER BY 1",
+  );
+  return rows.map((r) => r.schema);
 }
 
 /** The migrations not applied yet; a schema with migrations this build lacks is refused (SchemaTooNewError). */

@@ -84,6 +84,8 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** Refuse tasks of unregistered types (see prepareNewTask). */
   requireRegistered?: boolean;
+  /** Whether migrate() may set up a schema that holds no taskpool tables (default true; see migratePostgres). */
+  create?: boolean;
 }
 
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -129,6 +131,7 @@ type Query = <R>(name: string, text: string, values: unknown[]) => Promise<R[]>;
 export class PostgresStore implements Store {
   readonly dialect = "postgres";
   readonly schema: string;
+  private readonly create: boolean;
   readonly pool: pg.Pool;
   /** NOTIFY channel of this schema: stores on other schemas do not wake each other. */
   readonly channel: string;
@@ -145,6 +148,7 @@ export class PostgresStore implements Store {
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? "taskpool";
+    this.create = options.create ?? true;
     if (!SCHEMA_PATTERN.test(this.schema)) {
       throw new ValidationError(`Invalid schema name "${this.schema}": use lower-case letters, digits and _`, [
         { path: "schema", message: "not a plain identifier" },
@@ -183,7 +187,7 @@ export class PostgresStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    await migratePostgres(this.pool, this.schema);
+    await migratePostgres(this.pool, this.schema, this.create);
   }
 
   async close(): Promise<void> {
