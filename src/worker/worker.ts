@@ -203,6 +203,7 @@ export class Worker {
 
   private async claimLoop(): Promise<void> {
     let failures = 0;
+    let failingSince: number | null = null;
     // After a claim refused by a rate limit, no claim before this time, whatever wakes the loop
     // meanwhile (a finished task, a notification): each would be refused again, and count against it.
     let resumeAt = 0;
@@ -219,8 +220,9 @@ export class Worker {
       if (free > 0) {
         try {
           const tasks = await this.store.claim({ workerId: this.id, taskTypes: this.options.roles, limit: free, leaseSeconds: this.options.leaseSeconds, start: true });
-          if (failures > 0) this.logger.info(`Claims reach ${this.reaches} again; claiming`);
+          if (failingSince !== null) this.logger.info(`Claims reach ${this.reaches} again, after failing for ${Math.round((monotonicMs() - failingSince) / 1000)} s`);
           failures = 0;
+          failingSince = null;
           claimed = tasks.length;
           for (const task of tasks) this.admit(task);
           // The heartbeat thread learns the new leases before any handler runs: a handler that
@@ -232,7 +234,10 @@ export class Worker {
           // A rate-limited key (over HTTP) is told when it may call again: sooner would be refused too.
           const retryAfter = error instanceof TaskpoolError && error.code === "rate_limited" ? Number((error as { retryAfter?: unknown }).retryAfter) || 0 : 0;
           const delay = Math.max(retryAfter * 1000, Math.min(30_000, 250 * 2 ** failures));
-          this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
+          // Logged as an error once per outage, not once per backoff while it lasts; its end is said at info.
+          if (failingSince === null) this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
+          else this.logger.debug({ err: (error as Error).message }, `Claim failed again; not claiming for ${delay} ms`);
+          failingSince ??= monotonicMs();
           // Any other failure (the database out of reach) may end sooner: a wake-up then tries at once.
           if (retryAfter > 0) resumeAt = monotonicMs() + delay;
           else await this.idle(delay);

@@ -19,11 +19,18 @@ it("a worker whose database is unreachable logs, backs off, keeps running and st
     logger: logs.logger,
   });
   await worker.start();
-  await eventually(() => logs.messages().filter((m) => m.startsWith("Claim failed; not claiming for")).length >= 2, 10_000, "two claim failures");
+  await eventually(() => logs.messages().filter((m) => m.startsWith("Claim failed")).length >= 3, 10_000, "three claim failures");
   const messages = logs.messages();
   expect(messages).toContain("Cannot reach the database to register; will keep trying");
   expect(messages).toContain("Heartbeat failed; retrying at the next interval");
-  const delays = messages.filter((m) => m.startsWith("Claim failed")).map((m) => Number(/for (\d+) ms/.exec(m)?.[1]));
+  const claims = logs.lines().filter((l) => l.msg.startsWith("Claim failed"));
+  // An error once for the outage, then debug lines while it lasts.
+  expect(claims.map((l) => [l.level, l.msg.replace(/\d+ ms$/, "N ms")]).slice(0, 3)).toEqual([
+    [50, "Claim failed; not claiming for N ms"],
+    [20, "Claim failed again; not claiming for N ms"],
+    [20, "Claim failed again; not claiming for N ms"],
+  ]);
+  const delays = claims.map((l) => Number(/for (\d+) ms/.exec(l.msg)?.[1]));
   expect(delays[1]).toBeGreaterThan(delays[0]);
   await worker.stop(0);
   await store.close();
@@ -65,4 +72,30 @@ it("heartbeats failing through an outage warn once, then log at debug, and say w
   expect(beats.filter((l) => l.level === 40).map((l) => l.msg)).toEqual(["Heartbeat failed; retrying at the next interval"]);
   expect(beats.filter((l) => l.level === 20).length).toBeGreaterThanOrEqual(5);
   expect(back).toMatchObject({ level: 30, msg: expect.stringMatching(/^Heartbeats reach the database again, after failing for \d+ s$/) });
+});
+
+it("claims failing through an outage log an error once, then debug, and say when they get through again and after how long", async () => {
+  const store = new SqliteStore({ path: ":memory:" });
+  await store.migrate();
+  let down = true;
+  let failed = 0;
+  const flaky = withOverrides(store, {
+    claim: async (options) => {
+      if (!down) return store.claim(options);
+      failed++;
+      throw new Error("network unreachable (simulated)");
+    },
+  });
+  const logs = captureLogs();
+  const worker = new Worker(flaky, { roles: ["x"], handlers: { x: async () => {} }, pollIntervalMs: 20, handleSignals: false, heartbeatThread: false, logger: logs.logger });
+  await worker.start();
+  await eventually(() => failed >= 3, 10_000, "three failed claims");
+  down = false;
+  const back = await eventually(() => logs.lines().find((l) => l.msg.startsWith("Claims reach the database again")), 10_000, "a claim to get through");
+  await worker.stop(0);
+  await store.close();
+  const claims = logs.lines().filter((l) => l.msg.startsWith("Claim failed"));
+  expect(claims.filter((l) => l.level === 50).map((l) => l.msg)).toEqual(["Claim failed; not claiming for 500 ms"]);
+  expect(claims.filter((l) => l.level === 20).length).toBeGreaterThanOrEqual(2);
+  expect(back).toMatchObject({ level: 30, msg: expect.stringMatching(/^Claims reach the database again, after failing for \d+ s$/) });
 });
