@@ -54,13 +54,23 @@ export class LeaseLostError extends TaskpoolError {
   }
 }
 
-/** Claim by id of a task another worker holds. The message starts with SPEC's and seed 002's words, which HTTP clients match. */
+/**
+ * Claim by id of a task a worker holds: another, or the claimant itself (a retried claim whose answer
+ * was lost, say), whose lease token is the one its first claim returned. The message starts with
+ * "Task already claimed by", SPEC's and seed 002's words, which HTTP clients match.
+ */
 export class AlreadyClaimedError extends TaskpoolError {
   constructor(
     readonly taskId: number,
     readonly holder: string | null,
+    claimant?: string,
   ) {
-    super("already_claimed", `Task already claimed by another worker (task ${taskId})`);
+    super(
+      "already_claimed",
+      holder !== null && holder === claimant
+        ? `Task already claimed by this worker (task ${taskId}, worker ${holder}): it holds the lease already, with the token its first claim returned`
+        : `Task already claimed by another worker (task ${taskId})`,
+    );
   }
 }
 

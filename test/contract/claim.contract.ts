@@ -271,6 +271,10 @@ export function claimContract(kind: StoreKind) {
       const taken = await ctx.store.claimById(task.id, { workerId: "w2" }).catch((e) => e);
       expect(taken).toBeInstanceOf(AlreadyClaimedError);
       expect(taken.message).toBe(`Task already claimed by another worker (task ${task.id})`);
+      // The holder claiming it again (its first answer lost) is told the task is its own.
+      const again = await ctx.store.claimById(task.id, { workerId: "w1" }).catch((e) => e);
+      expect(again).toBeInstanceOf(AlreadyClaimedError);
+      expect(again.message).toBe(`Task already claimed by this worker (task ${task.id}, worker w1): it holds the lease already, with the token its first claim returned`);
       await expect(ctx.store.claimById(sibling.id, { workerId: "w2" })).rejects.toBeInstanceOf(ConcurrencyKeyBusyError);
       await expect(ctx.store.claimById(999_999, { workerId: "w2" })).rejects.toBeInstanceOf(TaskNotFoundError);
       await ctx.store.complete(held.id, held);

@@ -484,7 +484,7 @@ export class PostgresStore implements Store {
     }
     if (rows.length > 0) return toTask(rows[0]) as ClaimedTask;
     const [state] = await this.rows<LeaseRow & { task_type: string }>("tp_lease_state", sql.LEASE_STATE, [id]);
-    if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id);
+    if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id, options.workerId);
     // Still pending, yet not claimed: the statement found its type at the cap.
     if (state?.status === "pending") throw new TaskTypeAtCapacityError(id, state.task_type);
     throw refusalError(id, state, "claim");

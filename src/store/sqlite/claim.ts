@@ -158,7 +158,7 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
 export function claimTaskById(conn: SqliteConnection, clock: Clock, id: number, workerId: string, leaseSeconds: number): ClaimedTask {
   return conn.tx(false, () => {
     const state = conn.stmt(LEASE_STATE).get(id) as (LeaseRow & { concurrency_key: string | null; task_type: string }) | undefined;
-    if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id);
+    if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id, workerId);
     if (!state || state.status !== "pending") throw refusalError(id, state, "claim");
     const [cap] = conn.stmt(capRoomStatement(1)).all({ type0: state.task_type }) as { room: number }[];
     if (cap && cap.room <= 0) throw new TaskTypeAtCapacityError(id, state.task_type);
