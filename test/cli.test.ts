@@ -1,4 +1,6 @@
 import { spawn } from "node:child_process";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -81,12 +83,24 @@ describe("taskpool CLI", () => {
       [["status", "--db", "postgres://postgres@127.0.0.1:5432/no_such_database_here"], /^taskpool: cannot connect to .*: database "no_such_database_here" does not exist; create it \(createdb\)/],
       [["migrate", "--db", "sqlite:./no/such/dir/tp.db"], /^taskpool: cannot open sqlite:\.\/no\/such\/dir\/tp\.db: the directory \.\/no\/such\/dir does not exist; create it \(mkdir -p/],
     ];
-    for (const [args, message] of failures) {
-      const error = await taskpool(...args).catch((e) => e);
-      expect(error.code).toBe(1);
-      expect(error.stderr).toMatch(message);
-      expect(error.stderr).not.toMatch(/s3cret|\n\s+at /);
-      expect(error.stderr.trim().split("\n")).toHaveLength(1);
+    // An HTTP server's port (taskpool serve's, given as --db): it hangs up on PostgreSQL's startup message.
+    const web = createServer((_req, res) => res.end());
+    await new Promise<void>((resolve) => web.listen(0, "127.0.0.1", resolve));
+    const webPort = (web.address() as AddressInfo).port;
+    failures.push([
+      ["status", "--db", `postgres://postgres@127.0.0.1:${webPort}/postgres`],
+      new RegExp(`^taskpool: cannot open .*: Connection terminated unexpectedly; is PostgreSQL listening at 127\\.0\\.0\\.1:${webPort}\\? \\(A taskpool server is reached with --url http://host:port, not --db\\)\n$`),
+    ]);
+    try {
+      for (const [args, message] of failures) {
+        const error = await taskpool(...args).catch((e) => e);
+        expect(error.code).toBe(1);
+        expect(error.stderr).toMatch(message);
+        expect(error.stderr).not.toMatch(/s3cret|\n\s+at /);
+        expect(error.stderr.trim().split("\n")).toHaveLength(1);
+      }
+    } finally {
+      web.close();
     }
     const verbose = await taskpool("status", "--verbose", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres").catch((e) => e);
     expect(verbose.stderr).toMatch(/\n\s+at /);

@@ -48,7 +48,23 @@ export function explainConnectError(error: unknown, url: string, schema = "taskp
         ? new CliError(`cannot set up taskpool in ${where}: ${reason}; the user needs CREATE on the database (or run \`taskpool migrate\` once as its owner)`)
         : new CliError(`cannot use taskpool in ${where}: ${reason}; grant the user USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables (docs/upgrading.md)`);
     default:
+      // What a port that is not PostgreSQL's does with its startup message: an HTTP server (taskpool
+      // serve, say) hangs up on it, a Redis or a firewall leaves it unanswered.
+      if (/Connection terminated unexpectedly|connection timeout/.test(reason)) {
+        return new CliError(
+          `cannot open ${where}: ${reason}; is PostgreSQL listening at ${hostPort(url)}? (A taskpool server is reached with --url http://host:port, not --db)`,
+        );
+      }
       return new CliError(`cannot open ${where}: ${reason}`);
+  }
+}
+
+function hostPort(url: string): string {
+  try {
+    const { hostname, port } = new URL(url);
+    return `${hostname}:${port || "5432"}`;
+  } catch {
+    return "that address";
   }
 }
 
