@@ -94,8 +94,8 @@ describe("coordinator", () => {
     await coordinator.sweepOnce();
     const sweeps = logs.lines().filter((l) => l.msg.startsWith("Sweep:"));
     expect(sweeps.map((l) => [l.level, l.msg])).toEqual([
-      [30, "Sweep: 1 workers stale, 0 dead; 0 tasks requeued, 0 failed, 0 reassigned, 0 without a worker with room"],
-      [40, "Sweep: 0 workers stale, 1 dead; 1 tasks requeued, 0 failed, 0 reassigned, 1 without a worker with room"],
+      [30, "Sweep: 1 worker stale, 0 dead; 0 tasks requeued, 0 failed, 0 reassigned, 0 without a worker with room"],
+      [40, "Sweep: 0 workers stale, 1 dead; 1 task requeued, 0 failed, 0 reassigned, 1 without a worker with room"],
     ]);
   });
 

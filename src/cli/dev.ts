@@ -14,6 +14,7 @@ import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
 import { listenOrExplain } from "./listen.js";
 import { port, positiveInteger } from "./parse.js";
 import { printStatus } from "./status.js";
+import { counted } from "../core/counted.js";
 
 /** Seed 004's pipeline, the example `dev` runs unless told otherwise (beside src/ and dist/ alike). */
 const EXAMPLE = fileURLToPath(new URL("../../examples/dispensary-crawl/", import.meta.url));
@@ -107,7 +108,7 @@ export function devCommand(program: Command): void {
         : `none (${noCrash})`;
       const banner = [
         "",
-        `  taskpool dev: the API, a coordinator and ${workers.length} workers (one per role); Ctrl-C stops them all`,
+        `  taskpool dev: the API, a coordinator and ${counted(workers.length, "worker")} (one per role); Ctrl-C stops them all`,
         "",
         `  Dashboard   ${url}/   (it asks for the API key once)`,
         `  API         ${url}/api/…   reference: ${url}/docs`,

@@ -7,6 +7,7 @@ import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./dat
 import { CliError } from "./errors.js";
 import { positiveInteger, taskId } from "./parse.js";
 import { type Cell, type Column, emit, formatFields, formatTable, jsonOption } from "./table.js";
+import { counted } from "../core/counted.js";
 
 /** Progress is stored as a fraction of 1. */
 const percent = (progress: number | null) => (progress === null ? null : `${Math.round(progress * 100)}%`);
@@ -107,7 +108,7 @@ async function actOnEach(ids: number[], action: "retry" | "cancel", json: boolea
     ),
   );
   const refused = outcomes.flatMap((o) => ("error" in o ? [`${o.id} (${o.error.message})`] : []));
-  if (refused.length > 0) throw new CliError(`${refused.length} of ${ids.length} tasks not ${done}: ${refused.join("; ")}`);
+  if (refused.length > 0) throw new CliError(`${refused.length} of ${counted(ids.length, "task")} not ${done}: ${refused.join("; ")}`);
 }
 
 export function tasksCommand(program: Command): void {

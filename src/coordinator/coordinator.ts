@@ -18,6 +18,7 @@ import { FireOptionsSchema, LeadershipSchema, SweepOptionsSchema } from "../core
 import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
 import type { LeadershipStatus, Store } from "../store/store.js";
 import { DEFAULT_RETENTION, MAX_AGE_SECONDS, MAX_BATCH_SIZE, type PruneOptions, type PruneResult, type RetentionOptions } from "../core/retention.js";
+import { counted } from "../core/counted.js";
 
 export interface CoordinatorOptions {
   /** Default 60000 (DEFAULT_SWEEP_INTERVAL_MS). */
@@ -172,7 +173,7 @@ export class Coordinator {
       const details = { schedule: f.name, tickAt: f.tickAt?.toISOString() ?? null, tasks: f.taskIds.length, skippedTicks: f.skippedTicks };
       if (f.error !== null) this.logger.warn({ ...details, err: f.error }, `Schedule ${f.name}: no task made at its tick: ${f.error}`);
       else if (f.tickAt === null) this.logger.warn(details, `Schedule ${f.name}: skipped ${f.skippedTicks} missed ticks (missed_ticks: skip)`);
-      else this.logger.info(details, `Schedule ${f.name}: fired its ${details.tickAt} tick, ${f.taskIds.length} tasks`);
+      else this.logger.info(details, `Schedule ${f.name}: fired its ${details.tickAt} tick, ${counted(f.taskIds.length, "task")}`);
     }
     this.options.onSchedules?.(fired);
     return fired;
@@ -264,7 +265,7 @@ export class Coordinator {
     if (!tasksMoved && r.staleWorkers.length === 0 && r.deadWorkers.length === 0) return;
     this.logger[tasksMoved ? "warn" : "info"](
       { durationMs: Math.round(durationMs), stale: r.staleWorkers, dead: r.deadWorkers, requeued: r.requeued, failed: r.failed, reassigned: r.reassigned, unassigned: r.unassigned },
-      `Sweep: ${r.staleWorkers.length} workers stale, ${r.deadWorkers.length} dead; ${r.requeued.length} tasks requeued, ${r.failed.length} failed, ` +
+      `Sweep: ${counted(r.staleWorkers.length, "worker")} stale, ${r.deadWorkers.length} dead; ${counted(r.requeued.length, "task")} requeued, ${r.failed.length} failed, ` +
         `${r.reassigned.length} reassigned, ${r.unassigned.length} without a worker with room`,
     );
   }

@@ -14,6 +14,7 @@ import { Cron } from "croner";
 import { ValidationError } from "./errors.js";
 import type { DiscoveryInput, FanOut, GenerateInput, ResyncInput, ScheduleDefinition } from "./schemas.js";
 import { type EnqueueInput, type Json, type JsonObject, LATEST_STORABLE_TIME, MAX_KEY_LENGTH } from "./task.js";
+import { counted } from "./counted.js";
 
 export type { FanOut, FireOptions, GenerateInput, ScheduleDefinition } from "./schemas.js";
 
@@ -287,7 +288,7 @@ export function describeRun(plan: FanOutPlan): string {
   const filled = plan.batches.filter((b) => b.count > 0);
   if (n === 0) return "created no task: the fan-out found no keys";
   const batches = filled.length > 1 ? ` in ${filled.length} batches` : "";
-  return `created ${n} task${n === 1 ? "" : "s"}${batches}, the first due ${filled[0].scheduledFor.toISOString()}`;
+  return `created ${counted(n, "task")}${batches}, the first due ${filled[0].scheduledFor.toISOString()}`;
 }
 
 /** The default spread of a schedule's batches: the time to its next tick, shared out. */

@@ -20,6 +20,7 @@ import {
 } from "../core/schedule.js";
 import type { EnqueueInput, Json } from "../core/task.js";
 import type { EnqueueResult } from "./store.js";
+import { counted } from "../core/counted.js";
 
 /** A schedule's pass as a store writes it: only while the schedule still waits for `expectedNextRunAt`. */
 export interface PassWrite {
@@ -105,7 +106,7 @@ async function recordFailure(w: ScheduleWriter, run: Omit<RunWrite, "inputs" | "
   return ids === null ? null : { name: run.name, tickAt: run.tickAt, taskIds: [], skippedTicks: 0, error: error.message };
 }
 
-const missed = (n: number) => `${n} missed tick${n === 1 ? "" : "s"}`;
+const missed = (n: number) => counted(n, "missed tick");
 
 /** A schedule run is a generation starting at its tick. */
 function asGeneration(s: ScheduleRecord): GenerateInput {

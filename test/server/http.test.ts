@@ -164,7 +164,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const swept = await s.call("POST", "/api/tasks/recover-stale");
     expect(swept.status).toBe(200);
     expect(swept.body).toMatchObject({ success: true, requeued: [task.id], failed: [], stale_workers: [], dead_workers: [] });
-    expect(swept.body.message).toMatch(/1 tasks requeued/);
+    expect(swept.body.message).toMatch(/^0 dead and 0 stale workers; 1 task requeued, 0 failed/);
     const fresh = await claim("w2");
     expect(fresh.task).toMatchObject({ id: task.id, checkpoint: { page: 1 }, attempts: 2 });
 

@@ -6,6 +6,7 @@ import { CancelOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, Enque
 import { IDEMPOTENCY_KEY_SECONDS } from "../../core/retention.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";
+import { counted } from "../../core/counted.js";
 
 const TAG = "tasks";
 const IdParams = Type.Object({ id: TaskId }, { additionalProperties: false });
@@ -200,7 +201,7 @@ export const taskRoutes = [
     async handler(_input, { coordinator }) {
       const r = await coordinator.sweepOnce();
       const message =
-        `${r.deadWorkers.length} dead and ${r.staleWorkers.length} stale workers; ${r.requeued.length} tasks requeued, ` +
+        `${r.deadWorkers.length} dead and ${counted(r.staleWorkers.length, "stale worker")}; ${counted(r.requeued.length, "task")} requeued, ` +
         `${r.failed.length} failed, ${r.reassigned.length} reassigned, ${r.unassigned.length} without a worker with room`;
       return { message, ...r };
     },

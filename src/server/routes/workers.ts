@@ -3,6 +3,7 @@ import { Type } from "@sinclair/typebox";
 import { WorkerRecordSchema } from "../../core/record-schemas.js";
 import { WorkerBeatSchema, WorkerId } from "../../core/schemas.js";
 import { defineRoute } from "../route.js";
+import { counted } from "../../core/counted.js";
 
 const TAG = "workers";
 
@@ -50,7 +51,7 @@ export const workerRoutes = [
     errors: [404],
     async handler({ params }, { pool }) {
       const released = await pool.protocol.shutdownWorker(params.id);
-      return { message: `Worker ${params.id} shut down; ${released.length} task${released.length === 1 ? "" : "s"} released`, released };
+      return { message: `Worker ${params.id} shut down; ${counted(released.length, "task")} released`, released };
     },
   }),
 ];
