@@ -4,9 +4,20 @@ import { API_KEY_SCOPES, type ApiKeyRecord } from "../core/api-key.js";
 import { DEFAULT_KEY_CACHE_MS } from "../server/auth.js";
 import { addDatabaseOnlyOptions, withPool } from "./database.js";
 import { keyId, positiveInteger } from "./parse.js";
+import { type Column, emit, formatTable, jsonOption, time } from "./table.js";
 
 /** The library's answer to managing keys over HTTP, with the server named. */
 const overHttp = (server: string) => `${keysNotOverHttp().message}, not ${server}`;
+
+const KEY_COLUMNS: Column<ApiKeyRecord>[] = [
+  { header: "id", value: (k) => k.id },
+  { header: "scope", value: (k) => k.scope },
+  { header: "name", value: (k) => k.name },
+  { header: "key", value: (k) => `${k.prefix}…` },
+  { header: "created", value: (k) => time(k.createdAt) },
+  { header: "state", value: (k) => (k.revokedAt === null ? "active" : `revoked ${time(k.revokedAt)}`) },
+  { header: "rate limit", value: (k) => (k.rateLimitPerMinute === null ? "server's" : `${k.rateLimitPerMinute}/min`) },
+];
 
 const describeKey = (k: ApiKeyRecord) => `${k.id} (${k.scope}${k.name === null ? "" : `, "${k.name}"`})`;
 
@@ -30,16 +41,11 @@ export function keysCommand(program: Command): void {
       console.log("Store it now: only its hash is kept, so it cannot be shown again. Send it in the X-API-Key header.");
     }, {}, true),
   );
-  const list = keys.command("list").description("every key (never the keys themselves), revoked ones included");
+  const list = keys.command("list").description("every key (never the keys themselves), revoked ones included").addOption(jsonOption());
   addDatabaseOnlyOptions(list, overHttp).action((opts) =>
     withPool(opts, async (pool) => {
       const all = await pool.apiKeys();
-      if (all.length === 0) console.log("No API keys (taskpool keys create --scope admin makes one)");
-      for (const k of all) {
-        const limit = k.rateLimitPerMinute === null ? "" : `  ${k.rateLimitPerMinute}/min`;
-        const state = k.revokedAt === null ? "active" : `revoked ${k.revokedAt.toISOString()}`;
-        console.log(`${String(k.id).padStart(4)}  ${k.scope.padEnd(8)}  ${(k.name ?? "-").padEnd(20)}  ${k.prefix}…  created ${k.createdAt.toISOString()}  ${state}${limit}`);
-      }
+      emit(opts.json, all, () => (all.length === 0 ? ["No API keys (taskpool keys create --scope admin makes one)"] : formatTable(KEY_COLUMNS, all)));
     }),
   );
   const revoke = keys.command("revoke <id>").description(`refuse a key for good (a running server within ${DEFAULT_KEY_CACHE_MS / 1000} s: it trusts a key it looked up that long)`);

@@ -43,10 +43,19 @@ describe("taskpool keys and serve", () => {
     const loud = (await taskpool("keys", "create", "--scope", "admin", "--name", "ci", "--rate-limit", "600", "--db", db)).stdout;
     expect(loud).toMatch(/^Created API key 2 \(admin, "ci"\):\ntp_[A-Za-z0-9_-]{43}\nStore it now: only its hash is kept/);
     const list = (await taskpool("keys", "list", "--db", db)).stdout;
-    expect(list).toMatch(new RegExp(`^ {3}1 {2}worker {4}- +${quiet.slice(0, 11)}… {2}created \\S+ {2}active\\n {3}2 {2}admin {5}ci +tp_\\S+… {2}created \\S+ {2}active {2}600/min\\n$`));
+    expect(list).toMatch(
+      new RegExp(
+        `^ID {2}SCOPE {3}NAME {2}KEY {11}CREATED {15}STATE {3}RATE LIMIT\\n 1 {2}worker {2}- {5}${quiet.slice(0, 11)}… {2}\\S+Z {2}active {2}server's\\n 2 {2}admin {3}ci {4}tp_\\S+… {2}\\S+Z {2}active {2}600/min\\n$`,
+      ),
+    );
     expect(list).not.toContain(quiet.trim());
     expect((await taskpool("keys", "revoke", "1", "--db", db)).stdout).toBe("Revoked API key 1 (worker); running servers refuse it within 5 s\n");
-    expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/^ {3}1 {2}worker .* revoked \d{4}-/m);
+    expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/^ 1 {2}worker .* revoked \d{4}-\S+Z {2}server's$/m);
+    const json = JSON.parse((await taskpool("keys", "list", "--json", "--db", db)).stdout);
+    expect(json.map((k: { id: number; scope: string; revokedAt: string | null }) => [k.id, k.scope, k.revokedAt !== null])).toEqual([
+      [1, "worker", true],
+      [2, "admin", false],
+    ]);
     const unknown = await taskpool("keys", "revoke", "7", "--db", db).catch((e) => e);
     expect(unknown.stderr).toBe("taskpool: API key 7 does not exist (taskpool keys list shows the ids)\n");
     const badScope = await taskpool("keys", "create", "--scope", "root", "--db", db).catch((e) => e);
