@@ -64,7 +64,9 @@ export function checkJson(value: unknown, path: string, maxBytes: number, limitN
   if (problem) throw invalid(path, [problem], " ");
   const bytes = Buffer.byteLength(JSON.stringify(value) ?? "null");
   if (bytes > maxBytes) {
-    throw invalid(path, [{ path, message: `is ${formatBytes(bytes)} as JSON, over the limit of ${formatBytes(maxBytes)} (${limitName}); store large data elsewhere and pass a reference` }], " ");
+    // Rounded, a size just over the limit read as the limit itself ("1.0 MiB, over the limit of 1.0 MiB").
+    const [size, limit] = formatBytes(bytes) === formatBytes(maxBytes) ? [`${bytes.toLocaleString("en")} bytes`, `${maxBytes.toLocaleString("en")} bytes`] : [formatBytes(bytes), formatBytes(maxBytes)];
+    throw invalid(path, [{ path, message: `is ${size} as JSON, over the limit of ${limit} (${limitName}); store large data elsewhere and pass a reference` }], " ");
   }
 }
 

@@ -425,7 +425,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(errors.date).toMatch(/^Handler output rejected, task not completed: Invalid result: result\.at is a Date; pass plain JSON/);
     expect(errors.bigint).toMatch(/result\.n is a bigint, which JSON cannot hold/);
     expect(errors.circular).toMatch(/result\.self contains a cycle/);
-    expect(errors.huge).toMatch(/result is 1\.0 MiB as JSON, over the limit of 1\.0 MiB \(limits\.resultBytes\)/);
+    expect(errors.huge).toMatch(/result is 1,048,588 bytes as JSON, over the limit of 1,048,576 bytes \(limits\.resultBytes\)/);
     expect(runs).toEqual({ date: 1, bigint: 1, circular: 1, huge: 1 });
     for (const t of tasks) expect((await store.get(t.id))?.attempts).toBe(1);
   });
