@@ -139,8 +139,8 @@ export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut; concu
     ]);
   }
   if (!fanOut && concurrencyKey?.includes("{key}")) {
-    throw new ValidationError("Invalid concurrencyKey: {key} stands for a fan-out key, and there is no fanOut; add one or write the key out", [
-      { path: "concurrencyKey", message: "{key} without fanOut" },
+    throw new ValidationError("Invalid concurrencyKey: {key} stands for a fan-out key, and this schedule has no fan-out; add one or write the key out", [
+      { path: "concurrencyKey", message: "{key} without a fan-out" },
     ]);
   }
   for (const key of fanOut?.keys ?? []) concurrencyKeyOf(concurrencyKey, key);

@@ -57,7 +57,7 @@ export function schedulesContract(kind: StoreKind) {
       ["an unknown time zone", { ...RESYNC, timezone: "Mars/Olympus" }, /Invalid timezone: "Mars\/Olympus" is not an IANA time zone/],
       ["both keys and a query", { ...RESYNC, fanOut: { keys: [1], fromResults: { field: "ids" } } }, /give either keys .* or fromResults/],
       ["a fan-out without keys", { ...RESYNC, fanOut: { batches: 6 } }, /give either keys/],
-      ["{key} without a fan-out", { ...RESYNC, concurrencyKey: "store:{key}" }, /\{key\} stands for a fan-out key, and there is no fanOut/],
+      ["{key} without a fan-out", { ...RESYNC, concurrencyKey: "store:{key}" }, /\{key\} stands for a fan-out key, and this schedule has no fan-out/],
       ["zero batches", { ...RESYNC, fanOut: { keys: [1], batches: 0 } }, /fanOut\.batches/],
       ["params.key beside a fan-out, which gives each task its key there", { ...RESYNC, params: { key: "all" }, fanOut: { keys: [1] } }, /Invalid params\.key: each task's params get its fan-out key as key/],
       ["an unknown missed-tick policy", { ...RESYNC, missedTicks: "catch_up" }, /missedTicks: must be one of skip, run_once/],
