@@ -1,5 +1,5 @@
 import { type Command, Option } from "commander";
-import { type ConnectOptions, connect, type Taskpool } from "../api/taskpool.js";
+import type { ConnectOptions, Taskpool } from "../api/taskpool.js";
 import { isServerUrl } from "../store/open-store.js";
 import { CliError, explainConnectError, redactUrl } from "./errors.js";
 
@@ -76,6 +76,8 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
       "--require-registered (or TASKPOOL_REQUIRE_REGISTERED) is the server's setting, not a client's: start the server with `taskpool serve --require-registered` and leave it out here; enqueue over --url follows the server",
     );
   }
+  // Loaded here, not at start: `taskpool --help` and a refused option need none of it.
+  const { connect } = await import("../api/taskpool.js");
   try {
     return await connect(target, remote ? { ...options, requireRegistered: undefined, apiKey: opts.apiKey } : { schema: opts.schema, ...options });
   } catch (error) {

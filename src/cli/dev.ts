@@ -1,7 +1,6 @@
 import { relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Command, Option } from "commander";
-import { buildServer } from "../server/server.js";
 import { sqlitePathOf } from "../store/open-store.js";
 import { consoleLogger } from "./console-log.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
@@ -74,6 +73,7 @@ export function devCommand(program: Command): void {
       });
       // The port first: a port already taken ends the session before anything ran or was saved (no
       // schedule, no worker, no crash process, no coordinator's leadership to undo).
+      const { buildServer } = await import("../server/server.js");
       const app = await buildServer(pool, { auth: "keys" });
       const url = await listenOrExplain(app, pool, "127.0.0.1", opts.port);
       // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.

@@ -1,7 +1,7 @@
 import { type Command, Option } from "commander";
 import { keysNotOverHttp } from "../client/errors.js";
 import { API_KEY_SCOPES, type ApiKeyRecord } from "../core/api-key.js";
-import { DEFAULT_KEY_CACHE_MS } from "../server/auth.js";
+import { DEFAULT_KEY_CACHE_MS } from "../server/defaults.js";
 import { addDatabaseOnlyOptions, withPool } from "./database.js";
 import { keyId, positiveInteger } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption, time } from "./table.js";

@@ -1,8 +1,7 @@
 import { isIP } from "node:net";
 import { type Command, Option } from "commander";
 import { pino } from "pino";
-import { DEFAULT_AUTH_FAILURES_PER_MINUTE } from "../server/auth.js";
-import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, buildServer } from "../server/server.js";
+import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "../server/defaults.js";
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
 import { CliError } from "./errors.js";
 import { listenOrExplain } from "./listen.js";
@@ -56,6 +55,7 @@ export function serveCommand(program: Command): void {
         auth = "none";
         logger.warn(`No API key exists: serving without keys on ${opts.host}, which only this machine can reach. Create one (taskpool keys create --scope admin) and restart to require keys`);
       }
+      const { buildServer } = await import("../server/server.js");
       const app = await buildServer(pool, {
         auth,
         rateLimitPerMinute: opts.rateLimit === 0 ? false : opts.rateLimit,

@@ -8,6 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Taskpool } from "../api/taskpool.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
+import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_KEY_CACHE_MS } from "./defaults.js";
 import { HttpError } from "./errors.js";
 import { MonotonicRateLimitStore } from "./rate-limit-store.js";
 import type { RouteConfig } from "./route.js";
@@ -63,10 +64,6 @@ class KeyCache {
 }
 
 const MAX_CACHED_KEYS = 10_000;
-/** How long a looked-up key is trusted before it is looked up again (and so how late a revocation made elsewhere applies). */
-export const DEFAULT_KEY_CACHE_MS = 5000;
-/** Failed authentications allowed per client address and minute before it is refused without a lookup. */
-export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 20;
 
 /**
  * Without a bound, a client could present unlimited wrong keys, each a database lookup: guessing keys

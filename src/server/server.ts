@@ -23,6 +23,7 @@ import { VERSION } from "../version.js";
 import { installAuth } from "./auth.js";
 import type { ServerContext } from "./context.js";
 import { dashboard } from "./dashboard.js";
+import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "./defaults.js";
 import { errorReply, HttpError } from "./errors.js";
 import { LongPoll } from "./long-poll.js";
 import { type MetricsAccess, ServerMetrics } from "./metrics.js";
@@ -73,8 +74,7 @@ export interface ServerOptions {
   metricsAccess?: MetricsAccess;
 }
 
-export const DEFAULT_RATE_LIMIT_PER_MINUTE = 100;
-export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
+export { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE };
 
 /** Every route of the API, per resource. */
 export const ROUTES: readonly RouteDefinition[] = [...taskRoutes, ...taskGenerationRoutes, ...scheduleRoutes, ...taskLeaseRoutes, ...workerTransportRoutes, ...workerRoutes, ...reassignmentRoutes, ...taskTypeRoutes, ...whoamiRoutes, ...healthRoutes];

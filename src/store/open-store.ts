@@ -1,9 +1,6 @@
 import { existsSync } from "node:fs";
 import type { Clock } from "../core/clock.js";
-import { HttpStore } from "../client/http-store.js";
 import { DatabaseNotFoundError, UnsupportedUrlError } from "../core/errors.js";
-import { PostgresStore } from "./postgres/postgres-store.js";
-import { SqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
 
 /** What another thread needs to open the same database with the same settings (plain data: it is posted to the thread). */
@@ -46,7 +43,7 @@ export const isServerUrl = (url: string) => /^https?:\/\//.test(url);
  * is the server's business: it checks the server answers).
  */
 export async function openStore(url: string, options: OpenStoreOptions = {}): Promise<Store> {
-  const store = createStore(url, options);
+  const store = await createStore(url, options);
   if (options.migrate !== false) {
     try {
       await store.migrate();
@@ -58,16 +55,25 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
   return store;
 }
 
-function createStore(url: string, options: OpenStoreOptions): Store {
+/**
+ * Each store is loaded when a URL names it: a program on SQLite never loads pg, nor one on PostgreSQL
+ * better-sqlite3's native addon, and a CLI command starts in about half the time it took loading all three.
+ */
+async function createStore(url: string, options: OpenStoreOptions): Promise<Store> {
   const path = sqlitePathOf(url);
   if (path !== null) {
     if (path === "") throw new UnsupportedUrlError(url);
     if (options.create === false && path !== ":memory:" && !existsSync(path)) throw new DatabaseNotFoundError(`SQLite file ${path}`);
+    const { SqliteStore } = await import("./sqlite/sqlite-store.js");
     return new SqliteStore({ path, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });
   }
   if (/^postgres(ql)?:\/\//.test(url)) {
+    const { PostgresStore } = await import("./postgres/postgres-store.js");
     return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered, create: options.create });
   }
-  if (isServerUrl(url)) return new HttpStore(url, { apiKey: options.apiKey, retryForMs: options.retryForMs });
+  if (isServerUrl(url)) {
+    const { HttpStore } = await import("../client/http-store.js");
+    return new HttpStore(url, { apiKey: options.apiKey, retryForMs: options.retryForMs });
+  }
   throw new UnsupportedUrlError(url);
 }
