@@ -172,7 +172,7 @@ export class Coordinator {
     for (const f of fired) {
       const details = { schedule: f.name, tickAt: f.tickAt?.toISOString() ?? null, tasks: f.taskIds.length, skippedTicks: f.skippedTicks };
       if (f.error !== null) this.logger.warn({ ...details, err: f.error }, `Schedule ${f.name}: no task made at its tick: ${f.error}`);
-      else if (f.tickAt === null) this.logger.warn(details, `Schedule ${f.name}: skipped ${f.skippedTicks} missed ticks (missed_ticks: skip)`);
+      else if (f.tickAt === null) this.logger.warn(details, `Schedule ${f.name}: skipped ${counted(f.skippedTicks, "missed tick")} (missed_ticks: skip)`);
       else this.logger.info(details, `Schedule ${f.name}: fired its ${details.tickAt} tick, ${counted(f.taskIds.length, "task")}`);
     }
     this.options.onSchedules?.(fired);
