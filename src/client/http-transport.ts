@@ -73,7 +73,8 @@ export class HttpTransport {
   private readonly agent: http.Agent;
   private readonly request: typeof http.request;
   private readonly timeoutMs: number;
-  private closed = false;
+  /** Aborted by close(): a call pausing between attempts ends then, and sends nothing more. */
+  private readonly closing = new AbortController();
 
   constructor(
     readonly baseUrl: URL,
@@ -94,24 +95,24 @@ export class HttpTransport {
         reply = await this.once(method, path, body, options);
       } catch (error) {
         const failure = error as NetworkFailure;
-        const pause = !options.signal?.aborted && !this.closed && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, options) : null;
-        if (pause === null) throw new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), options.repeatable !== "yes" && failure.unsent !== true);
-        await this.backoff(pause, options.signal);
+        const unreachable = () => new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), options.repeatable !== "yes" && failure.unsent !== true);
+        const pause = !options.signal?.aborted && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, options) : null;
+        if (pause === null) throw unreachable();
+        if (!(await this.backoff(pause, options.signal))) throw unreachable();
         continue;
       }
       if (reply.status < 400) return reply;
       // 502/503/504 come before any work was done (a proxy, or a server not ready); another 5xx may
       // have come after a write, so only a repeatable call goes again.
       const unsent = reply.status === 502 || reply.status === 503 || reply.status === 504;
-      const pause = reply.status >= 500 && !this.closed && (options.repeatable === "yes" || unsent) ? this.pause(attempt, started, options) : null;
-      if (pause === null) throw errorFromReply(reply.status, reply.body, options.subject);
-      await this.backoff(pause, options.signal);
+      const pause = reply.status >= 500 && (options.repeatable === "yes" || unsent) ? this.pause(attempt, started, options) : null;
+      if (pause === null || !(await this.backoff(pause, options.signal))) throw errorFromReply(reply.status, reply.body, options.subject);
     }
   }
 
-  /** Ends keep-alive connections; calls in flight finish, none start. */
+  /** Ends keep-alive connections; calls in flight finish, none start, and one pausing to retry fails with its last error. */
   close(): void {
-    this.closed = true;
+    this.closing.abort();
     this.agent.destroy();
   }
 
@@ -125,15 +126,23 @@ export class HttpTransport {
     return left > 0 ? Math.min(ms, left) : null;
   }
 
-  private backoff(ms: number, signal?: AbortSignal): Promise<void> {
+  /**
+   * Waits `ms`, or less if the call is aborted (its next attempt then fails at once, as an aborted
+   * call does) or the transport closed; resolves false when closed (or closed already): no attempt follows.
+   */
+  private backoff(ms: number, signal?: AbortSignal): Promise<boolean> {
+    const closing = this.closing.signal;
+    if (closing.aborted) return Promise.resolve(false);
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
         signal?.removeEventListener("abort", done);
-        resolve();
+        closing.removeEventListener("abort", done);
+        resolve(!closing.aborted);
       };
       const timer = setTimeout(done, ms);
       signal?.addEventListener("abort", done, { once: true });
+      closing.addEventListener("abort", done, { once: true });
     });
   }
 

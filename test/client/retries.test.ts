@@ -54,6 +54,28 @@ describe("connect(http://…, { retryForMs })", () => {
     }
   });
 
+  it("close() ends a call pausing between attempts: it fails with its last error at once and sends nothing more", async () => {
+    const pool = await connect(url, { retryForMs: 10_000 });
+    down = true;
+    refused = 0;
+    try {
+      const counts = pool.counts().then(
+        () => null,
+        (error) => error,
+      );
+      while (refused === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      const closedAt = performance.now();
+      await pool.close();
+      const sentBeforeClose = refused;
+      expect(await counts).toMatchObject({ code: "database_unavailable" });
+      expect(performance.now() - closedAt).toBeLessThan(1000);
+      await new Promise((resolve) => setTimeout(resolve, 2500)); // longer than any pause between attempts
+      expect(refused).toBe(sentBeforeClose);
+    } finally {
+      down = false;
+    }
+  });
+
   it.each([-1, 1.5, Number.POSITIVE_INFINITY, "60s", 86_400_001])("refuses %s, naming the option, before any request", async (value) => {
     const refusal = connect("http://127.0.0.1:1", { retryForMs: value as number });
     await expect(refusal).rejects.toBeInstanceOf(ValidationError);
