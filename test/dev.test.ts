@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { PassThrough } from "node:stream";
 import { promisify } from "node:util";
@@ -174,14 +174,19 @@ describe("taskpool dev and the dispensary-crawl example", () => {
   }, 60_000);
 
   it.skipIf(!existsSync("/usr/bin/script"))("dev on a terminal redraws a live status in place below the banner, and shows the cursor again on Ctrl-C", async () => {
-    // script(1) gives dev a terminal; timeout sends it Ctrl-C's SIGINT after a few frames. Starting
-    // dev took over 7 s on a busy 2-core machine when it started from the sources through tsx: 15 s leaves room.
-    const command = `stty cols 100 rows 40; exec timeout --preserve-status -s INT 15 ${process.execPath} ${CLI} dev --db sqlite:${path} --no-demo`;
+    // script(1) gives dev a terminal (its child execs into dev); once two frames are drawn, dev gets
+    // Ctrl-C's SIGINT. A fixed 15 s before it was not always enough on a loaded machine: dev, still
+    // starting, died of the signal.
+    const command = `stty cols 100 rows 40; exec ${process.execPath} ${CLI} dev --db sqlite:${path} --no-demo`;
     const script = spawn("script", ["-qfec", command, "/dev/null"], { stdio: ["ignore", "pipe", "inherit"] });
     children.push(script);
     let out = "";
     script.stdout.on("data", (d) => (out += d));
-    expect(await new Promise((resolve) => script.on("exit", resolve))).toBe(0);
+    const exited = new Promise((resolve) => script.on("exit", resolve));
+    await eventually(() => out.split("live status, redrawn every second").length > 2, 30_000, `two frames of dev's live status; it printed: ${out.slice(-500)}`);
+    const dev = Number(execFileSync("pgrep", ["-P", String(script.pid)], { encoding: "utf8" }).trim());
+    process.kill(dev, "SIGINT");
+    expect([await exited, out.slice(-300)]).toEqual([0, expect.stringMatching(/Stopped\r?\n$/)]);
     const banner = out.indexOf("Dashboard");
     const frames = out.split("live status, redrawn every second");
     expect(frames.length).toBeGreaterThan(2); // two frames at least: the second drawn over the first
