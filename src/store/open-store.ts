@@ -57,7 +57,7 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
 
 /**
  * Each store is loaded when a URL names it: a program on SQLite never loads pg, nor one on PostgreSQL
- * better-sqlite3's native addon, and a CLI command starts in about half the time it took loading all three.
+ * better-sqlite3's native addon, and a short-lived CLI command loads only the one it uses.
  */
 async function createStore(url: string, options: OpenStoreOptions): Promise<Store> {
   const path = sqlitePathOf(url);
