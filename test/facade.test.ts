@@ -130,6 +130,7 @@ it("create: false refuses a database taskpool never set up, creating nothing, an
   try {
     const refused = await connect(PG_URL, { schema: typo, create: false }).catch((e) => e);
     expect(refused).toBeInstanceOf(DatabaseNotFoundError);
+    expect(refused.schema).toBe(typo);
     expect(refused.taskpoolSchemas).toContain(schema);
     expect(refused.taskpoolSchemas).not.toContain(typo);
     expect(refused.message).toMatch(new RegExp(`^No taskpool database: the PostgreSQL schema ${typo} does not exist or taskpool never set it up; taskpool's schemas in that database: .*\\b${schema}\\b`));

@@ -81,7 +81,7 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
   try {
     return await connect(target, remote ? { ...options, requireRegistered: undefined, apiKey: opts.apiKey } : { schema: opts.schema, ...options });
   } catch (error) {
-    throw explainConnectError(error, target, opts.schema);
+    throw explainConnectError(error, target);
   }
 }
 

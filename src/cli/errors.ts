@@ -19,8 +19,8 @@ export function redactUrl(url: string): string {
  * Turns a failure to open or migrate a database into a CliError naming the URL (password hidden) and
  * the likely fix. Errors taskpool raised on purpose already say that and pass through.
  */
-export function explainConnectError(error: unknown, url: string, schema = "taskpool"): Error {
-  if (error instanceof DatabaseNotFoundError) return notSetUp(error, url, schema);
+export function explainConnectError(error: unknown, url: string): Error {
+  if (error instanceof DatabaseNotFoundError) return notSetUp(error, url);
   if (error instanceof TaskpoolError) return error;
   const e = error as { code?: string; message?: string; errors?: { code?: string }[] };
   const code = e?.code ?? e?.errors?.[0]?.code;
@@ -70,11 +70,11 @@ function hostPort(url: string): string {
 
 const CREATORS = "taskpool dev, serve, migrate or enqueue create one";
 
-function notSetUp(error: DatabaseNotFoundError, url: string, schema: string): CliError {
+function notSetUp(error: DatabaseNotFoundError, url: string): CliError {
   const path = sqlitePathOf(url);
   if (path !== null) return new CliError(`no database at ${path} (${resolve(path)}): run this where the database is, or pass --db sqlite:/path/to/taskpool.db; ${CREATORS}`);
   const others = error.taskpoolSchemas.length > 0 ? `taskpool's schemas there: ${error.taskpoolSchemas.join(", ")}` : "taskpool has no schema there";
-  return new CliError(`no taskpool schema "${schema}" in ${redactUrl(url)} (${others}): fix --schema or TASKPOOL_SCHEMA, or --db; ${CREATORS}`);
+  return new CliError(`no taskpool schema "${error.schema}" in ${redactUrl(url)} (${others}): fix --schema or TASKPOOL_SCHEMA, or --db; ${CREATORS}`);
 }
 
 /** Why the server could not listen, in one line that says what to do. */

@@ -120,6 +120,8 @@ export class DatabaseNotFoundError extends TaskpoolError {
   constructor(
     /** What was looked for: "PostgreSQL schema tasks", "SQLite file ./taskpool.db". */
     readonly database: string,
+    /** The PostgreSQL schema looked for (null for SQLite). */
+    readonly schema: string | null = null,
     /** The schemas of that PostgreSQL database that taskpool did set up (none for SQLite). */
     readonly taskpoolSchemas: readonly string[] = [],
   ) {

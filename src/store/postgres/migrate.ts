@@ -17,7 +17,7 @@ const MIGRATIONS = new URL("./migrations/", import.meta.url);
 export async function migratePostgres(pool: pg.Pool, schema: string, create = true): Promise<void> {
   const migrations = loadMigrations(MIGRATIONS);
   const applied = await appliedVersions(pool);
-  if (!create && applied.size === 0) throw new DatabaseNotFoundError(`PostgreSQL schema ${schema}`, await taskpoolSchemas(pool));
+  if (!create && applied.size === 0) throw new DatabaseNotFoundError(`PostgreSQL schema ${schema}`, schema, await taskpoolSchemas(pool));
   if (pendingMigrations(schema, migrations, applied).length === 0) return;
   await inTransaction(pool, async (client) => {
     await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`taskpool:migrate:${schema}`]);
