@@ -6,6 +6,22 @@ import { Worker } from "../../src/worker/worker.js";
 import { withOverrides } from "../helpers/stores.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
 
+/** A SQLite store whose `method` fails as an unreachable database does while `outage.down` is set; `outage.failed` counts those calls. */
+async function storeWithOutage(method: "claim" | "workerHeartbeat") {
+  const store = new SqliteStore({ path: ":memory:" });
+  await store.migrate();
+  const outage = { down: false, failed: 0 };
+  const real = store[method].bind(store) as (...args: unknown[]) => Promise<unknown>;
+  const flaky = withOverrides(store, {
+    [method]: async (...args: unknown[]) => {
+      if (!outage.down) return real(...args);
+      outage.failed++;
+      throw new Error("network unreachable (simulated)");
+    },
+  });
+  return { store, flaky, outage };
+}
+
 it("a worker whose database is unreachable logs, backs off, keeps running and stops cleanly", async () => {
   const store = new PostgresStore({ url: "postgres://postgres@127.0.0.1:1/none", poolSize: 1 });
   const logs = captureLogs();
@@ -48,23 +64,13 @@ it("over HTTP, its log lines name the taskpool server it cannot reach, not a dat
 });
 
 it("heartbeats failing through an outage warn once, then log at debug, and say when they get through again and after how long", async () => {
-  const store = new SqliteStore({ path: ":memory:" });
-  await store.migrate();
-  let down = false;
-  let failed = 0;
-  const flaky = withOverrides(store, {
-    workerHeartbeat: async (beat) => {
-      if (!down) return store.workerHeartbeat(beat);
-      failed++;
-      throw new Error("network unreachable (simulated)");
-    },
-  });
+  const { store, flaky, outage } = await storeWithOutage("workerHeartbeat");
   const logs = captureLogs();
   const worker = new Worker(flaky, { roles: ["x"], handlers: { x: async () => {} }, heartbeatIntervalMs: 20, handleSignals: false, heartbeatThread: false, logger: logs.logger });
   await worker.start();
-  down = true;
-  await eventually(() => failed >= 6, 10_000, "six failed heartbeats");
-  down = false;
+  outage.down = true;
+  await eventually(() => outage.failed >= 6, 10_000, "six failed heartbeats");
+  outage.down = false;
   const back = await eventually(() => logs.lines().find((l) => l.msg.startsWith("Heartbeats reach the database again")), 10_000, "a heartbeat to get through");
   await worker.stop(0);
   await store.close();
@@ -75,22 +81,13 @@ it("heartbeats failing through an outage warn once, then log at debug, and say w
 });
 
 it("claims failing through an outage log an error once, then debug, and say when they get through again and after how long", async () => {
-  const store = new SqliteStore({ path: ":memory:" });
-  await store.migrate();
-  let down = true;
-  let failed = 0;
-  const flaky = withOverrides(store, {
-    claim: async (options) => {
-      if (!down) return store.claim(options);
-      failed++;
-      throw new Error("network unreachable (simulated)");
-    },
-  });
+  const { store, flaky, outage } = await storeWithOutage("claim");
+  outage.down = true;
   const logs = captureLogs();
   const worker = new Worker(flaky, { roles: ["x"], handlers: { x: async () => {} }, pollIntervalMs: 20, handleSignals: false, heartbeatThread: false, logger: logs.logger });
   await worker.start();
-  await eventually(() => failed >= 3, 10_000, "three failed claims");
-  down = false;
+  await eventually(() => outage.failed >= 3, 10_000, "three failed claims");
+  outage.down = false;
   const back = await eventually(() => logs.lines().find((l) => l.msg.startsWith("Claims reach the database again")), 10_000, "a claim to get through");
   await worker.stop(0);
   await store.close();
