@@ -7,6 +7,10 @@ import { ISO_TIME, TALLY_FINISHED } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
+/** In WORKER_HEARTBEAT's update of a registered worker: the registered figure where the beat left it out. */
+const KEPT_IF_LEFT_OUT = (column: string) =>
+  `CASE WHEN EXCLUDED.worker_id IN (SELECT worker_id FROM beat WHERE ${column} IS NULL) THEN workers.${column} ELSE EXCLUDED.${column} END`;
+
 /**
  * $1 the beats (a JSON array of {worker_id, roles, hostname, pid, version, capacity, current_load,
  * tasks_processed, metadata}, distinct worker ids; roles … tasks_processed null when left out), $2 now,
@@ -22,31 +26,26 @@ export const WORKER_HEARTBEAT = `
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(worker_id text, roles text[], hostname text, pid int, version text,
                                                      capacity int, current_load int, tasks_processed bigint, metadata jsonb)
   ),
-  -- The registered workers whose beats leave a figure out, locked in one order (two servers' batches
-  -- naming the same workers cannot deadlock) and read as they are now: a figure left out keeps the
-  -- registered one, and a beat never puts back what a concurrent one replaced. A join, not a look-up
-  -- of the beats per conflicting row: that made a batch of 1,000 beats four times slower. Beats that
-  -- say everything (both clients' do) read and lock nothing here.
-  registered AS (
-    SELECT w.worker_id, w.roles, w.capacity, w.current_load, w.tasks_processed FROM workers w
-    WHERE w.worker_id IN (
-      SELECT worker_id FROM beat WHERE roles IS NULL OR capacity IS NULL OR current_load IS NULL OR tasks_processed IS NULL
-    )
-    ORDER BY w.worker_id FOR UPDATE
-  ),
+  -- A figure a beat leaves out keeps the registered one: the insert meets the registered row and the
+  -- update below reads it, locked and as it is now, so a beat never puts back what a concurrent one
+  -- replaced. That holds for a worker registered by another beat while this statement ran (its first
+  -- two beats sent at once): a look-up of the workers at the start missed it, and the defaults went
+  -- over what the other beat said. Only a worker new to the registry takes the defaults. The sets of
+  -- beats leaving a figure out are read once (hashed), not looked up per conflicting row: that made
+  -- a batch of 1,000 beats four times slower.
   worker AS (
     INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                          metadata, status, last_seen_at, started_at)
-    SELECT b.worker_id, coalesce(b.roles, r.roles, $6::text[]), b.hostname, b.pid, b.version, coalesce(b.capacity, r.capacity, $7::int),
-           coalesce(b.current_load, r.current_load, $8::int), coalesce(b.tasks_processed, r.tasks_processed, $9::bigint), b.metadata,
+    SELECT b.worker_id, coalesce(b.roles, $6::text[]), b.hostname, b.pid, b.version, coalesce(b.capacity, $7::int),
+           coalesce(b.current_load, $8::int), coalesce(b.tasks_processed, $9::bigint), b.metadata,
            'active', $2::timestamptz, $2::timestamptz
-    FROM beat b LEFT JOIN registered r ON r.worker_id = b.worker_id
+    FROM beat b
+    -- One order for every batch: two servers' batches naming the same workers cannot deadlock.
     ORDER BY b.worker_id
-    -- Only a worker registered since the statement began (its first beat, sent twice at once) takes
-    -- a default here over what the other beat said.
     ON CONFLICT (worker_id) DO UPDATE SET
-      roles = EXCLUDED.roles, capacity = EXCLUDED.capacity, current_load = EXCLUDED.current_load,
-      tasks_processed = EXCLUDED.tasks_processed, hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
+      roles = ${KEPT_IF_LEFT_OUT("roles")}, capacity = ${KEPT_IF_LEFT_OUT("capacity")},
+      current_load = ${KEPT_IF_LEFT_OUT("current_load")}, tasks_processed = ${KEPT_IF_LEFT_OUT("tasks_processed")},
+      hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
       metadata = EXCLUDED.metadata, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
       started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END
     RETURNING worker_id
