@@ -125,7 +125,7 @@ export function checkScheduleDefinition(definition: ScheduleDefinition, now: Dat
   checkFanOut(definition);
 }
 
-/** One source of keys, `{key}` only where there are keys to put in it, no `params.key` for them to overwrite, and a concurrency key of each listed key that fits. */
+/** One source of keys, no placeholder but `{key}` and only where there are keys to put in it, no `params.key` for them to overwrite, and a concurrency key of each listed key that fits. */
 export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut; concurrencyKey?: string }): void {
   const { params, fanOut, concurrencyKey } = input;
   if (fanOut && params && Object.hasOwn(params, "key")) {
@@ -136,6 +136,14 @@ export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut; concu
   if (fanOut && (fanOut.keys === undefined) === (fanOut.fromResults === undefined)) {
     throw new ValidationError("Invalid fanOut: give either keys (a list) or fromResults (a query of a previous run's results), not both or neither", [
       { path: "fanOut", message: "needs exactly one of keys, fromResults" },
+    ]);
+  }
+  // The template's one placeholder is {key}; anything else in braces ({region}, {keys}) was meant as
+  // one, and taken literally it would put every task under the same key: one at a time, in silence.
+  const unknown = concurrencyKey?.match(/\{[^{}]*\}/g)?.find((placeholder) => placeholder !== "{key}");
+  if (unknown !== undefined) {
+    throw new ValidationError(`Invalid concurrencyKey: "${concurrencyKey}" has ${unknown}, and the only placeholder is {key} (each task's fan-out key); use {key}, or no braces`, [
+      { path: "concurrencyKey", message: `unknown placeholder ${unknown}` },
     ]);
   }
   if (!fanOut && concurrencyKey?.includes("{key}")) {

@@ -58,6 +58,8 @@ export function schedulesContract(kind: StoreKind) {
       ["both keys and a query", { ...RESYNC, fanOut: { keys: [1], fromResults: { field: "ids" } } }, /give either keys .* or fromResults/],
       ["a fan-out without keys", { ...RESYNC, fanOut: { batches: 6 } }, /give either keys/],
       ["{key} without a fan-out", { ...RESYNC, concurrencyKey: "store:{key}" }, /\{key\} stands for a fan-out key, and this schedule has no fan-out/],
+      ["a placeholder other than {key}", { ...RESYNC, fanOut: { keys: ["eu"] }, concurrencyKey: "store:{region}" }, /Invalid concurrencyKey: "store:\{region\}" has \{region\}, and the only placeholder is \{key\}/],
+      ["{keys} for {key}", { ...RESYNC, fanOut: { keys: ["eu"] }, concurrencyKey: "{key}:{keys}" }, /has \{keys\}, and the only placeholder is \{key\}/],
       ["zero batches", { ...RESYNC, fanOut: { keys: [1], batches: 0 } }, /fanOut\.batches/],
       ["params.key beside a fan-out, which gives each task its key there", { ...RESYNC, params: { key: "all" }, fanOut: { keys: [1] } }, /Invalid params\.key: each task's params get its fan-out key as key/],
       ["an unknown missed-tick policy", { ...RESYNC, missedTicks: "catch_up" }, /missedTicks: must be one of skip, run_once/],
@@ -238,8 +240,9 @@ export function schedulesContract(kind: StoreKind) {
         ctx.store.generateTasks({ taskType: "t", fanOut: { fromResults: { field: "ids" } } }),
         ctx.store.generateTasks({ taskType: "t", fanOut: { keys: [1, { a: 1 } as never] } }),
         ctx.store.generateTasks({ taskType: "t", params: { key: 0 }, fanOut: { keys: [1, 2] } }),
+        ctx.store.generateTasks({ taskType: "t", fanOut: { keys: [1, 2] }, concurrencyKey: "store:{store}" }),
       ];
-      for (const [i, message] of [/batchIntervalSeconds is needed/, /name the schedule whose last run's results/, /fanOut\.keys\.1/, /Invalid params\.key/].entries()) {
+      for (const [i, message] of [/batchIntervalSeconds is needed/, /name the schedule whose last run's results/, /fanOut\.keys\.1/, /Invalid params\.key/, /has \{store\}, and the only placeholder is \{key\}/].entries()) {
         await expect(refused[i]).rejects.toThrow(message);
       }
       expect(await tasks("t")).toEqual([]);
