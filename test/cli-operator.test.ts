@@ -196,6 +196,10 @@ describe("taskpool operator CLI", () => {
       taskpool("reassignments", "--task", "999", "--db", db),
       taskpool("workers", "--db", "mysql://x"),
       taskpool("capacity", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres"),
+      taskpool("enqueue", "crawl", "--delay", "5s", "--db", db),
+      taskpool("tasks", "list", "--limit", "2.5", "--db", db),
+      taskpool("tasks", "list", "--limit", "ten", "--db", db),
+      taskpool("tasks", "list", "--limit", "0", "--db", db),
     ]);
     const messages = [
       /^taskpool: task 999 does not exist; `taskpool tasks list` shows the ids$/,
@@ -207,6 +211,10 @@ describe("taskpool operator CLI", () => {
       /^taskpool: task 999 does not exist; `taskpool tasks list` shows the ids$/,
       /^taskpool: Unsupported database URL "mysql:\/\/x": use sqlite:/,
       /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused/,
+      /^taskpool: option '--delay <seconds>' argument '5s' is invalid\. expected a whole number, without a unit \(the option's <…> names its unit\)$/,
+      /^taskpool: option '--limit <n>' argument '2\.5' is invalid\. expected a whole number, without a fraction$/,
+      /^taskpool: option '--limit <n>' argument 'ten' is invalid\. expected a whole number, such as 10$/,
+      /^taskpool: option '--limit <n>' argument '0' is invalid\. expected a whole number above 0$/,
     ];
     runs.forEach((run, i) => expectOneLine(run, messages[i]));
     expect(verbose.stderr).toMatch(/^taskpool: task 999 does not exist[\s\S]*\n\s+at /);

@@ -1,19 +1,26 @@
 import { InvalidArgumentError } from "commander";
 
+/**
+ * A whole number. Commander prefixes the option and the value ("option '--delay <seconds>' argument
+ * '5s' is invalid."); what follows says what to type instead.
+ */
 export function integer(value: string): number {
-  if (!/^-?\d+$/.test(value)) throw new InvalidArgumentError("expected an integer");
+  const unit = /^-?\d+(?:\.\d+)?\s*[a-z]+$/i.test(value.trim());
+  if (unit) throw new InvalidArgumentError("expected a whole number, without a unit (the option's <…> names its unit)");
+  if (/^-?\d*\.\d+$/.test(value.trim())) throw new InvalidArgumentError("expected a whole number, without a fraction");
+  if (!/^-?\d+$/.test(value.trim())) throw new InvalidArgumentError("expected a whole number, such as 10");
   return Number(value);
 }
 
 export function positiveInteger(value: string): number {
   const n = integer(value);
-  if (n <= 0) throw new InvalidArgumentError("expected a positive integer");
+  if (n <= 0) throw new InvalidArgumentError("expected a whole number above 0");
   return n;
 }
 
 export function nonNegativeInteger(value: string): number {
   const n = integer(value);
-  if (n < 0) throw new InvalidArgumentError("expected 0 or a positive integer");
+  if (n < 0) throw new InvalidArgumentError("expected 0 or a whole number above it");
   return n;
 }
 
