@@ -5,7 +5,7 @@
  */
 import { Type } from "@sinclair/typebox";
 import { TaskpoolError, ValidationError } from "../core/errors.js";
-import { toWire, wirePath } from "../core/wire.js";
+import { toSnake, toWire, wirePath } from "../core/wire.js";
 
 /** The status each error code answers with; an unlisted code is a bug (500). */
 export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
@@ -42,6 +42,22 @@ export class HttpError extends TaskpoolError {
   }
 }
 
+/**
+ * A request refused by its route's wire schema: its fields are named as the request names them
+ * (snake_case), not as the library does. A field sent in camelCase is unknown on the wire, and is
+ * named as sent, with the name the API gives it.
+ */
+export class RequestValidationError extends ValidationError {
+  constructor(error: ValidationError) {
+    const issues = error.issues.map((issue) => {
+      const field = issue.path.split(".").at(-1) ?? issue.path;
+      const wireName = toSnake(field);
+      return issue.message.startsWith("Unexpected property") && wireName !== field ? { ...issue, message: `${issue.message}; the API's fields are snake_case: ${wireName}` } : issue;
+    });
+    super(error.message.slice(0, error.message.indexOf(": ") + 2) + issues.map((i) => `${i.path}: ${i.message}`).join("; "), issues);
+  }
+}
+
 /** The error envelope (camelCase; the wire has it in snake_case like everything else). */
 export const ErrorEnvelope = Type.Object(
   {
@@ -70,7 +86,8 @@ interface FastifyLikeError {
 export function errorReply(error: unknown, bodyLimit?: number): { status: number; body: unknown } {
   if (error instanceof TaskpoolError && STATUS_BY_CODE[error.code] !== undefined) {
     const body: Record<string, unknown> = { success: false, error: error.code, message: error.message };
-    if (error instanceof ValidationError) {
+    if (error instanceof RequestValidationError) body.issues = error.issues;
+    else if (error instanceof ValidationError) {
       // The library names fields as it does (camelCase): the HTTP caller sent them in snake_case.
       body.issues = error.issues.map((i) => ({ path: wirePath(i.path), message: i.message }));
       body.message = error.issues.reduce((m, i) => m.replaceAll(`${i.path}:`, `${wirePath(i.path)}:`).replaceAll(`${i.path} `, `${wirePath(i.path)} `), error.message);

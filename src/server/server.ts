@@ -18,13 +18,14 @@ import { pino, type Logger } from "pino";
 import type { Taskpool } from "../api/taskpool.js";
 import { BeatBatcher, ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
 import type { CoordinatorOptions } from "../coordinator/coordinator.js";
+import { ValidationError } from "../core/errors.js";
 import { validate } from "../core/validation.js";
 import { VERSION } from "../version.js";
 import { installAuth } from "./auth.js";
 import type { ServerContext } from "./context.js";
 import { dashboard } from "./dashboard.js";
 import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "./defaults.js";
-import { errorReply, HttpError } from "./errors.js";
+import { errorReply, HttpError, RequestValidationError } from "./errors.js";
 import { LongPoll } from "./long-poll.js";
 import { type MetricsAccess, ServerMetrics } from "./metrics.js";
 import { MonotonicRateLimitStore } from "./rate-limit-store.js";
@@ -189,7 +190,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
         if (httpPart !== "body") value = fromText(schema as TSchema, value);
         return { value: validate(schema as TSchema, value, what) };
       } catch (error) {
-        return { error: error as Error };
+        return { error: error instanceof ValidationError ? new RequestValidationError(error) : (error as Error) };
       }
     };
   });

@@ -564,6 +564,13 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       expect(answer.body.message).toMatch(/^Invalid /);
       if (issue) expect(answer.body.issues).toContainEqual(issue);
     }
+    // A field sent in camelCase is named as sent, with its wire name: it used to be named task_types, the right name, as unexpected.
+    const camel = await s.call("POST", "/api/tasks/claim", { worker_id: "w1", taskTypes: ["crawl"] });
+    expect([camel.status, camel.body.message]).toEqual([400, "Invalid request body: taskTypes: Unexpected property (got a list of 1); the API's fields are snake_case: task_types"]);
+    expect(camel.body.issues).toEqual([{ path: "taskTypes", message: "Unexpected property (got a list of 1); the API's fields are snake_case: task_types" }]);
+    expect((await s.call("POST", "/api/tasks", { taskType: "crawl" })).body.message).toBe(
+      "Invalid request body: task_type: Expected required property; taskType: Unexpected property (got \"crawl\"); the API's fields are snake_case: task_type",
+    );
     // A missing field is said once, not once more as "Expected string".
     expect((await s.call("POST", "/api/tasks", { params: {} })).body.message).toBe("Invalid request body: task_type: Expected required property");
     const date = await s.call("POST", "/api/tasks", { task_type: "crawl", scheduled_for: "0001-01-01T00:00:00Z" });
