@@ -87,6 +87,31 @@ declare module "fastify" {
   }
 }
 
+/**
+ * Reads and drops what is left of a body refused as too large, so the answer reaches a client that
+ * sends its whole body before it reads (Python's urllib, many others): answered at once and closed,
+ * the connection broke under its write, and it saw a broken pipe, not the 413. Bounded, as a web
+ * server's lingering close is: a client still sending after that gets the answer and the close.
+ */
+function discardRest(body: FastifyRequest["raw"], maxBytes = 64 * 2 ** 20, maxMs = 10_000): Promise<void> {
+  if (body.complete || body.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    let dropped = 0;
+    const done = () => {
+      clearTimeout(timer);
+      body.off("data", onData).off("end", done).off("error", done).off("close", done);
+      resolve();
+    };
+    const onData = (chunk: Buffer) => {
+      dropped += chunk.length;
+      if (dropped > maxBytes) done();
+    };
+    const timer = setTimeout(done, maxMs);
+    body.on("data", onData).on("end", done).on("error", done).on("close", done);
+    body.resume();
+  });
+}
+
 const PART_NAMES: Record<string, string> = { body: "request body", querystring: "query string", params: "path", headers: "headers" };
 
 /**
@@ -196,8 +221,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   });
   // Handlers answer wire values already (route.ts); the response schemas document them.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
-  app.setErrorHandler((error, request, reply) => {
+  app.setErrorHandler(async (error, request, reply) => {
     const { status, body } = errorReply(error, bodyLimit);
+    if (status === 413) await discardRest(request.raw);
     if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
     return reply.code(status).send(body);
   });

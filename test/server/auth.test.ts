@@ -1,3 +1,4 @@
+import { createConnection } from "node:net";
 import { describe, expect, it, vi } from "vitest";
 import type { ApiKeyScope } from "../../src/core/api-key.js";
 import { connect, Taskpool } from "../../src/api/taskpool.js";
@@ -100,6 +101,26 @@ describe.each([sqliteKind, postgresKind])("API keys, scopes and limits on $name"
       error: "payload_too_large",
       message: "Request body is larger than the server's limit of 4096 bytes; send less (e.g. split a batch) or raise the limit (taskpool serve --body-limit)",
     });
+    expect((await s.pool.counts()).byStatus.pending).toBe(0);
+  });
+
+  it("answers 413 to a client that sends its whole body before it reads (as Python's urllib does), rather than breaking its connection", async () => {
+    const key = await keyOf("producer");
+    const body = Buffer.from(JSON.stringify({ task_type: "crawl", params: { blob: "x".repeat(8 * 2 ** 20) } }));
+    const head = `POST /api/tasks HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\nx-api-key: ${key}\r\ncontent-length: ${body.length}\r\n\r\n`;
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = createConnection(Number(new URL(s.url).port), "127.0.0.1");
+      const received: Buffer[] = [];
+      socket.on("error", reject);
+      socket.on("data", (chunk) => received.push(chunk));
+      socket.on("end", () => resolve(Buffer.concat(received).toString()));
+      // Nothing is read until the whole body is written: a refusal that closes the connection first fails the write.
+      socket.pause();
+      socket.write(head);
+      socket.write(body, () => socket.resume());
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))).toMatchObject({ success: false, error: "payload_too_large" });
     expect((await s.pool.counts()).byStatus.pending).toBe(0);
   });
 });
