@@ -68,7 +68,7 @@ export const ErrorEnvelope = Type.Object(
     issues: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
     /** no_tasks: the filters of the claim that found nothing (seed 002). */
     filters: Type.Optional(Type.Object({ taskTypes: Type.Union([Type.Array(Type.String()), Type.Null()]), maxAttemptsRemaining: Type.Union([Type.Integer(), Type.Null()]) })),
-    /** rate_limited: seconds until the key may call again (also in the Retry-After header). */
+    /** rate_limited and database_unavailable: seconds to wait before calling again (also in the Retry-After header). */
     retryAfter: Type.Optional(Type.Integer()),
   },
   { description: "an error" },
@@ -81,6 +81,9 @@ interface FastifyLikeError {
   statusCode?: number;
   message?: string;
 }
+
+/** What a 503 `database_unavailable` tells clients to wait (Retry-After): a restart or failover takes seconds, a retry after one finds out. */
+const DATABASE_RETRY_SECONDS = 1;
 
 /** The status and wire body of any error a request ended with. */
 export function errorReply(error: unknown, bodyLimit?: number): { status: number; body: unknown } {
@@ -110,7 +113,7 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
   }
   if (unreachableDatabase(e)) {
     const message = `The database cannot be reached (${e.message ?? e.code}); nothing was written: send the request again shortly`;
-    return { status: STATUS_BY_CODE.database_unavailable, body: { success: false, error: "database_unavailable", message } };
+    return { status: STATUS_BY_CODE.database_unavailable, body: { success: false, error: "database_unavailable", message, retry_after: DATABASE_RETRY_SECONDS } };
   }
   return { status: 500, body: { success: false, error: "internal_error", message: "Internal server error; the server log has the details" } };
 }

@@ -224,6 +224,8 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   app.setErrorHandler(async (error, request, reply) => {
     const { status, body } = errorReply(error, bodyLimit);
     if (status === 413) await discardRest(request.raw);
+    const retryAfter = (body as { retry_after?: number }).retry_after;
+    if (retryAfter !== undefined) void reply.header("retry-after", retryAfter);
     if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
     return reply.code(status).send(body);
   });

@@ -62,7 +62,8 @@ describe.runIf(PrivatePostgres.available())("PostgreSQL down for a while, behind
       for (const [path, body] of calls) {
         const reply = await post(path, body);
         expect({ path, status: reply.status }).toEqual({ path, status: 503 });
-        expect(await reply.json()).toMatchObject({ success: false, error: "database_unavailable", message: expect.stringMatching(/database cannot be reached.*nothing was written/) });
+        expect(await reply.json()).toMatchObject({ success: false, error: "database_unavailable", message: expect.stringMatching(/database cannot be reached.*nothing was written/), retry_after: 1 });
+        expect(reply.headers.get("retry-after")).toBe("1");
       }
       expect((await fetch(`${httpUrl}/readyz`)).status).toBe(503);
 

@@ -112,7 +112,7 @@ describe.each([sqliteKind, postgresKind])("API keys, scopes and limits on $name"
       const socket = createConnection(Number(new URL(s.url).port), "127.0.0.1");
       const received: Buffer[] = [];
       socket.on("error", reject);
-      socket.on("data", (chunk) => received.push(chunk));
+      socket.on("data", (chunk: Buffer) => received.push(chunk));
       socket.on("end", () => resolve(Buffer.concat(received).toString()));
       // Nothing is read until the whole body is written: a refusal that closes the connection first fails the write.
       socket.pause();
