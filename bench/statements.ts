@@ -1,0 +1,96 @@
+/**
+ * PostgreSQL's own CPU per task for the statements a draining worker sends, without the worker:
+ * the claim and the completion, each on its own connection, so each backend's CPU time (from /proc,
+ * so PostgreSQL must run on this machine) is one statement's. A third connection completes the same
+ * way graphile-worker's batched completion does (`DELETE … USING unnest($1)`: no lease check, no
+ * audit event, no history kept), as a floor to compare with.
+ *
+ *   npm run bench:statements
+ *   BENCH_TASKS=30000 BENCH_BATCH=250 BENCH_RUNS=3 npm run bench:statements
+ *
+ * Each run seeds BENCH_TASKS pending tasks (100-byte params, as bench:peers) in a fresh schema, twice:
+ * one set drained by claims of BENCH_BATCH (the size a draining worker's claims reach) each followed by
+ * the store's batched completion of what it claimed, the other by the same claims followed by the
+ * bare delete. Runs alternate the two; the table gives each run and the medians, in µs of backend CPU
+ * per task (10 ms ticks: a run of 30,000 tasks resolves about 0.3 µs).
+ */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { connect } from "../src/api/taskpool.js";
+import * as sql from "../src/store/postgres/queries.js";
+import { describeMachine, machineState, processCpuMs } from "./lib/cpu.js";
+import { dropSchema, PG_URL } from "./lib/database.js";
+import { envInt } from "./lib/env.js";
+import { onInterrupt } from "./lib/interrupt.js";
+import { median, round } from "./lib/stats.js";
+import { formatTable } from "./lib/table.js";
+
+const config = { tasks: envInt("BENCH_TASKS", 30_000), batch: envInt("BENCH_BATCH", 250), runs: envInt("BENCH_RUNS", 3) };
+const machine = machineState();
+const schemas: string[] = [];
+onInterrupt(() => void Promise.all(schemas.map(dropSchema)).finally(() => process.exit(130)));
+
+/** The worker's claim (typed, started at once, one worker) and the store's batched completion, as the store prepares them. */
+const CLAIM = sql.leanClaimStatement("priority", "desc", true, true, true);
+const COMPLETE = sql.completeMany(false);
+const BARE_DELETE = "DELETE FROM tasks t USING unnest($1::bigint[]) n(n) WHERE t.id = n";
+
+async function backend(schema: string) {
+  const client = new pg.Client({ connectionString: PG_URL, options: `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off` });
+  await client.connect();
+  const pid = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0].pid;
+  return { client, cpuMs: () => processCpuMs(pid) };
+}
+
+/** Drains a fresh schema; returns µs of backend CPU per task for its claims and its completions. */
+async function drain(bare: boolean): Promise<{ claim: number; complete: number }> {
+  const schema = `tp_bench_statements_${randomBytes(4).toString("hex")}`;
+  schemas.push(schema);
+  const pool = await connect(PG_URL, { schema });
+  for (let i = 0; i < config.tasks; i += 1000) {
+    await pool.enqueueMany(Array.from({ length: Math.min(1000, config.tasks - i) }, (_, j) => ({ taskType: "noop", params: { n: i + j, pad: "x".repeat(80) } })));
+  }
+  await pool.close();
+  const claimer = await backend(schema);
+  const completer = await backend(schema);
+  try {
+    await claimer.client.query("VACUUM ANALYZE tasks");
+    const claimStart = claimer.cpuMs();
+    const completeStart = completer.cpuMs();
+    let done = 0;
+    for (;;) {
+      const values = [["w1"], new Date(), config.batch, 60, null, [config.batch], ["noop"]];
+      const rows = (await claimer.client.query({ name: "claim", text: CLAIM, values })).rows.filter((r) => r.id !== null);
+      if (rows.length === 0) break;
+      const ids = rows.map((r) => r.id);
+      if (bare) await completer.client.query({ name: "complete", text: BARE_DELETE, values: [ids] });
+      else await completer.client.query({ name: "complete", text: COMPLETE, values: [ids, rows.map((r) => r.worker_id), rows.map((r) => r.lease_token), new Date(), rows.map(() => "null")] });
+      done += rows.length;
+    }
+    if (done !== config.tasks) throw new Error(`drained ${done} of ${config.tasks} tasks`);
+    return { claim: ((claimer.cpuMs() - claimStart) * 1000) / done, complete: ((completer.cpuMs() - completeStart) * 1000) / done };
+  } finally {
+    await claimer.client.end();
+    await completer.client.end();
+    await dropSchema(schema);
+  }
+}
+
+const rows: (string | number)[][] = [];
+const figures = { claim: [] as number[], complete: [] as number[], bareDelete: [] as number[] };
+for (let run = 1; run <= config.runs; run++) {
+  process.stderr.write(`run ${run}/${config.runs}\n`);
+  const kept = await drain(false);
+  const bare = await drain(true);
+  figures.claim.push(kept.claim, bare.claim);
+  figures.complete.push(kept.complete);
+  figures.bareDelete.push(bare.complete);
+  rows.push([`run ${run}`, round(kept.claim, 1), round(kept.complete, 1), round(bare.complete, 1)]);
+}
+const medians = { claim: median(figures.claim), complete: median(figures.complete), bareDelete: median(figures.bareDelete) };
+rows.push(["median", round(medians.claim, 1), round(medians.complete, 1), round(medians.bareDelete, 1)]);
+console.log(`bench:statements: ${config.tasks} tasks in batches of ${config.batch}, ${config.runs} runs; ${describeMachine(machine)}\n`);
+console.log("PostgreSQL backend CPU per task (µs)");
+console.log(formatTable(["", "claim", "complete", "bare delete"], rows));
+console.log(`\ncomplete / bare delete: ${round(medians.complete / medians.bareDelete, 2)}`);
+console.log(JSON.stringify({ bench: "statements", machine, ...config, medians, runs: figures }));
