@@ -14,6 +14,7 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
+  method_not_allowed: 405,
   no_tasks: 404,
   lease_lost: 409,
   already_claimed: 409,
@@ -48,7 +49,11 @@ export class HttpError extends TaskpoolError {
  * named as sent, with the name the API gives it.
  */
 export class RequestValidationError extends ValidationError {
-  constructor(error: ValidationError) {
+  constructor(
+    error: ValidationError,
+    /** Which part of the request: body, querystring, params or headers. */
+    readonly part: string,
+  ) {
     const issues = error.issues.map((issue) => {
       const field = issue.path.split(".").at(-1) ?? issue.path;
       const wireName = toSnake(field);

@@ -112,6 +112,22 @@ function discardRest(body: FastifyRequest["raw"], maxBytes = 64 * 2 ** 20, maxMs
   });
 }
 
+/** The methods of each route whose URL has no parameter (`/api/tasks/claim`: POST). */
+const STATIC_ROUTES = new Map<string, string[]>();
+for (const route of ROUTES) if (!route.url.includes(":")) STATIC_ROUTES.set(route.url, [...(STATIC_ROUTES.get(route.url) ?? []), route.method]);
+
+/** The methods a request's path is a route for, other than its own. */
+const otherMethods = (request: FastifyRequest) => (STATIC_ROUTES.get(request.url.split("?")[0]) ?? []).filter((method) => method !== request.method).sort();
+
+/** 405 with the methods the path takes: a request with the wrong method is not a bad id nor a missing route. */
+function wrongMethod(request: FastifyRequest, reply: FastifyReply) {
+  const allowed = otherMethods(request);
+  return reply
+    .code(405)
+    .header("allow", allowed.join(", "))
+    .send({ success: false, error: "method_not_allowed", message: `${request.method} ${request.url.split("?")[0]} is not a route: use ${allowed.join(" or ")}; /docs lists them` });
+}
+
 const PART_NAMES: Record<string, string> = { body: "request body", querystring: "query string", params: "path", headers: "headers" };
 
 /**
@@ -215,13 +231,15 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
         if (httpPart !== "body") value = fromText(schema as TSchema, value);
         return { value: validate(schema as TSchema, value, what) };
       } catch (error) {
-        return { error: error instanceof ValidationError ? new RequestValidationError(error) : (error as Error) };
+        return { error: error instanceof ValidationError ? new RequestValidationError(error, httpPart ?? "") : (error as Error) };
       }
     };
   });
   // Handlers answer wire values already (route.ts); the response schemas document them.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   app.setErrorHandler(async (error, request, reply) => {
+    // `GET /api/tasks/claim` matched `GET /api/tasks/:id`, whose id "claim" is no number: the method is what is wrong.
+    if (error instanceof RequestValidationError && error.part === "params" && otherMethods(request).length > 0) return wrongMethod(request, reply);
     const { status, body } = errorReply(error, bodyLimit);
     if (status === 413) await discardRest(request.raw);
     const retryAfter = (body as { retry_after?: number }).retry_after;
@@ -230,7 +248,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     return reply.code(status).send(body);
   });
   app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}; /docs lists them` }),
+    otherMethods(request).length > 0
+      ? wrongMethod(request, reply)
+      : reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}; /docs lists them` }),
   );
 
   installAuth(app, pool, { enabled: options.auth !== "none", keyCacheMs: options.apiKeyCacheMs, failuresPerMinute: options.authFailuresPerMinute });

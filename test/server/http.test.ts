@@ -589,7 +589,19 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       expect(answer.status, text).toBe(status);
       expect(answer.body).toEqual({ success: false, error, message: expect.stringMatching(message) });
     }
-    expect(await s.call("DELETE", "/api/tasks")).toMatchObject({ status: 404, body: { success: false, error: "not_found", message: "No route DELETE /api/tasks; /docs lists them" } });
+    expect(await s.call("DELETE", "/api/tasks/counts/all")).toMatchObject({ status: 404, body: { success: false, error: "not_found", message: "No route DELETE /api/tasks/counts/all; /docs lists them" } });
+    // A route called with the wrong method is said so, with the methods it takes: GET /api/tasks/claim used to be refused as a task id.
+    const wrongMethod: [string, string, string][] = [
+      ["GET", "/api/tasks/claim", "POST"],
+      ["GET", "/api/tasks/complete", "POST"],
+      ["DELETE", "/api/tasks", "GET or POST"],
+      ["PUT", "/api/workers/heartbeat", "POST"],
+    ];
+    for (const [method, path, allowed] of wrongMethod) {
+      const answer = await s.call(method, path);
+      expect(answer).toMatchObject({ status: 405, body: { success: false, error: "method_not_allowed", message: `${method} ${path} is not a route: use ${allowed}; /docs lists them` } });
+      expect(answer.headers.get("allow")).toBe(allowed.replace(" or ", ", "));
+    }
 
     expect((await s.call("GET", `/api/tasks/${task.id}`)).body).toEqual(before.body);
     expect((await s.call("GET", "/api/tasks/counts")).body.by_status).toMatchObject({ pending: 0, claimed: 1 });
