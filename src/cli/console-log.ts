@@ -1,5 +1,6 @@
 import { Writable } from "node:stream";
 import { pino, type Logger } from "pino";
+import { logLevel } from "./service-log.js";
 
 /**
  * A pino logger printing "12:00:01 message" lines, for humans watching `taskpool dev`. `level` is
@@ -17,5 +18,5 @@ export function consoleLogger(level = "info", print: (line: string, level: numbe
       done();
     },
   });
-  return pino({ level: process.env.LOG_LEVEL ?? level }, out);
+  return pino({ level: logLevel(level) }, out);
 }

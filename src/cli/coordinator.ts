@@ -2,6 +2,7 @@ import type { Command } from "commander";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
 import { positiveInteger } from "./parse.js";
+import { serviceLogger } from "./service-log.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
 
@@ -19,7 +20,7 @@ export function coordinatorCommand(program: Command): void {
     // Bad settings are refused before the database is opened.
     if (retention) resolveRetention(retention);
     const pool = await openPool(opts);
-    const coordinator = pool.coordinator({ sweepIntervalMs: opts.sweepInterval, staleAfterMs: opts.staleAfter, deadAfterMs: opts.deadAfter, retention });
+    const coordinator = pool.coordinator({ sweepIntervalMs: opts.sweepInterval, staleAfterMs: opts.staleAfter, deadAfterMs: opts.deadAfter, retention, logger: serviceLogger() });
     coordinator.start();
     const stop = async () => {
       await coordinator.stop();

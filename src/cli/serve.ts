@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { type Command, Option } from "commander";
-import { pino } from "pino";
+import { serviceLogger } from "./service-log.js";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "../server/defaults.js";
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
 import { CliError } from "./errors.js";
@@ -34,7 +34,7 @@ export function serveCommand(program: Command): void {
     .addOption(requireRegisteredOption("refuse tasks (and schedules' tasks) of a type never registered, whoever enqueues them (catches typos)"));
   addDatabaseOnlyOptions(command, (server) => `serve is the server: give it a database (sqlite:./taskpool.db or postgres://…), not ${server}`);
   addRetentionOptions(command).action(async (opts) => {
-      const logger = pino({ name: "taskpool", level: process.env.LOG_LEVEL ?? "info" });
+      const logger = serviceLogger();
       const retention = retentionFrom(opts);
       // Bad settings are refused before the database is opened.
       if (retention) resolveRetention(retention);

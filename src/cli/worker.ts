@@ -1,5 +1,5 @@
 import { type Command, Option } from "commander";
-import { pino } from "pino";
+import { serviceLogger } from "./service-log.js";
 import { apiKeyOption, dbOption, openPool, schemaOption, urlOption } from "./database.js";
 import { loadHandlers } from "./handlers-module.js";
 import { positiveInteger } from "./parse.js";
@@ -31,7 +31,7 @@ export function workerCommand(program: Command): void {
         heartbeatIntervalMs: opts.heartbeatInterval,
         handleSignals: true,
         // JSON lines on stdout; LOG_LEVEL=debug adds a line per task claimed and completed.
-        logger: pino({ name: "taskpool", level: process.env.LOG_LEVEL ?? "info" }),
+        logger: serviceLogger(),
       });
       await worker.start();
     });

@@ -13,7 +13,7 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TSchema } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import { pino, type Logger } from "pino";
 import type { Taskpool } from "../api/taskpool.js";
 import { BeatBatcher, ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
@@ -208,6 +208,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   // claim at once), each with Connection: close, rather than with Fastify's own 503 body.
   const app = Fastify({
     loggerInstance: logger,
+    // Fastify logs two lines at info per request: six per task of an HTTP worker, and every probe and
+    // scrape. One line per request, at debug (LOG_LEVEL=debug), is the access log; errors say themselves.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
     return503OnClosing: false,
     // The router's own refusals (a path parameter over its length limit, a malformed URL) in the envelope too.
@@ -219,6 +222,11 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   }) as unknown as FastifyInstance;
 
   installJsonParser(app);
+  if (logger.isLevelEnabled("debug")) {
+    app.addHook("onResponse", async (request, reply) => {
+      request.log.debug(`${request.method} ${request.url.split("?")[0]} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)} ms`);
+    });
+  }
 
   // Requests are checked with the library's own TypeBox checks (core/validation.ts), on the wire
   // schemas: the same messages as the library's, unknown fields refused rather than dropped.
@@ -237,6 +245,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   });
   // Handlers answer wire values already (route.ts); the response schemas document them.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  let unavailableLoggedAt = Number.NEGATIVE_INFINITY;
   app.setErrorHandler(async (error, request, reply) => {
     // `GET /api/tasks/claim` matched `GET /api/tasks/:id`, whose id "claim" is no number: the method is what is wrong.
     if (error instanceof RequestValidationError && error.part === "params" && otherMethods(request).length > 0) return wrongMethod(request, reply);
@@ -244,7 +253,13 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     if (status === 413) await discardRest(request.raw);
     const retryAfter = (body as { retry_after?: number }).retry_after;
     if (retryAfter !== undefined) void reply.header("retry-after", retryAfter);
-    if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
+    if (status === 503) {
+      // Expected while the database is away, and answered as such: a warning every 10 s, not an error with its stack per request.
+      const now = performance.now();
+      const quiet = now - unavailableLoggedAt < 10_000;
+      if (!quiet) unavailableLoggedAt = now;
+      request.log[quiet ? "debug" : "warn"](`${request.method} ${request.url.split("?")[0]} answered 503: ${(body as { message: string }).message}`);
+    } else if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
     return reply.code(status).send(body);
   });
   app.setNotFoundHandler((request, reply) =>

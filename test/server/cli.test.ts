@@ -13,7 +13,11 @@ const run = promisify(execFile);
 
 /** `taskpool serve …args` on a free port of 127.0.0.1, logging at info; resolves once it listens. `output()` is all it has printed so far. */
 async function startServe(...args: string[]) {
-  const child = spawn(process.execPath, [CLI, "serve", "--port", "0", ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "info" } });
+  return startServeAt("info", ...args);
+}
+
+async function startServeAt(logLevel: string, ...args: string[]) {
+  const child = spawn(process.execPath, [CLI, "serve", "--port", "0", ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: logLevel } });
   let output = "";
   child.stdout.on("data", (d) => (output += d));
   child.stderr.on("data", (d) => (output += d));
@@ -81,7 +85,8 @@ describe("taskpool keys and serve", () => {
     expect((await request(url, "GET", "/api/workers", undefined, null)).status).toBe(401);
     expect((await request(url, "POST", "/api/tasks", { task_type: "crawl" }, key)).status).toBe(201);
     const waiting = request(url, "POST", "/api/tasks/claim", { worker_id: "w1", task_types: ["other"], wait_ms: 20_000 }, key);
-    await eventually(() => output().includes('"url":"/api/tasks/claim"'), 5000, "the claim to arrive");
+    const waitingClaims = async () => /^taskpool_waiting_claims (\d+)$/m.exec((await fetch(`${url}/metrics`, { headers: { "x-api-key": key } }).then((r) => r.text())) ?? "")?.[1];
+    await eventually(async () => (await waitingClaims()) === "1", 5000, "the claim to arrive");
     const started = performance.now();
     child.kill("SIGTERM");
     expect((await waiting).status).toBe(404);
@@ -93,6 +98,31 @@ describe("taskpool keys and serve", () => {
     // Its coordinator led, swept, and stepped down on the way out: no lease left for others to wait out.
     expect(output()).toMatch(/Leading: this coordinator sweeps/);
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
+  }, 60_000);
+
+  it("serve stops on SIGTERM when its stdout has been closed (a log shipper gone), and logs one line per request only at debug", async () => {
+    const { child, url, output } = await startServe("--db", db, "--no-auth");
+    expect((await request(url, "POST", "/api/tasks", { task_type: "crawl" }, null)).status).toBe(201);
+    // At info, requests are not logged: two lines each used to flood the log, probes and scrapes included.
+    expect(output()).not.toMatch(/"url":|incoming request|request completed|POST \/api\/tasks/);
+    // The reader of its stdout goes away: the next lines hit a broken pipe. It used to retry them for ever at exit.
+    child.stdout.destroy();
+    const code = new Promise((resolve) => child.on("exit", resolve));
+    child.kill("SIGTERM");
+    const exited = await Promise.race([code, new Promise((resolve) => setTimeout(() => resolve("still running after 10 s"), 10_000))]);
+    if (exited !== 0) child.kill("SIGKILL");
+    expect(exited).toBe(0);
+
+    const bogus = await run(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { env: { ...process.env, LOG_LEVEL: "verbose" } }).catch((e) => e);
+    expect([bogus.code, bogus.stderr]).toEqual([1, "taskpool: LOG_LEVEL=verbose is not a log level: use one of fatal, error, warn, info, debug, trace, silent\n"]);
+
+    const debug = await startServeAt("debug", "--db", db, "--no-auth");
+    try {
+      expect((await request(debug.url, "GET", "/api/tasks/counts", undefined, null)).status).toBe(200);
+      await eventually(() => /"level":20,.*"msg":"GET \/api\/tasks\/counts 200 \d+\.\d ms"/.test(debug.output()), 5000, "the request's debug line");
+    } finally {
+      await debug.stop();
+    }
   }, 60_000);
 
   it("serve and dev refuse a port out of range as the option's error, before they open the database", async () => {
