@@ -82,6 +82,28 @@ describe.runIf(PrivatePostgres.available())("PostgreSQL down for a while, behind
     }
   });
 
+  it("a scrape of /metrics with a key the server accepted before is answered during the outage, with taskpool_database_up 0", { timeout: 30_000 }, async () => {
+    // Keys remembered 100 ms, so the outage outlasts the memory: the key has to be looked up again, and cannot be.
+    const keyed = await buildServer(serverPool!, { auth: "keys", apiKeyCacheMs: 100, rateLimitPerMinute: false, dashboard: false });
+    try {
+      const url = await keyed.listen({ host: "127.0.0.1", port: 0 });
+      const { key } = await serverPool!.createApiKey({ scope: "admin" });
+      const scrape = () => fetch(`${url}/metrics`, { headers: { "x-api-key": key } });
+      expect((await scrape()).status).toBe(200);
+      shutDown();
+      await delay(300);
+      const during = await scrape();
+      expect(during.status).toBe(200);
+      expect(await during.text()).toMatch(/^taskpool_database_up 0$/m);
+      // A key it never accepted is not let in by the outage.
+      expect((await fetch(`${url}/metrics`, { headers: { "x-api-key": "tp_never-seen-before" } })).status).toBe(503);
+      startAgain();
+      await eventually(async () => /^taskpool_database_up 1$/m.test(await (await scrape()).text()), 15_000, "the database to be up again");
+    } finally {
+      await keyed.close();
+    }
+  });
+
   // Over HTTP, a failed call became an error the worker runtime took for a refusal, so it gave up
   // after the client's few seconds of retries: the checkpoint failed the run, or the outcome was
   // dropped and the task had to run again once its lease ran out.
