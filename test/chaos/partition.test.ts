@@ -234,9 +234,13 @@ describe("network partitions on postgres", () => {
     // Undone first: a request still waiting on the frozen address would hold app.close().
     cleanups.push(() => proxy.thaw());
     proxy.freeze();
-    const startedAt = Date.now();
     const call = (path: string, body?: unknown) =>
       fetch(`${httpUrl}${path}`, body === undefined ? { signal: AbortSignal.timeout(25_000) } : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal: AbortSignal.timeout(25_000) });
+    // A load balancer's probe gives up after a few seconds: readiness is said within 2 s, not at the statement's 10 s.
+    const probedAt = Date.now();
+    expect((await call("/readyz")).status).toBe(503);
+    expect(Date.now() - probedAt).toBeLessThan(4000);
+    const startedAt = Date.now();
     const replies = await Promise.all([
       call("/api/tasks", { task_type: "a", params: {} }),
       call("/api/tasks/claim", { worker_id: "w1" }),
