@@ -3,7 +3,8 @@ import { type Command, Option } from "commander";
 import { serviceLogger } from "./service-log.js";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "../server/defaults.js";
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
-import { CliError } from "./errors.js";
+import { DEFAULT_SCHEMA } from "../store/open-store.js";
+import { CliError, redactUrl } from "./errors.js";
 import { listenOrExplain } from "./listen.js";
 import { nonNegativeInteger, port, positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
@@ -69,7 +70,9 @@ export function serveCommand(program: Command): void {
         logger,
       });
       const address = await listenOrExplain(app, pool, opts.host, opts.port);
-      logger.info(`taskpool ${auth === "keys" ? "requires API keys" : "asks for no API key"}; listening on ${address} (docs: ${address}/docs)`);
+      // The database is named here: a mistyped --schema makes a new, empty pool, and this line is where it shows.
+      const database = opts.db.startsWith("postgres") ? `${redactUrl(opts.db)}, schema ${opts.schema ?? DEFAULT_SCHEMA}` : opts.db;
+      logger.info(`taskpool ${auth === "keys" ? "requires API keys" : "asks for no API key"}; listening on ${address} (docs: ${address}/docs); database ${database}`);
       let stopping = false;
       const stop = async (signal: string) => {
         if (stopping) return;

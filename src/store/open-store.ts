@@ -3,6 +3,9 @@ import type { Clock } from "../core/clock.js";
 import { DatabaseNotFoundError, UnsupportedUrlError } from "../core/errors.js";
 import type { Store } from "./store.js";
 
+/** The PostgreSQL schema taskpool's tables are in when none is named. */
+export const DEFAULT_SCHEMA = "taskpool";
+
 /** What another thread needs to open the same database with the same settings (plain data: it is posted to the thread). */
 export interface DatabaseConfig {
   url: string;

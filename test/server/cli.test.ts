@@ -81,6 +81,8 @@ describe("taskpool keys and serve", () => {
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
     const { child, url, output } = await startServe("--db", db);
     expect(output()).toMatch(/taskpool requires API keys/);
+    // The start names the database it serves: a mistyped --schema or --db shows there.
+    expect(output()).toContain(`(docs: ${url}/docs); database ${db}"`);
 
     expect((await request(url, "GET", "/api/workers", undefined, null)).status).toBe(401);
     expect((await request(url, "POST", "/api/tasks", { task_type: "crawl" }, key)).status).toBe(201);

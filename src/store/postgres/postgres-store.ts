@@ -67,6 +67,7 @@ import { parseTimestamptz } from "./timestamptz.js";
 import { nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
+import { DEFAULT_SCHEMA } from "../open-store.js";
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
@@ -147,7 +148,7 @@ export class PostgresStore implements Store {
   private readonly cappedClaims = new Map<string, number>();
 
   constructor(options: PostgresStoreOptions) {
-    this.schema = options.schema ?? "taskpool";
+    this.schema = options.schema ?? DEFAULT_SCHEMA;
     this.create = options.create ?? true;
     if (!SCHEMA_PATTERN.test(this.schema)) {
       throw new ValidationError(`Invalid schema name "${this.schema}": use lower-case letters, digits and _`, [
