@@ -23,6 +23,11 @@ export function validate<T>(schema: TSchema, value: unknown, what: string): T {
 function explain(e: ValueError): string {
   // Only the format's own failure: an empty or too long text says so.
   if (e.type === ValueErrorType.StringFormat && e.schema.format === TEXT_FORMAT) return TEXT_RULE;
+  // Python's datetime.isoformat() and many others write no offset: say what is missing, not "match 'date-time' format".
+  if (e.type === ValueErrorType.StringFormat && e.schema.format === "date-time") {
+    const offsetMissing = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(String(e.value));
+    return `must be a date and time with its offset, such as 2030-01-01T09:00:00Z${offsetMissing ? "; this one has no offset: add Z (UTC) or one such as +02:00" : ""} (got ${describe(e.value)})`;
+  }
   // A pattern means nothing to most readers; its description says what is expected.
   if ((e.type === ValueErrorType.StringPattern || e.type === ValueErrorType.Union) && e.schema.description) {
     return `must be ${e.schema.description} (got ${describe(e.value)})`;

@@ -516,10 +516,11 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["POST", "/api/tasks", { task_type: "crawl", colour: "red" }, { path: "colour", message: "Unexpected property (got \"red\")" }],
       ["POST", "/api/tasks", { params: {} }, { path: "task_type", message: "Expected required property" }],
       ["POST", "/api/tasks", { task_type: "crawl", params: { name: "a\u0000b" } }, { path: "params.name", message: "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate" }],
-      ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "tomorrow" }, { path: "scheduled_for", message: "Expected string to match 'date-time' format (got \"tomorrow\")" }],
+      ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "tomorrow" }, { path: "scheduled_for", message: "must be a date and time with its offset, such as 2030-01-01T09:00:00Z (got \"tomorrow\")" }],
       // Days past the month's end and 24:00 are refused, not rolled over to a later time.
-      ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "2030-02-30T00:00:00Z" }, { path: "scheduled_for", message: "Expected string to match 'date-time' format (got \"2030-02-30T00:00:00Z\")" }],
+      ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "2030-02-30T00:00:00Z" }, { path: "scheduled_for", message: "must be a date and time with its offset, such as 2030-01-01T09:00:00Z (got \"2030-02-30T00:00:00Z\")" }],
       ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "2030-04-31T12:00:00+02:00" }, null],
+      ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "2030-01-01T12:18:34.696694" }, { path: "scheduled_for", message: "must be a date and time with its offset, such as 2030-01-01T09:00:00Z; this one has no offset: add Z (UTC) or one such as +02:00 (got \"2030-01-01T12:18:34.696694\")" }],
       ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "2030-01-01T24:00:00Z" }, null],
       ["POST", "/api/tasks", { task_type: "crawl", concurrency_key: "" }, { path: "concurrency_key", message: "Expected string length greater or equal to 1 (got \"\")" }],
       ["POST", "/api/tasks", { task_type: "crawl", priority: 2 ** 40 }, null],
