@@ -39,6 +39,8 @@ const TASK_HEARTBEAT = "/api/tasks/:id/heartbeat";
 const WORKER_HEARTBEAT = "/api/workers/heartbeat";
 
 /** Latencies of calls that do not wait: a store round trip, a few milliseconds when healthy. */
+/** What a sweep did, one series each of taskpool_sweep_outcomes_total. */
+const SWEEP_OUTCOMES = ["dead_workers", "stale_workers", "requeued", "failed", "reassigned", "unassigned"] as const;
 const FAST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 /** Requests, long-poll claims included (up to 30 s). */
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -142,6 +144,11 @@ export class ServerMetrics {
       },
     });
     collectDefaultMetrics({ register: this.registry });
+    // Every known series from the start at 0: a counter that appears at its first event cannot be
+    // rated or alerted on before it (absent is not 0), and a standby's sweep outcomes never appeared.
+    for (const result of ["claimed", "empty"]) this.claims.inc({ result }, 0);
+    for (const kind of ["automatic", "manual"]) this.retries.inc({ kind }, 0);
+    for (const outcome of SWEEP_OUTCOMES) this.sweepOutcomes.inc({ outcome }, 0);
   }
 
   /** Records one claim in the store (LongPoll calls it for every look). */
@@ -151,7 +158,7 @@ export class ServerMetrics {
 
   /** Records one coordinator sweep this server ran (the coordinator's onSweep). */
   observeSweep(result: SweepResult, durationMs: number): void {
-    const outcomes: Record<string, unknown[]> = {
+    const outcomes: Record<(typeof SWEEP_OUTCOMES)[number], unknown[]> = {
       dead_workers: result.deadWorkers,
       stale_workers: result.staleWorkers,
       requeued: result.requeued,

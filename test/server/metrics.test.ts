@@ -125,6 +125,12 @@ describe.each([sqliteKind, postgresKind])("/metrics on $name", (kind) => {
     expect(valueOf(before, "taskpool_waiting_claims")).toBe(0);
     expect(valueOf(before, "process_cpu_user_seconds_total")).toBeGreaterThan(0);
     expect(valueOf(before, "nodejs_heap_size_used_bytes")).toBeGreaterThan(0);
+    // Counters of known series are there at 0 from the start, not at their first event: absent is not 0 to an alert.
+    for (const result of ["claimed", "empty"]) expect(valueOf(before, "taskpool_claims_total", { result })).toBe(0);
+    for (const kind of ["automatic", "manual"]) expect(valueOf(before, "taskpool_retries_total", { kind })).toBe(0);
+    for (const outcome of ["dead_workers", "stale_workers", "requeued", "failed", "reassigned", "unassigned"]) {
+      expect(valueOf(before, "taskpool_sweep_outcomes_total", { outcome })).toBe(0);
+    }
 
     const batch = await s.call("POST", "/api/tasks/batch", {
       tasks: [
