@@ -40,9 +40,11 @@ describe("coordinator", () => {
     expect(sweeps).toEqual([0, 1]);
   });
 
-  it("leads alone, and hands over when the leader stops", async () => {
-    const a = new Coordinator(handle.store, { sweepIntervalMs: 20, logger });
-    const b = new Coordinator(await handle.another(), { sweepIntervalMs: 20, logger });
+  it("leads alone, and hands over when the leader stops, saying so in each one's log", async () => {
+    const logsA = captureLogs();
+    const logsB = captureLogs();
+    const a = new Coordinator(handle.store, { sweepIntervalMs: 20, logger: logsA.logger });
+    const b = new Coordinator(await handle.another(), { sweepIntervalMs: 20, logger: logsB.logger });
     a.start();
     await eventually(() => a.isLeader, 5000, "a to lead");
     b.start();
@@ -51,6 +53,15 @@ describe("coordinator", () => {
     await a.stop();
     await eventually(() => b.isLeader, 5000, "b to take over");
     await b.stop();
+    const said = (logs: ReturnType<typeof captureLogs>) => logs.messages().filter((m) => !m.startsWith("Sweep:"));
+    expect(said(logsA)).toEqual(["Coordinator started", "Leading: this coordinator sweeps", "Coordinator stopped; leadership handed back: another coordinator leads from its next tick"]);
+    // A standby says so at its first tick: it used to say nothing after it started.
+    expect(said(logsB)).toEqual([
+      "Coordinator started",
+      "Standing by: another coordinator leads",
+      "Leading: this coordinator sweeps",
+      "Coordinator stopped; leadership handed back: another coordinator leads from its next tick",
+    ]);
   });
 
   it("raises the alarm after 3 failed ticks in a row, and says when it recovers", async () => {

@@ -80,6 +80,8 @@ export class Coordinator {
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> = Promise.resolve();
   private leading = false;
+  /** Ticks that reached the database. */
+  private ticks = 0;
   private failedTicks = 0;
   private failingSince: Date | null = null;
 
@@ -138,10 +140,18 @@ export class Coordinator {
   }
 
   async stop(): Promise<void> {
+    // One only built for its sweeps on demand (a server's recover-stale without a coordinator) never started: nothing to say.
+    const started = this.timer !== null;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.ticking;
-    if (this.leading) await this.store.resign(COORDINATOR_LEADERSHIP, this.id).catch(() => {});
+    if (this.leading) {
+      const resigned = await this.store.resign(COORDINATOR_LEADERSHIP, this.id).then(
+        () => true,
+        () => false,
+      );
+      this.logger.info(resigned ? "Coordinator stopped; leadership handed back: another coordinator leads from its next tick" : "Coordinator stopped; leadership not handed back (the database did not answer): another coordinator leads once its lease runs out");
+    } else if (started) this.logger.info("Coordinator stopped");
     this.leading = false;
   }
 
@@ -184,8 +194,10 @@ export class Coordinator {
       // Fractional seconds are fine (500 ms sweeps give 1.5 s); the floor keeps tiny test intervals leadable.
       const ttlSeconds = Math.max(1, (LEASE_INTERVALS * this.sweepIntervalMs) / 1000);
       const leading = await this.store.tryLead(COORDINATOR_LEADERSHIP, this.id, ttlSeconds);
-      if (leading !== this.leading) this.logger.info(leading ? "Leading: this coordinator sweeps" : "Standing by: another coordinator leads");
+      // Said at the first tick too: a standby that said nothing after "Coordinator started" looked stuck.
+      if (leading !== this.leading || this.ticks === 0) this.logger.info(leading ? "Leading: this coordinator sweeps" : "Standing by: another coordinator leads");
       this.leading = leading;
+      this.ticks++;
       if (leading) {
         await this.sweepOnce();
         await this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id);

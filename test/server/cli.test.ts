@@ -99,6 +99,7 @@ describe("taskpool keys and serve", () => {
     expect(output()).toMatch(/"msg":"Stopped"/);
     // Its coordinator led, swept, and stepped down on the way out: no lease left for others to wait out.
     expect(output()).toMatch(/Leading: this coordinator sweeps/);
+    expect(output()).toMatch(/"msg":"Coordinator stopped; leadership handed back: another coordinator leads from its next tick"/);
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
   }, 60_000);
 
