@@ -17,6 +17,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { connect } from "../src/api/taskpool.js";
+import { sessionSettings } from "../src/store/postgres/postgres-store.js";
 import * as sql from "../src/store/postgres/queries.js";
 import { describeMachine, machineState, processCpuMs } from "./lib/cpu.js";
 import { dropSchema, PG_URL } from "./lib/database.js";
@@ -36,7 +37,7 @@ const COMPLETE = sql.completeMany(false);
 const BARE_DELETE = "DELETE FROM tasks t USING unnest($1::bigint[]) n(n) WHERE t.id = n";
 
 async function backend(schema: string) {
-  const client = new pg.Client({ connectionString: PG_URL, options: `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off` });
+  const client = new pg.Client({ connectionString: PG_URL, options: sessionSettings(schema) });
   await client.connect();
   const pid = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0].pid;
   return { client, cpuMs: () => processCpuMs(pid) };

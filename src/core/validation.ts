@@ -37,7 +37,12 @@ function explain(e: ValueError): string {
 }
 
 function invalid(what: string, issues: FieldIssue[], separator = ": "): ValidationError {
-  return new ValidationError(`Invalid ${what}: ${issues.map((i) => `${i.path}${separator}${i.message}`).join("; ")}`, issues);
+  return new ValidationError(invalidMessage(what, issues, separator), issues);
+}
+
+/** "Invalid request body: task_type: Expected required property; …": what a ValidationError says. */
+export function invalidMessage(what: string, issues: FieldIssue[], separator = ": "): string {
+  return `Invalid ${what}: ${issues.map((i) => `${i.path}${separator}${i.message}`).join("; ")}`;
 }
 
 function describe(value: unknown): string {

@@ -5,6 +5,7 @@
  */
 import { Type } from "@sinclair/typebox";
 import { TaskpoolError, ValidationError } from "../core/errors.js";
+import { invalidMessage } from "../core/validation.js";
 import { toSnake, toWire, wirePath } from "../core/wire.js";
 
 /** The status each error code answers with; an unlisted code is a bug (500). */
@@ -53,13 +54,15 @@ export class RequestValidationError extends ValidationError {
     error: ValidationError,
     /** Which part of the request: body, querystring, params or headers. */
     readonly part: string,
+    /** How the message names that part ("request body"). */
+    what: string,
   ) {
     const issues = error.issues.map((issue) => {
       const field = issue.path.split(".").at(-1) ?? issue.path;
       const wireName = toSnake(field);
       return issue.message.startsWith("Unexpected property") && wireName !== field ? { ...issue, message: `${issue.message}; the API's fields are snake_case: ${wireName}` } : issue;
     });
-    super(error.message.slice(0, error.message.indexOf(": ") + 2) + issues.map((i) => `${i.path}: ${i.message}`).join("; "), issues);
+    super(invalidMessage(what, issues), issues);
   }
 }
 

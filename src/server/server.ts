@@ -116,16 +116,18 @@ function discardRest(body: FastifyRequest["raw"], maxBytes = 64 * 2 ** 20, maxMs
 const STATIC_ROUTES = new Map<string, string[]>();
 for (const route of ROUTES) if (!route.url.includes(":")) STATIC_ROUTES.set(route.url, [...(STATIC_ROUTES.get(route.url) ?? []), route.method]);
 
-/** The methods a request's path is a route for, other than its own. */
-const otherMethods = (request: FastifyRequest) => (STATIC_ROUTES.get(request.url.split("?")[0]) ?? []).filter((method) => method !== request.method).sort();
+/** The request's path, without its query string. */
+const pathOf = (request: FastifyRequest) => request.url.split("?")[0];
 
-/** 405 with the methods the path takes: a request with the wrong method is not a bad id nor a missing route. */
-function wrongMethod(request: FastifyRequest, reply: FastifyReply) {
-  const allowed = otherMethods(request);
+/** The methods a request's path is a route for, other than its own. */
+const otherMethods = (request: FastifyRequest) => (STATIC_ROUTES.get(pathOf(request)) ?? []).filter((method) => method !== request.method).sort();
+
+/** 405 with the methods the path takes (`allowed`): a request with the wrong method is not a bad id nor a missing route. */
+function wrongMethod(request: FastifyRequest, reply: FastifyReply, allowed: string[]) {
   return reply
     .code(405)
     .header("allow", allowed.join(", "))
-    .send({ success: false, error: "method_not_allowed", message: `${request.method} ${request.url.split("?")[0]} is not a route: use ${allowed.join(" or ")}; /docs lists them` });
+    .send({ success: false, error: "method_not_allowed", message: `${request.method} ${pathOf(request)} is not a route: use ${allowed.join(" or ")}; /docs lists them` });
 }
 
 const PART_NAMES: Record<string, string> = { body: "request body", querystring: "query string", params: "path", headers: "headers" };
@@ -224,7 +226,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   installJsonParser(app);
   if (logger.isLevelEnabled("debug")) {
     app.addHook("onResponse", async (request, reply) => {
-      request.log.debug(`${request.method} ${request.url.split("?")[0]} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)} ms`);
+      request.log.debug(`${request.method} ${pathOf(request)} ${reply.statusCode} ${reply.elapsedTime.toFixed(1)} ms`);
     });
   }
 
@@ -239,7 +241,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
         if (httpPart !== "body") value = fromText(schema as TSchema, value);
         return { value: validate(schema as TSchema, value, what) };
       } catch (error) {
-        return { error: error instanceof ValidationError ? new RequestValidationError(error, httpPart ?? "") : (error as Error) };
+        return { error: error instanceof ValidationError ? new RequestValidationError(error, httpPart ?? "", what) : (error as Error) };
       }
     };
   });
@@ -248,7 +250,8 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   let unavailableLoggedAt = Number.NEGATIVE_INFINITY;
   app.setErrorHandler(async (error, request, reply) => {
     // `GET /api/tasks/claim` matched `GET /api/tasks/:id`, whose id "claim" is no number: the method is what is wrong.
-    if (error instanceof RequestValidationError && error.part === "params" && otherMethods(request).length > 0) return wrongMethod(request, reply);
+    const allowed = error instanceof RequestValidationError && error.part === "params" ? otherMethods(request) : [];
+    if (allowed.length > 0) return wrongMethod(request, reply, allowed);
     const { status, body } = errorReply(error, bodyLimit);
     if (status === 413) await discardRest(request.raw);
     const retryAfter = (body as { retry_after?: number }).retry_after;
@@ -258,15 +261,15 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       const now = performance.now();
       const quiet = now - unavailableLoggedAt < 10_000;
       if (!quiet) unavailableLoggedAt = now;
-      request.log[quiet ? "debug" : "warn"](`${request.method} ${request.url.split("?")[0]} answered 503: ${(body as { message: string }).message}`);
+      request.log[quiet ? "debug" : "warn"](`${request.method} ${pathOf(request)} answered 503: ${(body as { message: string }).message}`);
     } else if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
     return reply.code(status).send(body);
   });
-  app.setNotFoundHandler((request, reply) =>
-    otherMethods(request).length > 0
-      ? wrongMethod(request, reply)
-      : reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}; /docs lists them` }),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const allowed = otherMethods(request);
+    if (allowed.length > 0) return wrongMethod(request, reply, allowed);
+    return reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${pathOf(request)}; /docs lists them` });
+  });
 
   installAuth(app, pool, { enabled: options.auth !== "none", keyCacheMs: options.apiKeyCacheMs, failuresPerMinute: options.authFailuresPerMinute });
 

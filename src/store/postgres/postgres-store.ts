@@ -69,6 +69,14 @@ import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-recor
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 import { DEFAULT_SCHEMA } from "../open-store.js";
 
+/**
+ * The settings of every connection of the store. Every statement is unqualified; the schema is chosen
+ * once per connection. Generic plans: re-planning the claim for each call's parameters cost more than
+ * running it (and the auto mode never switched). No JIT: compiling a plan costs far more than any
+ * query here runs.
+ */
+export const sessionSettings = (schema: string) => `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off`;
+
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
   url: string;
@@ -160,10 +168,7 @@ export class PostgresStore implements Store {
     this.pool = new pg.Pool({
       connectionString: options.url,
       max: options.poolSize ?? 10,
-      // Every statement is unqualified; the schema is chosen once per connection. Generic plans:
-      // re-planning the claim for each call's parameters cost more than running it (and the auto
-      // mode never switched). No JIT: compiling a plan costs far more than any query here runs.
-      options: `-c search_path=${this.schema} -c plan_cache_mode=force_generic_plan -c jit=off`,
+      options: sessionSettings(this.schema),
       // Keep connections (and their prepared statements) across a coordinator's 60 s sweeps.
       idleTimeoutMillis: 300_000,
       // Opening a connection (or waiting for a free one) is bounded like a call: a server address
