@@ -63,7 +63,11 @@ describe("connect(http://…, { retryForMs })", () => {
         () => null,
         (error) => error,
       );
-      while (refused === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      // Closed during a pause, not while an answer is on its way (closing destroys the socket it travels
+      // on, and a loaded CI run once closed there): after the 4th refusal the pause is 400-800 ms, and
+      // 150 ms is time enough for that refusal to reach the client.
+      while (refused < 4) await new Promise((resolve) => setTimeout(resolve, 5));
+      await new Promise((resolve) => setTimeout(resolve, 150));
       const closedAt = performance.now();
       await pool.close();
       const sentBeforeClose = refused;
