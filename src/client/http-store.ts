@@ -285,33 +285,46 @@ export class HttpStore implements Store {
 
   /**
    * Wake-ups over HTTP: a loop of waits (`POST /api/tasks/wait`) that calls `listener` with the task
-   * types the server heard of each time it hears of work (`[]`: unknown, re-check). A failed wait is
-   * retried after a pause; the worker's polling covers the gap. Once the server answers again (it
-   * was restarted, say), `listener` hears `[]`: whatever happened meanwhile went unheard, and a worker
-   * whose claims failed during the gap would otherwise sit out its backoff (up to 30 s) first.
+   * types the server heard of each time it hears of work (`[]`: unknown, re-check). Each wait presents
+   * the previous answer's cursor, so work announced between two waits wakes the next one at once, and
+   * the subscription is in place once this resolves: its first wait, of 0 ms, has been answered. A
+   * failed wait is retried after a pause; the worker's polling covers the gap. Once the server answers
+   * again (it was restarted, say), `listener` hears `[]`: whatever happened meanwhile went unheard, and
+   * a worker whose claims failed during the gap would otherwise sit out its backoff (up to 30 s) first.
    */
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
     const stop = new AbortController();
     this.subscriptions.add(stop);
-    const loop = async () => {
-      let unheard = false;
-      while (!stop.signal.aborted) {
-        try {
-          // Back from a failure: a wait of 0 ms, answered at once, says the server can be reached.
-          const waitMs = unheard ? 0 : WAKE_WAIT_MS;
-          const { woken, heard } = await this.call<{ woken: boolean; heard: string[] }>("POST /api/tasks/wait", { body: { waitMs } }, { repeatable: "yes", waitMs, signal: stop.signal });
-          if (unheard) listener([]);
-          else if (woken) listener(heard);
-          unheard = false;
-        } catch (error) {
-          unheard = true;
-          // A rate-limited key waits as long as the server says; stopping ends the pause at once.
-          const pause = error instanceof HttpApiError && error.retryAfter !== null ? error.retryAfter * 1000 : 1000;
-          await sleep(pause, undefined, { signal: stop.signal }).catch(() => {});
-        }
+    let cursor: string | undefined;
+    let unheard = false;
+    /** One wait; how long to pause before the next (after a failure). */
+    const wait = async (waitMs: number): Promise<number> => {
+      try {
+        const answer = await this.call<{ woken: boolean; heard: string[]; cursor: string }>(
+          "POST /api/tasks/wait",
+          { body: cursor === undefined ? { waitMs } : { waitMs, after: cursor } },
+          { repeatable: "yes", waitMs, signal: stop.signal },
+        );
+        cursor = answer.cursor;
+        if (unheard) listener([]);
+        else if (answer.woken) listener(answer.heard);
+        unheard = false;
+        return 0;
+      } catch (error) {
+        unheard = true;
+        // A rate-limited key waits as long as the server says.
+        return error instanceof HttpApiError && error.retryAfter !== null ? error.retryAfter * 1000 : 1000;
       }
     };
-    const running = loop();
+    let pause = await wait(0);
+    const running = (async () => {
+      while (!stop.signal.aborted) {
+        // Stopping ends the pause at once.
+        if (pause > 0) await sleep(pause, undefined, { signal: stop.signal }).catch(() => {});
+        // Back from a failure: a wait of 0 ms, answered at once, says the server can be reached.
+        if (!stop.signal.aborted) pause = await wait(unheard ? 0 : WAKE_WAIT_MS);
+      }
+    })();
     return async () => {
       stop.abort();
       this.subscriptions.delete(stop);

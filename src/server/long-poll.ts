@@ -8,7 +8,13 @@
  * registers before its second claim, so a task enqueued between the first claim and the subscription
  * is found by that claim rather than missed. Work that becomes ready without a notification (a
  * scheduled time or a retry backoff passing) is found by a re-check every `recheckMs`.
+ *
+ * A remote worker's wake-ups are a loop of waits (`waitForWork`), and a notification that comes
+ * between one wait's answer and the next wait's arrival has no waiter to wake. So every notification
+ * is numbered and the last few are kept: each answer carries a cursor, and a wait that presents it
+ * answers at once with what it missed since.
  */
+import { randomUUID } from "node:crypto";
 import type { CheckedStore } from "../api/checked-store.js";
 import type { ClaimedTask, ClaimOptions } from "../core/task.js";
 
@@ -24,9 +30,12 @@ class Waiter {
 
   /** The task types of the notification that last woke it (`[]`: unknown, re-check everything). */
   heard: string[] = [];
+  /** That notification's number (what a cursor answered with the wake-up must not go past). */
+  heardSeq = 0;
 
-  wake(taskTypes: string[] = []): void {
+  wake(taskTypes: string[] = [], seq = 0): void {
     this.heard = taskTypes;
+    this.heardSeq = seq;
     this.woken = true;
     this.resolve?.();
   }
@@ -49,8 +58,21 @@ class Waiter {
   }
 }
 
+/** How many of the latest notifications a wait's cursor can catch up on; one further behind is told "re-check". */
+const KEPT_NOTIFICATIONS = 256;
+
+/** What a wait for work came to: the task types it heard of (null: none came), and where the next wait takes up. */
+export interface WaitAnswer {
+  heard: string[] | null;
+  cursor: string;
+}
+
 export class LongPoll {
   private readonly waiters = new Set<Waiter>();
+  /** Cursors name this server's run: one from another run (a restart, another server behind the balancer) is not caught up on. */
+  private readonly run = randomUUID().slice(0, 8);
+  private seq = 0;
+  private readonly recent: { seq: number; taskTypes: string[] }[] = [];
   private subscription: Promise<() => Promise<void>> | null = null;
   private closed = false;
 
@@ -90,20 +112,26 @@ export class LongPoll {
 
   /**
    * Waits up to `waitMs` for a notification of work of `taskTypes` (any type when null) without
-   * claiming: what a remote worker's wake-up subscription (the HTTP transport) listens to. The task
-   * types the notification named (`[]`: unknown) when one came; null when the wait ran out, `signal`
-   * aborted or the server is closing.
+   * claiming: what a remote worker's wake-up subscription (the HTTP transport) listens to. Answers
+   * the task types the notification named (`[]`: unknown) when one came, and null when the wait ran
+   * out, `signal` aborted or the server is closing; with a cursor for the next wait. Given the cursor
+   * of the previous answer (`after`), it first answers at once with any matching notification that
+   * came since.
    */
-  async waitForWork(taskTypes: string[] | null, waitMs: number, signal: AbortSignal): Promise<string[] | null> {
-    if (this.closed || signal.aborted) return null;
+  async waitForWork(taskTypes: string[] | null, waitMs: number, signal: AbortSignal, after?: string): Promise<WaitAnswer> {
+    if (this.closed || signal.aborted) return { heard: null, cursor: this.cursor(this.seq) };
     const waiter = new Waiter(taskTypes);
     const hangUp = () => waiter.wake();
     signal.addEventListener("abort", hangUp);
     this.waiters.add(waiter);
     try {
       await this.subscribe().catch(() => (this.subscription = null));
+      const missed = after === undefined ? null : this.missedSince(after, waiter);
+      if (missed !== null) return { heard: missed, cursor: this.cursor(this.seq) };
       const woken = await waiter.wait(waitMs);
-      return woken && !signal.aborted && !this.closed ? waiter.heard : null;
+      if (woken && !signal.aborted && !this.closed) return { heard: waiter.heard, cursor: this.cursor(waiter.heardSeq) };
+      // Not woken: whatever came meanwhile did not match, so the next wait need not hear of it.
+      return { heard: null, cursor: this.cursor(this.seq) };
     } finally {
       this.waiters.delete(waiter);
       signal.removeEventListener("abort", hangUp);
@@ -134,8 +162,36 @@ export class LongPoll {
   private subscribe(): Promise<unknown> {
     if (this.closed) return Promise.resolve();
     this.subscription ??= this.protocol.subscribe((taskTypes) => {
-      for (const w of this.waiters) if (w.matches(taskTypes)) w.wake(taskTypes);
+      const seq = ++this.seq;
+      this.recent.push({ seq, taskTypes });
+      if (this.recent.length > KEPT_NOTIFICATIONS) this.recent.shift();
+      for (const w of this.waiters) if (w.matches(taskTypes)) w.wake(taskTypes, seq);
     });
     return this.subscription;
+  }
+
+  private cursor(seq: number): string {
+    return `${this.run}.${seq}`;
+  }
+
+  /**
+   * The task types of the notifications after `cursor` that `waiter` would have woken for (`[]` when
+   * one was unknown, or when more came than are kept); null when none did, or when the cursor is not
+   * this run's (another server's notifications are numbered apart, and the wait then starts afresh).
+   */
+  private missedSince(cursor: string, waiter: Waiter): string[] | null {
+    const [run, number] = cursor.split(".");
+    const after = Number(number);
+    if (run !== this.run || !Number.isSafeInteger(after) || after < 0 || after > this.seq) return null;
+    if (after === this.seq) return null;
+    const oldest = this.recent[0]?.seq ?? this.seq + 1;
+    if (after + 1 < oldest) return [];
+    const heard = new Set<string>();
+    for (const { seq, taskTypes } of this.recent) {
+      if (seq <= after || !waiter.matches(taskTypes)) continue;
+      if (taskTypes.length === 0) return [];
+      for (const t of taskTypes) heard.add(t);
+    }
+    return heard.size > 0 ? [...heard] : null;
   }
 }

@@ -1,5 +1,8 @@
+import { createServer } from "node:http";
 import { connect } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
+import { HttpStore } from "../../src/client/http-store.js";
 import { eventually } from "../helpers/logs.js";
 import { postgresKind, sqliteKind } from "../helpers/stores.js";
 import { type Body, useServer } from "./harness.js";
@@ -783,5 +786,73 @@ describe.each([sqliteKind, postgresKind])("long-poll claims on $name", (kind) =>
     expect((await waiting).status).toBe(404);
     await closed;
     expect(performance.now() - started).toBeLessThan(5000);
+  });
+});
+
+describe.each([sqliteKind, postgresKind])("wake-up waits on $name", (kind) => {
+  // Re-checks only every minute: an answer within it proves a notification (or the cursor) woke the wait.
+  const s = useServer(kind, { auth: "none", longPollRecheckMs: 60_000 });
+  const wait = async (body: Record<string, unknown>) => {
+    const answer = await s.call("POST", "/api/tasks/wait", body);
+    expect(answer.status).toBe(200);
+    return answer.body as { woken: boolean; heard: string[]; cursor: string };
+  };
+
+  it("a wait that presents the last answer's cursor answers at once with what was announced between the two waits", async () => {
+    const first = await wait({ wait_ms: 0 });
+    expect(first).toMatchObject({ woken: false, heard: [], cursor: expect.stringMatching(/^[0-9a-f]{8}\.\d+$/) });
+    // Announced while no wait is at the server: only the cursor can tell the next wait of it.
+    await s.pool.enqueue("crawl");
+    await s.pool.enqueue("mail");
+    const started = performance.now();
+    const caughtUp = await wait({ wait_ms: 20_000, after: first.cursor });
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(caughtUp.woken).toBe(true);
+    expect(caughtUp.heard.sort()).toEqual(["crawl", "mail"]);
+    // Of its own types only; and once caught up, nothing is answered twice.
+    expect(await wait({ wait_ms: 20_000, after: first.cursor, task_types: ["mail"] })).toMatchObject({ woken: true, heard: ["mail"] });
+    expect(await wait({ wait_ms: 150, after: first.cursor, task_types: ["render"] })).toMatchObject({ woken: false, heard: [] });
+    expect(await wait({ wait_ms: 150, after: caughtUp.cursor })).toMatchObject({ woken: false, heard: [] });
+  });
+
+  it("a cursor of another run waits afresh; one further behind than the kept notifications is told to re-check", async () => {
+    await s.pool.enqueue("crawl");
+    expect(await wait({ wait_ms: 150, after: "0badc0de.0" })).toMatchObject({ woken: false });
+    const { cursor } = await wait({ wait_ms: 0 });
+    for (let i = 0; i < 260; i++) await s.pool.enqueue("crawl");
+    expect(await wait({ wait_ms: 20_000, after: cursor, task_types: ["render"] })).toMatchObject({ woken: true, heard: [] });
+  });
+
+  it("the HTTP client's subscription is in place when subscribe() resolves, and its waits miss nothing announced between them", async () => {
+    // A proxy that holds every wait but the first (of 0 ms) for 400 ms: the gap between two waits, widened.
+    const proxy = createServer(async (request, response) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      const body = Buffer.concat(chunks).toString();
+      if (request.url === "/api/tasks/wait" && JSON.parse(body).wait_ms > 0) await sleep(400);
+      try {
+        const answer = await fetch(s.url + request.url, { method: request.method, headers: { "content-type": "application/json" }, body: body || undefined });
+        response.writeHead(answer.status, { "content-type": "application/json" }).end(await answer.text());
+      } catch {
+        response.destroy(); // a wait held past the test's end, when the server has closed
+      }
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const client = new HttpStore(`http://127.0.0.1:${(proxy.address() as { port: number }).port}`);
+    const heard: string[][] = [];
+    const unsubscribe = await client.subscribe((types) => heard.push(types));
+    try {
+      await s.pool.enqueue("crawl");
+      await eventually(() => heard.length > 0, 5000, "the subscription to hear of the task");
+      expect(heard).toEqual([["crawl"]]);
+      await s.pool.enqueue("mail");
+      await eventually(() => heard.length > 1, 5000, "the subscription to hear of the second task");
+      expect(heard).toEqual([["crawl"], ["mail"]]);
+    } finally {
+      await unsubscribe();
+      await client.close();
+      proxy.closeAllConnections();
+      proxy.close();
+    }
   });
 });

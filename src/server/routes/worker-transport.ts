@@ -46,6 +46,9 @@ export const BatchOptionsSchema = Type.Object({ returnTasks: Type.Optional(Type.
 export const WaitForWork = Type.Object({
   taskTypes: Type.Optional(Type.Array(TaskTypeName, { minItems: 1, maxItems: 100 })),
   waitMs: Type.Integer({ minimum: 0, maximum: MAX_WAIT_MS, description: "how long to wait, 0..30000" }),
+  after: Type.Optional(
+    Type.String({ maxLength: 100, description: "the `cursor` of the previous wait's answer: what was announced since is answered at once" }),
+  ),
 });
 
 export const workerTransportRoutes = [
@@ -85,17 +88,18 @@ export const workerTransportRoutes = [
     description:
       "Answers `woken: true` as soon as tasks of `task_types` (any type when left out) may have become ready, or a sweep moved " +
       "tasks, with the task types the notification named (`heard`; empty: unknown, check them all); `woken: false` when `wait_ms` runs out. A worker that claims several task types at its own pace listens here " +
-      "instead of long-polling its claims.",
+      "instead of long-polling its claims. Each answer has a `cursor`: send it as `after` with the next wait, which then answers at once " +
+      "if work was announced between the two (a loop of waits misses nothing). A cursor from another server or an earlier run is ignored.",
     access: ["worker"],
     body: bodyOf(WaitForWork),
-    reply: { woken: Type.Boolean(), heard: Type.Array(Type.String()) },
+    reply: { woken: Type.Boolean(), heard: Type.Array(Type.String()), cursor: Type.String() },
     async handler({ body }, { longPoll, reply }) {
       const gone = new AbortController();
       const onClose = () => !reply.raw.writableFinished && gone.abort();
       reply.raw.once("close", onClose);
       try {
-        const heard = await longPoll.waitForWork(body.taskTypes ?? null, body.waitMs, gone.signal);
-        return { woken: heard !== null, heard: heard ?? [] };
+        const { heard, cursor } = await longPoll.waitForWork(body.taskTypes ?? null, body.waitMs, gone.signal, body.after);
+        return { woken: heard !== null, heard: heard ?? [], cursor };
       } finally {
         reply.raw.off("close", onClose);
       }
