@@ -149,6 +149,8 @@ export class ServerMetrics {
     for (const result of ["claimed", "empty"]) this.claims.inc({ result }, 0);
     for (const kind of ["automatic", "manual"]) this.retries.inc({ kind }, 0);
     for (const outcome of SWEEP_OUTCOMES) this.sweepOutcomes.inc({ outcome }, 0);
+    // The routes a stale worker's result or beat comes back through; the rarer lease calls appear at their first refusal.
+    for (const route of [COMPLETE, FAIL, COMPLETE_MANY, FAIL_MANY, TASK_HEARTBEAT, WORKER_HEARTBEAT]) this.leaseLost.inc({ route }, 0);
   }
 
   /** Records one claim in the store (LongPoll calls it for every look). */

@@ -131,6 +131,9 @@ describe.each([sqliteKind, postgresKind])("/metrics on $name", (kind) => {
     for (const outcome of ["dead_workers", "stale_workers", "requeued", "failed", "reassigned", "unassigned"]) {
       expect(valueOf(before, "taskpool_sweep_outcomes_total", { outcome })).toBe(0);
     }
+    for (const route of ["/api/tasks/:id/complete", "/api/tasks/complete", "/api/workers/heartbeat"]) {
+      expect(valueOf(before, "taskpool_lease_lost_total", { route })).toBe(0);
+    }
 
     const batch = await s.call("POST", "/api/tasks/batch", {
       tasks: [
