@@ -110,7 +110,7 @@ export class HttpTransport {
     }
   }
 
-  /** Ends keep-alive connections; calls in flight finish, none start, and one pausing to retry fails with its last error. */
+  /** Ends every connection: a call still in flight is cut off (`server_unreachable`), none start, and one pausing to retry fails with its last error. Close once calls have finished, as a worker's stop() does. */
   close(): void {
     this.closing.abort();
     this.agent.destroy();
