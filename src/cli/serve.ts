@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { type Command, Option } from "commander";
 import { serviceLogger } from "./service-log.js";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "../server/defaults.js";
@@ -32,6 +33,12 @@ export function serveCommand(program: Command): void {
     .addOption(new Option("--coordinator").hideHelp())
     .option("--no-coordinator", "run no coordinator in this process; then run `taskpool coordinator` elsewhere, or no dead worker's task is ever recovered")
     .option("--public-metrics", "serve /metrics without a key (for a Prometheus on a network you trust; default: a producer or admin key)")
+    .option(
+      "--shutdown-delay <seconds>",
+      "on SIGTERM, serve this long more with /readyz answering 503, so a load balancer takes the server out before it stops accepting; a second signal ends the wait",
+      nonNegativeInteger,
+      0,
+    )
     .addOption(requireRegisteredOption("refuse tasks (and schedules' tasks) of a type never registered, whoever enqueues them (catches typos)"));
   addDatabaseOnlyOptions(command, (server) => `serve is the server: give it a database (sqlite:./taskpool.db or postgres://…), not ${server}`);
   addRetentionOptions(command).action(async (opts) => {
@@ -77,6 +84,16 @@ export function serveCommand(program: Command): void {
       const stop = async (signal: string) => {
         if (stopping) return;
         stopping = true;
+        if (opts.shutdownDelay > 0) {
+          // Load balancers see /readyz fail at their next probe and stop sending; until then requests still come, and are served.
+          const cut = new AbortController();
+          const endWait = () => cut.abort();
+          process.once("SIGTERM", endWait).once("SIGINT", endWait);
+          app.taskpool.drain();
+          logger.info(`${signal}: /readyz answers 503 from now; serving ${opts.shutdownDelay} s more so load balancers move away (a second signal ends the wait)`);
+          await sleep(opts.shutdownDelay * 1000, undefined, { signal: cut.signal }).catch(() => {});
+          process.off("SIGTERM", endWait).off("SIGINT", endWait);
+        }
         logger.info(`${signal}: no new requests; finishing those in flight`);
         // Stops accepting, answers waiting claims at once, lets in-flight requests finish, then closes the store.
         await app.close();

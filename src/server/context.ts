@@ -15,4 +15,6 @@ export interface ServerContext {
   beats: BeatBatcher;
   /** What a worker heartbeat answers as `next_heartbeat_in`. */
   heartbeatIntervalSeconds: number;
+  /** Set by `app.taskpool.drain()`: the server still serves, but tells load balancers it is going. */
+  lifecycle: { draining: boolean };
 }

@@ -82,8 +82,16 @@ export const ROUTES: readonly RouteDefinition[] = [...taskRoutes, ...taskGenerat
 
 declare module "fastify" {
   interface FastifyInstance {
-    /** What the server knows beyond the database (tests and /metrics read it). */
-    taskpool: { waitingClaims(): number };
+    /** What the server knows beyond the database (tests and /metrics read it), and its shutdown's first step. */
+    taskpool: {
+      waitingClaims(): number;
+      /**
+       * Before close(), for a server behind a load balancer: it goes on serving, but /readyz answers
+       * 503 so the balancer stops sending it requests, and each answer closes its connection so
+       * clients reconnect to another server.
+       */
+      drain(): void;
+    };
   }
 }
 
@@ -335,10 +343,11 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     }),
     beats: new BeatBatcher(pool.protocol),
     heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30,
+    lifecycle: { draining: false },
   };
   for (const route of ROUTES) registerRoute(app, route, context);
 
-  app.decorate("taskpool", { waitingClaims: () => longPoll.waiting });
+  app.decorate("taskpool", { waitingClaims: () => longPoll.waiting, drain: () => void (context.lifecycle.draining = true) });
   const publicRoute: RouteConfig = { access: "public" };
   app.get("/openapi.json", { schema: { hide: true }, config: publicRoute }, async () => app.swagger());
   if (options.dashboard !== false) await app.register(dashboard);
@@ -353,7 +362,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     await longPoll.close();
   });
   app.addHook("onSend", async (_request, reply) => {
-    if (closing) reply.header("connection", "close");
+    if (closing || context.lifecycle.draining) reply.header("connection", "close");
   });
   // Only once the port is ours: a server that cannot listen (the port taken) exits, and must not have
   // taken the leadership, and swept, on its way out.

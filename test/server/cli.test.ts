@@ -103,6 +103,32 @@ describe("taskpool keys and serve", () => {
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
   }, 60_000);
 
+  it("serve --shutdown-delay: on SIGTERM it goes on serving while /readyz answers 503 and answers close their connections; a second signal, or the delay's end, stops it", async () => {
+    const { child, url, output } = await startServe("--db", db, "--no-auth", "--shutdown-delay", "600");
+    expect((await request(url, "GET", "/readyz", undefined, null)).status).toBe(200);
+    child.kill("SIGTERM");
+    await eventually(() => output().includes("SIGTERM: /readyz answers 503 from now; serving 600 s more"), 5000, "the delay to begin");
+    const ready = await request(url, "GET", "/readyz", undefined, null);
+    expect([ready.status, ready.body, ready.headers.get("connection")]).toEqual([
+      503,
+      { success: false, error: "not_ready", message: "This server is shutting down; send requests to another" },
+      "close",
+    ]);
+    // Requests a balancer still sends meanwhile are served, not refused.
+    const created = await request(url, "POST", "/api/tasks", { task_type: "crawl" }, null);
+    expect([created.status, created.headers.get("connection")]).toEqual([201, "close"]);
+    const code = new Promise((resolve) => child.on("exit", resolve));
+    child.kill("SIGTERM");
+    expect(await code).toBe(0);
+    expect(output()).toMatch(/SIGTERM: no new requests; finishing those in flight[\s\S]*"msg":"Stopped"/);
+
+    const brief = await startServe("--db", db, "--no-auth", "--shutdown-delay", "1");
+    const exited = new Promise((resolve) => brief.child.on("exit", resolve));
+    brief.child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    expect(brief.output()).toMatch(/serving 1 s more[\s\S]*"msg":"Stopped"/);
+  }, 60_000);
+
   it("serve stops on SIGTERM when its stdout has been closed (a log shipper gone), and logs one line per request only at debug", async () => {
     const { child, url, output } = await startServe("--db", db, "--no-auth");
     expect((await request(url, "POST", "/api/tasks", { task_type: "crawl" }, null)).status).toBe(201);

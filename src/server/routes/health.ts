@@ -26,7 +26,7 @@ export const healthRoutes = [
     url: "/readyz",
     tag: TAG,
     summary: "The database answers",
-    description: "503 not_ready when it does not answer within 2 s. Also says who leads the coordinators, until when, who swept last and when, and whether that sweep is overdue.",
+    description: "503 not_ready when it does not answer within 2 s, or when the server is shutting down (`serve --shutdown-delay`). Also says who leads the coordinators, until when, who swept last and when, and whether that sweep is overdue.",
     access: "public",
     reply: {
       status: Type.Literal("ready"),
@@ -41,7 +41,8 @@ export const healthRoutes = [
       }),
     },
     errors: [503],
-    async handler(_input, { pool, request }) {
+    async handler(_input, { pool, request, lifecycle }) {
+      if (lifecycle.draining) throw new HttpError("not_ready", "This server is shutting down; send requests to another");
       let timer: NodeJS.Timeout | undefined;
       try {
         // A load balancer's probe gives up after 2-5 s: a database that accepts and never answers is
