@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
 import { existsSync } from "node:fs";
 import pg from "pg";
-import { DatabaseNotFoundError, ValidationError } from "../src/core/errors.js";
+import { DatabaseNotFoundError, PoolClosedError, ValidationError } from "../src/core/errors.js";
 import { pino } from "pino";
 import { connect } from "../src/api/taskpool.js";
 import { ManualClock } from "../src/core/clock.js";
@@ -147,5 +147,52 @@ it("create: false refuses a database taskpool never set up, creating nothing, an
     await pool.close();
   } finally {
     await cleanup();
+  }
+});
+
+it("options are checked where they are given: a misspelt or mistyped connect, coordinator or worker option is refused, naming it", async () => {
+  // A misspelt schema was ignored in silence: the default schema was opened, or created.
+  const misspelt = await connect("sqlite::memory:", { shema: "audit" } as never).catch((e) => e);
+  expect(misspelt).toBeInstanceOf(ValidationError);
+  expect(misspelt.message).toBe("Invalid connect option shema: unknown option (the options are schema, apiKey, retryForMs, clock, migrate, create, limits, requireRegistered)");
+  expect((await connect("sqlite::memory:", { create: "no" } as never).catch((e) => e)).message).toBe('Invalid connect option create: "no" (must be true or false)');
+  const pool = await connect("sqlite::memory:");
+  try {
+    const refusal = (make: () => unknown) => {
+      try {
+        make();
+      } catch (error) {
+        expect(error).toBeInstanceOf(ValidationError);
+        return (error as Error).message;
+      }
+      throw new Error("accepted");
+    };
+    expect(refusal(() => pool.coordinator({ sweepIntervalMS: 5 } as never))).toMatch(/^Invalid coordinator option sweepIntervalMS: unknown option \(the options are sweepIntervalMs, /);
+    // A bad policy was refused by every sweep, after start(): no dead worker's task was ever recovered.
+    expect(refusal(() => pool.coordinator({ recoveryPolicies: { crawl: "explode" } } as never))).toBe('Invalid coordinator options: recoveryPolicies.crawl: must be one of retry, fail (got "explode")');
+    expect(refusal(() => pool.coordinator({ sweepIntervalMs: "1000" } as never))).toBe('Invalid coordinator option sweepIntervalMs: "1000" (must be a number of milliseconds)');
+    expect(refusal(() => pool.worker({ roles: "crawl" } as never))).toBe('Invalid worker option roles: "crawl" (must be an array of task types, such as ["crawl"])');
+  } finally {
+    await pool.close();
+  }
+});
+
+it.each(["sqlite", "postgres"])("a closed pool on %s refuses every call with PoolClosedError, and makes no worker or coordinator; closing again does nothing", async (kind) => {
+  const pg = kind === "postgres" ? await createPostgres() : null;
+  const pool = pg ? await connect(PG_URL, { schema: pg.schema }) : await connect("sqlite::memory:");
+  try {
+    await pool.enqueue("crawl");
+    await pool.close();
+    // They met the driver's own error ("The database connection is not open", "Cannot use a pool after calling end on the pool").
+    for (const call of [() => pool.enqueue("crawl"), () => pool.list(), () => pool.counts(), () => pool.protocol.claim({ workerId: "w1" })]) {
+      const error = await call().catch((e) => e);
+      expect(error).toBeInstanceOf(PoolClosedError);
+      expect(error.message).toMatch(/^This pool was closed \(close\(\) was called\), so \w+\(\) cannot run on it; connect\(\) again for a new pool$/);
+    }
+    expect(() => pool.worker({ roles: ["crawl"], handlers: { crawl: async () => {} } })).toThrow(PoolClosedError);
+    expect(() => pool.coordinator()).toThrow("This pool was closed (close() was called), so a coordinator cannot run on it; connect() again for a new pool");
+    await pool.close();
+  } finally {
+    await pg?.cleanup();
   }
 });

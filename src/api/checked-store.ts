@@ -6,7 +6,7 @@
  * So every store accepts exactly the same input, and a rejected call changes nothing.
  */
 import type { ApiKeyRecord } from "../core/api-key.js";
-import { TaskpoolError, ValidationError } from "../core/errors.js";
+import { PoolClosedError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { compileParamsSchema } from "../core/params-schema.js";
 import { atItem } from "../core/new-task.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
@@ -109,14 +109,13 @@ export class CheckedStore implements Store {
   readonly enqueueCalls?: (calls: EnqueueCall[]) => Promise<EnqueueCallOutcome[]>;
 
   constructor(
-    private readonly store: Store,
+    private store: Store,
     readonly limits: Limits = DEFAULT_LIMITS,
   ) {
-    const enqueueCalls = store.enqueueCalls?.bind(store);
-    if (enqueueCalls) {
+    if (store.enqueueCalls) {
       this.enqueueCalls = async (calls) => {
         for (const { input, idempotencyKey } of calls) this.checkEnqueueCall(input, idempotencyKey === undefined ? {} : { idempotencyKey });
-        return calls.length === 0 ? [] : enqueueCalls(calls);
+        return calls.length === 0 ? [] : this.store.enqueueCalls!(calls);
       };
     }
   }
@@ -133,8 +132,11 @@ export class CheckedStore implements Store {
     return this.store.migrate();
   }
 
+  /** Closes the store; from then on every call is refused with PoolClosedError (it met the driver's own error, which does not say why), and closing again does nothing. */
   close(): Promise<void> {
-    return this.store.close();
+    const store = this.store;
+    this.store = closedStore(store);
+    return store.close();
   }
 
   async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
@@ -540,4 +542,16 @@ function checkId(id: number): void {
 function checkLease(id: number, lease: Lease): void {
   checkId(id);
   validate(LeaseSchema, lease, "lease");
+}
+
+/** `store` after its close(): its properties as they were, every call refused with PoolClosedError but close(), which does nothing. */
+function closedStore(store: Store): Store {
+  return new Proxy(store, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== "function") return value;
+      if (name === "close") return async () => {};
+      return () => Promise.reject(new PoolClosedError(`${String(name)}()`));
+    },
+  });
 }

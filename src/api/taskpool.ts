@@ -6,11 +6,11 @@ import type { RecountOptions, RecountResult } from "../core/recount.js";
 import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type EnqueueCallOptions, type EnqueueOptions, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import { validate } from "../core/validation.js";
+import { refuseUnknownOptions, validate } from "../core/validation.js";
 import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
-import { ValidationError } from "../core/errors.js";
+import { PoolClosedError, ValidationError } from "../core/errors.js";
 import { type DatabaseConfig, isServerUrl, openStore } from "../store/open-store.js";
 import type { EnqueueResult, SqlConnection, Store } from "../store/store.js";
 import type { WorkerOptions } from "../worker/options.js";
@@ -85,6 +85,7 @@ export class Taskpool {
   /** The workers and coordinators made on this pool, stopped by close(). */
   private readonly runners = new Set<{ stop(): Promise<void> }>();
   private enqueues: EnqueueBatcher | null = null;
+  private closed = false;
 
   /**
    * Puts one task in the pool; with a unique key already pending, returns that task instead. Calls
@@ -272,6 +273,7 @@ export class Taskpool {
 
   /** A worker on this pool (call start()). */
   worker(options: WorkerOptions): Worker {
+    if (this.closed) throw new PoolClosedError("a worker");
     const worker = new Worker(this.protocol, options, this.heartbeatDatabase);
     // Two live workers with one id pass for one: when either stops, its shutdown gives back the
     // other's running tasks too, and they run twice. Another process's worker cannot be seen from
@@ -289,6 +291,7 @@ export class Taskpool {
 
   /** A coordinator on this pool (call start()). Not over HTTP: it runs where the database is. */
   coordinator(options?: CoordinatorOptions): Coordinator {
+    if (this.closed) throw new PoolClosedError("a coordinator");
     if (this.protocol.remote) {
       throw coordinatorNotOverHttp();
     }
@@ -304,6 +307,7 @@ export class Taskpool {
    * thread kept the worker shown active and its leases renewed: finished tasks ran again later.
    */
   async close(): Promise<void> {
+    this.closed = true;
     await Promise.all([...this.runners].map((runner) => runner.stop()));
     this.runners.clear();
     await this.protocol.close();
@@ -319,7 +323,15 @@ const MAX_RETRY_FOR_MS = 86_400_000;
  * same calls go over its HTTP API (the server migrates, checks the limits it was given, and runs
  * the coordinator).
  */
+const CONNECT_OPTIONS: Record<keyof ConnectOptions, true> = { schema: true, apiKey: true, retryForMs: true, clock: true, migrate: true, create: true, limits: true, requireRegistered: true };
+
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
+  refuseUnknownOptions(options, CONNECT_OPTIONS, "connect option");
+  for (const flag of ["migrate", "create", "requireRegistered"] as const) {
+    if (options[flag] !== undefined && typeof options[flag] !== "boolean") {
+      throw new ValidationError(`Invalid connect option ${flag}: ${JSON.stringify(options[flag])} (must be true or false)`, [{ path: flag, message: "not a boolean" }]);
+    }
+  }
   const { schema, clock, migrate, requireRegistered, apiKey, retryForMs, create } = options;
   const remote = isServerUrl(url);
   if (remote && (clock !== undefined || requireRegistered !== undefined || schema !== undefined)) {

@@ -9,6 +9,7 @@ import {
   IdempotencyKeyReusedError,
   InvalidTransitionError,
   LeaseLostError,
+  RateLimitedError,
   ScheduleNotFoundError,
   TaskNotFoundError,
   TaskpoolError,
@@ -20,14 +21,12 @@ import {
 } from "../core/errors.js";
 import { toCamel } from "../core/wire.js";
 
-/** A refusal only HTTP has (no or a bad key, a scope, the rate limit, a reply that is not the API's). */
+/** A refusal only HTTP has (no or a bad key, a scope, a reply that is not the API's). */
 export class HttpApiError extends TaskpoolError {
   constructor(
     code: string,
     message: string,
     readonly status: number,
-    /** rate_limited: seconds until the key may call again. */
-    readonly retryAfter: number | null = null,
   ) {
     super(code, message);
   }
@@ -104,9 +103,11 @@ export function errorFromReply(status: number, body: Record<string, unknown>, su
       return withMessage(new InvalidTransitionError(taskId ?? null, "", ""), text);
     case "unique_key_taken":
       return withMessage(new UniqueKeyTakenError(id), text);
+    case "rate_limited":
+      return new RateLimitedError(text, typeof retry_after === "number" && retry_after > 0 ? retry_after : 1);
     case "idempotency_key_reused":
       return withMessage(new IdempotencyKeyReusedError(subject && "idempotencyKey" in subject ? subject.idempotencyKey : ""), text);
     default:
-      return new HttpApiError(code, text, status, typeof retry_after === "number" ? retry_after : null);
+      return new HttpApiError(code, text, status);
   }
 }

@@ -35,7 +35,8 @@ import { taskRoutes } from "../server/routes/tasks.js";
 import { workerTransportRoutes } from "../server/routes/worker-transport.js";
 import { workerRoutes } from "../server/routes/workers.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
-import { errorFromReply, HttpApiError, keysNotOverHttp, NotOverHttpError, recountNotOverHttp } from "./errors.js";
+import { retryAfterMs } from "../core/errors.js";
+import { errorFromReply, keysNotOverHttp, NotOverHttpError, recountNotOverHttp } from "./errors.js";
 import { HttpTransport, type RequestOptions, type TransportOptions } from "./http-transport.js";
 
 /** Each route by "METHOD url", with its success envelope built once (the wire conversion keeps its work per schema). */
@@ -313,7 +314,7 @@ export class HttpStore implements Store {
       } catch (error) {
         unheard = true;
         // A rate-limited key waits as long as the server says.
-        return error instanceof HttpApiError && error.retryAfter !== null ? error.retryAfter * 1000 : 1000;
+        return retryAfterMs(error) || 1000;
       }
     };
     let pause = await wait(0);

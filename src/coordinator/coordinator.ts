@@ -14,7 +14,8 @@ import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
 import { ValidationError } from "../core/errors.js";
 import type { FiredSchedule } from "../core/schedule.js";
-import { FireOptionsSchema, LeadershipSchema, SweepOptionsSchema } from "../core/schemas.js";
+import { FireOptionsSchema, LeadershipSchema, type SweepOptions, SweepOptionsSchema } from "../core/schemas.js";
+import { refuseUnknownOptions, validate } from "../core/validation.js";
 import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
 import type { LeadershipStatus, Store } from "../store/store.js";
 import { DEFAULT_RETENTION, MAX_AGE_SECONDS, MAX_BATCH_SIZE, type PruneOptions, type PruneResult, type RetentionOptions } from "../core/retention.js";
@@ -46,6 +47,20 @@ export interface CoordinatorOptions {
   onPrune?: (result: PruneResult) => void;
 }
 
+const COORDINATOR_OPTIONS: Record<keyof CoordinatorOptions, true> = {
+  sweepIntervalMs: true,
+  staleAfterMs: true,
+  deadAfterMs: true,
+  reservationMs: true,
+  recoveryPolicies: true,
+  coordinatorId: true,
+  logger: true,
+  onSweep: true,
+  onSchedules: true,
+  retention: true,
+  onPrune: true,
+};
+
 /** The leadership the coordinators compete for, and under which the leader records its sweeps. */
 export const COORDINATOR_LEADERSHIP = "coordinator";
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
@@ -74,7 +89,7 @@ const MAX_GRACE_SECONDS = FireOptionsSchema.properties.graceSeconds.maximum ?? I
 export class Coordinator {
   readonly id: string;
   private readonly sweepIntervalMs: number;
-  private readonly sweepOptions;
+  private readonly sweepOptions: SweepOptions;
   private readonly retention: { prune: PruneOptions; batchesPerSweep: number } | null;
   private readonly logger: Logger;
   private timer: NodeJS.Timeout | null = null;
@@ -89,6 +104,7 @@ export class Coordinator {
     private readonly store: Store,
     private readonly options: CoordinatorOptions = {},
   ) {
+    refuseUnknownOptions(options, COORDINATOR_OPTIONS, "coordinator option");
     this.sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
     const staleAfterMs = options.staleAfterMs ?? 60_000;
     const deadAfterMs = options.deadAfterMs ?? 120_000;
@@ -105,6 +121,7 @@ export class Coordinator {
       reservationMs: [reservationMs, MAX_THRESHOLD_MS, thresholdLimit],
     };
     for (const [name, [value, max, why]] of Object.entries(limits)) {
+      if (typeof value !== "number") throw new ValidationError(`Invalid coordinator option ${name}: ${JSON.stringify(value)} (must be a number of milliseconds)`, [{ path: name, message: "not a number" }]);
       if (!Number.isFinite(value) || value < 10) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at least 10 ms)`, [{ path: name, message: "out of range" }]);
       if (value > max) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at most ${max} ms: ${why})`, [{ path: name, message: "out of range" }]);
     }
@@ -114,12 +131,12 @@ export class Coordinator {
         [{ path: "deadAfterMs", message: "below staleAfterMs" }],
       );
     }
-    this.sweepOptions = {
-      staleAfterSeconds: staleAfterMs / 1000,
-      deadAfterSeconds: deadAfterMs / 1000,
-      reservationSeconds: reservationMs / 1000,
-      recoveryPolicies: options.recoveryPolicies,
-    };
+    // Checked now, as each sweep would check them: a bad policy used to fail every tick, and no dead worker's task was recovered.
+    this.sweepOptions = validate<SweepOptions>(
+      SweepOptionsSchema,
+      { staleAfterSeconds: staleAfterMs / 1000, deadAfterSeconds: deadAfterMs / 1000, reservationSeconds: reservationMs / 1000, recoveryPolicies: options.recoveryPolicies },
+      "coordinator options",
+    );
     this.retention = options.retention === false ? null : resolveRetention(options.retention ?? {});
     this.id = options.coordinatorId ?? `coordinator-${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
     this.logger = (options.logger ?? pino({ name: "taskpool" })).child({ coordinatorId: this.id });

@@ -19,8 +19,33 @@ export class TaskpoolError extends Error {
  */
 export class UnavailableError extends TaskpoolError {}
 
+/**
+ * The taskpool server's rate limit refused this API key's call (429): not a refusal of the call
+ * itself, which may be made again once `retryAfter` seconds have passed. A worker waits that long
+ * before its next claim, and keeps its outcomes and checkpoints to send again, as through an outage.
+ */
+export class RateLimitedError extends UnavailableError {
+  constructor(
+    message: string,
+    /** Seconds until the key may call again. */
+    readonly retryAfter: number,
+  ) {
+    super("rate_limited", message);
+  }
+}
+
+/** How long to wait before a call that failed with `error` is worth making again: a rate limit's Retry-After, else 0. */
+export const retryAfterMs = (error: unknown): number => (error instanceof RateLimitedError ? error.retryAfter * 1000 : 0);
+
 /** Whether `error` is taskpool refusing the call (final: sending it again changes nothing), not a store out of reach. */
 export const isRefusal = (error: unknown): error is TaskpoolError => error instanceof TaskpoolError && !(error instanceof UnavailableError);
+
+/** A call on a pool after its close(): nothing is sent to the database (or server), whose connection is gone. */
+export class PoolClosedError extends TaskpoolError {
+  constructor(what: string) {
+    super("pool_closed", `This pool was closed (close() was called), so ${what} cannot run on it; connect() again for a new pool`);
+  }
+}
 
 /** One field of bad input: where it is and what is wrong with it. */
 export interface FieldIssue {

@@ -20,6 +20,22 @@ export function validate<T>(schema: TSchema, value: unknown, what: string): T {
   throw invalid(what, issues.filter((issue, n) => issues.findIndex((i) => i.path === issue.path) === n));
 }
 
+/**
+ * Refuses an options object with a key the function does not take: a misspelt option (`concurency`,
+ * `shema`) would otherwise be ignored in silence and its default used. `known` lists every option,
+ * typed so that one added to the interface but not here is a compile error.
+ */
+export function refuseUnknownOptions<T>(options: T | undefined, known: Record<keyof T, true>, what: string): void {
+  if (options === undefined || options === null) return;
+  if (typeof options !== "object" || Array.isArray(options)) {
+    throw new ValidationError(`Invalid ${what}s: expected an object such as { ${Object.keys(known)[0]}: … } (got ${describe(options)})`, [{ path: what, message: "not an object" }]);
+  }
+  const unknown = Object.keys(options).find((key) => !Object.hasOwn(known, key));
+  if (unknown === undefined) return;
+  const message = `unknown option (the options are ${Object.keys(known).join(", ")})`;
+  throw new ValidationError(`Invalid ${what} ${unknown}: ${message}`, [{ path: unknown, message }]);
+}
+
 function explain(e: ValueError): string {
   // Only the format's own failure: an empty or too long text says so.
   if (e.type === ValueErrorType.StringFormat && e.schema.format === TEXT_FORMAT) return TEXT_RULE;

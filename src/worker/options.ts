@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { ValidationError } from "../core/errors.js";
+import { refuseUnknownOptions } from "../core/validation.js";
 import type { Json, JsonObject, Task } from "../core/task.js";
 import { TASK_TYPE_PATTERN, WORKER_ID_PATTERN } from "../core/schemas.js";
 import { VERSION } from "../version.js";
@@ -64,24 +65,22 @@ const MAX_LEASE_SECONDS = 86_400;
 const MAX_CONCURRENCY = 10_000;
 
 /** Every option's name; the type makes an option added to WorkerOptions but not here a compile error. */
-const KNOWN = new Set(
-  Object.keys({
-    roles: true,
-    handlers: true,
-    workerId: true,
-    concurrency: true,
-    prefetch: true,
-    pollIntervalMs: true,
-    heartbeatIntervalMs: true,
-    leaseSeconds: true,
-    shutdownGraceMs: true,
-    handleSignals: true,
-    heartbeatThread: true,
-    logger: true,
-    version: true,
-    metadata: true,
-  } satisfies Record<keyof WorkerOptions, true>),
-);
+const KNOWN: Record<keyof WorkerOptions, true> = {
+  roles: true,
+  handlers: true,
+  workerId: true,
+  concurrency: true,
+  prefetch: true,
+  pollIntervalMs: true,
+  heartbeatIntervalMs: true,
+  leaseSeconds: true,
+  shutdownGraceMs: true,
+  handleSignals: true,
+  heartbeatThread: true,
+  logger: true,
+  version: true,
+  metadata: true,
+};
 
 const refuse = (path: string, message: string) => new ValidationError(`Invalid worker option ${path}: ${message}`, [{ path, message }]);
 
@@ -100,11 +99,12 @@ const flag = (name: string, value: unknown) => {
 
 /** Applies defaults and refuses options that cannot work. */
 export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOptions {
-  // A misspelt option (concurency) would otherwise be ignored in silence, its default used.
-  const unknown = Object.keys(options ?? {}).filter((key) => !KNOWN.has(key));
-  if (unknown.length > 0) throw refuse(unknown[0], `unknown option (the options are ${[...KNOWN].join(", ")})`);
+  refuseUnknownOptions(options, KNOWN, "worker option");
   const roles = options.roles;
-  if (!Array.isArray(roles) || roles.length === 0) {
+  if (!Array.isArray(roles)) {
+    throw new ValidationError(`Invalid worker option roles: ${JSON.stringify(roles) ?? "undefined"} (must be an array of task types, such as ["crawl"])`, [{ path: "roles", message: "not an array" }]);
+  }
+  if (roles.length === 0) {
     throw new ValidationError("Invalid worker options: roles must list at least one task type", [{ path: "roles", message: "empty" }]);
   }
   for (const role of roles) {

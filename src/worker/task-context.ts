@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { monotonicMs } from "../core/clock.js";
-import { isRefusal, LeaseLostError, TaskpoolError } from "../core/errors.js";
+import { isRefusal, LeaseLostError, retryAfterMs, TaskpoolError } from "../core/errors.js";
 import type { ClaimedTask, EnqueueInput, Json, JsonObject, Task } from "../core/task.js";
 import type { Store } from "../store/store.js";
 import type { RunAbort } from "./run-abort.js";
@@ -59,7 +59,7 @@ export function createTaskContext(
         if (isRefusal(error) || abort.aborted || monotonicMs() - failingSince >= leaseMs) throw error;
         // Once, not per try: over HTTP a try is a few seconds of the client's own retries, for every running task.
         if (attempt === 1) logger().warn({ err: (error as Error).message }, `Could not save task ${task.id}'s checkpoint or progress; retrying for up to the lease's ${leaseMs / 1000} s`);
-        await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 100 * 2 ** attempt)));
+        await new Promise((resolve) => setTimeout(resolve, Math.max(retryAfterMs(error), Math.min(2000, 100 * 2 ** attempt))));
       }
     }
   };

@@ -16,7 +16,7 @@
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
 import { monotonicMs } from "../core/clock.js";
-import { InvalidTransitionError, isRefusal, LeaseLostError, TaskpoolError, ValidationError } from "../core/errors.js";
+import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskpoolError, ValidationError } from "../core/errors.js";
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
 import type { ClaimedTask, EnqueueInput, Json, TaskStatus } from "../core/task.js";
 import { WriteBatcher } from "../api/write-batcher.js";
@@ -232,8 +232,8 @@ export class Worker {
         } catch (error) {
           failures++;
           // A rate-limited key (over HTTP) is told when it may call again: sooner would be refused too.
-          const retryAfter = error instanceof TaskpoolError && error.code === "rate_limited" ? Number((error as { retryAfter?: unknown }).retryAfter) || 0 : 0;
-          const delay = Math.max(retryAfter * 1000, Math.min(30_000, 250 * 2 ** failures));
+          const retryAfter = retryAfterMs(error);
+          const delay = Math.max(retryAfter, Math.min(30_000, 250 * 2 ** failures));
           // Logged as an error once per outage, not once per backoff while it lasts; its end is said at info.
           if (failingSince === null) this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
           else this.logger.debug({ err: (error as Error).message }, `Claim failed again; not claiming for ${delay} ms`);
@@ -431,7 +431,7 @@ export class Worker {
           log().error({ err: (error as Error).message }, `Could not ${what}; its lease will expire and it will run again`);
           return;
         }
-        await sleep(Math.min(10_000, 200 * 2 ** attempt));
+        await sleep(Math.max(retryAfterMs(error), Math.min(10_000, 200 * 2 ** attempt)));
       }
     }
   }
