@@ -117,6 +117,8 @@ export class Worker {
         const failedFor = this.beatsFailingSince === null ? "" : `, after failing for ${Math.round((monotonicMs() - this.beatsFailingSince) / 1000)} s`;
         this.beatsFailingSince = null;
         this.logger.info(`Heartbeats reach ${this.reaches} again${failedFor}`);
+        // The database (or server) is back: a claim loop backing off after failed claims (up to 30 s) tries now.
+        this.wake();
       },
     };
     const thread = this.options.heartbeatThread === false ? null : this.heartbeatDatabase;

@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
 import { HttpStore } from "../../src/client/http-store.js";
+import { RateLimitedError } from "../../src/core/errors.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { Worker } from "../../src/worker/worker.js";
@@ -95,4 +96,62 @@ it("claims failing through an outage log an error once, then debug, and say when
   expect(claims.filter((l) => l.level === 50).map((l) => l.msg)).toEqual(["Claim failed; not claiming for 500 ms"]);
   expect(claims.filter((l) => l.level === 20).length).toBeGreaterThanOrEqual(2);
   expect(back).toMatchObject({ level: 30, msg: expect.stringMatching(/^Claims reach the database again, after failing for \d+ s$/) });
+});
+
+it("once heartbeats get through again, a claim loop backing off after failed claims claims at once, not after its backoff", async () => {
+  const store = new SqliteStore({ path: ":memory:" });
+  await store.migrate();
+  const outage = { down: false, claimsFailed: 0 };
+  const failWhileDown = <A extends unknown[], R>(real: (...args: A) => Promise<R>, counted = false) => async (...args: A) => {
+    if (!outage.down) return real(...args);
+    if (counted) outage.claimsFailed++;
+    throw new Error("network unreachable (simulated)");
+  };
+  const flaky = withOverrides(store, { claim: failWhileDown(store.claim.bind(store), true), workerHeartbeat: failWhileDown(store.workerHeartbeat.bind(store)) });
+  const logs = captureLogs();
+  const started: number[] = [];
+  // Polling once a minute and no wake-ups (the store's subscription stays quiet): only the heartbeats' recovery can end the backoff.
+  const worker = new Worker(flaky, { roles: ["x"], handlers: { x: async () => void started.push(performance.now()) }, pollIntervalMs: 60_000, heartbeatIntervalMs: 50, handleSignals: false, heartbeatThread: false, logger: logs.logger });
+  outage.down = true;
+  await worker.start();
+  // Five failed claims: 0.5 + 1 + 2 + 4 s of backoff, and the loop now waits 8 s before its next.
+  await eventually(() => outage.claimsFailed >= 5, 20_000, "five failed claims");
+  await store.enqueue({ taskType: "x" });
+  const back = performance.now();
+  outage.down = false;
+  await eventually(() => started.length > 0, 7000, "the task to start before the 8 s backoff ended");
+  expect(started[0] - back).toBeLessThan(7000);
+  expect(logs.messages().some((m) => /^Heartbeats reach the database again, after failing for \d+ s$/.test(m))).toBe(true);
+  await worker.stop(0);
+  await store.close();
+}, 30_000);
+
+it("a completion refused by a server's rate limit (429) is sent again once its Retry-After has passed: the task completes once, in its first attempt", async () => {
+  const store = new SqliteStore({ path: ":memory:" });
+  await store.migrate();
+  const refusedAt: number[] = [];
+  const completeMany = store.completeMany.bind(store);
+  const complete = store.complete.bind(store);
+  const limited = () => {
+    refusedAt.push(performance.now());
+    return new RateLimitedError("Rate limit exceeded: this API key may make 100 requests per minute; retry in 1 s", 1);
+  };
+  const flaky = withOverrides(store, {
+    completeMany: async (items, options) => (refusedAt.length === 0 ? Promise.reject(limited()) : completeMany(items, options)),
+    complete: async (id, lease, options) => (refusedAt.length === 0 ? Promise.reject(limited()) : complete(id, lease, options)),
+  });
+  const { task } = await store.enqueue({ taskType: "x" });
+  const logs = captureLogs();
+  const worker = new Worker(flaky, { roles: ["x"], handlers: { x: async () => ({ done: true }) }, handleSignals: false, heartbeatThread: false, logger: logs.logger });
+  await worker.start();
+  try {
+    await eventually(async () => (await store.get(task.id))?.status === "completed", 10_000, "the completion");
+    // It was dropped as a refusal: the task stayed running until its lease ran out, then ran again.
+    expect(await store.get(task.id)).toMatchObject({ status: "completed", attempts: 1, result: { done: true } });
+    expect(refusedAt).toHaveLength(1);
+    expect(logs.messages().filter((m) => m.startsWith("Could not complete"))).toEqual([]);
+  } finally {
+    await worker.stop(0);
+    await store.close();
+  }
 });
