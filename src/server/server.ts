@@ -269,7 +269,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       const now = performance.now();
       const quiet = now - unavailableLoggedAt < 10_000;
       if (!quiet) unavailableLoggedAt = now;
-      request.log[quiet ? "debug" : "warn"](`${request.method} ${pathOf(request)} answered 503: ${(body as { message: string }).message}`);
+      const { cause } = error as { cause?: unknown };
+      const why = cause instanceof Error ? ` (${cause.message})` : "";
+      request.log[quiet ? "debug" : "warn"](`${request.method} ${pathOf(request)} answered 503: ${(body as { message: string }).message}${why}`);
     } else if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
     return reply.code(status).send(body);
   });

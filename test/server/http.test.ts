@@ -3,7 +3,7 @@ import { connect } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { HttpStore } from "../../src/client/http-store.js";
-import { eventually } from "../helpers/logs.js";
+import { captureLogs, eventually } from "../helpers/logs.js";
 import { postgresKind, sqliteKind } from "../helpers/stores.js";
 import { type Body, useServer } from "./harness.js";
 
@@ -854,5 +854,25 @@ describe.each([sqliteKind, postgresKind])("wake-up waits on $name", (kind) => {
       proxy.closeAllConnections();
       proxy.close();
     }
+  });
+});
+
+describe("readiness while the database does not answer", () => {
+  const logs = captureLogs();
+  const s = useServer(sqliteKind, { auth: "none", logger: logs.logger });
+
+  it("answers 503 not_ready each time, and logs one warning naming the cause, not one with a stack per probe", async () => {
+    s.pool.protocol.leadershipStatus = async () => {
+      throw new Error("connect ECONNREFUSED 127.0.0.1:5432 (simulated)");
+    };
+    for (let i = 0; i < 5; i++) {
+      const answer = await s.call("GET", "/readyz");
+      expect([answer.status, answer.body]).toEqual([503, { success: false, error: "not_ready", message: "The database did not answer; the server log says why" }]);
+    }
+    const said = logs.lines().filter((l) => /answered 503|Readiness/.test(l.msg));
+    expect(said.filter((l) => l.level >= 40).map((l) => [l.level, l.msg, l.err])).toEqual([
+      [40, "GET /readyz answered 503: The database did not answer; the server log says why (connect ECONNREFUSED 127.0.0.1:5432 (simulated))", undefined],
+    ]);
+    expect(said.filter((l) => l.level === 20)).toHaveLength(4);
   });
 });

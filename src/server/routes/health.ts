@@ -41,7 +41,7 @@ export const healthRoutes = [
       }),
     },
     errors: [503],
-    async handler(_input, { pool, request, lifecycle }) {
+    async handler(_input, { pool, lifecycle }) {
       if (lifecycle.draining) throw new HttpError("not_ready", "This server is shutting down; send requests to another");
       let timer: NodeJS.Timeout | undefined;
       try {
@@ -53,8 +53,8 @@ export const healthRoutes = [
         const leadership = await Promise.race([pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP), late]);
         return { status: "ready" as const, database: pool.protocol.dialect, coordinator: { ...leadership, sweepOverdue: sweepOverdue(leadership) } };
       } catch (error) {
-        request.log.warn({ err: error }, "Readiness check failed: the database did not answer");
-        throw new HttpError("not_ready", "The database did not answer; the server log says why");
+        // Logged with the other 503s (a line every 10 s, naming the cause), not here per probe.
+        throw Object.assign(new HttpError("not_ready", "The database did not answer; the server log says why"), { cause: error });
       } finally {
         clearTimeout(timer);
       }
