@@ -345,11 +345,15 @@ export class Worker {
       await this.afterFailure(task, abort, thrown.error, log);
       return;
     }
+    if (abort.aborted && abort.reason === "cancelled") {
+      log().info(`Task ${task.id} finished after it was cancelled; result discarded`);
+      return;
+    }
     if (abort.aborted && abort.reason !== "timeout") {
       log().warn(`Task ${task.id} finished after its lease ended (${abort.reason}); result discarded`);
       return;
     }
-    await this.persist(abort, log, `complete task ${task.id}`, async () => {
+    await this.persist(task, abort, log, `complete task ${task.id}`, async () => {
       try {
         // Follow-ups are created in the completion's transaction, so those completions go one by one.
         if (followUps.length > 0) await this.store.complete(task.id, lease, { result: result ?? null, followUps });
@@ -375,14 +379,19 @@ export class Worker {
 
   private async afterFailure(task: ClaimedTask, abort: RunAbort, error: unknown, log: () => Logger): Promise<void> {
     const reason = abort.reason;
-    if (reason === "lease_lost" || reason === "cancelled" || error instanceof LeaseLostError) {
-      log().warn(`Task ${task.id} stopped: ${reason === "cancelled" ? "it was cancelled" : "its lease was lost to another worker"}`);
+    // A cancel is an operator's decision, said at info; a lost lease is something to look into.
+    if (reason === "cancelled") {
+      log().info(`Task ${task.id} stopped: it was cancelled`);
+      return;
+    }
+    if (reason === "lease_lost" || error instanceof LeaseLostError) {
+      log().warn(`Task ${task.id} stopped: its lease was lost to another worker`);
       return;
     }
     if (reason === "shutdown") return; // shutdown releases it
     const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : storable(errorMessage(error));
     const retryable = !(error instanceof NonRetryableError);
-    await this.persist(abort, log, `record the failure of task ${task.id}`, async () => {
+    await this.persist(task, abort, log, `record the failure of task ${task.id}`, async () => {
       const failed = await this.outcomes.fail({ id: task.id, lease: { workerId: task.workerId, leaseToken: task.leaseToken }, error: message, retryable }).catch(async (error: unknown) => {
         // A failure that ended the task for good keeps its lease on the row; one that scheduled a retry does not, and is refused as lease_lost.
         if (await this.writtenEarlier(task, error, "failed")) return null;
@@ -416,7 +425,7 @@ export class Worker {
    * It used to give up after 8 tries (about 50 s over HTTP), so a server down for a minute dropped
    * outcomes whose leases still held, and those tasks ran again.
    */
-  private async persist(abort: RunAbort, log: () => Logger, what: string, write: () => Promise<void>): Promise<void> {
+  private async persist(task: ClaimedTask, abort: RunAbort, log: () => Logger, what: string, write: () => Promise<void>): Promise<void> {
     let failingSince: number | null = null;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -424,7 +433,10 @@ export class Worker {
         return;
       } catch (error) {
         if (isRefusal(error)) {
-          log().warn({ err: error.message }, `Could not ${what}: ${error.code}`);
+          // An operator's cancel while the handler ran is no failure of this worker's: said at info.
+          if (error instanceof InvalidTransitionError && (await this.store.get(task.id).catch(() => null))?.status === "cancelled") {
+            log().info(`Task ${task.id} was cancelled while it ran; its outcome is not recorded`);
+          } else log().warn({ err: error.message }, `Could not ${what}: ${error.code}`);
           return;
         }
         failingSince ??= monotonicMs();

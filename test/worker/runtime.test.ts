@@ -365,7 +365,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
   it("tells a handler it was cancelled at the next heartbeat; the task stays cancelled", async () => {
     const { task } = await store.enqueue({ taskType: "long" });
     let reason: unknown = null;
-    await startWorker({
+    const { logs } = await startWorker({
       handlers: {
         long: (_params, ctx) =>
           new Promise((_resolve, reject) => {
@@ -380,8 +380,26 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await store.cancel(task.id);
     await eventually(() => reason, 5000, "the abort signal");
     expect(reason).toBe("cancelled");
-    await new Promise((r) => setTimeout(r, 200));
+    // An operator's decision, said at info; nothing is written over the cancel.
+    const said = await eventually(() => logs.lines().find((l) => l.msg.startsWith(`Task ${task.id} stopped`)), 5000, "the worker to say so");
+    expect([said.level, said.msg]).toEqual([30, `Task ${task.id} stopped: it was cancelled`]);
     expect((await store.get(task.id))?.status).toBe("cancelled");
+  });
+
+  it("a handler that finishes after its task was cancelled, before the worker heard of it: its result is refused, and that is said at info", async () => {
+    const { task } = await store.enqueue({ taskType: "long" });
+    let finish!: () => void;
+    const gate = new Promise<void>((resolve) => (finish = resolve));
+    // Beats every 30 s: the worker does not hear of the cancel before the handler returns.
+    const { logs } = await startWorker({ heartbeatIntervalMs: 30_000, handlers: { long: async () => (await gate, { done: true }) } });
+    await settled(task.id, "running");
+    await store.cancel(task.id);
+    finish();
+    const said = await eventually(() => logs.lines().find((l) => l.msg.includes(`Task ${task.id} was cancelled`)), 5000, "the worker to say so");
+    expect([said.level, said.msg]).toEqual([30, `Task ${task.id} was cancelled while it ran; its outcome is not recorded`]);
+    // It was a warning: "Could not complete task N: invalid_transition".
+    expect(logs.lines().filter((l) => l.level >= 40)).toEqual([]);
+    expect(await store.get(task.id)).toMatchObject({ status: "cancelled", result: null });
   });
 
   it("aborts a handler at its timeout and records the failure", async () => {
