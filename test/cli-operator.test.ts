@@ -38,7 +38,7 @@ async function seedTasks(pool: Taskpool) {
   await p.checkpoint(r.id, r, { page: 3 });
   await p.progress(r.id, r, 0.4);
   const [f] = await p.claim({ workerId: "w1", taskTypes: ["analytics_refresh"] });
-  await p.fail(f.id, f, { error: "view refresh timed out" });
+  await p.fail(f.id, f, { error: "view refresh timed out", stack: "Error: view refresh timed out\n    at refresh (views.js:7:3)" });
   const c = await p.claimById(completed.id, { workerId: "w1" });
   await p.complete(c.id, c, { result: { products: 12 } });
   return { running, pending, failed, completed };
@@ -59,12 +59,13 @@ describe("taskpool operator CLI", () => {
     }
     const { running, pending, failed, completed } = ids;
 
-    const [list, filtered, firstPage, show, showJson] = await Promise.all([
+    const [list, filtered, firstPage, show, showJson, showFailed] = await Promise.all([
       taskpool("tasks", "list", "--db", db),
       taskpool("tasks", "list", "--worker", "w1", "--status", "failed,completed", "--json", "--db", db),
       taskpool("tasks", "list", "--status", "pending", "--status", "running", "--order", "oldest", "--limit", "1", "--db", db),
       taskpool("tasks", "show", String(running.id), "--db", db),
       taskpool("tasks", "show", String(failed.id), "--json", "--db", db),
+      taskpool("tasks", "show", String(failed.id), "--db", db),
     ]);
     const lines = list.stdout.trim().split("\n");
     expect(lines[0]).toMatch(/^ID\s+TYPE\s+STATUS\s+PRIORITY\s+ATTEMPTS\s+WORKER\s+PROGRESS\s+CREATED\s+UPDATED$/);
@@ -88,6 +89,10 @@ describe("taskpool operator CLI", () => {
       expect(show.stdout).toMatch(field);
     }
     expect(show.stdout).toMatch(/Events \(3, oldest first\):\n\s+TIME\s+EVENT\s+FROM\s+TO\s+MESSAGE\s+DATA\n.*created.*\n.*claimed\s+-\s+w1\s+-\s+\{"attempt":1,"started":true\}\n.*checkpoint\s+-\s+w1\s+-\s+\{"page":3\}\n$/);
+
+    // The failure's stack is printed below the timeline, a line each, not packed into its data cell.
+    expect(showFailed.stdout).toMatch(/failed\s+w1\s+-\s+view refresh timed out\s+\{"attempt":1,"max_attempts":1,"retry_at":null,"stack":"\(below\)"\}\n/);
+    expect(showFailed.stdout).toMatch(/\n\nStack of the last failure \(\S+Z\):\n {2}Error: view refresh timed out\n {6}at refresh \(views\.js:7:3\)\n$/);
 
     const shown = JSON.parse(showJson.stdout);
     expect(shown.task).toMatchObject({ id: failed.id, status: "failed", errorMessage: "view refresh timed out", attempts: 1 });

@@ -25,6 +25,11 @@ describe("taskpool CLI", () => {
     const status = (await taskpool("status", "--db", db)).stdout;
     expect(status).toMatch(/product_resync\s+pending 1/);
     expect(status).toMatch(/Coordinator: WARNING no coordinator leads and none has ever swept/);
+    // For scripts: the created task, and the status as records.
+    const enqueued = JSON.parse((await taskpool("enqueue", "product_resync", '{"storeId":7}', "--json", "--db", db)).stdout);
+    expect(enqueued).toMatchObject({ created: true, task: { id: 2, taskType: "product_resync", params: { storeId: 7 }, status: "pending" } });
+    const records = JSON.parse((await taskpool("status", "--json", "--db", db)).stdout);
+    expect(records).toMatchObject({ counts: { byStatus: { pending: 2 }, byType: { product_resync: { pending: 2 } } }, workers: [], coordinator: { holder: null, sweepOverdue: false } });
     const bad = await taskpool("enqueue", "product_resync", "{not json", "--db", db).catch((e) => e);
     expect(bad.code).toBe(1);
     // JSON.parse's reason (its wording varies with Node), and the likely cause: the shell ate the quotes.

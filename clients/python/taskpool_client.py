@@ -42,6 +42,7 @@ import signal
 import socket
 import threading
 import time
+import traceback
 import uuid
 import urllib.error
 import urllib.parse
@@ -271,9 +272,9 @@ class Client:
         fields = {"worker_id": worker_id, "lease_token": lease_token, "result": result, "follow_ups": follow_ups, "claim_next": claim_next}
         return self.request("POST", f"/api/tasks/{int(task_id)}/complete", _without_none(fields))
 
-    def fail(self, task_id: int, worker_id: str, lease_token: str, error: str, *, retryable: Optional[bool] = None) -> Dict[str, Any]:
-        """Fails an attempt: retried after backoff while attempts remain, unless retryable is False."""
-        return self._lease_call(task_id, "fail", worker_id, lease_token, _without_none({"error": error, "retryable": retryable}))
+    def fail(self, task_id: int, worker_id: str, lease_token: str, error: str, *, retryable: Optional[bool] = None, stack: Optional[str] = None) -> Dict[str, Any]:
+        """Fails an attempt: retried after backoff while attempts remain, unless retryable is False. ``stack`` (a traceback) is kept in the failure's event."""
+        return self._lease_call(task_id, "fail", worker_id, lease_token, _without_none({"error": error, "retryable": retryable, "stack": stack}))
 
     def release(self, task_id: int, worker_id: str, lease_token: str, *, reason: Optional[str] = None) -> Dict[str, Any]:
         """Gives a task back without charging an attempt; its checkpoint stays."""
@@ -468,8 +469,10 @@ class Worker:
                 return
             except Exception as e:  # noqa: BLE001 -- a handler's error fails the task, it must not end the worker
                 message = f"{type(e).__name__}: {e}"[:10_000]
+                # Its last 10,000 characters: the innermost frames, where it went wrong, come last.
+                stack = "".join(traceback.format_exception(type(e), e, e.__traceback__))[-10_000:]
                 retryable = None if not isinstance(e, PermanentError) else False
-                if self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable), "failed") is not None:
+                if self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable, stack=stack), "failed") is not None:
                     log.warning("worker %s: task %s (%s) failed: %s", self.worker_id, ctx.id, task["task_type"], message)
                 return
             answer = self._report(ctx, lambda: self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result, claim_next=self._claim_next()), "completed")

@@ -3,6 +3,7 @@ import type { Taskpool } from "../api/taskpool.js";
 import type { Task } from "../core/task.js";
 import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, urlOption, withPool } from "./database.js";
 import { integer } from "./parse.js";
+import { jsonOption } from "./table.js";
 
 export function enqueueCommand(program: Command): void {
   program
@@ -18,6 +19,7 @@ export function enqueueCommand(program: Command): void {
     .addOption(urlOption())
     .addOption(apiKeyOption())
     .addOption(schemaOption())
+    .addOption(jsonOption())
     .action(async (taskType: string, params: string | undefined, opts) => {
       let parsed: unknown;
       try {
@@ -30,7 +32,7 @@ export function enqueueCommand(program: Command): void {
       await withPool(
         opts,
         async (pool) => {
-          const { task, created } = await pool.protocol.enqueue({
+          const answer = await pool.protocol.enqueue({
             taskType,
             params: parsed as Record<string, never>,
             priority: opts.priority,
@@ -40,7 +42,9 @@ export function enqueueCommand(program: Command): void {
             // Counted by the store's clock: this host's may be off the database's.
             delaySeconds: opts.delay,
           });
-          console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);
+          const { task, created } = answer;
+          if (opts.json) console.log(JSON.stringify(answer, null, 2));
+          else console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);
           const warning = await nobodyServes(pool, task);
           if (warning) console.error(`warning: ${warning}`);
         },

@@ -2,27 +2,39 @@ import type { Command } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
 import { COORDINATOR_LEADERSHIP, sweepOverdue } from "../coordinator/coordinator.js";
 import type { LeadershipStatus } from "../store/store.js";
+import { TASK_STATUSES, type TaskStatus } from "../core/task.js";
 import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
-import { type Column, formatTable } from "./table.js";
+import { type Column, formatTable, jsonOption } from "./table.js";
 import { WORKER_COLUMNS } from "./workers.js";
 
 const NOT_SWEEPING = "dead workers are not being detected and expired leases not recovered";
 
+/** Counts by status in the lifecycle's order (pending, claimed, running, completed, …), whatever order the database answered them in. */
+const inOrder = (byStatus: Partial<Record<TaskStatus, number>>) =>
+  TASK_STATUSES.filter((s) => byStatus[s] !== undefined)
+    .map((s) => `${s} ${byStatus[s]}`)
+    .join(", ");
+
 /** Task counts, the worker registry as plain tables, and whether a coordinator is sweeping. */
-export async function printStatus(pool: Taskpool, out: (line: string) => void = console.log): Promise<void> {
+export async function printStatus(pool: Taskpool, out: (line: string) => void = console.log, json = false): Promise<void> {
   const counts = await pool.counts();
-  out(`Tasks: ${Object.entries(counts.byStatus).map(([s, n]) => `${s} ${n}`).join(", ")}`);
+  const workers = await pool.workers();
+  const leadership = await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP);
+  if (json) {
+    out(JSON.stringify({ counts, workers, coordinator: { ...leadership, sweepOverdue: sweepOverdue(leadership) } }, null, 2));
+    return;
+  }
+  out(`Tasks: ${inOrder(counts.byStatus)}`);
   const byType = Object.entries(counts.byType).sort();
   const typeColumns: Column<(typeof byType)[number]>[] = [
     { header: "type", value: ([type]) => type },
-    { header: "counts", value: ([, byStatus]) => Object.entries(byStatus).map(([s, n]) => `${s} ${n}`).join(", ") },
+    { header: "counts", value: ([, byStatus]) => inOrder(byStatus) },
   ];
   for (const line of formatTable(typeColumns, byType, { header: false })) out(`  ${line}`);
-  const workers = await pool.workers();
   out(`Workers: ${workers.length}`);
   if (workers.length > 0) for (const line of formatTable(WORKER_COLUMNS, workers)) out(`  ${line}`);
   const inUse = workers.length > 0 || Object.values(counts.byStatus).some((n) => n > 0);
-  out(coordinatorLine(await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP), inUse));
+  out(coordinatorLine(leadership, inUse));
 }
 
 function coordinatorLine(s: LeadershipStatus, inUse: boolean): string {
@@ -45,5 +57,6 @@ export function statusCommand(program: Command): void {
     .addOption(urlOption())
     .addOption(apiKeyOption())
     .addOption(schemaOption())
-    .action((opts: { db: string; schema?: string }) => withPool(opts, (pool) => printStatus(pool)));
+    .addOption(jsonOption())
+    .action((opts: { db: string; schema?: string; json?: boolean }) => withPool(opts, (pool) => printStatus(pool, console.log, opts.json === true)));
 }

@@ -24,13 +24,20 @@ const TASK_COLUMNS: Column<Task>[] = [
   { header: "updated", value: (t) => t.updatedAt },
 ];
 
+/** The stack a worker sent with a failure (data.stack of retry_scheduled and failed events), or null. */
+function stackOf(e: TaskEvent): string | null {
+  const data = e.data as { stack?: unknown } | null;
+  return (e.event === "retry_scheduled" || e.event === "failed") && typeof data?.stack === "string" ? data.stack : null;
+}
+
 const EVENT_COLUMNS: Column<TaskEvent>[] = [
   { header: "time", value: (e) => e.createdAt },
   { header: "event", value: (e) => e.event },
   { header: "from", value: (e) => e.fromWorkerId },
   { header: "to", value: (e) => e.toWorkerId },
   { header: "message", value: (e) => e.message },
-  { header: "data", value: (e) => e.data },
+  // A stack is many lines: it is printed below the table, not in a cell.
+  { header: "data", value: (e) => (stackOf(e) === null ? e.data : { ...(e.data as object), stack: "(below)" }) },
 ];
 
 /** --status may be repeated or comma-separated: `--status failed,cancelled --status pending`. */
@@ -75,7 +82,16 @@ function showTask(task: Task, events: TaskEvent[]): string[] {
     ["result", task.result],
     ["error", task.errorMessage],
   ];
-  return [`Task ${task.id}`, ...formatFields(fields).map((l) => `  ${l}`), "", `Events (${events.length}, oldest first):`, ...formatTable(EVENT_COLUMNS, events).map((l) => `  ${l}`)];
+  const lastFailure = events.findLast((e) => e.event === "retry_scheduled" || e.event === "failed");
+  const stack = lastFailure ? stackOf(lastFailure) : null;
+  return [
+    `Task ${task.id}`,
+    ...formatFields(fields).map((l) => `  ${l}`),
+    "",
+    `Events (${events.length}, oldest first):`,
+    ...formatTable(EVENT_COLUMNS, events).map((l) => `  ${l}`),
+    ...(stack === null ? [] : ["", `Stack of the last failure (${lastFailure!.createdAt.toISOString()}):`, ...stack.split("\n").map((l) => `  ${l}`)]),
+  ];
 }
 
 type Outcome = { id: number; task: Task } | { id: number; error: { code: string; message: string } };

@@ -208,6 +208,7 @@ export const FailOptionsSchema = Type.Object(
     error: Text({ maxLength: MAX_MESSAGE_LENGTH, description: "what went wrong" }),
     /** false = go straight to `failed`, whatever attempts remain. */
     retryable: Type.Optional(Type.Boolean()),
+    stack: Type.Optional(Text({ maxLength: MAX_MESSAGE_LENGTH, description: "where it went wrong: the error's stack trace (with its causes), kept in the failure's event as data.stack" })),
   },
   { additionalProperties: false },
 );
@@ -219,7 +220,7 @@ export type Completion = Static<typeof CompletionSchema>;
 
 /** One failure of a batch (see Store.failMany). */
 export const FailureSchema = Type.Object(
-  { id: TaskId, lease: LeaseSchema, error: FailOptionsSchema.properties.error, retryable: Type.Optional(Type.Boolean()) },
+  { id: TaskId, lease: LeaseSchema, error: FailOptionsSchema.properties.error, retryable: Type.Optional(Type.Boolean()), stack: FailOptionsSchema.properties.stack },
   { additionalProperties: false },
 );
 export type Failure = Static<typeof FailureSchema>;

@@ -109,7 +109,12 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
   }
   for (const role of roles) {
     if (!new RegExp(TASK_TYPE_PATTERN).test(role)) throw new ValidationError(`Invalid role "${role}": a task type name such as product_resync`, [{ path: "roles", message: "bad name" }]);
-    if (typeof options.handlers?.[role] !== "function") {
+    const handler: unknown = options.handlers?.[role];
+    if (handler !== undefined && typeof handler !== "function") {
+      const got = typeof handler === "object" ? JSON.stringify(handler) : String(handler);
+      throw new ValidationError(`Invalid handler for role "${role}": ${got} is not a function; make it async (params, ctx) => { ... }`, [{ path: `handlers.${role}`, message: "not a function" }]);
+    }
+    if (typeof handler !== "function") {
       throw new ValidationError(`No handler for role "${role}": add handlers.${role} = async (params, ctx) => { ... }`, [{ path: `handlers.${role}`, message: "missing" }]);
     }
   }

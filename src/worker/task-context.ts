@@ -20,6 +20,7 @@ export interface TaskContext {
   logger: Logger;
   /** Saves a resume point; it survives retries and reassignment to another worker. */
   saveCheckpoint(data: Json): Promise<void>;
+  /** How far the run has come, a fraction from 0 to 1 (0.4 is 40 %, not a percentage); anything else is a ValidationError. */
   progress(value: number): Promise<void>;
   /** A follow-up task, created in the same transaction as this task's completion (none if it fails); call it before the handler returns. */
   enqueue(taskType: string, params?: JsonObject, options?: Omit<EnqueueInput, "taskType" | "params">): void;

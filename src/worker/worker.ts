@@ -14,6 +14,7 @@
  * backoff; the worker stops claiming meanwhile but never crashes.
  */
 import { hostname } from "node:os";
+import { inspect } from "node:util";
 import { pino, type Logger } from "pino";
 import { monotonicMs } from "../core/clock.js";
 import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskpoolError, ValidationError } from "../core/errors.js";
@@ -390,17 +391,19 @@ export class Worker {
     }
     if (reason === "shutdown") return; // shutdown releases it
     const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : storable(errorMessage(error));
+    const stack = reason === "timeout" ? undefined : stackOf(error);
     const retryable = !(error instanceof NonRetryableError);
     await this.persist(task, abort, log, `record the failure of task ${task.id}`, async () => {
-      const failed = await this.outcomes.fail({ id: task.id, lease: { workerId: task.workerId, leaseToken: task.leaseToken }, error: message, retryable }).catch(async (error: unknown) => {
+      const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
+      const failed = await this.outcomes.fail(stack === undefined ? { id: task.id, lease, error: message, retryable } : { id: task.id, lease, error: message, retryable, stack }).catch(async (error: unknown) => {
         // A failure that ended the task for good keeps its lease on the row; one that scheduled a retry does not, and is refused as lease_lost.
         if (await this.writtenEarlier(task, error, "failed")) return null;
         throw error;
       });
       this.tasksProcessed++;
       if (failed === null) return;
-      if (failed.status === "pending") log().warn({ err: message, retryAt: failed.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
-      else log().error({ err: message }, `Task ${task.id} failed for good`);
+      if (failed.status === "pending") log().warn({ err: message, stack, retryAt: failed.scheduledFor }, `Task ${task.id} failed (attempt ${task.attempts}); retry scheduled`);
+      else log().error({ err: message, stack }, `Task ${task.id} failed for good`);
     });
   }
 
@@ -544,6 +547,16 @@ export class Worker {
 function storable(message: string): string {
   const clean = message.replaceAll("\0", "\\0").toWellFormed();
   return clean.length <= MAX_MESSAGE_LENGTH ? clean : `${clean.slice(0, MAX_MESSAGE_LENGTH - 20)}… (truncated)`;
+}
+
+/**
+ * Where a handler's error came from, kept in its failure's event (`data.stack`): the stack with the
+ * error's causes and, for an AggregateError, its errors, as Node prints them. None for a thrown value
+ * that is no Error: it has no stack.
+ */
+function stackOf(error: unknown): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  return storable(inspect(error, { depth: 4, colors: false, breakLength: Infinity }));
 }
 
 /** What a handler threw, as its task's error: an object thrown as it is printed "[object Object]", and `undefined` as "undefined". */

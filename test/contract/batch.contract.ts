@@ -80,7 +80,7 @@ export function batchContract(kind: StoreKind) {
       const outcomes = await ctx.store.failMany([
         { id: retried.id, lease: retried, error: "HTTP 503" },
         { id: again.id, lease: again, error: "HTTP 503 again" },
-        { id: fatal.id, lease: fatal, error: "bad input", retryable: false },
+        { id: fatal.id, lease: fatal, error: "bad input", retryable: false, stack: "ValidationError: bad input\n    at check (import.js:3:11)" },
       ]);
       const now = ctx.clock.now().getTime();
       // A final failure keeps the schedule it had: the second attempt's was due now, the first's 10 s ago.
@@ -98,6 +98,7 @@ export function batchContract(kind: StoreKind) {
         ["failed", "bad input", "w1"],
       ]);
       expect(lastEvents[0]?.data).toEqual({ attempt: 1, max_attempts: 2, retry_at: new Date(now + 10_000).toISOString() });
+      expect(lastEvents[2]?.data).toEqual({ attempt: 1, max_attempts: 2, retry_at: null, stack: "ValidationError: bad input\n    at check (import.js:3:11)" });
     });
 
     it("fails many with a stale lease refused alone", async () => {

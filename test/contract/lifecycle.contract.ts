@@ -103,8 +103,12 @@ export function lifecycleContract(kind: StoreKind) {
       ctx.clock.advance(1);
       const second = await claimOne(ctx.store, "w2");
       expect(second).toMatchObject({ id: lease.id, attempts: 2, checkpoint: { page: 4 } });
-      const again = await ctx.store.fail(second.id, second, { error: "HTTP 503" });
+      const stack = "Error: HTTP 503\n    at fetchPage (crawl.js:12:9)\n  [cause]: Error: socket hang up";
+      const again = await ctx.store.fail(second.id, second, { error: "HTTP 503", stack });
       expect(again.scheduledFor).toEqual(new Date(ctx.clock.now().getTime() + 18_000)); // 20 s * 0.9
+      // A stack, when the worker sends one, is kept in the failure's event; the task keeps the message alone.
+      expect((await ctx.store.events(lease.id)).at(-1)!.data).toEqual({ attempt: 2, max_attempts: 3, retry_at: again.scheduledFor.toISOString(), stack });
+      expect(event.data).not.toHaveProperty("stack");
     });
 
     it("clears an earlier attempt's error when the task completes (the error stays in the timeline)", async () => {

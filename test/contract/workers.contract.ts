@@ -4,6 +4,7 @@ import type { WorkerBeat } from "../../src/core/worker.js";
 import type { StoreKind } from "../helpers/stores.js";
 import type { Store } from "../../src/store/store.js";
 import { claimOne, useStore } from "./context.js";
+import { eventually } from "../helpers/logs.js";
 
 const SWEEP = { staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds: 30 };
 
@@ -279,10 +280,15 @@ export function workersContract(kind: StoreKind) {
 
     /** A subscription on the store, set up: resolves to what its first wake-up heard, once `produce` has run on another store. */
     async function firstWakeUp(produce: (producer: Store) => Promise<void>): Promise<string[]> {
-      const heard = new Promise<string[]>((resolve) => void ctx.store.subscribe(resolve));
-      await new Promise((r) => setTimeout(r, 50)); // LISTEN is set up
-      await produce(await ctx.another());
-      return heard;
+      let heard: string[] | null = null;
+      // subscribe() resolves once it listens (PostgreSQL's LISTEN answered, the HTTP client's first wait): a fixed 50 ms was not always enough on a loaded machine.
+      const unsubscribe = await ctx.store.subscribe((types) => void (heard ??= types));
+      try {
+        await produce(await ctx.another());
+        return await eventually(() => heard, 10_000, "a wake-up");
+      } finally {
+        await unsubscribe();
+      }
     }
 
     it("wakes subscribers when tasks are enqueued", async () => {

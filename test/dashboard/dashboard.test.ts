@@ -99,7 +99,15 @@ describe("the dashboard in a real browser", () => {
     await filtered.locator('select[name="task_type"] option', { hasText: "flaky" }).waitFor({ state: "attached" });
 
     const viewer = await open(server.keys.producer, `#/tasks/${task.id}`);
-    await viewer.locator("#task-error").getByText("upstream answered 503").waitFor();
+    await viewer.locator("#task-error").waitFor();
+    expect(await viewer.locator("#task-error").innerText()).toMatch(/^error: upstream answered 503 \(simulated\)\n/);
+    // Where it went wrong: the handler's stack, folded under the error until opened.
+    const stack = viewer.locator("#task-error-stack");
+    expect(await stack.locator("pre").isVisible()).toBe(false);
+    await stack.locator("summary").click();
+    await stack.locator("pre").waitFor();
+    expect(await stack.locator("pre").innerText()).toMatch(/^Error: upstream answered 503 \(simulated\)\n\s+at (Object\.)?flaky \(.*dashboard\.test\.ts:\d+:\d+\)/);
+    expect(await viewer.locator("#timeline details.stack").count()).toBe(1);
     await viewer.click('nav a[href="#/dead-letter"]');
     await viewer.locator("tr.dead-group").getByText("upstream answered 503 (simulated)").waitFor();
     expect(await viewer.locator("#retry, .retry-group").count()).toBe(0);

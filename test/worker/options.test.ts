@@ -34,6 +34,11 @@ describe("worker options", () => {
     expect(refusal({ concurency: 10 })).toMatch(/^Invalid worker option concurency: unknown option \(the options are roles, handlers, workerId, concurrency, /);
   });
 
+  it("says a handler that is not a function is one, rather than that there is none", () => {
+    expect(refusal({ handlers: { crawl: 5 } as never })).toBe('Invalid handler for role "crawl": 5 is not a function; make it async (params, ctx) => { ... }');
+    expect(refusal({ handlers: {} })).toMatch(/^No handler for role "crawl"/);
+  });
+
   it("refuses a flag that is not a boolean, and a worker id that is not a string", () => {
     expect(refusal({ handleSignals: "yes" })).toBe('Invalid worker option handleSignals: "yes" (must be true or false)');
     expect(refusal({ heartbeatThread: "no" })).toBe('Invalid worker option heartbeatThread: "no" (must be true or false)');

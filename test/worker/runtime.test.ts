@@ -464,6 +464,24 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(messages).toEqual(["quota exceeded", 'Handler threw {"code":42} (not an Error)', "Handler threw undefined (not an Error)", "no stock"]);
   });
 
+  it("keeps a handler error's stack, its cause included, in the failure's event and the log line; the task keeps the message", async () => {
+    const { task } = await store.enqueue({ taskType: "boom", maxAttempts: 1 });
+    const { logs } = await startWorker({
+      handlers: {
+        boom: async function fetchPage() {
+          throw new Error("upstream returned 502", { cause: new Error("socket hang up") });
+        },
+      },
+    });
+    await settled(task.id, "failed");
+    expect((await store.get(task.id))?.errorMessage).toBe("upstream returned 502");
+    const data = (await store.events(task.id)).at(-1)!.data as { stack: string };
+    // Before, neither the task, its events nor the log had more than the message: no file, no line.
+    expect(data.stack).toMatch(/^Error: upstream returned 502\n\s+at fetchPage \(.*runtime\.test\.ts:\d+:\d+\)/);
+    expect(data.stack).toMatch(/\[cause\]: Error: socket hang up/);
+    expect(logs.lines().find((l) => l.msg === `Task ${task.id} failed for good`)).toMatchObject({ err: "upstream returned 502", stack: data.stack });
+  });
+
   it("records a handler error whose message the database could not store as such (NUL, lone surrogate, huge)", async () => {
     const { task } = await store.enqueue({ taskType: "boom", maxAttempts: 1 });
     await startWorker({ handlers: { boom: async () => { throw new Error(`bad\u0000byte \ud800 ${"y".repeat(20_000)}`); } } });

@@ -107,10 +107,15 @@ it("once heartbeats get through again, a claim loop backing off after failed cla
     if (counted) outage.claimsFailed++;
     throw new Error("network unreachable (simulated)");
   };
-  const flaky = withOverrides(store, { claim: failWhileDown(store.claim.bind(store), true), workerHeartbeat: failWhileDown(store.workerHeartbeat.bind(store)) });
+  const flaky = withOverrides(store, {
+    claim: failWhileDown(store.claim.bind(store), true),
+    workerHeartbeat: failWhileDown(store.workerHeartbeat.bind(store)),
+    // No wake-ups: the enqueue's notification would otherwise end the backoff as well.
+    subscribe: async () => async () => {},
+  });
   const logs = captureLogs();
   const started: number[] = [];
-  // Polling once a minute and no wake-ups (the store's subscription stays quiet): only the heartbeats' recovery can end the backoff.
+  // Polling once a minute and no wake-ups: only the heartbeats' recovery can end the backoff.
   const worker = new Worker(flaky, { roles: ["x"], handlers: { x: async () => void started.push(performance.now()) }, pollIntervalMs: 60_000, heartbeatIntervalMs: 50, handleSignals: false, heartbeatThread: false, logger: logs.logger });
   outage.down = true;
   await worker.start();

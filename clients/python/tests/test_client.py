@@ -434,8 +434,11 @@ class WorkerTest(unittest.TestCase):
         # Claimed and started in one request: one 'claimed' event that says so, no 'started' of its own.
         claimed = [e for e in shown["events"] if e["event"] in ("claimed", "started")]
         self.assertEqual([(e["event"], e["data"]) for e in claimed], [("claimed", {"attempt": 1, "started": True})])
-        failed_once = self.client.get(b["id"])["task"]
-        self.assertEqual((failed_once["status"], failed_once["attempts"], failed_once["error_message"]), ("pending", 1, "ValueError: the input is broken"))
+        failed_once = self.client.get(b["id"])
+        self.assertEqual((failed_once["task"]["status"], failed_once["task"]["attempts"], failed_once["task"]["error_message"]), ("pending", 1, "ValueError: the input is broken"))
+        # The traceback goes with the failure, into its event: the file and line the handler raised at.
+        stack = failed_once["events"][-1]["data"]["stack"]
+        self.assertRegex(stack, r'^Traceback \(most recent call last\):\n[\s\S]*File ".*test_client\.py", line \d+, in broken\n\s+raise ValueError\("the input is broken"\)\nValueError: the input is broken\n$')
         failed = self.client.get(c["id"])["task"]
         self.assertEqual((failed["status"], failed["attempts"]), ("failed", 1))
         # Deregistered on the way out.

@@ -559,6 +559,7 @@ export class PostgresStore implements Store {
       items.map((i) => i.error),
       items.map((i) => i.retryable !== false),
       items.map(() => this.random()),
+      items.map((i) => i.stack ?? null),
     ]);
     return this.outcomes("fail", items, applied, tasks);
   }
@@ -577,7 +578,7 @@ export class PostgresStore implements Store {
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
-    const rows = await this.guarded("fail", "tp_fail", sql.FAIL, id, lease, [options.error, options.retryable !== false, this.random()]);
+    const rows = await this.guarded("fail", "tp_fail", sql.FAIL, id, lease, [options.error, options.retryable !== false, this.random(), options.stack ?? null]);
     return toTask(rows[0]);
   }
 

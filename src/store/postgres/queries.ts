@@ -530,25 +530,26 @@ const failedColumns = (now: string, error: string, retryable: string, jitter: st
 /** A time as the ISO-8601 text JavaScript writes (what SQLite stores), so event data is the same on both stores. */
 export const ISO_TIME = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
-/** The event of each failed row: retry_scheduled or failed, with the attempt figures. */
-const logFailures = (workerId: string, error: string, now: string) => `
+/** The event of each failed row: retry_scheduled or failed, with the attempt figures, and the stack when the worker sent one. */
+const logFailures = (workerId: string, error: string, stack: string, now: string) => `
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
     SELECT id, CASE WHEN status = 'pending' THEN 'retry_scheduled' ELSE 'failed' END, ${workerId}, ${error},
            jsonb_build_object('attempt', attempts, 'max_attempts', max_attempts,
-                              'retry_at', CASE WHEN status = 'pending' THEN ${ISO_TIME("scheduled_for")} END),
+                              'retry_at', CASE WHEN status = 'pending' THEN ${ISO_TIME("scheduled_for")} END)
+             || CASE WHEN ${stack} IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('stack', ${stack}) END,
            ${now}
     FROM failed
   )`;
 
-/** $1 id, $2 worker_id, $3 token, $4 now, $5 error message, $6 retryable, $7 jitter draw. */
+/** $1 id, $2 worker_id, $3 token, $4 now, $5 error message, $6 retryable, $7 jitter draw, $8 stack (or null). */
 export const FAIL = `
   WITH failed AS (
     UPDATE tasks t SET ${failedColumns("$4::timestamptz", "$5", "$6", "$7")}
     WHERE ${LEASE_HELD("fail")}
     RETURNING t.*
   ),
-  ${logFailures("$2", "$5", "$4::timestamptz")},
+  ${logFailures("$2", "$5", "$8::text", "$4::timestamptz")},
   ${TALLY_FINISHED("failed")}
   SELECT * FROM failed`;
 
@@ -578,19 +579,19 @@ export const completeMany = (returnTasks: boolean) => `
   ${TALLY_FINISHED("done")}
   SELECT ${returnTasks ? "*" : "id, status, scheduled_for"} FROM done`;
 
-/** $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 error messages, $6 retryable flags, $7 jitter draws: FAIL for many. */
+/** $1 ids, $2 worker_ids, $3 tokens, $4 now, $5 error messages, $6 retryable flags, $7 jitter draws, $8 stacks: FAIL for many. */
 export const failMany = (returnTasks: boolean) => `
   WITH items AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $5::text[], $6::boolean[], $7::float8[])
-      AS i(id, worker_id, lease_token, error, retryable, jitter)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $5::text[], $6::boolean[], $7::float8[], $8::text[])
+      AS i(id, worker_id, lease_token, error, retryable, jitter, stack)
   ),
   failed AS (
     UPDATE tasks t SET ${failedColumns("$4::timestamptz", "i.error", "i.retryable", "i.jitter")}
     FROM items i
     WHERE ${BATCH_LEASE_HELD("fail")}
-    RETURNING t.*, i.worker_id AS failed_by, i.error AS failure
+    RETURNING t.*, i.worker_id AS failed_by, i.error AS failure, i.stack AS failure_stack
   ),
-  ${logFailures("failed_by", "failure", "$4::timestamptz")},
+  ${logFailures("failed_by", "failure", "failure_stack", "$4::timestamptz")},
   ${TALLY_FINISHED("failed")}
   SELECT ${returnTasks ? "*" : "id, status, scheduled_for"} FROM failed`;
 

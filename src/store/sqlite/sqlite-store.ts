@@ -294,7 +294,7 @@ export class SqliteStore implements Store {
   }
 
   /** One lease-guarded failure and its event, inside the caller's transaction. */
-  private failOne({ id, lease, error, retryable }: Failure, now: string): Task {
+  private failOne({ id, lease, error, retryable, stack }: Failure, now: string): Task {
     const extra = { error, retryable: retryable === false ? 0 : 1, jitterDraw: this.random() };
     const task = toTask(this.guarded("fail", sql.FAIL, id, lease, extra, now));
     const retrying = task.status === "pending";
@@ -304,7 +304,7 @@ export class SqliteStore implements Store {
         event: retrying ? "retry_scheduled" : "failed",
         fromWorkerId: lease.workerId,
         message: error,
-        data: { attempt: task.attempts, max_attempts: task.maxAttempts, retry_at: retrying ? task.scheduledFor.toISOString() : null },
+        data: { attempt: task.attempts, max_attempts: task.maxAttempts, retry_at: retrying ? task.scheduledFor.toISOString() : null, ...(stack === undefined ? {} : { stack }) },
       },
       now,
     );

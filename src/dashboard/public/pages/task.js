@@ -48,6 +48,12 @@ function collapse(events) {
   return out;
 }
 
+/** The stack a worker sent with a failure (data.stack of retry_scheduled and failed events), or null. */
+const stackOf = (e) => ((e.event === "retry_scheduled" || e.event === "failed") && typeof e.data?.stack === "string" ? e.data.stack : null);
+
+/** A stack, folded: a dozen lines of frames would push the timeline down. */
+const Stack = ({ stack, id }) => html`<details class="stack" id=${id}><summary class="small">stack trace</summary><pre>${stack}</pre></details>`;
+
 function Timeline({ events }) {
   return html`<ol class="timeline" id="timeline">
     ${collapse(events).map(
@@ -55,7 +61,8 @@ function Timeline({ events }) {
         <strong>${e.event}${e.count > 1 ? ` ×${e.count}` : ""}</strong> <span class="muted small">${time(e.created_at)}</span>
         ${(e.from_worker_id || e.to_worker_id) && html` <span class="small">${e.from_worker_id ?? ""}${e.to_worker_id ? ` → ${e.to_worker_id}` : ""}</span>`}
         ${e.message && html`<div class="small">${e.message}</div>`}
-        ${e.data !== null && e.data !== undefined && e.event !== "checkpoint" && html`<div class="small muted">${JSON.stringify(e.data)}</div>`}
+        ${e.data !== null && e.data !== undefined && e.event !== "checkpoint" && html`<div class="small muted">${JSON.stringify(stackOf(e) === null ? e.data : { ...e.data, stack: undefined })}</div>`}
+        ${stackOf(e) !== null && html`<${Stack} stack=${stackOf(e)} />`}
       </li>`,
     )}
   </ol>`;
@@ -66,6 +73,9 @@ export function TaskPage({ id, session }) {
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
   const { task, events } = data;
   const checkpoints = events.filter((e) => e.event === "checkpoint").length;
+  // The stack of the failure that left the task's error, if it came with one.
+  const lastFailure = events.findLast((e) => e.event === "retry_scheduled" || e.event === "failed");
+  const lastStack = lastFailure ? stackOf(lastFailure) : null;
   const fields = [
     ["type", task.task_type + (task.task_type_version ? ` (v${task.task_type_version})` : "")],
     ["priority", task.priority],
@@ -92,6 +102,7 @@ export function TaskPage({ id, session }) {
       ${task.error_message &&
       html`<div class="alert ${task.status === "failed" ? "bad" : "warn"}" id="task-error">
         <strong>${task.status === "failed" ? "error" : "last error"}</strong>: ${task.error_message}
+        ${lastStack !== null && html`<${Stack} stack=${lastStack} id="task-error-stack" />`}
       </div>`}
       ${task.progress !== null &&
       html`<p>progress <span class="bar"><span style="width: ${Math.round(task.progress * 100)}%"></span></span> ${Math.round(task.progress * 100)}%</p>`}
