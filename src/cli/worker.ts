@@ -11,7 +11,7 @@ export function workerCommand(program: Command): void {
     .requiredOption("--handlers <module>", "path of an ES module exporting `handlers`")
     .addOption(new Option("--role <roles>", "comma-separated task types to claim (default: every handler)").env("WORKER_ROLE"))
     .option("--concurrency <n>", "tasks at once", positiveInteger, 1)
-    .addOption(new Option("--id <workerId>", "worker id (default: generated)").env("WORKER_ID"))
+    .addOption(new Option("--id <workerId>", "worker id, unique per process: two live workers with one id give back each other's tasks (default: generated)").env("WORKER_ID"))
     .addOption(new Option("--poll-interval <ms>", "how often an idle worker looks for work").env("POLL_INTERVAL_MS").argParser(positiveInteger))
     .addOption(new Option("--heartbeat-interval <ms>", "time between heartbeats").env("HEARTBEAT_INTERVAL_MS").argParser(positiveInteger))
     .addOption(dbOption())

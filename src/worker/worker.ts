@@ -175,12 +175,34 @@ export class Worker {
 
   /** First heartbeat, so the coordinator knows the worker before it claims; later beats retry. */
   private async register(): Promise<void> {
+    await this.warnIfIdInUse();
     try {
       await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] });
     } catch (error) {
       if (isRefusal(error)) throw error; // bad options: retrying will not help
       this.logger.error({ err: (error as Error).message }, `Cannot reach ${this.reaches} to register; will keep trying`);
     }
+  }
+
+  /**
+   * Two live processes with one worker id pass for one worker: when either stops, its shutdown gives
+   * back the other's running tasks too, and they run twice. A pool refuses a second live worker of
+   * its own with the id; another process's cannot be refused (a restart after a crash reuses the id
+   * while the dead one's record still looks alive), so the second one says so loudly at its start:
+   * the record's process still runs on this host, or was heard from another host within two beats.
+   */
+  private async warnIfIdInUse(): Promise<void> {
+    // Over HTTP a worker key may not list workers: then nothing is said.
+    const other = (await this.store.listWorkers().catch(() => [])).find((w) => w.workerId === this.id);
+    if (!other || other.pid === null || (other.status !== "active" && other.status !== "stale")) return;
+    const here = other.hostname === hostname();
+    if (here && other.pid === process.pid) return;
+    const live = here ? processRuns(other.pid) : other.secondsSinceHeartbeat * 1000 < 2 * this.options.heartbeatIntervalMs;
+    if (!live) return;
+    this.logger.warn(
+      `Worker id ${this.id} is in use by another process (pid ${other.pid} on ${other.hostname ?? "an unknown host"}, heard ${other.secondsSinceHeartbeat} s ago): ` +
+        "two live workers with one id give back each other's tasks when either stops, and those tasks run twice. Give each process its own id (WORKER_ID, --id), or leave it out for a generated one",
+    );
   }
 
   private heartbeatState(): HeartbeatState {
@@ -547,6 +569,16 @@ export class Worker {
 function storable(message: string): string {
   const clean = message.replaceAll("\0", "\\0").toWellFormed();
   return clean.length <= MAX_MESSAGE_LENGTH ? clean : `${clean.slice(0, MAX_MESSAGE_LENGTH - 20)}… (truncated)`;
+}
+
+/** Whether a process with this pid runs on this host (one we may not signal runs too). */
+function processRuns(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /**

@@ -1,3 +1,5 @@
+import { spawnSync } from "node:child_process";
+import { hostname } from "node:os";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { Taskpool } from "../../src/api/taskpool.js";
@@ -490,6 +492,24 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(message.startsWith("bad\\0byte \ufffd y")).toBe(true);
     expect(message.endsWith("… (truncated)")).toBe(true);
     expect(message.length).toBeLessThanOrEqual(10_000);
+  });
+
+  it("warns at its start when its id is in use by another live process, here or on another host; not when that process is gone", async () => {
+    const gone = spawnSync(process.execPath, ["-e", ""]).pid!; // a pid that ran and exited
+    const beat = (workerId: string, host: string, pid: number) => store.workerHeartbeat({ workerId, roles: ["x"], hostname: host, pid, capacity: 1, currentLoad: 0, tasksProcessed: 0 });
+    await beat("twin-here", hostname(), process.ppid); // this test's parent: alive
+    await beat("twin-there", "another-host", 4242); // heard just now
+    await beat("restarted", hostname(), gone); // a crashed process whose record still looks alive
+    const warnings: Record<string, string[]> = {};
+    for (const workerId of ["twin-here", "twin-there", "restarted", "fresh"]) {
+      const { logs } = await startWorker({ workerId, handlers: { x: async () => {} } });
+      warnings[workerId] = logs.lines().filter((l) => l.level === 40).map((l) => l.msg);
+    }
+    expect(warnings["twin-here"]).toEqual([
+      `Worker id twin-here is in use by another process (pid ${process.ppid} on ${hostname()}, heard 0 s ago): two live workers with one id give back each other's tasks when either stops, and those tasks run twice. Give each process its own id (WORKER_ID, --id), or leave it out for a generated one`,
+    ]);
+    expect(warnings["twin-there"]).toEqual([expect.stringMatching(/^Worker id twin-there is in use by another process \(pid 4242 on another-host, heard 0 s ago\)/)]);
+    expect([warnings.restarted, warnings.fresh]).toEqual([[], []]);
   });
 
   it("leaves the process alone when embedded: no signal handlers, no environment read", async () => {
