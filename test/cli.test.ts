@@ -36,6 +36,15 @@ describe("taskpool CLI", () => {
     expect(bad.stderr).toMatch(/^taskpool: params is not valid JSON \(.+\): \{not json; quote it for the shell, e\.g\. '\{"storeId":42\}'\n$/);
     const badType = await taskpool("enqueue", "bad type", "--db", db).catch((e) => e);
     expect(badType.stderr).toMatch(/taskpool: Invalid task: taskType: must be a letter, then letters/);
+    // Named as the flag typed, not as the library's field (maxAttempts, delaySeconds); --limit by its option.
+    const [attempts, delay, limit] = await Promise.all([
+      taskpool("enqueue", "crawl", "--max-attempts", "0", "--db", db).catch((e) => e),
+      taskpool("enqueue", "crawl", "--delay", "-5", "--db", db).catch((e) => e),
+      taskpool("tasks", "list", "--limit", "5000", "--db", db).catch((e) => e),
+    ]);
+    expect(attempts.stderr).toMatch(/^taskpool: Invalid task: --max-attempts: Expected integer to be greater or equal to 1/);
+    expect(delay.stderr).toMatch(/^taskpool: Invalid task: --delay: Expected number to be greater or equal to 0/);
+    expect(limit.stderr).toBe("taskpool: option '--limit <n>' argument '5000' is invalid. expected a whole number from 1 to 1000\n");
     const badUrl = await taskpool("status", "--db", "mysql://x").catch((e) => e);
     expect(badUrl.stderr).toMatch(/Unsupported database URL "mysql:\/\/x"/);
   }, 60_000);

@@ -2,8 +2,13 @@ import { type Command, InvalidArgumentError } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
 import type { Task } from "../core/task.js";
 import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, urlOption, withPool } from "./database.js";
+import { ValidationError } from "../core/errors.js";
+import { namedAsFlags } from "./errors.js";
 import { integer } from "./parse.js";
 import { jsonOption } from "./table.js";
+
+/** The flag that sets each field of the task: a refusal names the flag the operator typed. */
+const FLAGS = { priority: "--priority", maxAttempts: "--max-attempts", concurrencyKey: "--concurrency-key", uniqueKey: "--unique-key", delaySeconds: "--delay" };
 
 export function enqueueCommand(program: Command): void {
   program
@@ -32,16 +37,18 @@ export function enqueueCommand(program: Command): void {
       await withPool(
         opts,
         async (pool) => {
-          const answer = await pool.protocol.enqueue({
-            taskType,
-            params: parsed as Record<string, never>,
-            priority: opts.priority,
-            maxAttempts: opts.maxAttempts,
-            concurrencyKey: opts.concurrencyKey,
-            uniqueKey: opts.uniqueKey,
-            // Counted by the store's clock: this host's may be off the database's.
-            delaySeconds: opts.delay,
-          });
+          const answer = await pool.protocol
+            .enqueue({
+              taskType,
+              params: parsed as Record<string, never>,
+              priority: opts.priority,
+              maxAttempts: opts.maxAttempts,
+              concurrencyKey: opts.concurrencyKey,
+              uniqueKey: opts.uniqueKey,
+              // Counted by the store's clock: this host's may be off the database's.
+              delaySeconds: opts.delay,
+            })
+            .catch((error: unknown) => Promise.reject(error instanceof ValidationError ? namedAsFlags(error, FLAGS) : error));
           const { task, created } = answer;
           if (opts.json) console.log(JSON.stringify(answer, null, 2));
           else console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);

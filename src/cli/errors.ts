@@ -1,6 +1,6 @@
 import { dirname, resolve } from "node:path";
 import { HttpApiError } from "../client/errors.js";
-import { DatabaseNotFoundError, TaskpoolError } from "../core/errors.js";
+import { DatabaseNotFoundError, TaskpoolError, type ValidationError } from "../core/errors.js";
 import { sqlitePathOf } from "../store/open-store.js";
 
 /** An error the CLI prints as one line: what failed and how to fix it. */
@@ -8,6 +8,20 @@ export class CliError extends TaskpoolError {
   constructor(message: string) {
     super("cli_error", message);
   }
+}
+
+/**
+ * A ValidationError of input a command built from its flags, with each field named as the flag that
+ * set it: "Invalid task: --max-attempts: …", where the library says maxAttempts, a name the operator
+ * never typed.
+ */
+export function namedAsFlags(error: ValidationError, flags: Readonly<Record<string, string>>): CliError {
+  let message = error.message;
+  for (const { path } of error.issues) {
+    const flag = flags[path];
+    if (flag) message = message.replace(new RegExp(`(^|: |; )${path}:`, "g"), `$1${flag}:`);
+  }
+  return new CliError(message);
 }
 
 /** The URL with its password replaced, fit to print. */

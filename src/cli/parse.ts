@@ -24,6 +24,15 @@ export function nonNegativeInteger(value: string): number {
   return n;
 }
 
+/** A whole number from `min` to `max`, refused by the option rather than later as a field the operator never typed ("Invalid page: limit: …"). */
+export function integerFrom(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const n = integer(value);
+    if (n < min || n > max) throw new InvalidArgumentError(`expected a whole number from ${min} to ${max}`);
+    return n;
+  };
+}
+
 /** A port to listen on, refused here rather than by the listen call: Node's message named no option. */
 export function port(value: string): number {
   const n = integer(value);

@@ -3,7 +3,7 @@ import type { ReassignmentStats } from "../core/monitoring.js";
 import type { ReassignmentEvent } from "../core/worker.js";
 import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
 import { CliError } from "./errors.js";
-import { positiveInteger, taskId } from "./parse.js";
+import { integerFrom, taskId } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
 const REASSIGNMENT_COLUMNS: Column<ReassignmentEvent>[] = [
@@ -40,7 +40,7 @@ export function reassignmentsCommand(program: Command): void {
   program
     .command("reassignments")
     .description("tasks taken back from dead or stuck workers and where they went, newest first; --stats for seed 003's statistics")
-    .option("--limit <n>", "at most this many (1-1000)", positiveInteger)
+    .option("--limit <n>", "at most this many (1-1000)", integerFrom(1, 1000))
     .option("--task <id>", "only this task's reassignments", taskId)
     .addOption(new Option("--stats", "the 24-hour success rate, the workers that failed most and the tasks reassigned more than once").conflicts(["limit", "task"]))
     .addOption(jsonOption())

@@ -5,7 +5,7 @@ import { LIST_ORDERS } from "../core/schemas.js";
 import { TASK_STATUSES, type Task, type TaskStatus } from "../core/task.js";
 import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
 import { CliError } from "./errors.js";
-import { positiveInteger, taskId } from "./parse.js";
+import { integerFrom, taskId } from "./parse.js";
 import { type Cell, type Column, emit, formatFields, formatTable, jsonOption } from "./table.js";
 import { counted } from "../core/counted.js";
 
@@ -136,7 +136,7 @@ export function tasksCommand(program: Command): void {
     .option("--type <taskType>", "only this task type")
     .option("--worker <workerId>", "only tasks held (or last held) by this worker")
     .option("--search <text>", "only tasks whose params contain this text (case-insensitive)")
-    .option("--limit <n>", "at most this many (1-1000, default 100)", positiveInteger)
+    .option("--limit <n>", "at most this many (1-1000, default 100)", integerFrom(1, 1000))
     .option("--cursor <cursor>", "the next page: the cursor the previous page printed")
     .addOption(new Option("--order <order>", "newest or oldest first").choices(LIST_ORDERS))
     .addOption(jsonOption())
