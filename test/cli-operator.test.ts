@@ -35,7 +35,7 @@ async function seedTasks(pool: Taskpool) {
   const failed = await pool.enqueue("analytics_refresh", {}, { maxAttempts: 1 });
   const completed = await pool.enqueue("product_resync", { storeId: 4 });
   const [r] = await p.claim({ workerId: "w1", taskTypes: ["product_resync"], start: true });
-  await p.checkpoint(r.id, r, { page: 3 });
+  for (const page of [1, 2, 3]) await p.checkpoint(r.id, r, { page });
   await p.progress(r.id, r, 0.4);
   const [f] = await p.claim({ workerId: "w1", taskTypes: ["analytics_refresh"] });
   await p.fail(f.id, f, { error: "view refresh timed out", stack: "Error: view refresh timed out\n    at refresh (views.js:7:3)" });
@@ -88,7 +88,10 @@ describe("taskpool operator CLI", () => {
     for (const field of [/type\s+product_resync\n/, /status\s+running\n/, /params\s+\{"storeId":1\}\n/, /concurrency key\s+store:1\n/, /progress\s+40%\n/, /checkpoint\s+\{"page":3\}\n/, /error\s+-\n/]) {
       expect(show.stdout).toMatch(field);
     }
-    expect(show.stdout).toMatch(/Events \(3, oldest first\):\n\s+TIME\s+EVENT\s+FROM\s+TO\s+MESSAGE\s+DATA\n.*created.*\n.*claimed\s+-\s+w1\s+-\s+\{"attempt":1,"started":true\}\n.*checkpoint\s+-\s+w1\s+-\s+\{"page":3\}\n$/);
+    // The three checkpoints in a row are one row, with the last one's data.
+    expect(show.stdout).toMatch(
+      /Events \(5, oldest first; runs of checkpoints as one row, with the last one's time and data\):\n\s+TIME\s+EVENT\s+FROM\s+TO\s+MESSAGE\s+DATA\n.*created.*\n.*claimed\s+-\s+w1\s+-\s+\{"attempt":1,"started":true\}\n.*checkpoint ×3\s+-\s+w1\s+-\s+\{"page":3\}\n$/,
+    );
 
     // The failure's stack is printed below the timeline, a line each, not packed into its data cell.
     expect(showFailed.stdout).toMatch(/failed\s+w1\s+-\s+view refresh timed out\s+\{"attempt":1,"max_attempts":1,"retry_at":null,"stack":"\(below\)"\}\n/);
@@ -219,7 +222,7 @@ describe("taskpool operator CLI", () => {
       /^taskpool: option '--delay <seconds>' argument '5s' is invalid\. expected a whole number, without a unit \(the option's <…> names its unit\)$/,
       /^taskpool: option '--limit <n>' argument '2\.5' is invalid\. expected a whole number, without a fraction$/,
       /^taskpool: option '--limit <n>' argument 'ten' is invalid\. expected a whole number, such as 10$/,
-      /^taskpool: option '--limit <n>' argument '0' is invalid\. expected a whole number above 0$/,
+      /^taskpool: option '--limit <n>' argument '0' is invalid\. expected a whole number from 1 to 1000$/,
     ];
     runs.forEach((run, i) => expectOneLine(run, messages[i]));
     expect(verbose.stderr).toMatch(/^taskpool: task 999 does not exist[\s\S]*\n\s+at /);
@@ -240,7 +243,7 @@ describe("taskpool operator CLI", () => {
       const retry = await taskpool("tasks", "retry", String(failed.id), ...common);
       expect(migrated.stdout).toBe(`Migrated ${PG_URL}, schema ${schema}\n`);
       expect(JSON.parse(list.stdout).tasks.map((t: { id: number }) => t.id)).toEqual([failed.id]);
-      expect(show.stdout).toMatch(/status\s+pending\n[\s\S]*Events \(1, oldest first\)/);
+      expect(show.stdout).toMatch(/status\s+pending\n[\s\S]*Events \(1, oldest first;/);
       expect(retry.stdout).toMatch(new RegExp(`\\n\\s*${failed.id}  analytics_refresh\\s+pending\\s+retried`));
       expect((await pool.get(failed.id))?.status).toBe("pending");
       expect(workers.stdout).toMatch(/\nw1\s+active\s+product_resync,analytics_refresh\s+\d+s ago\s+1\/4 \(25%\)\s+1\s+2\s+host-a\s+4242\n/);

@@ -30,9 +30,23 @@ function stackOf(e: TaskEvent): string | null {
   return (e.event === "retry_scheduled" || e.event === "failed") && typeof data?.stack === "string" ? data.stack : null;
 }
 
-const EVENT_COLUMNS: Column<TaskEvent>[] = [
+/** A timeline row: an event, or a run of consecutive checkpoints as one (its count, and the last one's time and data). */
+type EventRow = TaskEvent & { count: number };
+
+/** Consecutive checkpoints folded into one row, as the dashboard does: a crawl saves one per page, 60 rows of them buried the rest. */
+function folded(events: TaskEvent[]): EventRow[] {
+  const rows: EventRow[] = [];
+  for (const e of events) {
+    const last = rows.at(-1);
+    if (e.event === "checkpoint" && last?.event === "checkpoint") rows[rows.length - 1] = { ...e, count: last.count + 1 };
+    else rows.push({ ...e, count: 1 });
+  }
+  return rows;
+}
+
+const EVENT_COLUMNS: Column<EventRow>[] = [
   { header: "time", value: (e) => e.createdAt },
-  { header: "event", value: (e) => e.event },
+  { header: "event", value: (e) => (e.count > 1 ? `${e.event} ×${e.count}` : e.event) },
   { header: "from", value: (e) => e.fromWorkerId },
   { header: "to", value: (e) => e.toWorkerId },
   { header: "message", value: (e) => e.message },
@@ -88,8 +102,8 @@ function showTask(task: Task, events: TaskEvent[]): string[] {
     `Task ${task.id}`,
     ...formatFields(fields).map((l) => `  ${l}`),
     "",
-    `Events (${events.length}, oldest first):`,
-    ...formatTable(EVENT_COLUMNS, events).map((l) => `  ${l}`),
+    `Events (${events.length}, oldest first; runs of checkpoints as one row, with the last one's time and data):`,
+    ...formatTable(EVENT_COLUMNS, folded(events)).map((l) => `  ${l}`),
     ...(stack === null ? [] : ["", `Stack of the last failure (${lastFailure!.createdAt.toISOString()}):`, ...stack.split("\n").map((l) => `  ${l}`)]),
   ];
 }
