@@ -15,6 +15,7 @@
  * answers at once with what it missed since.
  */
 import { randomUUID } from "node:crypto";
+import { CANCEL_NOTICE_PREFIX } from "../core/notices.js";
 import type { CheckedStore } from "../api/checked-store.js";
 import type { ClaimedTask, ClaimOptions } from "../core/task.js";
 
@@ -22,10 +23,15 @@ class Waiter {
   private woken = false;
   private resolve: ((woken?: boolean) => void) | null = null;
 
-  constructor(readonly taskTypes: string[] | null) {}
+  constructor(
+    readonly taskTypes: string[] | null,
+    /** A remote worker's wake-up wait hears notices (a task cancelled: core/notices.ts) whatever its types; a long-poll claim has no use for them. */
+    private readonly hearsNotices = false,
+  ) {}
 
-  matches(taskTypes: string[]): boolean {
-    return taskTypes.length === 0 || this.taskTypes === null || taskTypes.some((t) => this.taskTypes?.includes(t));
+  matches(entries: string[]): boolean {
+    if (entries.length === 0) return true;
+    return entries.some((e) => (e.startsWith(CANCEL_NOTICE_PREFIX) ? this.hearsNotices : this.taskTypes === null || this.taskTypes.includes(e)));
   }
 
   /** The task types of the notification that last woke it (`[]`: unknown, re-check everything). */
@@ -120,7 +126,7 @@ export class LongPoll {
    */
   async waitForWork(taskTypes: string[] | null, waitMs: number, signal: AbortSignal, after?: string): Promise<WaitAnswer> {
     if (this.closed || signal.aborted) return { heard: null, cursor: this.cursor(this.seq) };
-    const waiter = new Waiter(taskTypes);
+    const waiter = new Waiter(taskTypes, true);
     const hangUp = () => waiter.wake();
     signal.addEventListener("abort", hangUp);
     this.waiters.add(waiter);

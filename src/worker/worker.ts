@@ -19,6 +19,7 @@ import { pino, type Logger } from "pino";
 import { monotonicMs } from "../core/clock.js";
 import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskpoolError, ValidationError } from "../core/errors.js";
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
+import { cancelledTasks } from "../core/notices.js";
 import type { ClaimedTask, EnqueueInput, Json, TaskStatus } from "../core/task.js";
 import { WriteBatcher } from "../api/write-batcher.js";
 import type { DatabaseConfig } from "../store/open-store.js";
@@ -141,6 +142,7 @@ export class Worker {
     await this.heartbeats.ready;
     this.unsubscribe = await this.store
       .subscribe((types) => {
+        for (const id of cancelledTasks(types)) this.cancelled(id);
         if (types.length === 0 || types.some((t) => this.options.roles.includes(t))) this.wake();
       })
       .catch((error) => {
@@ -492,6 +494,12 @@ export class Worker {
       this.logger.warn(`Task ${entry.task.id}: no heartbeat got through for the lease's ${this.options.leaseSeconds} s; stopping its handler (another worker may hold it now)`);
       entry.abort.abort("lease_lost");
     }
+  }
+
+  /** A notification said the task was cancelled: its handler is told now, not at the next heartbeat. */
+  private cancelled(taskId: number): void {
+    const entry = this.running.get(taskId);
+    if (entry && !entry.abort.aborted) entry.abort.abort("cancelled");
   }
 
   private async leasesLost(leases: LostLease[]): Promise<void> {

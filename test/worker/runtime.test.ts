@@ -388,12 +388,61 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect((await store.get(task.id))?.status).toBe("cancelled");
   });
 
+  /** A handler that runs until its signal fires, on a worker that beats every 30 s: only the cancel's notification can stop it sooner. */
+  const cancelledPromptly = async (through: Store) => {
+    const { task } = await store.enqueue({ taskType: "long" });
+    let reason: unknown = null;
+    const worker = new Worker(
+      through,
+      {
+        roles: ["long"],
+        handlers: { long: (_params, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener("abort", () => reject(new Error(String((reason = ctx.signal.reason)))))) },
+        heartbeatIntervalMs: 30_000,
+        pollIntervalMs: 100,
+        handleSignals: false,
+        heartbeatThread: false,
+        logger: captureLogs().logger,
+      },
+      null,
+    );
+    workers.push(worker);
+    await worker.start();
+    await settled(task.id, "running");
+    const cancelledAt = performance.now();
+    await store.cancel(task.id, { reason: "operator" });
+    await eventually(() => reason, 10_000, "the handler's signal");
+    expect(reason).toBe("cancelled");
+    // It heard at the next heartbeat, up to 30 s later.
+    expect(performance.now() - cancelledAt).toBeLessThan(10_000);
+    expect((await store.get(task.id))?.status).toBe("cancelled");
+  };
+
+  it("a cancel reaches the running handler through the store's notification, not at the next heartbeat", async () => {
+    await cancelledPromptly(store);
+  });
+
+  it("over HTTP, a cancel reaches the running handler through the wake-up wait, not at the next heartbeat", async () => {
+    const app = await buildServer(new Taskpool(new CheckedStore(handle.store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
+    const http = new HttpStore(await app.listen({ host: "127.0.0.1", port: 0 }), { retryForMs: 0 });
+    try {
+      await cancelledPromptly(http);
+    } finally {
+      await Promise.all(workers.splice(0).map((w) => w.stop(0)));
+      await http.close();
+      await app.close();
+    }
+  });
+
   it("a handler that finishes after its task was cancelled, before the worker heard of it: its result is refused, and that is said at info", async () => {
     const { task } = await store.enqueue({ taskType: "long" });
     let finish!: () => void;
     const gate = new Promise<void>((resolve) => (finish = resolve));
-    // Beats every 30 s: the worker does not hear of the cancel before the handler returns.
-    const { logs } = await startWorker({ heartbeatIntervalMs: 30_000, handlers: { long: async () => (await gate, { done: true }) } });
+    // Beats every 30 s and hears no notification: the worker does not hear of the cancel before the handler returns.
+    const logs = captureLogs();
+    const deaf = withOverrides(store, { subscribe: async () => async () => {} });
+    const worker = new Worker(deaf, { roles: ["long"], handlers: { long: async () => (await gate, { done: true }) }, heartbeatIntervalMs: 30_000, pollIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: logs.logger }, null);
+    workers.push(worker);
+    await worker.start();
     await settled(task.id, "running");
     await store.cancel(task.id);
     finish();

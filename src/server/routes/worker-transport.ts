@@ -87,7 +87,7 @@ export const workerTransportRoutes = [
     summary: "Wait for work without claiming",
     description:
       "Answers `woken: true` as soon as tasks of `task_types` (any type when left out) may have become ready, or a sweep moved " +
-      "tasks, with the task types the notification named (`heard`; empty: unknown, check them all); `woken: false` when `wait_ms` runs out. A worker that claims several task types at its own pace listens here " +
+      "tasks, with the task types the notification named (`heard`; empty: unknown, check them all; an entry `!cancelled:<id>` is no type but says that task was cancelled, for the worker running it); `woken: false` when `wait_ms` runs out. A worker that claims several task types at its own pace listens here " +
       "instead of long-polling its claims. Each answer has a `cursor`: send it as `after` with the next wait, which then answers at once " +
       "if work was announced between the two (a loop of waits misses nothing). A cursor from another server or an earlier run is ignored.",
     access: ["worker"],

@@ -601,7 +601,7 @@ export class PostgresStore implements Store {
   }
 
   async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
-    return this.operatorAction("cancel", "tp_cancel", sql.CANCEL, id, [id, await this.now(), options.reason ?? null]);
+    return this.operatorAction("cancel", "tp_cancel", sql.CANCEL, id, [id, await this.now(), options.reason ?? null, this.channel]);
   }
 
   async retry(id: number): Promise<Task> {

@@ -15,6 +15,7 @@
  *   losing them would lose work. A durable commit flushes every earlier WAL record too, so a completion
  *   can never survive a crash that its claim did not.
  */
+import { CANCEL_NOTICE_PREFIX } from "../../core/notices.js";
 import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
 import { type SortBy, type SortOrder, TASK_STATUSES, type TaskStatus } from "../../core/task.js";
 import { CLAIMED_COLUMNS } from "./rows.js";
@@ -613,7 +614,10 @@ export const RELEASE = `
   )
   SELECT * FROM released`;
 
-/** $1 id, $2 now, $3 reason. Token and worker stay, so the holder's next call learns it was cancelled. */
+/**
+ * $1 id, $2 now, $3 reason, $4 notification channel. Token and worker stay, so the holder's next call
+ * learns it was cancelled; a held task's cancel is announced (core/notices.ts), so its worker stops it at once.
+ */
 export const CANCEL = `
   WITH cancelled AS (
     UPDATE tasks t SET status = 'cancelled', completed_at = $2::timestamptz, lease_expires_at = NULL,
@@ -624,8 +628,11 @@ export const CANCEL = `
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, created_at)
     SELECT id, 'cancelled', worker_id, $3, $2::timestamptz FROM cancelled
+  ),
+  notified AS (
+    SELECT pg_notify($4, '${CANCEL_NOTICE_PREFIX}' || id) FROM cancelled WHERE worker_id IS NOT NULL
   )
-  SELECT * FROM cancelled`;
+  SELECT cancelled.* FROM cancelled LEFT JOIN notified ON true`;
 
 /** $1 id, $2 now. A manual retry gives a dead-letter task a fresh attempt budget; its checkpoint stays. */
 export const RETRY = `

@@ -49,6 +49,7 @@ import { claimTaskById, claimTasks } from "./claim.js";
 import { CommitWatcher } from "./commit-watcher.js";
 import { type EventInput, isUniqueViolation, SqliteConnection } from "./connection.js";
 import { channelOf, notifyLocal, subscribeLocal } from "./local-signal.js";
+import { cancelNotice } from "../../core/notices.js";
 import { migrateSqlite } from "./migrate.js";
 import { pruneSqlite } from "./sqlite-retention.js";
 import type { PruneOptions, PruneResult } from "../../core/retention.js";
@@ -335,12 +336,15 @@ export class SqliteStore implements Store {
   }
 
   async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
-    return this.operatorAction(
+    const task = await this.operatorAction(
       "cancel",
       id,
       (now) => this.conn.stmt(sql.CANCEL).get({ id, now }) as SqliteTaskRow | undefined,
       (before) => ({ taskId: id, event: "cancelled", fromWorkerId: before.worker_id, message: options.reason ?? null }),
     );
+    // A held task's worker in this process stops it at once (core/notices.ts); one in another process hears [] and learns at its next heartbeat.
+    if (task.workerId !== null) notifyLocal(this.channel, [cancelNotice(id)]);
+    return task;
   }
 
   async retry(id: number): Promise<Task> {
