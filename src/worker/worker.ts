@@ -419,7 +419,7 @@ export class Worker {
     const retryable = !(error instanceof NonRetryableError);
     await this.persist(task, abort, log, `record the failure of task ${task.id}`, async () => {
       const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
-      const failed = await this.outcomes.fail(stack === undefined ? { id: task.id, lease, error: message, retryable } : { id: task.id, lease, error: message, retryable, stack }).catch(async (error: unknown) => {
+      const failed = await this.outcomes.fail({ id: task.id, lease, error: message, retryable, ...(stack === undefined ? {} : { stack }) }).catch(async (error: unknown) => {
         // A failure that ended the task for good keeps its lease on the row; one that scheduled a retry does not, and is refused as lease_lost.
         if (await this.writtenEarlier(task, error, "failed")) return null;
         throw error;
