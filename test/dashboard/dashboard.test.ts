@@ -73,6 +73,19 @@ describe("the dashboard in a real browser", () => {
     expect(await page.locator("#timeline strong").allTextContents()).toEqual(expect.arrayContaining(["created", "claimed", "requeued", "reassigned", "completed"]));
   });
 
+  it("the overview's banner lists workers that died within the last day; ones dead longer are only counted", async () => {
+    const beat = (workerId: string) => server.pool.protocol.workerHeartbeat({ workerId, roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
+    await beat("gone-today");
+    await beat("gone-last-week");
+    // Last heard 3 days ago: the coordinator (dead after 2 s here) declares it dead, as it would have then.
+    server.handle.store.db.prepare("UPDATE workers SET last_seen_at = ? WHERE worker_id = ?").run(new Date(Date.now() - 3 * 86_400_000).toISOString(), "gone-last-week");
+    const page = await open(server.keys.producer, "#/overview");
+    await page.locator("#dead-workers").getByText("gone-today").waitFor({ timeout: 15_000 });
+    await page.locator("#dead-long-ago").getByText("and 1 dead for over a day").waitFor({ timeout: 15_000 });
+    // It stayed red with every worker that ever died, until retention removed them a week later.
+    expect(await page.locator("#dead-workers").textContent()).not.toContain("gone-last-week");
+  });
+
   it("an admin retries a failed task from its page and it completes; a producer key sees no retry button", async () => {
     let calls = 0;
     const worker = server.pool.worker({

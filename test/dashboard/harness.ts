@@ -4,6 +4,7 @@ import { CheckedStore } from "../../src/api/checked-store.js";
 import { Taskpool } from "../../src/api/taskpool.js";
 import type { CoordinatorOptions } from "../../src/coordinator/coordinator.js";
 import { buildServer } from "../../src/server/server.js";
+import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { createSqlite, type TestStore } from "../helpers/stores.js";
 
 /** Debian's chromium (`.ci/run` installs it), headless, with nothing that calls out to the network. */
@@ -21,7 +22,7 @@ export const COORDINATION: CoordinatorOptions = { sweepIntervalMs: 200, staleAft
 
 /** A real server on a random port over a fresh SQLite file (worker processes open the same file), with keys of each scope, and a coordinator unless told not to. */
 export interface DashboardServer {
-  handle: TestStore;
+  handle: TestStore<SqliteStore>;
   pool: Taskpool;
   app: FastifyInstance;
   url: string;

@@ -8,6 +8,11 @@ import { POLL_MS, usePoll } from "../lib/live.js";
 
 /** Reassignments this recent are flagged. */
 const RECENT_MS = 15 * 60_000;
+/**
+ * Dead workers stand out for a day; older ones (kept by retention for 7 days) are only counted: every
+ * worker OOM-killed last week, each with its generated id, kept the banner red long after the incident.
+ */
+const DEAD_SHOWN_MS = 24 * 3600_000;
 
 /** The overview's data; `role` narrows the throughput to one task type. */
 async function load(role) {
@@ -55,7 +60,8 @@ export function Overview({ params }) {
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
   const { counts, workers, throughput, reassignments, coordinator } = data;
   const byWorkerStatus = Object.fromEntries(WORKER_STATUSES.map((s) => [s, workers.filter((w) => w.status === s).length]));
-  const dead = workers.filter((w) => w.status === "dead" || w.status === "stale");
+  const dead = workers.filter((w) => w.status === "stale" || (w.status === "dead" && w.seconds_since_heartbeat * 1000 < DEAD_SHOWN_MS));
+  const deadLongAgo = workers.filter((w) => w.status === "dead").length - dead.filter((w) => w.status === "dead").length;
   const recent = reassignments.filter((r) => serverNow() - Date.parse(r.created_at) < RECENT_MS);
   const types = Object.keys(counts.by_type).sort();
   const inUse = workers.length > 0 || Object.values(counts.by_status).some((n) => n > 0);
@@ -66,6 +72,7 @@ export function Overview({ params }) {
     html`<div class="alert bad" id="dead-workers" role="alert">
       <strong>${dead.length} worker${dead.length === 1 ? "" : "s"} not heard from:</strong>
       ${dead.map((w) => html` <a href="#/workers?worker=${encodeURIComponent(w.worker_id)}"><${Status} status=${w.status} /> ${w.worker_id}</a> (${duration(w.seconds_since_heartbeat)})`)}
+      ${deadLongAgo > 0 && html` <span class="muted" id="dead-long-ago">· and ${deadLongAgo} dead for over a day (<a href="#/workers">workers</a>)</span>`}
     </div>`}
     ${recent.length > 0 &&
     html`<div class="alert warn" id="recent-reassignments">
