@@ -1,18 +1,9 @@
 import { hostname } from "node:os";
 import type { Taskpool } from "../api/taskpool.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
+import { processRuns } from "../core/process-alive.js";
 
 const NAME = /^taskpool dev on (\S+), pid (\d+)$/;
-
-/** Whether a process of this machine is still running (one of another user counts as running). */
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /**
  * An admin key for one `taskpool dev` session, to print and use from the dashboard. A stored key cannot
@@ -23,7 +14,7 @@ function running(pid: number): boolean {
 export async function createDevKey(pool: Taskpool): Promise<{ key: string; apiKey: ApiKeyRecord }> {
   for (const k of await pool.apiKeys()) {
     const m = k.revokedAt === null ? NAME.exec(k.name ?? "") : null;
-    if (m && m[1] === hostname() && !running(Number(m[2]))) await pool.revokeApiKey(k.id);
+    if (m && m[1] === hostname() && !processRuns(Number(m[2]))) await pool.revokeApiKey(k.id);
   }
   return pool.createApiKey({ scope: "admin", name: `taskpool dev on ${hostname()}, pid ${process.pid}`, rateLimitPerMinute: 1000 });
 }

@@ -24,10 +24,13 @@ const TASK_COLUMNS: Column<Task>[] = [
   { header: "updated", value: (t) => t.updatedAt },
 ];
 
-/** The stack a worker sent with a failure (data.stack of retry_scheduled and failed events), or null. */
+/** An event that records a failed attempt, retried or not. */
+const isFailure = (e: TaskEvent) => e.event === "retry_scheduled" || e.event === "failed";
+
+/** The stack a worker sent with a failure (data.stack of its event), or null. */
 function stackOf(e: TaskEvent): string | null {
   const data = e.data as { stack?: unknown } | null;
-  return (e.event === "retry_scheduled" || e.event === "failed") && typeof data?.stack === "string" ? data.stack : null;
+  return isFailure(e) && typeof data?.stack === "string" ? data.stack : null;
 }
 
 /** A timeline row: an event, or a run of consecutive checkpoints as one (its count, and the last one's time and data). */
@@ -96,7 +99,7 @@ function showTask(task: Task, events: TaskEvent[]): string[] {
     ["result", task.result],
     ["error", task.errorMessage],
   ];
-  const lastFailure = events.findLast((e) => e.event === "retry_scheduled" || e.event === "failed");
+  const lastFailure = events.findLast(isFailure);
   const stack = lastFailure ? stackOf(lastFailure) : null;
   return [
     `Task ${task.id}`,

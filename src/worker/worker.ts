@@ -20,6 +20,7 @@ import { monotonicMs } from "../core/clock.js";
 import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskpoolError, ValidationError } from "../core/errors.js";
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
 import { cancelledTasks } from "../core/notices.js";
+import { processRuns } from "../core/process-alive.js";
 import type { ClaimedTask, EnqueueInput, Json, TaskStatus } from "../core/task.js";
 import { WriteBatcher } from "../api/write-batcher.js";
 import type { DatabaseConfig } from "../store/open-store.js";
@@ -577,16 +578,6 @@ export class Worker {
 function storable(message: string): string {
   const clean = message.replaceAll("\0", "\\0").toWellFormed();
   return clean.length <= MAX_MESSAGE_LENGTH ? clean : `${clean.slice(0, MAX_MESSAGE_LENGTH - 20)}… (truncated)`;
-}
-
-/** Whether a process with this pid runs on this host (one we may not signal runs too). */
-function processRuns(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /**

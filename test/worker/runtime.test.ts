@@ -351,17 +351,24 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await outcomesWhoseAnswersAreLost(store);
   });
 
-  it("over HTTP, an outcome whose answer was lost is taken as written too, though a task read there answers no lease token", async () => {
+  /** Runs `check` with an HTTP client of a server on this store; the workers it started stop before the server closes. */
+  const overHttp = async (check: (http: HttpStore) => Promise<void>) => {
     const app = await buildServer(new Taskpool(new CheckedStore(handle.store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
     const http = new HttpStore(await app.listen({ host: "127.0.0.1", port: 0 }), { retryForMs: 0 });
     try {
-      await http.migrate();
-      await outcomesWhoseAnswersAreLost(http);
+      await check(http);
     } finally {
       await Promise.all(workers.splice(0).map((w) => w.stop(0)));
       await http.close();
       await app.close();
     }
+  };
+
+  it("over HTTP, an outcome whose answer was lost is taken as written too, though a task read there answers no lease token", async () => {
+    await overHttp(async (http) => {
+      await http.migrate();
+      await outcomesWhoseAnswersAreLost(http);
+    });
   });
 
   it("tells a handler it was cancelled at the next heartbeat; the task stays cancelled", async () => {
@@ -422,15 +429,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
   });
 
   it("over HTTP, a cancel reaches the running handler through the wake-up wait, not at the next heartbeat", async () => {
-    const app = await buildServer(new Taskpool(new CheckedStore(handle.store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
-    const http = new HttpStore(await app.listen({ host: "127.0.0.1", port: 0 }), { retryForMs: 0 });
-    try {
-      await cancelledPromptly(http);
-    } finally {
-      await Promise.all(workers.splice(0).map((w) => w.stop(0)));
-      await http.close();
-      await app.close();
-    }
+    await overHttp(cancelledPromptly);
   });
 
   it("a handler that finishes after its task was cancelled, before the worker heard of it: its result is refused, and that is said at info", async () => {

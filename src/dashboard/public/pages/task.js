@@ -48,8 +48,11 @@ function collapse(events) {
   return out;
 }
 
-/** The stack a worker sent with a failure (data.stack of retry_scheduled and failed events), or null. */
-const stackOf = (e) => ((e.event === "retry_scheduled" || e.event === "failed") && typeof e.data?.stack === "string" ? e.data.stack : null);
+/** An event that records a failed attempt, retried or not. */
+const isFailure = (e) => e.event === "retry_scheduled" || e.event === "failed";
+
+/** The stack a worker sent with a failure (data.stack of its event), or null. */
+const stackOf = (e) => (isFailure(e) && typeof e.data?.stack === "string" ? e.data.stack : null);
 
 /** A stack, folded: a dozen lines of frames would push the timeline down. */
 const Stack = ({ stack, id }) => html`<details class="stack" id=${id}><summary class="small">stack trace</summary><pre>${stack}</pre></details>`;
@@ -74,7 +77,7 @@ export function TaskPage({ id, session }) {
   const { task, events } = data;
   const checkpoints = events.filter((e) => e.event === "checkpoint").length;
   // The stack of the failure that left the task's error, if it came with one.
-  const lastFailure = events.findLast((e) => e.event === "retry_scheduled" || e.event === "failed");
+  const lastFailure = events.findLast(isFailure);
   const lastStack = lastFailure ? stackOf(lastFailure) : null;
   const fields = [
     ["type", task.task_type + (task.task_type_version ? ` (v${task.task_type_version})` : "")],
