@@ -8,6 +8,7 @@ const CAPACITY_COLUMNS: Column<CapacityRow>[] = [
   { header: "role", value: (r) => r.taskType },
   { header: "pending", value: (r) => r.pendingTasks },
   { header: "ready", value: (r) => r.readyTasks },
+  { header: "oldest ready (s)", value: (r) => r.oldestReadySeconds },
   { header: "running", value: (r) => r.runningTasks },
   { header: "workers", value: (r) => r.activeWorkers },
   { header: "tasks/worker-hour", value: (r) => r.tasksPerWorkerHour },
@@ -20,13 +21,13 @@ const CAPACITY_COLUMNS: Column<CapacityRow>[] = [
 export function capacityCommand(program: Command): void {
   program
     .command("capacity [role]")
-    .description("capacity planning per role (seed 004): backlog, throughput, hours to drain, workers needed to drain in 1, 4 or 8 hours")
+    .description("capacity planning per role (seed 004): backlog, how long its oldest ready task has waited, throughput, hours to drain, workers needed to drain in 1, 4 or 8 hours")
     .addOption(jsonOption())
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
     .addOption(schemaOption())
-    .addHelpText("after", "\nA - means no throughput in the last hour to estimate from, or, with tasks\nwaiting, no active worker of the role: nothing drains them then.\n\nExample:\n  $ taskpool capacity\n  $ taskpool capacity product_resync --json")
+    .addHelpText("after", "\nA - means no throughput in the last hour to estimate from, or, with tasks\nwaiting, no active worker of the role: nothing drains them then. Under\n\"oldest ready (s)\", it means no task of the role is ready (due) now.\n\nExample:\n  $ taskpool capacity\n  $ taskpool capacity product_resync --json")
     .action((role: string | undefined, opts) =>
       withPool(opts, async (pool) => {
         const rows = await pool.capacity(role);

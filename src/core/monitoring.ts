@@ -17,6 +17,12 @@ export interface CapacityRow {
   estimatedHoursToDrain: number | null;
   /** Workers needed at today's rate to drain the pending tasks in 1, 4 and 8 hours; null without throughput. */
   workersNeeded: { for1Hour: number | null; for4Hours: number | null; for8Hours: number | null };
+  /**
+   * Seconds the longest-waiting ready task has waited since it was due (its `scheduledFor`: enqueued,
+   * or due again after a retry's backoff); null when none is ready. The figure to alert on: it grows
+   * when a role falls behind, whatever the size of its backlog.
+   */
+  oldestReadySeconds: number | null;
 }
 
 /** Seed 003's reassignment statistics. */

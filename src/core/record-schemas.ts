@@ -95,6 +95,7 @@ export const CapacityRecord = Type.Object({
   tasksPerWorkerHour: Nullable(Type.Number()),
   estimatedHoursToDrain: Nullable(Type.Number()),
   workersNeeded: Type.Object({ for1Hour: Nullable(Count), for4Hours: Nullable(Count), for8Hours: Nullable(Count) }),
+  oldestReadySeconds: Nullable(Type.Number({ minimum: 0 })),
 });
 
 export const WorkerRecordSchema = Type.Object({

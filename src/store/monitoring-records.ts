@@ -7,7 +7,12 @@ import { MAX_THROUGHPUT_MINUTES } from "../core/schemas.js";
  * describe the present, for operators reading them with plain SQL as much as for the API.
  */
 export const VIEW_READS = {
-  capacity: "SELECT * FROM v_worker_capacity ORDER BY task_type",
+  // Its columns named: a prepared `SELECT *` fails ("cached plan must not change result type") on a
+  // connection that prepared it before a migration added a column to the view.
+  capacity: `SELECT task_type, pending_tasks, ready_tasks, running_tasks, active_workers, completed_last_hour, max_running,
+                    tasks_per_worker_hour, estimated_hours_to_drain, workers_needed_1h, workers_needed_4h, workers_needed_8h,
+                    oldest_ready_seconds
+             FROM v_worker_capacity ORDER BY task_type`,
   reassignmentRate: "SELECT * FROM v_reassignment_stats",
   failingWorkers: "SELECT * FROM v_failing_workers ORDER BY failure_count DESC, from_worker_id LIMIT 20",
   repeatedReassignments: "SELECT * FROM v_repeated_reassignments ORDER BY reassignment_count DESC, task_id LIMIT 100",
@@ -26,6 +31,7 @@ export interface CapacityViewRow {
   workers_needed_1h: number | null;
   workers_needed_4h: number | null;
   workers_needed_8h: number | null;
+  oldest_ready_seconds: number | null;
 }
 
 export function toCapacity(r: CapacityViewRow): CapacityRow {
@@ -40,6 +46,7 @@ export function toCapacity(r: CapacityViewRow): CapacityRow {
     tasksPerWorkerHour: r.tasks_per_worker_hour,
     estimatedHoursToDrain: r.estimated_hours_to_drain,
     workersNeeded: { for1Hour: r.workers_needed_1h, for4Hours: r.workers_needed_4h, for8Hours: r.workers_needed_8h },
+    oldestReadySeconds: r.oldest_ready_seconds === null ? null : Number(r.oldest_ready_seconds),
   };
 }
 

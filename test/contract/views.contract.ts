@@ -60,23 +60,50 @@ export function viewsContract(kind: StoreKind) {
       expect(capacity.get("crawl")).toEqual({
         taskType: "crawl", pendingTasks: 5, readyTasks: 4, runningTasks: 2, activeWorkers: 2, completedLastHour: 3,
         maxRunning: null, tasksPerWorkerHour: 1.5, estimatedHoursToDrain: 1.67,
-        workersNeeded: { for1Hour: 4, for4Hours: 1, for8Hours: 1 },
+        workersNeeded: { for1Hour: 4, for4Hours: 1, for8Hours: 1 }, oldestReadySeconds: expect.any(Number),
       });
+      // Due as the test began: as old as the test's own run since.
+      expect(capacity.get("crawl")!.oldestReadySeconds).toBeLessThan(30);
       // Registered, staffed by w1, no work and no throughput yet: nothing to drain, so no worker needed.
       expect(capacity.get("parse")).toEqual({
         taskType: "parse", pendingTasks: 0, readyTasks: 0, runningTasks: 0, activeWorkers: 1, completedLastHour: 0,
         maxRunning: 3, tasksPerWorkerHour: 0, estimatedHoursToDrain: 0,
-        workersNeeded: { for1Hour: 0, for4Hours: 0, for8Hours: 0 },
+        workersNeeded: { for1Hour: 0, for4Hours: 0, for8Hours: 0 }, oldestReadySeconds: null,
       });
       // A role no live worker serves: its backlog does not drain, and a worker's pace is unknown.
       expect(capacity.get("mail")).toEqual({
         taskType: "mail", pendingTasks: 1, readyTasks: 0, runningTasks: 0, activeWorkers: 0, completedLastHour: 1,
         maxRunning: null, tasksPerWorkerHour: null, estimatedHoursToDrain: null,
-        workersNeeded: { for1Hour: null, for4Hours: null, for8Hours: null },
+        workersNeeded: { for1Hour: null, for4Hours: null, for8Hours: null }, oldestReadySeconds: null,
       });
       // The last hour's completions are the same once a sweep has folded their tallies (PostgreSQL).
       await ctx.store.sweep(SWEEP);
-      expect(new Map((await ctx.store.capacity()).map((r) => [r.taskType, r]))).toEqual(capacity);
+      const again = new Map((await ctx.store.capacity()).map((r) => [r.taskType, r]));
+      expect(again).toEqual(new Map([...capacity].map(([type, r]) => [type, type === "crawl" ? { ...r, oldestReadySeconds: expect.any(Number) } : r])));
+    });
+
+    it("v_worker_capacity: how long the longest-waiting ready task has waited since it was due", async () => {
+      start = Date.now();
+      const ofType = async (taskType: string) => (await ctx.store.capacity()).find((r) => r.taskType === taskType)?.oldestReadySeconds;
+      // Enqueued 10 minutes ago, failed at once, due again a minute later: waiting 9 minutes, not 10.
+      at(-10 * MINUTE);
+      await ctx.store.enqueue({ taskType: "late", backoff: { baseSeconds: 60, factor: 1, maxSeconds: 60, jitter: 0 } });
+      const [retried] = await ctx.store.claim({ workerId: "w9", taskTypes: ["late"] });
+      expect((await ctx.store.fail(retried.id, retried, { error: "HTTP 503" })).status).toBe("pending");
+      at(-5 * MINUTE);
+      await ctx.store.enqueue({ taskType: "late" });
+      // Due in an hour: pending but not ready, so it is not waiting yet.
+      await ctx.store.enqueueMany([{ taskType: "late", scheduledFor: new Date(start + HOUR) }, { taskType: "later", scheduledFor: new Date(start + HOUR) }]);
+      at(0);
+      const waited = await ofType("late");
+      expect(waited).toBeGreaterThanOrEqual(540);
+      expect(waited).toBeLessThan(570);
+      expect(await ofType("later")).toBeNull();
+      // Once it is claimed, the next one is the longest-waiting.
+      expect((await ctx.store.claim({ workerId: "w9", taskTypes: ["late"] }))[0].id).toBe(retried.id);
+      const next = await ofType("late");
+      expect(next).toBeGreaterThanOrEqual(300);
+      expect(next).toBeLessThan(330);
     });
 
     it("reassignment views: 24-hour success rate, failing workers, tasks reassigned more than once", async () => {

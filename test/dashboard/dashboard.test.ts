@@ -159,6 +159,17 @@ describe("the dashboard in a real browser", () => {
     await completed.getByText("3", { exact: true }).waitFor();
   });
 
+  it("the capacity page says how long each role's oldest ready task has waited, and flags a role no worker serves", async () => {
+    await server.pool.enqueue("crawl", {}, { scheduledFor: new Date(Date.now() - 2 * 3_600_000) });
+    await server.pool.enqueue("parse", {}, { scheduledFor: new Date(Date.now() + 3_600_000) });
+    const page = await open(server.keys.producer, "#/capacity");
+    const row = (role: string) => page.locator("#capacity tbody tr", { has: page.getByRole("link", { name: role, exact: true }) });
+    await row("crawl").locator("td.oldest-ready").getByText("2 h", { exact: true }).waitFor();
+    // Pending but not due: nothing has waited yet.
+    await row("parse").locator("td.oldest-ready").getByText("—", { exact: true }).waitFor();
+    expect(await row("crawl").locator("td.status-failed").count()).toBeGreaterThan(0);
+  });
+
   it("shows a large pool's counts whole, each in its own card", async () => {
     // What a pool with a long history answers; the server here holds a handful of tasks.
     const byStatus = { pending: 50_000, claimed: 300, running: 600, completed: 12_925_372, failed: 18_982, cancelled: 4_746 };

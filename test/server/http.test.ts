@@ -373,7 +373,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const one = await s.call("GET", "/api/tasks/capacity/product_resync");
     expect(one.body).toMatchObject({ success: true, task_type: "product_resync", pending_tasks: 3, running_tasks: 0, active_workers: 1, completed_last_hour: 0, max_running: null });
     expect(Object.keys(one.body).sort()).toEqual([
-      "active_workers", "completed_last_hour", "estimated_hours_to_drain", "max_running", "pending_tasks", "ready_tasks",
+      "active_workers", "completed_last_hour", "estimated_hours_to_drain", "max_running", "oldest_ready_seconds", "pending_tasks", "ready_tasks",
       "running_tasks", "success", "task_type", "tasks_per_worker_hour", "workers_needed",
     ]);
     expect(Object.keys(one.body.workers_needed)).toEqual(["for_1_hour", "for_4_hours", "for_8_hours"]);

@@ -211,6 +211,21 @@ describe.each([sqliteKind, postgresKind])("/metrics on $name", (kind) => {
     expect(valueOf(m, "taskpool_http_request_duration_seconds_count", { route: "unmatched", status_code: "404" })).toBe(1);
   });
 
+  it("how long the oldest ready task of each type has waited since it was due", async () => {
+    const hourAgo = new Date(Date.now() - 3_600_000).toISOString();
+    await s.call("POST", "/api/tasks/batch", {
+      tasks: [{ task_type: "crawl", scheduled_for: hourAgo }, { task_type: "crawl" }, { task_type: "report", scheduled_for: new Date(Date.now() + 3_600_000).toISOString() }],
+    });
+    let m = await scrape(s.url);
+    expect(valueOf(m, "taskpool_oldest_ready_task_age_seconds", { task_type: "crawl" })).toBeGreaterThanOrEqual(3600);
+    expect(valueOf(m, "taskpool_oldest_ready_task_age_seconds", { task_type: "crawl" })).toBeLessThan(3630);
+    // Pending but not yet due: nothing is waiting.
+    expect(valueOf(m, "taskpool_oldest_ready_task_age_seconds", { task_type: "report" })).toBe(0);
+    expect((await s.call("POST", "/api/tasks/claim", { worker_id: "w1", task_types: ["crawl"], limit: 2 })).body.tasks).toHaveLength(2);
+    m = await scrape(s.url);
+    expect(valueOf(m, "taskpool_oldest_ready_task_age_seconds", { task_type: "crawl" })).toBe(0);
+  });
+
   it("the batched completions and failures of HTTP workers count per item", async () => {
     await s.call("POST", "/api/tasks/batch", { tasks: [{ task_type: "crawl" }, { task_type: "crawl" }, { task_type: "crawl" }] });
     const claimed = await s.call("POST", "/api/tasks/claim", { worker_id: "w1", limit: 3 });

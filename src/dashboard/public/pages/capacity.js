@@ -1,7 +1,7 @@
 // Capacity planning per role (seed 004): backlog, throughput, hours to drain, workers needed.
 import { api } from "../lib/api.js";
 import { ErrorBox, Loading } from "../lib/components.js";
-import { num } from "../lib/format.js";
+import { duration, num } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { usePoll } from "../lib/live.js";
 
@@ -18,7 +18,7 @@ export function Capacity() {
       <div class="scroll">
         <table id="capacity">
           <thead>
-            <tr><th>role</th><th class="num">pending</th><th class="num">ready</th><th class="num">running</th><th class="num">cap</th>
+            <tr><th>role</th><th class="num">pending</th><th class="num">ready</th><th class="num" title="How long the longest-waiting ready task has waited since it was due">oldest ready</th><th class="num">running</th><th class="num">cap</th>
               <th class="num">active workers</th><th class="num">done last hour</th><th class="num">per worker-hour</th><th class="num">hours to drain</th>
               <th class="num">workers for 1 h</th><th class="num">4 h</th><th class="num">8 h</th></tr>
           </thead>
@@ -27,7 +27,8 @@ export function Capacity() {
               const need = r.workers_needed;
               return html`<tr>
                 <td><a href="#/tasks?task_type=${encodeURIComponent(r.task_type)}">${r.task_type}</a></td>
-                <td class="num">${num(r.pending_tasks)}</td><td class="num">${num(r.ready_tasks)}</td><td class="num">${num(r.running_tasks)}</td>
+                <td class="num">${num(r.pending_tasks)}</td><td class="num">${num(r.ready_tasks)}</td>
+                <td class="num oldest-ready">${duration(r.oldest_ready_seconds)}</td><td class="num">${num(r.running_tasks)}</td>
                 <td class="num">${num(r.max_running)}</td>
                 <td class="num ${r.active_workers === 0 && r.pending_tasks > 0 ? "status-failed" : ""}">${num(r.active_workers)}</td>
                 <td class="num">${num(r.completed_last_hour)}</td><td class="num">${num(r.tasks_per_worker_hour)}</td>
