@@ -177,6 +177,33 @@ describe("taskpool CLI", () => {
     }
   }, 60_000);
 
+  it("worker --shutdown-grace: on SIGTERM a task still running after it is aborted and released", async () => {
+    const module = `${path}.slow.mjs`;
+    writeFileSync(module, "export const handlers = { slow: (params, ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', resolve)) };\n");
+    try {
+      const { id } = JSON.parse((await taskpool("enqueue", "slow", "{}", "--json", "--db", db)).stdout).task;
+      const child = spawn(process.execPath, [CLI, "worker", "--handlers", module, "--id", "graceful", "--shutdown-grace", "1", "--db", db], {
+        env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let output = "";
+      child.stdout.on("data", (d) => (output += d));
+      await eventually(() => output.includes(`Claimed task ${id} (slow)`), 30_000, "the task to be claimed");
+      const sent = Date.now();
+      child.kill("SIGTERM");
+      expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
+      // The default grace (25 s) would have held it far longer.
+      expect(Date.now() - sent).toBeLessThan(10_000);
+      expect(output).toContain("grace 1000 ms");
+      const { task } = JSON.parse((await taskpool("tasks", "show", String(id), "--json", "--db", db)).stdout);
+      expect(task).toMatchObject({ status: "pending", attempts: 0 });
+      const bad = await taskpool("worker", "--handlers", module, "--shutdown-grace", "5s", "--db", db).catch((e) => e);
+      expect(bad.stderr).toMatch(/--shutdown-grace <seconds>.*expected a whole number, without a unit/);
+    } finally {
+      rmSync(module, { force: true });
+    }
+  }, 60_000);
+
   it("a command that works on the database directly refuses a server: TASKPOOL_URL with no database given, --db http://…, --url; it writes nothing", async () => {
     // In an empty directory, where a fallback to the default sqlite:./taskpool.db would leave its file.
     const dir = mkdtempSync(join(tmpdir(), "taskpool-cli-"));

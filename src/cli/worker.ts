@@ -2,7 +2,7 @@ import { type Command, Option } from "commander";
 import { serviceLogger } from "./service-log.js";
 import { apiKeyOption, dbOption, openPool, schemaOption, urlOption } from "./database.js";
 import { loadHandlers } from "./handlers-module.js";
-import { positiveInteger } from "./parse.js";
+import { integerFrom, positiveInteger } from "./parse.js";
 
 export function workerCommand(program: Command): void {
   program
@@ -14,6 +14,11 @@ export function workerCommand(program: Command): void {
     .addOption(new Option("--id <workerId>", "worker id, unique per process: two live workers with one id give back each other's tasks (default: generated)").env("WORKER_ID"))
     .addOption(new Option("--poll-interval <ms>", "how often an idle worker looks for work").env("POLL_INTERVAL_MS").argParser(positiveInteger))
     .addOption(new Option("--heartbeat-interval <ms>", "time between heartbeats").env("HEARTBEAT_INTERVAL_MS").argParser(positiveInteger))
+    .addOption(
+      new Option("--shutdown-grace <seconds>", "on SIGTERM, how long running tasks may finish before they are aborted and released: keep it under your platform's kill timeout (default 25)")
+        .env("SHUTDOWN_GRACE_SECONDS")
+        .argParser(integerFrom(0, 2_147_483)),
+    )
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
@@ -29,6 +34,7 @@ export function workerCommand(program: Command): void {
         workerId: opts.id,
         pollIntervalMs: opts.pollInterval,
         heartbeatIntervalMs: opts.heartbeatInterval,
+        shutdownGraceMs: opts.shutdownGrace === undefined ? undefined : opts.shutdownGrace * 1000,
         handleSignals: true,
         // JSON lines on stdout; LOG_LEVEL=debug adds a line per task claimed and completed.
         logger: serviceLogger(),

@@ -32,7 +32,7 @@ export interface WorkerOptions {
   heartbeatIntervalMs?: number;
   /** Lease length without a heartbeat; at least 2 heartbeat intervals. Default 4 heartbeat intervals (at least 10 s, at most 24 h). */
   leaseSeconds?: number;
-  /** On shutdown, how long in-flight tasks may finish before they are released. Default 30000. */
+  /** On shutdown, how long in-flight tasks may finish before they are released. Default 25000. */
   shutdownGraceMs?: number;
   /**
    * Install SIGTERM/SIGINT handlers that stop the worker gracefully and then exit the process (a
@@ -57,6 +57,11 @@ export interface ResolvedWorkerOptions extends Required<Omit<WorkerOptions, "log
   metadata: JsonObject;
 }
 
+/**
+ * Under Kubernetes' default termination grace period (30 s): the tasks still running are released
+ * before the SIGKILL that ends it, not left leased until the coordinator finds the worker dead.
+ */
+const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
 /** The longest delay a Node timer keeps: a longer one fires after 1 ms, and a poll or a grace period would become a busy loop or none. */
 const MAX_TIMER_MS = 2_147_483_647;
 /** The longest lease a claim takes (24 h); heartbeats come at least twice per lease. */
@@ -143,7 +148,7 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     pollIntervalMs: whole("pollIntervalMs", options.pollIntervalMs ?? 5000, 10, MAX_TIMER_MS),
     heartbeatIntervalMs,
     leaseSeconds,
-    shutdownGraceMs: whole("shutdownGraceMs", options.shutdownGraceMs ?? 30_000, 0, MAX_TIMER_MS),
+    shutdownGraceMs: whole("shutdownGraceMs", options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, 0, MAX_TIMER_MS),
     handleSignals: flag("handleSignals", options.handleSignals) ?? false,
     heartbeatThread: flag("heartbeatThread", options.heartbeatThread),
     version: options.version ?? VERSION,

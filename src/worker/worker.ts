@@ -74,6 +74,9 @@ export class Worker {
   private heartbeats: Heartbeats | null = null;
   private unsubscribe: (() => Promise<void>) | null = null;
   private signalHandler: ((signal: NodeJS.Signals) => void) | null = null;
+  /** Ends shutdown's grace period early (a second SIGTERM); set while the grace period runs. */
+  private endGrace: (() => void) | null = null;
+  private graceCut = false;
   private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
 
@@ -518,14 +521,22 @@ export class Worker {
     this.signalHandler = (signal) => {
       received++;
       if (received > 1) {
-        this.logger.warn(`Second ${signal}: exiting now`);
-        process.exit(130);
+        // Not an exit on the spot: that would leave the running tasks leased to a worker still shown
+        // active, for the coordinator to find dead minutes later and charge them an attempt.
+        this.logger.warn(`Second ${signal}: aborting the running tasks and releasing them now`);
+        this.cutGrace();
+        return;
       }
-      this.logger.info(`${signal} received: finishing running tasks (grace ${this.options.shutdownGraceMs} ms); send again to exit at once`);
+      this.logger.info(`${signal} received: finishing running tasks (grace ${this.options.shutdownGraceMs} ms); send again to abort and release them at once`);
       void this.stop().then(() => process.exit(0));
     };
     process.on("SIGTERM", this.signalHandler);
     process.on("SIGINT", this.signalHandler);
+  }
+
+  private cutGrace(): void {
+    this.graceCut = true;
+    this.endGrace?.();
   }
 
   private async release({ task }: Running): Promise<void> {
@@ -552,9 +563,16 @@ export class Worker {
     for (const entry of unstarted) this.running.delete(entry.task.id);
     await Promise.all(unstarted.map((entry) => this.release(entry)));
     const inFlight = [...this.running.values()];
-    if (inFlight.length > 0) {
-      const graceOver = sleep(graceMs).then(() => "timeout" as const);
+    if (inFlight.length > 0 && !this.graceCut) {
+      let timer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, graceMs);
+        this.endGrace = resolve;
+      });
       await Promise.race([Promise.all(inFlight.map((r) => r.done)), graceOver]);
+      // Handlers that finished early leave no timer holding the process up for the rest of the grace period.
+      clearTimeout(timer);
+      this.endGrace = null;
     }
     for (const entry of this.running.values()) {
       entry.abort.abort("shutdown");

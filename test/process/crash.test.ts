@@ -109,16 +109,18 @@ describe.each([
     expect((await store.events(task.id)).at(-1)).toMatchObject({ event: "released", fromWorkerId: "leaving" });
   });
 
-  it("a second SIGTERM exits at once, without waiting for the grace period", async () => {
-    await store.enqueue({ taskType: "hold" });
+  it("a second SIGTERM ends the grace period at once: the running task is aborted and released, the worker inactive", async () => {
+    const { task } = await store.enqueue({ taskType: "hold" });
     const stubborn = await worker("stubborn", { WORKER_ROLE: "hold", SHUTDOWN_GRACE_MS: "60000" });
     await stubborn.waitFor({ event: "start" });
     stubborn.child.kill("SIGTERM");
     await new Promise((r) => setTimeout(r, 200)); // the first signal is being handled: grace period running
     const sent = Date.now();
     stubborn.child.kill("SIGTERM");
-    expect(await stubborn.exited).toBe(130);
+    expect(await stubborn.exited).toBe(0);
     expect(Date.now() - sent).toBeLessThan(5000);
+    expect(await store.get(task.id)).toMatchObject({ status: "pending", attempts: 0, workerId: null });
+    expect((await store.listWorkers()).find((w) => w.workerId === "stubborn")).toMatchObject({ status: "inactive" });
   });
 
   it("the fail policy ends a dead worker's task failed with 'Worker died unexpectedly'", async () => {
