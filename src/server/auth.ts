@@ -8,9 +8,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Taskpool } from "../api/taskpool.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
+import { monotonicMs } from "../core/clock.js";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_KEY_CACHE_MS } from "./defaults.js";
 import { HttpError } from "./errors.js";
-import { MonotonicRateLimitStore } from "./rate-limit-store.js";
 import type { RouteConfig } from "./route.js";
 
 declare module "fastify" {
@@ -76,29 +76,45 @@ const MAX_CACHED_KEYS = 10_000;
 
 /**
  * Without a bound, a client could present unlimited wrong keys, each a database lookup: guessing keys
- * or loading the database at will. Each failed authentication counts against the client's address (a
+ * or loading the database at will. Each different wrong key counts against the client's address (a
  * fixed one-minute window on the monotonic clock, as the per-key limit); over the limit its requests
  * get 429 before any lookup, except with a key this server already accepted, so a worker sharing the
- * address (behind a NAT or a proxy) keeps working. Successful authentications are never counted.
+ * address (behind a NAT or a proxy) keeps working. Successful authentications are never counted, nor
+ * is a wrong key sent again: the key cache answers it without a lookup, and a worker left running with
+ * its revoked key, retrying forty times a minute, locked every other client of its address out.
  */
 class FailedAuthLimit {
-  private readonly windows = new MonotonicRateLimitStore();
+  private readonly windows = new Map<string, { start: number; keys: Set<string> }>();
 
   constructor(private readonly perMinute: number) {}
 
   /** Refuses the request when `address` used up its failures in the current window. */
   check(address: string, reply: FastifyReply): void {
-    const { current, ttl } = this.windows.peek(address, 60_000);
-    if (current < this.perMinute) return;
-    const seconds = Math.max(1, Math.ceil(ttl / 1000));
+    const window = this.window(address);
+    if (window === undefined || window.keys.size < this.perMinute) return;
+    const seconds = Math.max(1, Math.ceil((window.start + WINDOW_MS - monotonicMs()) / 1000));
     void reply.header("retry-after", seconds);
-    throw new HttpError("rate_limited", `Too many failed API key attempts from this address (at most ${this.perMinute} a minute); retry in ${seconds} s with a valid key`, { retryAfter: seconds });
+    throw new HttpError("rate_limited", `Too many different wrong API keys from this address (at most ${this.perMinute} a minute); retry in ${seconds} s with a valid key`, { retryAfter: seconds });
   }
 
-  failed(address: string): void {
-    this.windows.count(address, 60_000);
+  failed(address: string, presented: string): void {
+    let window = this.window(address);
+    if (window === undefined) {
+      // Bounded: addresses are the clients'; the windows of a minute ago are worth nothing.
+      if (this.windows.size >= MAX_CACHED_KEYS) this.windows.clear();
+      window = { start: monotonicMs(), keys: new Set() };
+      this.windows.set(address, window);
+    }
+    if (window.keys.size < this.perMinute) window.keys.add(presented);
+  }
+
+  private window(address: string): { start: number; keys: Set<string> } | undefined {
+    const window = this.windows.get(address);
+    return window !== undefined && window.start + WINDOW_MS > monotonicMs() ? window : undefined;
   }
 }
+
+const WINDOW_MS = 60_000;
 
 export interface AuthOptions {
   /** Ask for keys (false: the server runs without them). */
@@ -131,7 +147,7 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, options: AuthO
     if (typeof presented !== "string" || !cache.known(presented)) failures?.check(request.ip, reply);
     const key = typeof presented === "string" ? await cache.lookup(presented, pool) : null;
     if (!key) {
-      failures?.failed(request.ip);
+      failures?.failed(request.ip, typeof presented === "string" ? presented : JSON.stringify(presented));
       throw new HttpError("unauthorized", "Invalid or revoked API key");
     }
     if (key.scope !== "admin" && !access.includes(key.scope)) {

@@ -159,7 +159,7 @@ describe.each([sqliteKind, postgresKind])("failed authentications per client add
     expect(refused.body).toEqual({
       success: false,
       error: "rate_limited",
-      message: `Too many failed API key attempts from this address (at most 3 a minute); retry in ${retryAfter} s with a valid key`,
+      message: `Too many different wrong API keys from this address (at most 3 a minute); retry in ${retryAfter} s with a valid key`,
       retry_after: retryAfter,
     });
     expect(lookups).toHaveBeenCalledTimes(3);
@@ -169,11 +169,22 @@ describe.each([sqliteKind, postgresKind])("failed authentications per client add
     expect((await s.pool.counts()).byStatus.pending).toBe(1);
   });
 
+  it("a wrong key sent again and again counts once: a worker left running with its revoked key locks no one out", async () => {
+    const revoked = await s.pool.createApiKey({ scope: "worker" });
+    const unseen = (await s.pool.createApiKey({ scope: "producer" })).key;
+    await s.pool.revokeApiKey(revoked.apiKey.id);
+    for (let i = 0; i < 10; i++) expect((await s.call("POST", "/api/tasks/claim", { worker_id: "w1" }, { key: revoked.key })).status).toBe(401);
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key: unseen })).status).toBe(200);
+    // Different wrong keys still count, the revoked one among them.
+    for (let i = 0; i < 2; i++) expect((await s.call("GET", "/api/workers", undefined, { key: `tp_guess-${i}` })).status).toBe(401);
+    expect((await s.call("GET", "/api/workers", undefined, { key: "tp_guess-2" })).status).toBe(429);
+  });
+
   it("times the window on the monotonic clock: a wall-clock step back does not lengthen it, and it reopens a minute later", async () => {
     const key = (await s.pool.createApiKey({ scope: "producer" })).key;
     vi.useFakeTimers({ toFake: ["Date", "hrtime"], shouldAdvanceTime: true });
     try {
-      for (let i = 0; i < 3; i++) expect((await s.call("GET", "/api/workers", undefined, { key: "tp_wrong" })).status).toBe(401);
+      for (let i = 0; i < 3; i++) expect((await s.call("GET", "/api/workers", undefined, { key: `tp_wrong-${i}` })).status).toBe(401);
       // The server's host clock steps 5 minutes back (NTP, an operator); the monotonic one does not.
       vi.setSystemTime(Date.now() - 300_000);
       const refused = await s.call("GET", "/api/workers", undefined, { key });

@@ -183,10 +183,10 @@ describe("taskpool keys and serve", () => {
     const { url, stop } = await startServe("--auth-failure-limit", "2", "--db", db);
     try {
       expect((await request(url, "GET", "/api/workers", undefined, key)).status).toBe(200);
-      for (let i = 0; i < 2; i++) expect((await request(url, "GET", "/api/workers", undefined, "tp_wrong")).status).toBe(401);
-      const refused = await request(url, "GET", "/api/workers", undefined, "tp_wrong");
+      for (let i = 0; i < 2; i++) expect((await request(url, "GET", "/api/workers", undefined, `tp_wrong-${i}`)).status).toBe(401);
+      const refused = await request(url, "GET", "/api/workers", undefined, "tp_wrong-2");
       expect([refused.status, refused.body.error]).toEqual([429, "rate_limited"]);
-      expect(refused.body.message).toMatch(/^Too many failed API key attempts from this address \(at most 2 a minute\)/);
+      expect(refused.body.message).toMatch(/^Too many different wrong API keys from this address \(at most 2 a minute\)/);
     } finally {
       await stop();
     }
