@@ -10,6 +10,7 @@ import type { Taskpool } from "../api/taskpool.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
 import { monotonicMs } from "../core/clock.js";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_KEY_CACHE_MS } from "./defaults.js";
+import { within } from "./deadline.js";
 import { HttpError } from "./errors.js";
 import type { RouteConfig } from "./route.js";
 
@@ -41,7 +42,9 @@ class KeyCache {
     if (hit && hit.until > now) return hit.key;
     let key: ApiKeyRecord | null;
     try {
-      key = await pool.authenticate(presented);
+      // A key accepted before is looked up again only to hear of a revocation: not worth waiting the
+      // statement's 10 s for when the database hangs.
+      key = await (hit?.key ? within(pool.authenticate(presented), KNOWN_KEY_LOOKUP_WITHIN_MS) : pool.authenticate(presented));
     } catch (error) {
       // The database out of reach: a key accepted before is accepted still, however long ago. Every
       // route needs the database but /metrics, which then says taskpool_database_up 0; refused for
@@ -73,6 +76,7 @@ class KeyCache {
 }
 
 const MAX_CACHED_KEYS = 10_000;
+const KNOWN_KEY_LOOKUP_WITHIN_MS = 1000;
 
 /**
  * Without a bound, a client could present unlimited wrong keys, each a database lookup: guessing keys

@@ -16,9 +16,11 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Taskpool } from "../api/taskpool.js";
 import { COORDINATOR_LEADERSHIP } from "../coordinator/coordinator.js";
+import { monotonicMs } from "../core/clock.js";
 import { TaskpoolError } from "../core/errors.js";
 import { TASK_STATUSES } from "../core/task.js";
 import { type SweepResult, WORKER_STATUSES } from "../core/worker.js";
+import { within } from "./deadline.js";
 import type { RouteConfig } from "./route.js";
 
 /**
@@ -38,6 +40,12 @@ const FAIL_MANY = "/api/tasks/fail";
 const RETRY = "/api/tasks/:id/retry";
 const TASK_HEARTBEAT = "/api/tasks/:id/heartbeat";
 const WORKER_HEARTBEAT = "/api/workers/heartbeat";
+
+/**
+ * How long a scrape waits for the database before it answers with taskpool_database_up 0: under
+ * Prometheus' default scrape timeout (10 s), or the scrape fails and the gauge never reaches an alert.
+ */
+const DATABASE_WITHIN_MS = 5000;
 
 /** Latencies of calls that do not wait: a store round trip, a few milliseconds when healthy. */
 /** What a sweep did, one series each of taskpool_sweep_outcomes_total. */
@@ -136,6 +144,8 @@ export class ServerMetrics {
   });
 
   private scraping: Promise<unknown> = Promise.resolve();
+  /** When the database stopped answering scrapes (monotonic ms); null while it answers. */
+  private databaseDownSince: number | null = null;
 
   constructor(
     private readonly pool: Taskpool,
@@ -247,7 +257,7 @@ export class ServerMetrics {
     const gauges = [this.tasks, this.tasksByType, this.oldestReady, this.workers, this.reassignments, this.sweepAge];
     for (const gauge of gauges) gauge.reset();
     try {
-      const [counts, capacity, workers, rate, coordinator] = await Promise.all([
+      const [counts, capacity, workers, rate, coordinator] = await within(Promise.all([
         this.pool.counts(),
         // Its pass over the pending tasks is the scrape's costliest read with a large backlog (about 0.15 s
         // at a million pending on PostgreSQL here), as it is for counts().
@@ -257,7 +267,7 @@ export class ServerMetrics {
         // with 150,000 reassignments, 190 ms of the scrape).
         this.pool.reassignmentRate(),
         this.pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP),
-      ]);
+      ]), DATABASE_WITHIN_MS);
       if (coordinator.secondsSinceSweep !== null) this.sweepAge.set({ swept_by: coordinator.lastSweptBy ?? "" }, coordinator.secondsSinceSweep);
       for (const status of TASK_STATUSES) this.tasks.set({ status }, counts.byStatus[status] ?? 0);
       for (const [taskType, byStatus] of Object.entries(counts.byType)) {
@@ -269,11 +279,15 @@ export class ServerMetrics {
       this.reassignments.set({ result: "successful" }, rate.successful);
       this.reassignments.set({ result: "failed" }, rate.total - rate.successful);
       this.databaseUp.set(1);
+      if (this.databaseDownSince !== null) request.log.info(`Metrics: the database answers again, after ${Math.round((monotonicMs() - this.databaseDownSince) / 1000)} s`);
+      this.databaseDownSince = null;
     } catch (error) {
       // The process metrics are still worth a scrape; the database ones are left out rather than stale.
       for (const gauge of gauges) gauge.reset();
       this.databaseUp.set(0);
-      request.log.warn({ err: error }, "Metrics: the database did not answer");
+      // Once per outage, not per scrape: taskpool_database_up says the rest.
+      if (this.databaseDownSince === null) request.log.warn(`Metrics: the database did not answer (${(error as Error).message}); taskpool_database_up is 0 until it does`);
+      this.databaseDownSince ??= monotonicMs();
     }
   }
 

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { connect, Taskpool } from "../../src/api/taskpool.js";
@@ -223,6 +224,30 @@ describe("network partitions on postgres", () => {
 
   // Opening a connection had no time limit: behind an address that swallows packets every request
   // (readiness checks included) hung until the client gave up, and went on hanging.
+  it("a scrape while the database hangs answers taskpool_database_up 0 within Prometheus' 10 s, with a key whose cached lookup ran out", { timeout: 40_000 }, async () => {
+    handle = await createPostgres();
+    const { proxy, url } = await proxyToPostgres();
+    const pool = await connect(url, { schema: handle.schema, migrate: false });
+    cleanups.push(() => pool.close());
+    const app = await buildServer(pool, { auth: "keys", apiKeyCacheMs: 100, rateLimitPerMinute: false, dashboard: false });
+    const httpUrl = await app.listen({ host: "127.0.0.1", port: 0 });
+    cleanups.push(() => app.close());
+    cleanups.push(() => proxy.thaw());
+    const { key } = await pool.createApiKey({ scope: "producer" });
+    const scrape = () => fetch(`${httpUrl}/metrics`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(30_000) });
+    expect((await scrape()).status).toBe(200);
+    // The connections the pool holds go silent: each statement on them waits for its 10 s timeout.
+    proxy.freeze();
+    await delay(300);
+    const scrapedAt = Date.now();
+    const during = await scrape();
+    const seconds = (Date.now() - scrapedAt) / 1000;
+    expect(during.status).toBe(200);
+    expect(await during.text()).toMatch(/^taskpool_database_up 0$/m);
+    expect(seconds).toBeLessThan(9);
+    report("partition: scrape while the database hangs", { seconds });
+  });
+
   it("a server whose database address accepts and never answers: requests answer 503 database_unavailable in bounded time, not hang", { timeout: 40_000 }, async () => {
     handle = await createPostgres();
     const { proxy, url } = await proxyToPostgres();

@@ -2,6 +2,7 @@
 import { Type } from "@sinclair/typebox";
 import { COORDINATOR_LEADERSHIP, sweepOverdue } from "../../coordinator/coordinator.js";
 import { VERSION } from "../../version.js";
+import { within } from "../deadline.js";
 import { HttpError } from "../errors.js";
 import { defineRoute } from "../route.js";
 
@@ -43,20 +44,13 @@ export const healthRoutes = [
     errors: [503],
     async handler(_input, { pool, lifecycle }) {
       if (lifecycle.draining) throw new HttpError("not_ready", "This server is shutting down; send requests to another");
-      let timer: NodeJS.Timeout | undefined;
       try {
-        // A load balancer's probe gives up after 2-5 s: a database that accepts and never answers is
-        // said within READY_WITHIN_MS, not at the 10 s the statement itself may take to time out.
-        const late = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`no answer within ${READY_WITHIN_MS} ms`)), READY_WITHIN_MS);
-        });
-        const leadership = await Promise.race([pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP), late]);
+        // A load balancer's probe gives up after 2-5 s.
+        const leadership = await within(pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP), READY_WITHIN_MS);
         return { status: "ready" as const, database: pool.protocol.dialect, coordinator: { ...leadership, sweepOverdue: sweepOverdue(leadership) } };
       } catch (error) {
         // Logged with the other 503s (a line every 10 s, naming the cause), not here per probe.
         throw Object.assign(new HttpError("not_ready", "The database did not answer; the server log says why"), { cause: error });
-      } finally {
-        clearTimeout(timer);
       }
     },
   }),
