@@ -50,6 +50,19 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.get(kept.id))?.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 120_000));
     });
 
+    it("a lease the worker itself finished the task under is not lost: a beat sent as its outcome landed raises no alarm", async () => {
+      await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl", maxAttempts: 1 }]);
+      const [completed, failed] = await ctx.store.claim({ workerId: "w1", limit: 2 });
+      await ctx.store.complete(completed.id, completed);
+      await ctx.store.fail(failed.id, failed, { error: "broken" });
+      const leases = [completed, failed].map((t) => ({ taskId: t.id, leaseToken: t.leaseToken }));
+      expect(await beat("w1", { leases })).toEqual({ lost: [] });
+      // Another worker presenting those leases (a forged or mixed-up id) has lost them.
+      expect((await beat("w2", { leases })).lost.sort()).toEqual([completed.id, failed.id].sort());
+      // Finished tasks' leases are not renewed: nothing of theirs changes.
+      expect((await ctx.store.get(completed.id))?.leaseExpiresAt).toBeNull();
+    });
+
     it("beats for many workers at once: each registered, each told only of its own lost leases, in input order", async () => {
       await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }]);
       const mine = await claimOne(ctx.store, "w1");

@@ -17,7 +17,8 @@ const KEPT_IF_LEFT_OUT = (column: string) =>
  * $3 worker ids, $4 task ids, $5 lease tokens (the leases the beats list, one row each), $6 … $9 a new
  * worker's roles, capacity, current_load and tasks_processed when its beat leaves them out.
  * Registers or refreshes the workers and renews the leases they still hold, in one round trip for
- * any number of workers; the (worker, task) pairs that come back are the leases still held.
+ * any number of workers; the (worker, task) pairs that come back are the leases still held, or
+ * under which the task finished.
  * Asynchronous commit, like a task heartbeat: a lost one costs at most a spurious recovery, which
  * fencing makes safe.
  */
@@ -57,10 +58,19 @@ export const WORKER_HEARTBEAT = `
     WHERE t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id AND t.status IN (${LEASED})
     RETURNING t.worker_id, t.id
   ),
+  -- Finished under the lease presented, by the worker presenting it: its own outcome landed while the
+  -- beat was on its way. Not lost: told so, it would count as a lost lease (a metric people alert on).
+  finished AS (
+    SELECT t.worker_id, t.id
+    FROM tasks t JOIN unnest($3::text[], $4::bigint[], $5::text[]) AS l(worker_id, id, token)
+      ON t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id
+    WHERE t.status IN ('completed', 'failed')
+  ),
   async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
   SELECT h.held_by, h.held
   FROM async_commit, LATERAL (
-    SELECT coalesce(array_agg(worker_id ORDER BY id), '{}') AS held_by, coalesce(array_agg(id ORDER BY id), '{}') AS held FROM held
+    SELECT coalesce(array_agg(worker_id ORDER BY id), '{}') AS held_by, coalesce(array_agg(id ORDER BY id), '{}') AS held
+    FROM (SELECT worker_id, id FROM held UNION ALL SELECT worker_id, id FROM finished) AS kept
   ) h`;
 
 /** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded. */

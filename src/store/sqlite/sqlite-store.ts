@@ -468,7 +468,11 @@ export class SqliteStore implements Store {
         defaultTasksProcessed: WORKER_BEAT_DEFAULTS.tasksProcessed,
       });
       const renew = this.conn.stmt(workerSql.RENEW_LEASE);
-      const lost = leases.filter((l) => !renew.get({ taskId: l.taskId, leaseToken: l.leaseToken, workerId: beat.workerId, now }));
+      const finished = this.conn.stmt(workerSql.FINISHED_UNDER_LEASE);
+      const lost = leases.filter((l) => {
+        const lease = { taskId: l.taskId, leaseToken: l.leaseToken, workerId: beat.workerId };
+        return !renew.get({ ...lease, now }) && !finished.get(lease);
+      });
       return { lost: lost.map((l) => l.taskId) };
     });
   }

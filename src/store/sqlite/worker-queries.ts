@@ -25,6 +25,10 @@ export const RENEW_LEASE = `
   WHERE id = @taskId AND lease_token = @leaseToken AND worker_id = @workerId AND status IN (${LEASED})
   RETURNING id`;
 
+/** A lease the task finished under (the worker's own outcome landed while its beat was on its way): not lost. */
+export const FINISHED_UNDER_LEASE = `
+  SELECT 1 FROM tasks WHERE id = @taskId AND lease_token = @leaseToken AND worker_id = @workerId AND status IN ('completed', 'failed')`;
+
 export const RELEASE_WORKER_TASKS = `
   UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
       claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0), updated_at = @now
