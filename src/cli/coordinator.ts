@@ -1,18 +1,16 @@
 import type { Command } from "commander";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
-import { positiveInteger } from "./parse.js";
 import { serviceLogger } from "./service-log.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
+import { addSweepOptions, sweepFrom } from "./sweep-options.js";
 
 export function coordinatorCommand(program: Command): void {
   const command = program
     .command("coordinator")
-    .description("detect dead workers and recover their tasks, and delete old finished tasks (run as many as you like: one leads at a time)")
-    .option("--sweep-interval <ms>", "time between sweeps", positiveInteger, 60_000)
-    .option("--stale-after <ms>", "silence before a worker is stale", positiveInteger, 60_000)
-    .option("--dead-after <ms>", "silence before a worker is dead and its tasks recovered", positiveInteger, 120_000);
+    .description("detect dead workers and recover their tasks, and delete old finished tasks (run as many as you like: one leads at a time)");
+  addSweepOptions(command);
   // The library's answer to a coordinator over HTTP, with the server named.
   addDatabaseOnlyOptions(command, (server) => `${coordinatorNotOverHttp().message}, not through ${server}`);
   addRetentionOptions(command).action(async (opts) => {
@@ -20,7 +18,7 @@ export function coordinatorCommand(program: Command): void {
     // Bad settings are refused before the database is opened.
     if (retention) resolveRetention(retention);
     const pool = await openPool(opts);
-    const coordinator = pool.coordinator({ sweepIntervalMs: opts.sweepInterval, staleAfterMs: opts.staleAfter, deadAfterMs: opts.deadAfter, retention, logger: serviceLogger() });
+    const coordinator = pool.coordinator({ ...sweepFrom(opts), retention, logger: serviceLogger() });
     coordinator.start();
     const stop = async () => {
       await coordinator.stop();

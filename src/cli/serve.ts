@@ -10,6 +10,7 @@ import { listenOrExplain } from "./listen.js";
 import { nonNegativeInteger, port, positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
+import { addSweepOptions, sweepFrom } from "./sweep-options.js";
 
 /** True for addresses only this machine can reach. */
 export function isLoopback(host: string): boolean {
@@ -40,6 +41,7 @@ export function serveCommand(program: Command): void {
       0,
     )
     .addOption(requireRegisteredOption("refuse tasks (and schedules' tasks) of a type never registered, whoever enqueues them (catches typos)"));
+  addSweepOptions(command);
   addDatabaseOnlyOptions(command, (server) => `serve is the server: give it a database (sqlite:./taskpool.db or postgres://…), not ${server}`);
   addRetentionOptions(command).action(async (opts) => {
       const logger = serviceLogger();
@@ -72,7 +74,7 @@ export function serveCommand(program: Command): void {
         // On by default, as recovery is in pg-boss's and BullMQ's workers: a server with HTTP workers and
         // no coordinator anywhere would never take back a dead worker's tasks. One leads at a time.
         runCoordinator: opts.coordinator !== false,
-        coordinator: { retention },
+        coordinator: { retention, ...sweepFrom(opts) },
         metricsAccess: opts.publicMetrics === true ? "public" : "key",
         logger,
       });
