@@ -196,3 +196,16 @@ it.each(["sqlite", "postgres"])("a closed pool on %s refuses every call with Poo
     await pg?.cleanup();
   }
 });
+
+it("a field under another queue's name, or in another casing, is refused naming the one meant", async () => {
+  const pool = await connect("sqlite::memory:");
+  try {
+    await expect(pool.enqueue("crawl", {}, { runAt: new Date() } as never)).rejects.toThrow(/runAt: Unexpected property \(got .*\); did you mean scheduledFor or delaySeconds\?/);
+    await expect(pool.enqueue("crawl", {}, { max_attempts: 3 } as never)).rejects.toThrow(/max_attempts: Unexpected property \(got 3\); did you mean maxAttempts\?/);
+    // Nothing like it: the fields are listed.
+    await expect(pool.enqueue("crawl", {}, { colour: "red" } as never)).rejects.toThrow(/colour: Unexpected property \(got "red"\); the fields are taskType, params, priority/);
+    expect((await pool.counts()).byStatus.pending).toBe(0);
+  } finally {
+    await pool.close();
+  }
+});

@@ -49,7 +49,52 @@ function explain(e: ValueError): string {
     return `must be ${e.schema.description} (got ${describe(e.value)})`;
   }
   if (e.value === undefined) return e.message;
+  if (e.type === ValueErrorType.ObjectAdditionalProperties) return `${e.message} (got ${describe(e.value)})${namesInstead(e)}`;
   return `${e.message} (got ${describe(e.value)})`;
+}
+
+/**
+ * Names other queues (and habits) give fields this one names otherwise, by their letters alone
+ * (lower case, no `_` or `-`): what someone coming from graphile-worker, pg-boss or BullMQ types.
+ */
+const FIELD_ALIASES: Record<string, string[]> = {
+  runat: ["scheduledFor", "delaySeconds"],
+  startafter: ["scheduledFor", "delaySeconds"],
+  availableat: ["scheduledFor", "delaySeconds"],
+  scheduledat: ["scheduledFor", "delaySeconds"],
+  delay: ["delaySeconds"],
+  delayms: ["delaySeconds"],
+  attempts: ["maxAttempts"],
+  retries: ["maxAttempts"],
+  retrylimit: ["maxAttempts"],
+  maxretries: ["maxAttempts"],
+  jobkey: ["uniqueKey"],
+  singletonkey: ["uniqueKey"],
+  dedupkey: ["uniqueKey"],
+  deduplicationid: ["uniqueKey"],
+  queue: ["taskType"],
+  queuename: ["taskType"],
+  type: ["taskType"],
+  name: ["taskType"],
+  payload: ["params"],
+  data: ["params"],
+  args: ["params"],
+  expirein: ["timeoutSeconds"],
+  expireinseconds: ["timeoutSeconds"],
+  timeout: ["timeoutSeconds"],
+};
+
+const letters = (name: string) => name.toLowerCase().replace(/[_-]/g, "");
+
+/** For an unexpected field: the declared one it may have meant (`max_attempts` for `maxAttempts`, `fanOut` for `fanout`), or the declared ones. */
+function namesInstead(e: ValueError): string {
+  const declared = Object.keys((e.schema as { properties?: Record<string, unknown> }).properties ?? {});
+  if (declared.length === 0) return "";
+  const sent = letters(e.path.split("/").at(-1) ?? "");
+  const named = (wanted: string) => declared.find((d) => letters(d) === letters(wanted));
+  const meant = [named(sent), ...(FIELD_ALIASES[sent] ?? []).map(named)].filter((d): d is string => d !== undefined);
+  if (meant.length > 0) return `; did you mean ${[...new Set(meant)].join(" or ")}?`;
+  return declared.length <= 25 ? `; the fields are ${declared.join(", ")}` : "";
 }
 
 function invalid(what: string, issues: FieldIssue[], separator = ": "): ValidationError {

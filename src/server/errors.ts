@@ -61,7 +61,10 @@ export class RequestValidationError extends ValidationError {
     const issues = error.issues.map((issue) => {
       const field = issue.path.split(".").at(-1) ?? issue.path;
       const wireName = toSnake(field);
-      return issue.message.startsWith("Unexpected property") && wireName !== field ? { ...issue, message: `${issue.message}; the API's fields are snake_case: ${wireName}` } : issue;
+      if (!issue.message.startsWith("Unexpected property") || wireName === field) return issue;
+      // Said as the casing it is, rather than as a guess at what was meant.
+      const sent = issue.message.replace(`; did you mean ${wireName}?`, "").replace(/; the fields are .*$/, "");
+      return { ...issue, message: `${sent}; the API's fields are snake_case: ${wireName}` };
     });
     super(invalidMessage(what, issues), issues);
   }

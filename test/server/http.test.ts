@@ -516,7 +516,14 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const held = await claim("w1");
     const before = await s.call("GET", `/api/tasks/${task.id}`);
     const cases: [string, string, unknown, Record<string, unknown> | null, string?][] = [
-      ["POST", "/api/tasks", { task_type: "crawl", colour: "red" }, { path: "colour", message: "Unexpected property (got \"red\")" }],
+      [
+        "POST",
+        "/api/tasks",
+        { task_type: "crawl", colour: "red" },
+        { path: "colour", message: 'Unexpected property (got "red"); the fields are task_type, params, priority, scheduled_for, delay_seconds, concurrency_key, unique_key, max_attempts, backoff, timeout_seconds' },
+      ],
+      // Another queue's name for a field: the one this API gives it.
+      ["POST", "/api/tasks", { task_type: "crawl", run_at: "2030-01-01T00:00:00Z" }, { path: "run_at", message: 'Unexpected property (got "2030-01-01T00:00:00Z"); did you mean scheduled_for or delay_seconds?' }],
       ["POST", "/api/tasks", { params: {} }, { path: "task_type", message: "Expected required property" }],
       ["POST", "/api/tasks", { task_type: "crawl", params: { name: "a\u0000b" } }, { path: "params.name", message: "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate" }],
       ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "tomorrow" }, { path: "scheduled_for", message: "must be a date and time with its offset, such as 2030-01-01T09:00:00Z (got \"tomorrow\")" }],
@@ -529,7 +536,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["POST", "/api/tasks", { task_type: "crawl", priority: 2 ** 40 }, null],
       ["POST", "/api/tasks", { task_type: "crawl", params: [1, 2] }, null],
       ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "0001-01-01T00:00:00Z" }, null],
-      ["POST", `/api/tasks/${task.id}/complete`, { worker_id: "w1", lease_token: held.lease.lease_token, result: { ok: 1 }, extra: 1 }, { path: "extra", message: "Unexpected property (got 1)" }],
+      ["POST", `/api/tasks/${task.id}/complete`, { worker_id: "w1", lease_token: held.lease.lease_token, result: { ok: 1 }, extra: 1 }, { path: "extra", message: "Unexpected property (got 1); the fields are worker_id, lease_token, result, follow_ups, claim_next" }],
       ["POST", `/api/tasks/${task.id}/checkpoint`, { worker_id: "w1", lease_token: held.lease.lease_token }, { path: "checkpoint", message: "Expected required property" }],
       ["POST", `/api/tasks/${task.id}/fail`, { worker_id: "w1", lease_token: held.lease.lease_token, error: "x".repeat(10_001) }, null],
       ["POST", `/api/tasks/${task.id}/heartbeat`, { worker_id: "w 1", lease_token: held.lease.lease_token }, null],

@@ -180,9 +180,10 @@ describe.each([sqliteKind, postgresKind])("/metrics on $name", (kind) => {
       capacity: 2,
       current_load: 0,
       tasks_processed: 3,
-      leases: [{ task_id: first.id, lease_token: first.lease.lease_token }],
+      // Its lease on the report task, since released and claimed by w2.
+      leases: [{ task_id: report.body.task.id, lease_token: stale.lease_token }],
     });
-    expect(beat.body.lost).toEqual([first.id]);
+    expect(beat.body.lost).toEqual([report.body.task.id]);
 
     m = await scrape(s.url);
     expect(valueOf(m, "taskpool_completions_total")).toBe(1);
