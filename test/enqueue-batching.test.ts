@@ -55,6 +55,16 @@ describe.each([postgresKind, sqliteKind])("pool.enqueue batching on $name", (kin
     expect((await pool.counts()).byType.resize).toMatchObject({ pending: 3 });
   });
 
+  it("the calls of a refused batch are written in the order they were made: ids, and so FIFO places, follow it", async () => {
+    await pool.registerTaskType({ name: "resize", paramsSchema: { type: "object", properties: { width: { type: "integer" } }, required: ["width"] } });
+    const widths = Array.from({ length: 30 }, (_, i) => (i === 12 ? "wide" : i));
+    const settled = await Promise.allSettled(widths.map((width) => pool.enqueue("resize", { width })));
+    const written = settled.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+    expect(written).toHaveLength(29);
+    const ids = written.map((t) => t.id);
+    expect(ids).toEqual([...ids].sort((a, b) => a - b));
+  });
+
   it("concurrent calls with one unique key make one task, as one call after another would", async () => {
     const tasks = await Promise.all(Array.from({ length: 5 }, () => pool.enqueue("report", { day: "2026-11-23" }, { uniqueKey: "report:2026-11-23" })));
     expect(new Set(tasks.map((t) => t.id)).size).toBe(1);

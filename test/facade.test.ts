@@ -209,3 +209,7 @@ it("a field under another queue's name, or in another casing, is refused naming 
     await pool.close();
   }
 });
+
+it("connect() refuses a schema for SQLite, which has none: it would pass for a second pool in the same file", async () => {
+  await expect(connect("sqlite::memory:", { schema: "tenant_b" })).rejects.toThrow("Invalid connect option schema: a SQLite database has no schemas (it is PostgreSQL's option); use another file for another pool");
+});

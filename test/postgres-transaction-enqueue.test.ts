@@ -160,7 +160,7 @@ describe("enqueue inside the caller's PostgreSQL transaction", () => {
       const client = await app.connect();
       try {
         await expect(sqlite.inTransaction(client).enqueue("x", {})).rejects.toThrow(
-          "Enqueueing inside your own transaction needs a PostgreSQL database; this pool is on sqlite (use enqueueMany)",
+          "Enqueueing inside your own transaction needs a PostgreSQL database; this pool is on sqlite. Its enqueue and enqueueMany commit on their own, not with your writes: to tie tasks to your rows, enqueue them once your transaction has committed (with an idempotency key, so a retry after a crash creates them once)",
         );
       } finally {
         client.release();

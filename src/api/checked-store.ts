@@ -156,7 +156,7 @@ export class CheckedStore implements Store {
   async enqueueWithin(connection: SqlConnection, inputs: EnqueueInput[]): Promise<EnqueueResult[]> {
     if (!this.store.enqueueWithin) {
       const here = this.remote ? "a taskpool server, over HTTP" : this.dialect;
-      throw new TaskpoolError("postgres_only", `Enqueueing inside your own transaction needs a PostgreSQL database; this pool is on ${here} (use enqueueMany)`);
+      throw new TaskpoolError("postgres_only", `Enqueueing inside your own transaction needs a PostgreSQL database; this pool is on ${here}. Its enqueue and enqueueMany commit on their own, not with your writes: to tie tasks to your rows, enqueue them once your transaction has committed (with an idempotency key, so a retry after a crash creates them once)`);
     }
     if (typeof (connection as Partial<SqlConnection> | null)?.query !== "function") {
       throw new ValidationError("connection: expected your open PostgreSQL connection (a pg Client or PoolClient, after BEGIN)", [{ path: "connection", message: "no query method" }]);

@@ -337,6 +337,10 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   if (remote && (clock !== undefined || requireRegistered !== undefined || schema !== undefined)) {
     throw new ValidationError(`clock, requireRegistered and schema are the server's settings: they cannot be given to connect("${url}")`);
   }
+  // Ignored, it would pass for a second pool beside the first in the same file.
+  if (schema !== undefined && url.startsWith("sqlite:")) {
+    throw new ValidationError(`Invalid connect option schema: a SQLite database has no schemas (it is PostgreSQL's option); use another file for another pool`, [{ path: "schema", message: "not for SQLite" }]);
+  }
   if (retryForMs !== undefined && (typeof retryForMs !== "number" || !Number.isInteger(retryForMs) || retryForMs < 0 || retryForMs > MAX_RETRY_FOR_MS)) {
     const why = `a whole number of milliseconds from 0 (no retries) to ${MAX_RETRY_FOR_MS} (a day)`;
     throw new ValidationError(`Invalid retryForMs ${typeof retryForMs === "string" ? JSON.stringify(retryForMs) : String(retryForMs)}: ${why}`, [{ path: "retryForMs", message: why }]);

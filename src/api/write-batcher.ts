@@ -189,9 +189,14 @@ export class EnqueueBatcher {
             return await store.enqueueCalls!(calls);
           } catch (error) {
             if (!isRefusal(error)) throw error;
+            // One by one, in the order they were made: sent at once, they could commit in any order,
+            // and tasks enqueued one after the other took ids (and their FIFO place) out of order.
+            const outcomes: Settled<EnqueueResult>[] = [];
+            for (const call of calls) outcomes.push(await alone(call));
+            return outcomes;
           }
         }
-        // Alone, refused as a batch, or keyed on a store that takes keyed calls one by one.
+        // Alone, or keyed on a store that takes keyed calls one by one.
         return Promise.all(calls.map(alone));
       },
       maxBatch,

@@ -79,7 +79,7 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
   // Loaded here, not at start: `taskpool --help` and a refused option need none of it.
   const { connect } = await import("../api/taskpool.js");
   try {
-    return await connect(target, remote ? { ...options, requireRegistered: undefined, apiKey: opts.apiKey } : { schema: opts.schema, ...options });
+    return await connect(target, remote ? { ...options, requireRegistered: undefined, apiKey: opts.apiKey } : { schema: target.startsWith("sqlite:") ? undefined : opts.schema, ...options });
   } catch (error) {
     throw explainConnectError(error, target);
   }

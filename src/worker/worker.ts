@@ -155,6 +155,9 @@ export class Worker {
       });
     if (this.options.handleSignals) this.installSignalHandlers();
     this.logger.info({ roles: this.options.roles, concurrency: this.options.concurrency }, `Starting worker ${this.id} for roles: ${this.options.roles.join(", ")}`);
+    // Not refused: one handlers object may serve several workers of different roles.
+    const unclaimed = Object.keys(this.options.handlers).filter((type) => !this.options.roles.includes(type));
+    if (unclaimed.length > 0) this.logger.warn(`Handlers for ${unclaimed.join(", ")} will not run here: not among this worker's roles (${this.options.roles.join(", ")}); add them to roles to claim their tasks`);
     this.loop = this.claimLoop();
   }
 

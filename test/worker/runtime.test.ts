@@ -64,6 +64,15 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(registered).toMatchObject({ capacity: 4, roles: ["square"], status: "active", pid: process.pid });
   });
 
+  it("warns at its start of handlers its roles leave out: their tasks are never claimed here", async () => {
+    const { logs } = await startWorker({ roles: ["crawl"], handlers: { async crawl() {}, async parse() {} } });
+    expect(logs.lines().filter((l) => l.level === 40).map((l) => l.msg)).toEqual([
+      "Handlers for parse will not run here: not among this worker's roles (crawl); add them to roles to claim their tasks",
+    ]);
+    const quiet = await startWorker({ handlers: { async crawl() {} } });
+    expect(quiet.logs.lines().filter((l) => l.level === 40)).toEqual([]);
+  });
+
   it("gives each run a logger bound to its task, made only when something logs", async () => {
     const [quiet, chatty] = (await store.enqueueMany([{ taskType: "quiet" }, { taskType: "chatty" }])).map((r) => r.task);
     const { logs } = await startWorker({
