@@ -271,7 +271,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       if (!quiet) unavailableLoggedAt = now;
       const { cause } = error as { cause?: unknown };
       const why = cause instanceof Error ? ` (${cause.message})` : "";
-      request.log[quiet ? "debug" : "warn"](`${request.method} ${pathOf(request)} answered 503: ${(body as { message: string }).message}${why}`);
+      // A drain (serve --shutdown-delay) is planned: said, not warned about.
+      const level = quiet ? "debug" : context.lifecycle.draining ? "info" : "warn";
+      request.log[level](`${request.method} ${pathOf(request)} answered 503: ${(body as { message: string }).message}${why}`);
     } else if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
     return reply.code(status).send(body);
   });

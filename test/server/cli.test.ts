@@ -114,6 +114,9 @@ describe("taskpool keys and serve", () => {
       { success: false, error: "not_ready", message: "This server is shutting down; send requests to another" },
       "close",
     ]);
+    // The drain is planned: its 503s are said at info, not warned about.
+    await eventually(() => output().includes("GET /readyz answered 503: This server is shutting down"), 5000, "the 503 to be logged");
+    expect(output()).toMatch(/"level":30[^\n]*GET \/readyz answered 503: This server is shutting down/);
     // Requests a balancer still sends meanwhile are served, not refused.
     const created = await request(url, "POST", "/api/tasks", { task_type: "crawl" }, null);
     expect([created.status, created.headers.get("connection")]).toEqual([201, "close"]);
