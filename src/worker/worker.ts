@@ -238,7 +238,7 @@ export class Worker {
   private async claimLoop(): Promise<void> {
     let failures = 0;
     let failingSince: number | null = null;
-    // After a claim refused by a rate limit, no claim before this time, whatever wakes the loop
+    // After a claim refused (by a rate limit, or outright), no claim before this time, whatever wakes the loop
     // meanwhile (a finished task, a notification): each would be refused again, and count against it.
     let resumeAt = 0;
     while (this.state === "running") {
@@ -268,12 +268,17 @@ export class Worker {
           // A rate-limited key (over HTTP) is told when it may call again: sooner would be refused too.
           const retryAfter = retryAfterMs(error);
           const delay = Math.max(retryAfter, Math.min(30_000, 250 * 2 ** failures));
-          // Logged as an error once per outage, not once per backoff while it lasts; its end is said at info.
-          if (failingSince === null) this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
+          // A refusal (over HTTP, a revoked key or one of the wrong scope) is no outage that ends by
+          // itself: the worker does nothing until someone acts, so each one is said, at most twice a
+          // minute once backed off, and wake-ups do not hasten the next. An outage is said once; its
+          // end at info.
+          const refused = isRefusal(error);
+          if (refused) this.logger.error({ err: (error as Error).message }, `Claim refused (${error.code}); not claiming for ${delay} ms: this worker claims nothing until that is fixed`);
+          else if (failingSince === null) this.logger.error({ err: (error as Error).message }, `Claim failed; not claiming for ${delay} ms`);
           else this.logger.debug({ err: (error as Error).message }, `Claim failed again; not claiming for ${delay} ms`);
           failingSince ??= monotonicMs();
           // Any other failure (the database out of reach) may end sooner: a wake-up then tries at once.
-          if (retryAfter > 0) resumeAt = monotonicMs() + delay;
+          if (retryAfter > 0 || refused) resumeAt = monotonicMs() + delay;
           else await this.idle(delay);
           continue;
         }

@@ -1,8 +1,10 @@
 import { expect, it } from "vitest";
+import { connect } from "../../src/api/taskpool.js";
 import { HttpStore } from "../../src/client/http-store.js";
 import { RateLimitedError } from "../../src/core/errors.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { buildServer } from "../../src/server/server.js";
 import { Worker } from "../../src/worker/worker.js";
 import { withOverrides } from "../helpers/stores.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
@@ -158,5 +160,29 @@ it("a completion refused by a server's rate limit (429) is sent again once its R
   } finally {
     await worker.stop(0);
     await store.close();
+  }
+});
+
+it("over HTTP, claims refused for a revoked key are each logged as an error, backed off whatever wakes the worker: it does nothing until someone acts", async () => {
+  const pool = await connect("sqlite::memory:");
+  const app = await buildServer(pool, { auth: "keys", apiKeyCacheMs: 50, rateLimitPerMinute: false, dashboard: false });
+  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  const { key, apiKey } = await pool.createApiKey({ scope: "worker" });
+  const remote = await connect(url, { apiKey: key, retryForMs: 0 });
+  const logs = captureLogs();
+  const worker = remote.worker({ roles: ["x"], handlers: { x: async () => {} }, pollIntervalMs: 20, heartbeatThread: false, logger: logs.logger });
+  try {
+    await worker.start();
+    await pool.revokeApiKey(apiKey.id);
+    const refusals = () => logs.lines().filter((l) => l.level === 50 && l.msg.startsWith("Claim refused (unauthorized)"));
+    await eventually(() => refusals().length >= 3, 10_000, "three refusals logged");
+    // Backed off: 0.5, 1, 2 s…, not a claim per 20 ms poll.
+    const [first, , third] = refusals().map((l) => l.time as number);
+    expect(third - first).toBeGreaterThanOrEqual(1400);
+  } finally {
+    await worker.stop(0);
+    await remote.close();
+    await app.close();
+    await pool.close();
   }
 });
