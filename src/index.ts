@@ -23,6 +23,7 @@ export type {
   Page,
   ReassignmentQuery,
   ReleaseOptions,
+  RetryOptions,
   TaskFilter,
 } from "./core/schemas.js";
 export type { BackoffPolicy, ClaimedTask, Json, JsonObject, SortBy, SortOrder, Task, TaskCounts, TaskPage, TaskStatus } from "./core/task.js";

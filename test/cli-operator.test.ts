@@ -49,6 +49,21 @@ describe("taskpool operator CLI", () => {
   const db = `sqlite:${path}`;
   afterEach(() => removeSqliteFiles(path));
 
+  it("tasks retry --reset-checkpoint starts a failed task afresh", async () => {
+    const pool = await connect(db);
+    let id: number;
+    try {
+      id = (await pool.enqueue("resync", {}, { maxAttempts: 1 })).id;
+      const [lease] = await pool.protocol.claim({ workerId: "w1" });
+      await pool.protocol.checkpoint(lease.id, lease, { cursor: "bad" });
+      await pool.protocol.fail(lease.id, lease, { error: "cursor expired" });
+    } finally {
+      await pool.close();
+    }
+    const retried = JSON.parse((await taskpool("tasks", "retry", String(id), "--reset-checkpoint", "--json", "--db", db)).stdout);
+    expect(retried).toMatchObject([{ id, task: { status: "pending", checkpoint: null } }]);
+  }, 30_000);
+
   it("tasks list, show, retry and cancel on real tasks, as tables and as --json", async () => {
     const pool = await connect(db);
     let ids: Awaited<ReturnType<typeof seedTasks>>;

@@ -14,6 +14,7 @@ import {
   ApiKeyHash,
   ApiKeyId,
   CancelOptionsSchema,
+  RetryOptionsSchema,
   ClaimByIdOptionsSchema,
   ClaimOptionsSchema,
   BatchSchema,
@@ -45,6 +46,7 @@ import {
   WorkerBeatSchema,
   WorkerId,
   type CancelOptions,
+  type RetryOptions,
   type ClaimByIdOptions,
   type HeartbeatOptions,
   type NewApiKey,
@@ -254,9 +256,10 @@ export class CheckedStore implements Store {
     return this.store.cancel(id, options);
   }
 
-  async retry(id: number): Promise<Task> {
+  async retry(id: number, options: RetryOptions = {}): Promise<Task> {
     checkId(id);
-    return this.store.retry(id);
+    validate(RetryOptionsSchema, options, "retry options");
+    return this.store.retry(id, options);
   }
 
   async reserve(id: number, workerId: string, seconds: number): Promise<Task> {

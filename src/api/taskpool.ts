@@ -3,7 +3,7 @@ import { type Clock, systemClock } from "../core/clock.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
-import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type EnqueueCallOptions, type EnqueueOptions, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
+import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type RetryOptions, type EnqueueCallOptions, type EnqueueOptions, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { refuseUnknownOptions, validate } from "../core/validation.js";
@@ -167,9 +167,13 @@ export class Taskpool {
     return this.protocol.cancel(id, options);
   }
 
-  /** Puts a failed (dead-letter) task back in the pool with a fresh attempt budget. */
-  retry(id: number): Promise<Task> {
-    return this.protocol.retry(id);
+  /**
+   * Puts a failed (dead-letter) task back in the pool with a fresh attempt budget. Its checkpoint is
+   * kept, so the next run resumes where the last got to; `resetCheckpoint: true` starts it afresh (a
+   * checkpoint that is itself what made it fail).
+   */
+  retry(id: number, options?: RetryOptions): Promise<Task> {
+    return this.protocol.retry(id, options);
   }
 
   counts(): Promise<TaskCounts> {

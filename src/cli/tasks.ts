@@ -192,7 +192,8 @@ export function tasksCommand(program: Command): void {
     });
   tasks
     .command("retry <ids...>")
-    .description("put failed (dead-letter) tasks back in the pool with a fresh attempt budget")
+    .description("put failed (dead-letter) tasks back in the pool with a fresh attempt budget; they resume from their checkpoint")
+    .option("--reset-checkpoint", "start them afresh: clear their checkpoint and progress (when the checkpoint is what makes them fail)")
     .addOption(jsonOption())
     .addOption(dbOption())
     .addOption(urlOption())
@@ -201,7 +202,8 @@ export function tasksCommand(program: Command): void {
     .addHelpText("after", "\nExample:\n  $ taskpool tasks retry 17 18 21\n  $ taskpool tasks list --status failed --json | jq -r '.tasks[].id' | xargs taskpool tasks retry")
     .action((values: string[], opts) => {
       const ids = parseIds(values);
-      return withPool(opts, (pool) => actOnEach(ids, "retry", opts.json, (id) => pool.retry(id)));
+      const options = opts.resetCheckpoint === true ? { resetCheckpoint: true } : {};
+      return withPool(opts, (pool) => actOnEach(ids, "retry", opts.json, (id) => pool.retry(id, options)));
     });
   tasks
     .command("cancel <ids...>")

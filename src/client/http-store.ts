@@ -18,7 +18,7 @@ import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { FiredSchedule, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions, CompleteOptions, EnqueueInput, FailOptions, Json, Lease, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { PruneResult } from "../core/retention.js";
@@ -173,8 +173,8 @@ export class HttpStore implements Store {
     return unleased((await this.call<{ task: Task }>("POST /api/tasks/:id/cancel", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } })).task);
   }
 
-  async retry(id: number): Promise<Task> {
-    return unleased((await this.call<{ task: Task }>("POST /api/tasks/:id/retry", { params: { id } }, { repeatable: "yes", subject: { taskId: id } })).task);
+  async retry(id: number, options: RetryOptions = {}): Promise<Task> {
+    return unleased((await this.call<{ task: Task }>("POST /api/tasks/:id/retry", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } })).task);
   }
 
   reserve(): Promise<Task> {

@@ -237,6 +237,15 @@ export type ReleaseOptions = Static<typeof ReleaseOptionsSchema>;
 export const CancelOptionsSchema = Type.Object({ reason: Type.Optional(Text({ maxLength: MAX_MESSAGE_LENGTH })) }, { additionalProperties: false });
 export type CancelOptions = Static<typeof CancelOptionsSchema>;
 
+export const RetryOptionsSchema = Type.Object(
+  {
+    /** Start again from nothing: the checkpoint and progress are cleared (kept by default, so a retry resumes where the last attempt got to). */
+    resetCheckpoint: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type RetryOptions = Static<typeof RetryOptionsSchema>;
+
 const TaskStatusSchema = OneOf(TASK_STATUSES);
 /** The orders a task list can be read in (an allowlist: the order is never built from input). */
 export const LIST_ORDERS = ["newest", "oldest"] as const;

@@ -1,7 +1,7 @@
 import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import type { CancelOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { PruneOptions, PruneResult } from "../core/retention.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
@@ -162,8 +162,8 @@ export interface Store {
   release(id: number, lease: Lease, options?: ReleaseOptions): Promise<Task>;
 
   cancel(id: number, options?: CancelOptions): Promise<Task>;
-  /** Manual retry of a failed (dead-letter) task: pending again with a fresh attempt budget. */
-  retry(id: number): Promise<Task>;
+  /** Manual retry of a failed (dead-letter) task: pending again with a fresh attempt budget, its checkpoint kept unless reset. */
+  retry(id: number, options?: RetryOptions): Promise<Task>;
   /** Holds a pending task for one worker until `seconds` pass; that worker's next claim takes it first. */
   reserve(id: number, workerId: string, seconds: number): Promise<Task>;
 

@@ -192,6 +192,17 @@ export function lifecycleContract(kind: StoreKind) {
       expect((await claimOne(ctx.store)).attempts).toBe(1);
     });
 
+    it("a retry with resetCheckpoint starts afresh: checkpoint and progress cleared, and said so in the timeline", async () => {
+      const lease = await claimNew({ maxAttempts: 1 });
+      await ctx.store.checkpoint(lease.id, lease, { page: 9 });
+      await ctx.store.progress(lease.id, lease, 0.9);
+      await ctx.store.fail(lease.id, lease, { error: "the checkpoint points past the end" });
+      const retried = await ctx.store.retry(lease.id, { resetCheckpoint: true });
+      expect(retried).toMatchObject({ status: "pending", attempts: 0, checkpoint: null, progress: null });
+      expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "requeued", message: "manual retry, checkpoint reset" });
+      expect(await claimOne(ctx.store)).toMatchObject({ id: lease.id, checkpoint: null });
+    });
+
     it("writes the whole story into the audit trail", async () => {
       let lease = await claimNew({ maxAttempts: 2 });
       await ctx.store.start(lease.id, lease);

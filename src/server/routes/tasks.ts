@@ -2,7 +2,7 @@
 import { Type } from "@sinclair/typebox";
 import { TaskNotFoundError } from "../../core/errors.js";
 import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord } from "../../core/record-schemas.js";
-import { CancelOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
+import { CancelOptionsSchema, RetryOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
 import { IDEMPOTENCY_KEY_SECONDS } from "../../core/retention.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";
@@ -182,12 +182,14 @@ export const taskRoutes = [
     url: "/api/tasks/:id/retry",
     tag: TAG,
     summary: "Put a failed (dead-letter) task back in the pool with a fresh attempt budget",
+    description: "Its checkpoint is kept, so the next run resumes where the last got to; `reset_checkpoint: true` clears it (and the progress) to start afresh.",
     access: ["admin"],
     params: IdParams,
+    body: RetryOptionsSchema,
     reply: { task: TaskReadRecord },
     errors: [404, 409],
-    async handler({ params }, { pool }) {
-      return { task: await pool.retry(params.id) };
+    async handler({ params, body }, { pool }) {
+      return { task: await pool.retry(params.id, body) };
     },
   }),
   defineRoute({

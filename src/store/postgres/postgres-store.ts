@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import { type CancelOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
+import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
@@ -604,9 +604,9 @@ export class PostgresStore implements Store {
     return this.operatorAction("cancel", "tp_cancel", sql.CANCEL, id, [id, await this.now(), options.reason ?? null, this.channel]);
   }
 
-  async retry(id: number): Promise<Task> {
+  async retry(id: number, options: RetryOptions = {}): Promise<Task> {
     try {
-      return await this.operatorAction("retry", "tp_retry", sql.RETRY, id, [id, await this.now()]);
+      return await this.operatorAction("retry", "tp_retry", sql.RETRY, id, [id, await this.now(), options.resetCheckpoint === true]);
     } catch (error) {
       if (isUniqueViolation(error, "tasks_pending_unique_key")) throw new UniqueKeyTakenError(id);
       throw error;

@@ -634,16 +634,18 @@ export const CANCEL = `
   )
   SELECT cancelled.* FROM cancelled LEFT JOIN notified ON true`;
 
-/** $1 id, $2 now. A manual retry gives a dead-letter task a fresh attempt budget; its checkpoint stays. */
+/** $1 id, $2 now, $3 whether to reset the checkpoint. A manual retry gives a dead-letter task a fresh attempt budget; its checkpoint stays unless reset. */
 export const RETRY = `
   WITH retried AS (
     UPDATE tasks t SET status = 'pending', attempts = 0, scheduled_for = $2::timestamptz, worker_id = NULL, lease_token = NULL,
-        lease_expires_at = NULL, claimed_at = NULL, started_at = NULL, completed_at = NULL, updated_at = $2::timestamptz
+        lease_expires_at = NULL, claimed_at = NULL, started_at = NULL, completed_at = NULL, updated_at = $2::timestamptz,
+        checkpoint = CASE WHEN $3::boolean THEN NULL ELSE t.checkpoint END, progress = CASE WHEN $3::boolean THEN NULL ELSE t.progress END
     WHERE t.id = $1 AND t.status IN (${sqlList(TRANSITIONS.retry.from)})
     RETURNING t.*
   ),
   logged AS (
-    INSERT INTO task_events (task_id, event, message, created_at) SELECT id, 'requeued', 'manual retry', $2::timestamptz FROM retried
+    INSERT INTO task_events (task_id, event, message, created_at)
+    SELECT id, 'requeued', CASE WHEN $3::boolean THEN 'manual retry, checkpoint reset' ELSE 'manual retry' END, $2::timestamptz FROM retried
   )
   SELECT * FROM retried`;
 

@@ -110,7 +110,8 @@ export const CANCEL = `
 
 export const RETRY = `
   UPDATE tasks SET status = 'pending', attempts = 0, scheduled_for = @now, worker_id = NULL, lease_token = NULL,
-      lease_expires_at = NULL, claimed_at = NULL, started_at = NULL, completed_at = NULL, updated_at = @now
+      lease_expires_at = NULL, claimed_at = NULL, started_at = NULL, completed_at = NULL, updated_at = @now,
+      checkpoint = CASE WHEN @reset THEN NULL ELSE checkpoint END, progress = CASE WHEN @reset THEN NULL ELSE progress END
   WHERE id = @id AND status IN (${sqlList(TRANSITIONS.retry.from)})
   RETURNING *`;
 

@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import { type CancelOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
+import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
@@ -347,13 +347,14 @@ export class SqliteStore implements Store {
     return task;
   }
 
-  async retry(id: number): Promise<Task> {
+  async retry(id: number, options: RetryOptions = {}): Promise<Task> {
+    const reset = options.resetCheckpoint === true;
     try {
       return this.operatorAction(
         "retry",
         id,
-        (now) => this.conn.stmt(sql.RETRY).get({ id, now }) as SqliteTaskRow | undefined,
-        () => ({ taskId: id, event: "requeued", message: "manual retry" }),
+        (now) => this.conn.stmt(sql.RETRY).get({ id, now, reset: reset ? 1 : 0 }) as SqliteTaskRow | undefined,
+        () => ({ taskId: id, event: "requeued", message: reset ? "manual retry, checkpoint reset" : "manual retry" }),
       );
     } catch (error) {
       if (isUniqueViolation(error, "unique_key")) throw new UniqueKeyTakenError(id);
