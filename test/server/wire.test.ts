@@ -114,7 +114,7 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "GET /api/tasks/capacity/{task_type}": { params: Type.Object({ taskType: schemas.TaskTypeName }) },
   "GET /api/tasks/{id}": { params: Id },
   "POST /api/tasks/{id}/cancel": { params: Id, body: schemas.CancelOptionsSchema },
-  "POST /api/tasks/{id}/retry": { params: Id },
+  "POST /api/tasks/{id}/retry": { params: Id, body: schemas.RetryOptionsSchema },
   "POST /api/tasks/recover-stale": {},
   "POST /api/tasks/claim": { body: strict(schemas.ClaimOptionsSchema, ClaimWait) },
   "POST /api/tasks/{id}/claim": { params: Id, body: schemas.ClaimByIdOptionsSchema },
