@@ -213,3 +213,37 @@ it("a field under another queue's name, or in another casing, is refused naming 
 it("connect() refuses a schema for SQLite, which has none: it would pass for a second pool in the same file", async () => {
   await expect(connect("sqlite::memory:", { schema: "tenant_b" })).rejects.toThrow("Invalid connect option schema: a SQLite database has no schemas (it is PostgreSQL's option); use another file for another pool");
 });
+
+it("waitFor() resolves with the task once it has finished, waits through retries, and stops at its signal", async () => {
+  const pool = await connect("sqlite::memory:");
+  let runs = 0;
+  const worker = pool.worker({
+    roles: ["flaky", "slow"],
+    pollIntervalMs: 20,
+    logger: (await import("pino")).pino({ level: "silent" }),
+    handlers: {
+      async flaky() {
+        if (++runs === 1) throw new Error("first run fails");
+        return { runs };
+      },
+      slow: (_params, ctx) => new Promise((resolve) => ctx.signal.addEventListener("abort", () => resolve(null))),
+    },
+  });
+  try {
+    const flaky = await pool.enqueue("flaky", {}, { backoff: { baseSeconds: 0.05, factor: 1, maxSeconds: 1, jitter: 0 } });
+    await worker.start();
+    // The first failure has attempts left: not the end.
+    expect(await pool.waitFor(flaky.id)).toMatchObject({ id: flaky.id, status: "completed", attempts: 2, result: { runs: 2 } });
+    const slow = await pool.enqueue("slow", {});
+    const waited = Date.now();
+    await expect(pool.waitFor(slow.id, { signal: AbortSignal.timeout(300) })).rejects.toMatchObject({ name: "TimeoutError" });
+    expect(Date.now() - waited).toBeLessThan(2000);
+    const cancelling = pool.waitFor(slow.id);
+    await pool.cancel(slow.id);
+    expect(await cancelling).toMatchObject({ status: "cancelled" });
+    await expect(pool.waitFor(999)).rejects.toThrow("Task 999 does not exist");
+  } finally {
+    await worker.stop(0);
+    await pool.close();
+  }
+});

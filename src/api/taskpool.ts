@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { type ApiKeyRecord, generateApiKey, hashApiKey } from "../core/api-key.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import type { TaskEvent } from "../core/event.js";
@@ -10,7 +11,8 @@ import { refuseUnknownOptions, validate } from "../core/validation.js";
 import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
-import { PoolClosedError, ValidationError } from "../core/errors.js";
+import { PoolClosedError, TaskNotFoundError, ValidationError } from "../core/errors.js";
+import { FINISHED_STATUSES } from "../core/state-machine.js";
 import { type DatabaseConfig, isServerUrl, openStore } from "../store/open-store.js";
 import type { EnqueueResult, SqlConnection, Store } from "../store/store.js";
 import type { WorkerOptions } from "../worker/options.js";
@@ -151,6 +153,23 @@ export class Taskpool {
 
   get(id: number): Promise<Task | null> {
     return this.protocol.get(id);
+  }
+
+  /**
+   * The task once it has finished: completed (its `result`), failed for good (`errorMessage`) or
+   * cancelled. A failure with attempts left is not the end: it waits on through the retries. It
+   * asks the store every 25 ms at first, backing off to once a second; give `signal` (such as
+   * `AbortSignal.timeout(60_000)`) to stop waiting, which rejects with the signal's reason.
+   */
+  async waitFor(id: number, options: { signal?: AbortSignal } = {}): Promise<Task> {
+    const { signal } = options;
+    for (let pause = 25; ; pause = Math.min(pause * 2, 1000)) {
+      signal?.throwIfAborted();
+      const task = await this.protocol.get(id);
+      if (task === null) throw new TaskNotFoundError(id);
+      if ((FINISHED_STATUSES as readonly string[]).includes(task.status)) return task;
+      await sleep(pause, undefined, signal === undefined ? {} : { signal }).catch(() => signal?.throwIfAborted());
+    }
   }
 
   /** Filtered and paged; pass `nextCursor` back as `page.cursor` for the next page. */

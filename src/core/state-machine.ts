@@ -31,6 +31,9 @@ export const TRANSITIONS = {
 
 export type TaskAction = keyof typeof TRANSITIONS;
 
+/** Statuses no worker moves a task out of: only an operator's retry does (failed). */
+export const FINISHED_STATUSES = ["completed", "failed", "cancelled"] as const satisfies readonly TaskStatus[];
+
 /** Statuses that hold a lease (a worker owns the task). */
 export const LEASED_STATUSES = ["claimed", "running"] as const satisfies readonly TaskStatus[];
 
