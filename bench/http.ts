@@ -24,6 +24,12 @@
  * workers as connections and as BENCH_PACED_FLEET), each timed from the moment it was due, so a late
  * send counts against the server: the latency a fleet sees when the server is busy but not
  * saturated. Progress goes to stderr; the tables and one JSON line to stdout.
+ *
+ * Before each phase of cycles the tasks table is vacuumed, off the clock: the work autovacuum does on
+ * a production server, which this machine's PostgreSQL runs without. Unvacuumed, every claimed task
+ * leaves a dead entry at the head of the pending-task index that every later claim steps over, so each
+ * phase ran slower than the one before (PostgreSQL's CPU per plain cycle 0.179, 0.219, 0.253 ms over
+ * three runs). BENCH_VACUUM=0 leaves the table as it is, to see that cost.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -49,6 +55,7 @@ const config = {
   pacedCycles: envInt("BENCH_PACED_CYCLES", 500),
   pacedBeats: envInt("BENCH_PACED_BEATS", 500),
   pacedFleet: envInt("BENCH_PACED_FLEET", 2_000),
+  vacuum: envInt("BENCH_VACUUM", 1) !== 0,
 };
 /** The CLI from the sources (as tsx runs them), so the bench measures this checkout without a build. */
 const CLI = fileURLToPath(new URL("../src/cli/index.ts", import.meta.url));
@@ -83,6 +90,18 @@ await waitForServer(base);
 
 const agent = new Pool(base, { connections: config.connections });
 
+/** Autovacuum's work on the tasks table, done between phases (see the header). */
+async function vacuum(): Promise<void> {
+  if (!config.vacuum) return;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  try {
+    await admin.query(`VACUUM (ANALYZE) "${schema}".tasks`);
+  } finally {
+    await admin.end().catch(() => {});
+  }
+}
+
 interface CycleRun {
   cycles: number;
   perSecond: number;
@@ -114,6 +133,7 @@ function cpuMeter(): (operations: number) => CpuPerOperation {
  * (a connection claims plainly only when the answer brought none); `complete` then times that request.
  */
 async function cycleRun(run: number, chained: boolean, seconds = config.seconds): Promise<CycleRun> {
+  await vacuum();
   const claims: number[] = [];
   const completes: number[] = [];
   const until = performance.now() + seconds * 1000;
@@ -195,6 +215,7 @@ interface PacedRun {
  * answer), then heartbeats at config.pacedBeats a second from a fleet of config.pacedFleet workers.
  */
 async function pacedRun(run: number): Promise<PacedRun> {
+  await vacuum();
   const claims: number[] = [];
   const completes: number[] = [];
   const late = await paced(config.pacedCycles, config.seconds, async (n, due) => {
@@ -248,7 +269,7 @@ await client.connect();
 const pgInfo = await postgresServer(client);
 await client.end();
 
-console.log(`bench:http: ${config.connections} connections, ${config.seconds} s per run, ${config.runs} runs; PostgreSQL ${pgInfo.version} (synchronous_commit ${pgInfo.synchronousCommit}); ${availableParallelism()} cores, ${describeMachine(machine)}`);
+console.log(`bench:http: ${config.connections} connections, ${config.seconds} s per run, ${config.runs} runs; PostgreSQL ${pgInfo.version} (synchronous_commit ${pgInfo.synchronousCommit}, autovacuum ${pgInfo.autovacuum}; tasks table ${config.vacuum ? "vacuumed before each phase of cycles" : "never vacuumed"}); ${availableParallelism()} cores, ${describeMachine(machine)}`);
 const cpuCells = (cpu: CpuPerOperation[]) => [median(cpu.map((c) => c.server)), median(cpu.map((c) => c.client)), median(cpu.map((c) => c.postgres))].map((ms) => round(ms, 3));
 const CPU_HEADERS = ["server CPU", "client CPU", "PostgreSQL CPU"];
 const CPU_COLUMNS: Column<{ cpu: CpuPerOperation }>[] = [[(r) => r.cpu.server, 3], [(r) => r.cpu.client, 3], [(r) => r.cpu.postgres, 3]];
@@ -272,6 +293,7 @@ console.log(
     bench: "http",
     machine,
     connections: config.connections,
+    vacuumed: config.vacuum,
     cyclesPerSecond: round(median(cycles.map((c) => c.perSecond)), 0),
     claimP95: round(median(cycles.map((c) => c.claim.p95))),
     completeP95: round(median(cycles.map((c) => c.complete.p95))),
