@@ -2,7 +2,7 @@
 // behind the API are internal (connect() picks one from the URL).
 export { connect, type ConnectOptions, Taskpool, type TransactionProducer } from "./api/taskpool.js";
 export { type CheckedStore, DEFAULT_LIMITS, type Limits } from "./api/checked-store.js";
-export { Worker, NonRetryableError } from "./worker/worker.js";
+export { Worker, NonRetryableError, WorkerStoppingError } from "./worker/worker.js";
 export type { WorkerOptions, Handler } from "./worker/options.js";
 export type { TaskContext, AbortReason } from "./worker/task-context.js";
 export { Coordinator, type CoordinatorOptions } from "./coordinator/coordinator.js";

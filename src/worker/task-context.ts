@@ -17,6 +17,13 @@ export interface TaskContext {
   checkpoint: Json | null;
   /** Fires on lease loss, cancellation, timeout or shutdown; `signal.reason` is an AbortReason. */
   signal: AbortSignal;
+  /**
+   * Fires when the worker begins a graceful stop (SIGTERM, `worker.stop()`), before the grace period
+   * runs: a long handler can save a checkpoint and call `ctx.stopping.throwIfAborted()`, which gives the
+   * task back at once (released, checkpoint kept, no attempt charged) for another worker to resume.
+   * Returning completes the task as usual; a handler that ignores it runs on until the grace period ends.
+   */
+  stopping: AbortSignal;
   logger: Logger;
   /** Saves a resume point; it survives retries and reassignment to another worker. */
   saveCheckpoint(data: Json): Promise<void>;
@@ -32,6 +39,8 @@ export function createTaskContext(
   store: Store,
   task: ClaimedTask,
   abort: RunAbort,
+  /** The worker's stopping signal, shared by every run. */
+  stopping: AbortSignal,
   /** The run's logger, made when first asked for (see Worker.execute). */
   logger: () => Logger,
   followUps: EnqueueInput[],
@@ -71,6 +80,7 @@ export function createTaskContext(
     get signal() {
       return abort.signal;
     },
+    stopping,
     get logger() {
       return logger();
     },

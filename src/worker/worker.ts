@@ -36,6 +36,15 @@ export class NonRetryableError extends Error {
   override name = "NonRetryableError";
 }
 
+/**
+ * The reason of `ctx.stopping` once the worker has begun a graceful stop, thrown by
+ * `ctx.stopping.throwIfAborted()`. A handler that ends by throwing it during a stop gives its task back
+ * at once: released, checkpoint kept, no attempt charged.
+ */
+export class WorkerStoppingError extends Error {
+  override name = "WorkerStoppingError";
+}
+
 interface Running {
   task: ClaimedTask;
   /**
@@ -77,6 +86,8 @@ export class Worker {
   /** Ends shutdown's grace period early (a second SIGTERM); set while the grace period runs. */
   private endGrace: (() => void) | null = null;
   private graceCut = false;
+  /** Fired when a graceful stop begins: every run's ctx.stopping (one for the worker, nothing per task). */
+  private readonly stoppingSignal = new AbortController();
   private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
 
@@ -369,7 +380,7 @@ export class Worker {
     const started = performance.now();
     try {
       const handler = this.options.handlers[task.taskType];
-      result = await handler(task.params, createTaskContext(this.store, task, abort, log, followUps, () => returned, this.options.leaseSeconds * 1000));
+      result = await handler(task.params, createTaskContext(this.store, task, abort, this.stoppingSignal.signal, log, followUps, () => returned, this.options.leaseSeconds * 1000));
     } catch (error) {
       thrown = { error };
     }
@@ -426,6 +437,11 @@ export class Worker {
       return;
     }
     if (reason === "shutdown") return; // shutdown releases it
+    if (error instanceof WorkerStoppingError && this.state !== "running") {
+      // The handler heard ctx.stopping and handed the task back: the grace period need not run out first.
+      await this.release(task);
+      return;
+    }
     const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : storable(errorMessage(error));
     const stack = reason === "timeout" ? undefined : stackOf(error);
     const retryable = !(error instanceof NonRetryableError);
@@ -547,7 +563,7 @@ export class Worker {
     this.endGrace?.();
   }
 
-  private async release({ task }: Running): Promise<void> {
+  private async release(task: ClaimedTask): Promise<void> {
     await this.store
       .release(task.id, task, { reason: "worker shutting down" })
       .then(() => this.logger.info({ taskId: task.id }, `Released task ${task.id} for another worker (checkpoint kept)`))
@@ -560,6 +576,7 @@ export class Worker {
       return;
     }
     this.state = "stopping";
+    this.stoppingSignal.abort(new WorkerStoppingError(`Worker ${this.id} is stopping: task given back for another worker`));
     this.wake();
     // A stop during start() waits for it: start went on to begin heartbeats after the shutdown had
     // passed them, and the worker beat for ever, shown active and keeping its process alive.
@@ -569,7 +586,7 @@ export class Worker {
     // tasks can hold hundreds.
     const unstarted = this.ready.splice(0);
     for (const entry of unstarted) this.running.delete(entry.task.id);
-    await Promise.all(unstarted.map((entry) => this.release(entry)));
+    await Promise.all(unstarted.map((entry) => this.release(entry.task)));
     const inFlight = [...this.running.values()];
     if (inFlight.length > 0 && !this.graceCut) {
       let timer: NodeJS.Timeout | undefined;
@@ -584,7 +601,7 @@ export class Worker {
     }
     for (const entry of this.running.values()) {
       entry.abort.abort("shutdown");
-      await this.release(entry);
+      await this.release(entry.task);
     }
     await this.heartbeats?.stop();
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).

@@ -8,7 +8,7 @@ import { buildServer } from "../../src/server/server.js";
 import { ServerUnreachableError } from "../../src/client/errors.js";
 import type { Store } from "../../src/store/store.js";
 import type { WorkerOptions } from "../../src/worker/options.js";
-import { NonRetryableError, Worker } from "../../src/worker/worker.js";
+import { NonRetryableError, Worker, WorkerStoppingError } from "../../src/worker/worker.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
 import { postgresKind, sqliteKind, type TestStore, withOverrides } from "../helpers/stores.js";
 
@@ -741,5 +741,51 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await worker.stop(100);
     expect(await store.get(task.id)).toMatchObject({ status: "pending", attempts: 0, checkpoint: { page: 7 }, workerId: null });
     expect((await store.listWorkers())[0]).toMatchObject({ workerId: worker.id, status: "inactive" });
+  });
+
+  it("tells handlers of a stop as it begins (ctx.stopping): one that hands its task back is released at once, one that returns completes", async () => {
+    const { task: crawl } = await store.enqueue({ taskType: "crawl" });
+    const { task: wrapUp } = await store.enqueue({ taskType: "wrap_up" });
+    let pagesDone = 0;
+    const { worker, logs } = await startWorker({
+      concurrency: 2,
+      handlers: {
+        async crawl(_params, ctx) {
+          // Page after page until the worker stops, then a checkpoint and the task handed back.
+          while (!ctx.stopping.aborted) {
+            await new Promise((resolve) => setTimeout(resolve, 10));
+            pagesDone++;
+          }
+          await ctx.saveCheckpoint({ page: pagesDone });
+          ctx.stopping.throwIfAborted();
+        },
+        async wrap_up(_params, ctx) {
+          await new Promise((resolve) => ctx.stopping.addEventListener("abort", resolve));
+          return { wrapped: true };
+        },
+      },
+    });
+    await eventually(async () => (await store.get(crawl.id))?.status === "running" && (await store.get(wrapUp.id))?.status === "running", 5000, "both running");
+    const stopped = Date.now();
+    await worker.stop(20_000);
+    // Neither waited for the grace period: both were done with it as soon as it began.
+    expect(Date.now() - stopped).toBeLessThan(5000);
+    expect(await store.get(crawl.id)).toMatchObject({ status: "pending", attempts: 0, checkpoint: { page: pagesDone }, workerId: null });
+    expect((await store.events(crawl.id)).map((e) => e.event)).toEqual(["created", "claimed", "checkpoint", "released"]);
+    expect(await store.get(wrapUp.id)).toMatchObject({ status: "completed", result: { wrapped: true } });
+    expect(logs.messages()).toContain(`Released task ${crawl.id} for another worker (checkpoint kept)`);
+  });
+
+  it("fails a task as usual when its handler throws WorkerStoppingError while the worker is not stopping", async () => {
+    const { task } = await store.enqueue({ taskType: "odd", maxAttempts: 1 });
+    await startWorker({
+      handlers: {
+        async odd() {
+          throw new WorkerStoppingError("thrown by hand");
+        },
+      },
+    });
+    await settled(task.id, "failed");
+    expect(await store.get(task.id)).toMatchObject({ status: "failed", errorMessage: "thrown by hand" });
   });
 });
