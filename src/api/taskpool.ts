@@ -11,7 +11,7 @@ import { refuseUnknownOptions, validate } from "../core/validation.js";
 import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
-import { PoolClosedError, TaskNotFoundError, ValidationError } from "../core/errors.js";
+import { PoolClosedError, RateLimitedError, retryAfterMs, TaskNotFoundError, ValidationError } from "../core/errors.js";
 import { FINISHED_STATUSES } from "../core/state-machine.js";
 import { type DatabaseConfig, isServerUrl, openStore } from "../store/open-store.js";
 import type { EnqueueResult, SqlConnection, Store } from "../store/store.js";
@@ -158,17 +158,27 @@ export class Taskpool {
   /**
    * The task once it has finished: completed (its `result`), failed for good (`errorMessage`) or
    * cancelled. A failure with attempts left is not the end: it waits on through the retries. It
-   * asks the store every 25 ms at first, backing off to once a second; give `signal` (such as
+   * asks the store every 25 ms at first, backing off to once a second; over HTTP a read refused by
+   * the key's rate limit waits out its Retry-After and asks again. Give `signal` (such as
    * `AbortSignal.timeout(60_000)`) to stop waiting, which rejects with the signal's reason.
    */
   async waitFor(id: number, options: { signal?: AbortSignal } = {}): Promise<Task> {
     const { signal } = options;
+    const pauseFor = (ms: number) => sleep(ms, undefined, signal === undefined ? {} : { signal }).catch(() => signal?.throwIfAborted());
     for (let pause = 25; ; pause = Math.min(pause * 2, 1000)) {
       signal?.throwIfAborted();
-      const task = await this.protocol.get(id);
+      const task = await this.protocol.get(id).catch((error: unknown) => {
+        // A waiter polls for as long as the task takes: a key's limit of 100 requests a minute is met by two at once.
+        if (error instanceof RateLimitedError) return error;
+        throw error;
+      });
+      if (task instanceof RateLimitedError) {
+        await pauseFor(retryAfterMs(task));
+        continue;
+      }
       if (task === null) throw new TaskNotFoundError(id);
       if ((FINISHED_STATUSES as readonly string[]).includes(task.status)) return task;
-      await sleep(pause, undefined, signal === undefined ? {} : { signal }).catch(() => signal?.throwIfAborted());
+      await pauseFor(pause);
     }
   }
 

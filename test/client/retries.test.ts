@@ -12,10 +12,17 @@ describe("connect(http://…, { retryForMs })", () => {
   /** While set, every call but /readyz is answered 503, as a server whose database is away answers. */
   let down = false;
   let refused = 0;
+  /** Reads of one task (GET /api/tasks/:id) still to answer 429, as a key's rate limit does, with a 0.2 s Retry-After. */
+  let limitedReads = 0;
   beforeAll(async () => {
     await store.migrate();
     app = await buildServer(new Taskpool(new CheckedStore(store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
     app.addHook("onRequest", async (request, reply) => {
+      if (limitedReads > 0 && request.method === "GET" && /^\/api\/tasks\/\d+$/.test(request.url)) {
+        limitedReads--;
+        await reply.code(429).header("retry-after", "1").send({ success: false, error: "rate_limited", message: "Rate limit exceeded (simulated)", retry_after: 0.2 });
+        return;
+      }
       if (!down || request.url === "/readyz") return;
       refused++;
       await reply.code(503).send({ success: false, error: "database_unavailable", message: "down (simulated)" });
@@ -77,6 +84,21 @@ describe("connect(http://…, { retryForMs })", () => {
       expect(refused).toBe(sentBeforeClose);
     } finally {
       down = false;
+    }
+  });
+
+  it("waitFor() waits out a rate limit's Retry-After and asks again, rather than failing", async () => {
+    const pool = await connect(url);
+    try {
+      const { id } = await pool.enqueue("x");
+      limitedReads = 3;
+      const waiting = pool.waitFor(id);
+      while (limitedReads > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      await pool.cancel(id);
+      expect(await waiting).toMatchObject({ id, status: "cancelled" });
+    } finally {
+      limitedReads = 0;
+      await pool.close();
     }
   });
 
