@@ -35,6 +35,8 @@ async function crawlPages(ctx, pages, pageMs, page) {
     items += page(n);
     await ctx.saveCheckpoint({ page: n + 1, items });
     await ctx.progress((n + 1) / pages);
+    // The worker is stopping (a deploy, SIGTERM): hand the crawl back now, for another worker to go on from this page.
+    ctx.stopping.throwIfAborted();
   }
   return { pages, items, resumedFromPage: from };
 }
