@@ -129,6 +129,60 @@ export function workersContract(kind: StoreKind) {
       expect(await ctx.store.shutdownWorker("w1")).toEqual([]);
     });
 
+    it("a leased task going back to pending gives its unique key up when another pending task holds it: failure, release, shutdown and the sweep all go through", async () => {
+      // A unique key dedupes pending tasks only, so while its task is leased the key can be enqueued again.
+      // Each key has a task type of its own, so each claim takes the task just enqueued.
+      const leasedWithKey = async (workerId: string, key: string) => {
+        await ctx.store.enqueue({ taskType: key, uniqueKey: key, maxAttempts: 5 });
+        const lease = await claimOne(ctx.store, workerId, { taskTypes: [key] });
+        const { task: newer, created } = await ctx.store.enqueue({ taskType: key, uniqueKey: key });
+        expect(newer).toMatchObject({ status: "pending", uniqueKey: key });
+        expect(created).toBe(true);
+        return lease;
+      };
+      const holderOf = async (key: string) => (await ctx.store.list({ status: "pending" })).tasks.filter((t) => t.uniqueKey === key).map((t) => t.id);
+
+      const failed = await leasedWithKey("w1", "k-fail");
+      expect(await ctx.store.fail(failed.id, failed, { error: "flaky" })).toMatchObject({ status: "pending", uniqueKey: null });
+      const released = await leasedWithKey("w1", "k-release");
+      expect(await ctx.store.release(released.id, released)).toMatchObject({ status: "pending", uniqueKey: null, attempts: 0 });
+      const inBatch = await leasedWithKey("w1", "k-batch");
+      const [batched] = await ctx.store.failMany([{ id: inBatch.id, lease: { workerId: inBatch.workerId, leaseToken: inBatch.leaseToken }, error: "flaky" }]);
+      expect(batched).toMatchObject({ ok: true });
+      expect(await ctx.store.get(inBatch.id)).toMatchObject({ status: "pending", uniqueKey: null });
+
+      // A worker's shutdown gives its tasks back.
+      const first = await leasedWithKey("w2", "k-shutdown");
+      expect(await ctx.store.shutdownWorker("w2")).toEqual([first.id]);
+      expect(await ctx.store.get(first.id)).toMatchObject({ status: "pending", uniqueKey: null });
+
+      // A dead worker's task with its key pending again, and an unrelated expired lease: one sweep recovers both.
+      await beat("w-dead");
+      const orphan = await leasedWithKey("w-dead", "k-sweep");
+      await ctx.store.enqueue({ taskType: "other" });
+      const unrelated = await claimOne(ctx.store, "w-live", { taskTypes: ["other"], leaseSeconds: 30 });
+      ctx.clock.advance(121_000);
+      await beat("w-live");
+      const swept = await ctx.store.sweep(SWEEP);
+      expect(swept.requeued.sort((a, b) => a - b)).toEqual([orphan.id, unrelated.id].sort((a, b) => a - b));
+      expect(await ctx.store.get(orphan.id)).toMatchObject({ status: "pending", uniqueKey: null });
+
+      // Each key is still held by exactly one pending task: the one enqueued while the other was leased.
+      for (const key of ["k-fail", "k-release", "k-batch", "k-shutdown", "k-sweep"]) expect(await holderOf(key), key).toHaveLength(1);
+    });
+
+    it("of two tasks of one key requeued together, one keeps the key", async () => {
+      await beat("w3");
+      await ctx.store.enqueue({ taskType: "crawl", uniqueKey: "k-pair" });
+      const one = await claimOne(ctx.store, "w3");
+      await ctx.store.enqueue({ taskType: "crawl", uniqueKey: "k-pair" });
+      const two = await claimOne(ctx.store, "w3");
+      expect((await ctx.store.shutdownWorker("w3")).sort((a, b) => a - b)).toEqual([one.id, two.id].sort((a, b) => a - b));
+      const keys = [(await ctx.store.get(one.id))?.uniqueKey, (await ctx.store.get(two.id))?.uniqueKey];
+      expect(keys.filter((k) => k === "k-pair")).toHaveLength(1);
+      expect(keys.filter((k) => k === null)).toHaveLength(1);
+    });
+
     it("refuses to shut down a worker the registry does not know, and registers none", async () => {
       const refused = ctx.store.shutdownWorker("w-typo");
       await expect(refused).rejects.toBeInstanceOf(WorkerNotFoundError);

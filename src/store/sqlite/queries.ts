@@ -78,6 +78,18 @@ const BACKOFF_MS = `
             json_extract(backoff, '$.baseSeconds') * pow(json_extract(backoff, '$.factor'), max(0, attempts - 1)))
         * 1000 * (1 - json_extract(backoff, '$.jitter') * @jitterDraw))`;
 
+/**
+ * The unique key of a task going back to pending (when `requeued`, a condition on the row as it was)
+ * from a lease: given up if another pending task holds it, so the write does not break
+ * tasks_pending_unique_key and both tasks run (PostgreSQL migration 020 says why). The subquery sees
+ * the rows its statement changed before this one, so of two tasks of one key requeued together, the
+ * first keeps it.
+ */
+export const GIVE_UP_HELD_UNIQUE_KEY = (requeued: string) => `
+      unique_key = CASE WHEN ${requeued} AND unique_key IS NOT NULL
+                             AND EXISTS (SELECT 1 FROM tasks held WHERE held.unique_key = tasks.unique_key AND held.status = 'pending' AND held.id <> tasks.id)
+                        THEN NULL ELSE unique_key END`;
+
 /** Retry while the error allows it (@retryable 1) and attempts remain; the SET reads the row as it was. */
 const RETRIES = `@retryable AND attempts < max_attempts`;
 
@@ -91,6 +103,7 @@ export const FAIL = `
       worker_id = CASE WHEN ${RETRIES} THEN NULL ELSE worker_id END,
       lease_token = CASE WHEN ${RETRIES} THEN NULL ELSE lease_token END,
       completed_at = CASE WHEN ${RETRIES} THEN completed_at ELSE @now END,
+      ${GIVE_UP_HELD_UNIQUE_KEY(RETRIES)},
       lease_expires_at = NULL, error_message = @error, updated_at = @now
   WHERE ${LEASE_HELD("fail")}
   RETURNING *`;
@@ -98,7 +111,7 @@ export const FAIL = `
 export const RELEASE = `
   UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
       claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0),
-      checkpoint = CASE WHEN @replace THEN @checkpoint ELSE checkpoint END, updated_at = @now
+      checkpoint = CASE WHEN @replace THEN @checkpoint ELSE checkpoint END, ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
   WHERE ${LEASE_HELD("release")}
   RETURNING *`;
 

@@ -3,6 +3,7 @@
  * inside the caller's BEGIN IMMEDIATE transaction; loops over rows happen in TypeScript (see queries.ts).
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
+import { GIVE_UP_HELD_UNIQUE_KEY } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -31,7 +32,7 @@ export const FINISHED_UNDER_LEASE = `
 
 export const RELEASE_WORKER_TASKS = `
   UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
-      claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0), updated_at = @now
+      claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0), ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
   WHERE worker_id = @workerId AND status IN (${LEASED})
   RETURNING id, checkpoint`;
 
@@ -66,7 +67,7 @@ export const TASKS_TO_RECOVER = `
 
 export const RECOVER_TO_PENDING = `
   UPDATE tasks SET status = 'pending', error_message = @reason, worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
-      claimed_at = NULL, started_at = NULL, scheduled_for = @now, updated_at = @now
+      claimed_at = NULL, started_at = NULL, scheduled_for = @now, ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
   WHERE id = @id`;
 
 export const RECOVER_TO_FAILED = `
