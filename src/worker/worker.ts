@@ -343,12 +343,21 @@ export class Worker {
     while (this.handling < this.options.concurrency && this.ready.length > 0) {
       const entry = this.ready.shift() as Running;
       if (entry.abort.aborted) {
-        this.running.delete(entry.task.id);
+        this.forget(entry);
         continue;
       }
       this.run(entry);
     }
     if (this.handling !== before) this.publishState();
+  }
+
+  /**
+   * Drops a run from the tasks whose leases are renewed, if it is still the task's run here: one that
+   * lost its lease (a handler deaf to its signal) can end after this worker claimed the task again,
+   * and dropping the new run stopped its lease's renewal, so it ran out while the new run went on.
+   */
+  private forget(entry: Running): void {
+    if (this.running.get(entry.task.id) === entry) this.running.delete(entry.task.id);
   }
 
   private run(entry: Running): void {
@@ -362,7 +371,7 @@ export class Worker {
     if (this.logger.isLevelEnabled("debug")) this.logger.debug({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
     entry.done = this.execute(entry).finally(() => {
       if (entry.timeout) clearTimeout(entry.timeout);
-      this.running.delete(task.id);
+      this.forget(entry);
       this.publishState();
       this.wake();
     });
@@ -585,7 +594,7 @@ export class Worker {
     // Tasks that never started go back at once, for other workers: together, as a buffer of short
     // tasks can hold hundreds.
     const unstarted = this.ready.splice(0);
-    for (const entry of unstarted) this.running.delete(entry.task.id);
+    for (const entry of unstarted) this.forget(entry);
     await Promise.all(unstarted.map((entry) => this.release(entry.task)));
     const inFlight = [...this.running.values()];
     if (inFlight.length > 0 && !this.graceCut) {

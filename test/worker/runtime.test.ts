@@ -776,6 +776,37 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(logs.messages()).toContain(`Released task ${crawl.id} for another worker (checkpoint kept)`);
   });
 
+  it("a run that lost its lease and ends after the task was claimed again here leaves the new run's lease renewed", async () => {
+    const { task } = await store.enqueue({ taskType: "twice" });
+    let runs = 0;
+    let endFirst = () => {};
+    const firstEnds = new Promise<void>((resolve) => (endFirst = resolve));
+    let secondStarted = false;
+    await startWorker({
+      concurrency: 2,
+      leaseSeconds: 1,
+      handlers: {
+        async twice(_params, ctx) {
+          if (++runs === 1) {
+            // Its lease taken back behind the worker's back, as a recovery does, by a handler deaf to its signal.
+            await store.release(task.id, { workerId: ctx.task.workerId ?? "", leaseToken: ctx.task.leaseToken ?? "" });
+            await firstEnds;
+            return;
+          }
+          secondStarted = true;
+          await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve));
+        },
+      },
+    });
+    await eventually(async () => secondStarted, 5000, "the second run");
+    endFirst();
+    // Well past the 1 s lease: the second run's lease has been renewed all along, so it is still running.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    const now = await store.get(task.id);
+    expect(now?.status).toBe("running");
+    expect(now?.leaseExpiresAt?.getTime()).toBeGreaterThan(Date.now());
+  });
+
   it("fails a task as usual when its handler throws WorkerStoppingError while the worker is not stopping", async () => {
     const { task } = await store.enqueue({ taskType: "odd", maxAttempts: 1 });
     await startWorker({
