@@ -92,7 +92,9 @@ function namesInstead(e: ValueError): string {
   if (declared.length === 0) return "";
   const sent = letters(e.path.split("/").at(-1) ?? "");
   const named = (wanted: string) => declared.find((d) => letters(d) === letters(wanted));
-  const meant = [named(sent), ...(FIELD_ALIASES[sent] ?? []).map(named)].filter((d): d is string => d !== undefined);
+  // Own keys only: a field named `constructor` found Object.prototype's, and its TypeError answered the request.
+  const aliases = Object.hasOwn(FIELD_ALIASES, sent) ? FIELD_ALIASES[sent] : [];
+  const meant = [named(sent), ...aliases.map(named)].filter((d): d is string => d !== undefined);
   if (meant.length > 0) return `; did you mean ${[...new Set(meant)].join(" or ")}?`;
   return declared.length <= 25 ? `; the fields are ${declared.join(", ")}` : "";
 }

@@ -41,6 +41,8 @@ export function hostileInputContract(kind: StoreKind) {
       ["a non-integer max_attempts", (s) => s.enqueue({ taskType: "a", maxAttempts: 2.5 }), /maxAttempts: Expected integer/],
       ["Infinity as a timeout", (s) => s.enqueue({ taskType: "a", timeoutSeconds: Infinity }), /timeoutSeconds/],
       ["an unknown field", (s) => s.enqueue({ taskType: "a", sheduledFor: new Date() } as never), /sheduledFor/],
+      // A name Object.prototype has: looked up among other queues' field names, it was found there and threw a TypeError.
+      ["a field named constructor", (s) => s.enqueue(JSON.parse('{"taskType":"a","constructor":1}')), /constructor: Unexpected property \(got 1\); the fields are taskType, /],
       ["a task type of 200 characters", (s) => s.enqueue({ taskType: `a${"b".repeat(199)}` }), /taskType/],
       ["a task type with unicode", (s) => s.enqueue({ taskType: "crawl\u00e9" }), /taskType/],
       ["a batch with one bad item", (s) => s.enqueueMany([{ taskType: "a" }, { taskType: "a", params: { x: "\u0000" } }]), /^item 1: Invalid params: params\.x/],

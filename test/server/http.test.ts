@@ -524,6 +524,13 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ],
       // Another queue's name for a field: the one this API gives it.
       ["POST", "/api/tasks", { task_type: "crawl", run_at: "2030-01-01T00:00:00Z" }, { path: "run_at", message: 'Unexpected property (got "2030-01-01T00:00:00Z"); did you mean scheduled_for or delay_seconds?' }],
+      // A name Object.prototype has answered "bad_request" with an internal TypeError as its message.
+      [
+        "POST",
+        "/api/tasks",
+        JSON.parse('{"task_type":"crawl","constructor":1}'),
+        { path: "constructor", message: "Unexpected property (got 1); the fields are task_type, params, priority, scheduled_for, delay_seconds, concurrency_key, unique_key, max_attempts, backoff, timeout_seconds" },
+      ],
       ["POST", "/api/tasks", { params: {} }, { path: "task_type", message: "Expected required property" }],
       ["POST", "/api/tasks", { task_type: "crawl", params: { name: "a\u0000b" } }, { path: "params.name", message: "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate" }],
       ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "tomorrow" }, { path: "scheduled_for", message: "must be a date and time with its offset, such as 2030-01-01T09:00:00Z (got \"tomorrow\")" }],
