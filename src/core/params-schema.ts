@@ -1,5 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import addFormats from "ajv-formats";
+import safeRegex from "safe-regex2";
 import { type FieldIssue, ValidationError } from "./errors.js";
 import type { JsonObject } from "./task.js";
 import type { TaskTypeRecord } from "./task-type.js";
@@ -16,13 +17,79 @@ addFormats.default(ajv);
 
 /** Compiles a params schema; throws ValidationError saying what is wrong with an invalid one. */
 export function compileParamsSchema(schema: JsonObject, typeName: string): ValidateFunction {
+  const refused = (message: string) => new ValidationError(`Invalid params schema for ${typeName}: ${message}`, [{ path: "paramsSchema", message }]);
+  const slow = slowCheck(schema, "paramsSchema");
+  if (slow !== null) throw new ValidationError(`Invalid params schema for ${typeName}: ${slow.message}`, [slow]);
+  let validate: ValidateFunction;
   try {
-    return ajv.compile(schema);
+    validate = ajv.compile(schema);
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    throw new ValidationError(`Invalid params schema for ${typeName}: ${message}`, [{ path: "paramsSchema", message }]);
+    throw refused(error instanceof Error ? error.message : String(error));
   } finally {
     ajv.removeSchema(schema);
+  }
+  // `{"$ref": "#"}` compiles, then recurses until the stack runs out on every value checked, and each
+  // enqueue of the type answered 500. A schema that recurses on an empty object is refused here.
+  if (outcome(validate, {}) === "endless") throw refused("it refers to itself before checking anything (a $ref that reaches itself), so checking any params would never end");
+  return validate;
+}
+
+const SCALAR_TYPES = new Set(["string", "number", "integer", "boolean", "null"]);
+
+/**
+ * The first part of a schema whose check could hold the process for seconds on params within the size
+ * limit, or null. Params are checked on the server's (or the producer's) event loop, so one such
+ * enqueue stalled every request: a pattern with nested repetition (`^(a+)+$`: backtracking doubles
+ * with each character; 30 took 3.7 s), and uniqueItems over items of no single scalar type, which Ajv
+ * checks by comparing every pair (20,000 small arrays took 1.7 s; 1 MiB of them would take about a
+ * minute). Over scalar items it uses a hash (50,000 integers in 3.5 ms).
+ */
+function slowCheck(node: unknown, path: string): FieldIssue | null {
+  if (typeof node !== "object" || node === null) return null;
+  if (Array.isArray(node)) {
+    for (const [i, item] of node.entries()) {
+      const found = slowCheck(item, `${path}.${i}`);
+      if (found) return found;
+    }
+    return null;
+  }
+  const schema = node as Record<string, unknown>;
+  const patterns = [
+    ...(typeof schema.pattern === "string" ? [[`${path}.pattern`, schema.pattern]] : []),
+    ...(typeof schema.patternProperties === "object" && schema.patternProperties !== null
+      ? Object.keys(schema.patternProperties).map((p) => [`${path}.patternProperties`, p])
+      : []),
+  ];
+  for (const [at, pattern] of patterns) {
+    if (!safeRegex(pattern)) {
+      return { path: at, message: `the pattern ${JSON.stringify(pattern)} repeats a repetition (as in (a+)+), which can take seconds to match a short string; write it without nesting one inside another` };
+    }
+  }
+  if (schema.uniqueItems === true) {
+    const items = schema.items as { type?: unknown } | undefined;
+    if (typeof items?.type !== "string" || !SCALAR_TYPES.has(items.type)) {
+      return {
+        path: `${path}.uniqueItems`,
+        message: "uniqueItems needs items of one scalar type (items: { type: \"string\" }, or number, integer, boolean): over other items every pair is compared, which takes seconds for a few thousand",
+      };
+    }
+  }
+  for (const [key, value] of Object.entries(schema)) {
+    // Property names and enum or const values are data, not schemas.
+    if (key === "enum" || key === "const" || key === "examples" || key === "default") continue;
+    const found = slowCheck(value, `${path}.${key}`);
+    if (found) return found;
+  }
+  return null;
+}
+
+/** Whether `value` passes, or "endless" when checking it overflows the stack (a schema that refers to itself before it checks anything). */
+function outcome(validate: ValidateFunction, value: unknown): boolean | "endless" {
+  try {
+    return validate(value);
+  } catch (error) {
+    if (error instanceof RangeError) return "endless";
+    throw error;
   }
 }
 
@@ -42,7 +109,13 @@ export class ParamsValidators {
       validate = compileParamsSchema(type.paramsSchema, type.name);
       this.compiled.set(key, validate);
     }
-    if (validate(params)) return;
+    const passed = outcome(validate, params);
+    if (passed === true) return;
+    if (passed === "endless") {
+      // A schema that recurses only on some params (a $ref under anyOf, say): refused as bad params, not a crash.
+      const message = `the params schema of ${type.name} v${type.version} refers to itself without end on these params; register a version that does not`;
+      throw new ValidationError(`Invalid params for ${type.name} v${type.version}: ${message}`, [{ path: "params", message }]);
+    }
     const issues = (validate.errors ?? []).map(toIssue);
     throw new ValidationError(`Invalid params for ${type.name} v${type.version}: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, issues);
   }

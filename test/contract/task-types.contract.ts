@@ -81,6 +81,12 @@ export function taskTypesContract(kind: StoreKind) {
         ["a schema with a misspelt keyword", { name: "t", paramsSchema: { type: "object", requird: ["a"] } }, /unknown keyword: "requird"/],
         ["a schema with an unknown format", { name: "t", paramsSchema: { type: "string", format: "colour" } }, /unknown format "colour"/],
         ["a schema that is not an object", { name: "t", paramsSchema: [1] }, /paramsSchema/],
+        // Checks that would hold the server for seconds on params within the size limit.
+        ["a schema with a pattern that repeats a repetition", { name: "t", paramsSchema: { type: "object", properties: { a: { type: "string", pattern: "^(a+)+$" } } } }, /Invalid params schema for t: the pattern "\^\(a\+\)\+\$" repeats a repetition/],
+        ["a schema with such a pattern property", { name: "t", paramsSchema: { type: "object", patternProperties: { "^(x*)*$": { type: "string" } } } }, /the pattern "\^\(x\*\)\*\$" repeats a repetition/],
+        ["a schema with uniqueItems over items of no scalar type", { name: "t", paramsSchema: { type: "object", properties: { a: { type: "array", uniqueItems: true } } } }, /uniqueItems needs items of one scalar type/],
+        // It compiled, then every enqueue of the type overflowed the stack (a 500 over HTTP).
+        ["a schema that refers to itself before checking anything", { name: "t", paramsSchema: { $ref: "#" } }, /Invalid params schema for t: it refers to itself before checking anything/],
       ];
       it.each(bad)("refuses %s with a ValidationError and registers nothing", async (_, definition, message) => {
         const error = await ctx.store.registerTaskType(definition as TaskTypeDefinition).catch((e) => e);
@@ -91,6 +97,23 @@ export function taskTypesContract(kind: StoreKind) {
     });
 
     describe("params validation", () => {
+      it("takes patterns without nested repetition and uniqueItems over scalar items", async () => {
+        const paramsSchema = { type: "object", properties: { sku: { type: "string", pattern: "^[A-Z]{3}-\\d+$" }, tags: { type: "array", items: { type: "string" }, uniqueItems: true } } };
+        await ctx.store.registerTaskType({ name: "tagged", paramsSchema });
+        expect(await ctx.store.enqueue({ taskType: "tagged", params: { sku: "ABC-12", tags: ["a", "b"] } })).toMatchObject({ created: true });
+        await expect(ctx.store.enqueue({ taskType: "tagged", params: { sku: "ABC-12", tags: ["a", "a"] } })).rejects.toThrow(/params\.tags: must NOT have duplicate items/);
+      });
+
+      it("refuses params on which the schema recurses without end as bad params, not a crash", async () => {
+        // Recursive only for a value that is neither a string nor an object: registered, then some params never end.
+        await ctx.store.registerTaskType({ name: "looped", paramsSchema: { type: "object", properties: { v: { anyOf: [{ type: "string" }, { type: "object" }, { $ref: "#/properties/v" }] } } } });
+        expect(await ctx.store.enqueue({ taskType: "looped", params: { v: "fine" } })).toMatchObject({ created: true });
+        const error = await ctx.store.enqueue({ taskType: "looped", params: { v: 1 } }).catch((e) => e);
+        expect(error).toBeInstanceOf(ValidationError);
+        expect(error.message).toBe("Invalid params for looped v1: the params schema of looped v1 refers to itself without end on these params; register a version that does not");
+        expect((await ctx.store.counts()).byStatus.pending).toBe(1);
+      });
+
       it("accepts good params and records the version the task was created under", async () => {
         await ctx.store.registerTaskType(RESYNC);
         const { task } = await ctx.store.enqueue({ taskType: "product_resync", params: { storeId: 42, full: true } });
