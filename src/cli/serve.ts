@@ -1,4 +1,4 @@
-import { isIP } from "node:net";
+import { isLoopback } from "../core/loopback.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Command, Option } from "commander";
 import { serviceLogger } from "./service-log.js";
@@ -11,14 +11,6 @@ import { nonNegativeInteger, port, positiveInteger } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
 import { addSweepOptions, sweepFrom } from "./sweep-options.js";
-
-/** True for addresses only this machine can reach. */
-export function isLoopback(host: string): boolean {
-  const bare = host.replace(/^\[(.*)\]$/, "$1");
-  if (bare === "localhost") return true;
-  if (isIP(bare) === 4) return bare.startsWith("127.");
-  return bare === "::1";
-}
 
 export function serveCommand(program: Command): void {
   const command = program
@@ -70,6 +62,8 @@ export function serveCommand(program: Command): void {
         auth,
         rateLimitPerMinute: opts.rateLimit === 0 ? false : opts.rateLimit,
         authFailuresPerMinute: opts.authFailureLimit === 0 ? false : opts.authFailureLimit,
+        // Keyless because it is on loopback (not by --no-auth): it answers only requests addressed to loopback (auth.ts).
+        loopbackOnly: auth === "none" && opts.auth !== false,
         bodyLimit: opts.bodyLimit,
         // On by default, as recovery is in pg-boss's and BullMQ's workers: a server with HTTP workers and
         // no coordinator anywhere would never take back a dead worker's tasks. One leads at a time.

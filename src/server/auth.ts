@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Taskpool } from "../api/taskpool.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
 import { monotonicMs } from "../core/clock.js";
+import { hostOf, isLoopback } from "../core/loopback.js";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_KEY_CACHE_MS } from "./defaults.js";
 import { within } from "./deadline.js";
 import { HttpError } from "./errors.js";
@@ -126,12 +127,14 @@ export interface AuthOptions {
   keyCacheMs?: number;
   /** Failed authentications per client address and minute (false: no limit). */
   failuresPerMinute?: number | false;
+  /** Without keys: refuse requests addressed to any but a loopback host (see refuseOtherSites). */
+  loopbackOnly?: boolean;
 }
 
 export function installAuth(app: FastifyInstance, pool: Taskpool, options: AuthOptions): void {
   app.decorateRequest("apiKey", null);
   if (!options.enabled) {
-    refuseOtherSites(app);
+    refuseOtherSites(app, options.loopbackOnly === true);
     return;
   }
   const cache = new KeyCache(options.keyCacheMs ?? DEFAULT_KEY_CACHE_MS);
@@ -173,14 +176,25 @@ function bearerToken(header: string | undefined): string | undefined {
  * may POST to it with no body and no header that makes the browser ask the server first (fetch in
  * no-cors mode), and cancel, retry or shut down at will. Browsers say where such a request comes from
  * (Sec-Fetch-Site); anything but the server's own pages (same-origin) or a typed URL (none) is refused.
- * Scripts and clients send no such header. With keys this is not needed: another site cannot add
- * X-API-Key without the server's consent (CORS, which it does not give).
+ * Scripts and clients send no such header. A page can still make its own name point at 127.0.0.1
+ * (DNS rebinding), and then it is the same origin: so a server
+ * keyless for listening on loopback (`loopbackOnly`) answers only requests addressed to a loopback
+ * host, which no rebound name is. With keys none of this is needed: another site cannot add X-API-Key
+ * without the server's consent (CORS, which it does not give).
  */
-function refuseOtherSites(app: FastifyInstance): void {
+function refuseOtherSites(app: FastifyInstance, loopbackOnly: boolean): void {
   app.addHook("onRequest", async (request: FastifyRequest) => {
     const { access } = request.routeOptions.config as Partial<RouteConfig>;
     if (access === undefined || access === "public") return;
     const site = request.headers["sec-fetch-site"];
     if (site === "cross-site" || site === "same-site") throw new HttpError("forbidden", `A page on another site may not call this server's API (Sec-Fetch-Site: ${site})`);
+    const host = request.headers.host ?? "";
+    if (loopbackOnly && !isLoopback(hostOf(host))) {
+      throw new HttpError(
+        "forbidden",
+        `This server has no API key, so it answers only requests addressed to this machine (Host: 127.0.0.1, localhost or [::1]), not to ${JSON.stringify(host)}: ` +
+          "a page can point a name of its own at this machine. Use http://127.0.0.1:<port>, or create a key (taskpool keys create) and restart",
+      );
+    }
   });
 }

@@ -57,6 +57,11 @@ export interface ServerOptions {
    * server already accepted. false: no limit.
    */
   authFailuresPerMinute?: number | false;
+  /**
+   * Without keys, answer only requests addressed to a loopback host (Host: 127.0.0.1, localhost, [::1]):
+   * what `serve` sets when it goes keyless for listening on loopback, against DNS rebinding (auth.ts).
+   */
+  loopbackOnly?: boolean;
   /** Largest request body, in bytes (default 4 MiB: a 1 MiB params or checkpoint fits with room to spare). */
   bodyLimit?: number;
   /** What a worker heartbeat answers as `next_heartbeat_in`, in seconds (default 30). */
@@ -283,7 +288,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     return reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${pathOf(request)}; /docs lists them` });
   });
 
-  installAuth(app, pool, { enabled: options.auth !== "none", keyCacheMs: options.apiKeyCacheMs, failuresPerMinute: options.authFailuresPerMinute });
+  installAuth(app, pool, { enabled: options.auth !== "none", keyCacheMs: options.apiKeyCacheMs, failuresPerMinute: options.authFailuresPerMinute, loopbackOnly: options.loopbackOnly });
 
   await app.register(swagger, {
     openapi: {

@@ -1,3 +1,4 @@
+import { request as httpRequest } from "node:http";
 import { createConnection } from "node:net";
 import { describe, expect, it, vi } from "vitest";
 import type { ApiKeyScope } from "../../src/core/api-key.js";
@@ -227,6 +228,47 @@ describe("a server without keys", () => {
     expect((await s.call("GET", "/healthz", undefined, { headers: { "sec-fetch-site": "cross-site" } })).status).toBe(200);
     expect((await s.call("GET", "/api/tasks/counts", undefined, { headers: { "sec-fetch-site": "same-origin" } })).status).toBe(200);
     expect((await s.call("POST", `/api/tasks/${task.id}/cancel`)).body.task.status).toBe("cancelled");
+  });
+});
+
+/** A request with headers fetch will not send (Host among them), through node:http. */
+function rawCall(base: string, method: string, path: string, headers: Record<string, string>): Promise<{ status: number; body: Record<string, unknown> }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: hostname, port, method, path, headers }, (res) => {
+      let text = "";
+      res.on("data", (chunk) => (text += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("a server keyless for listening on loopback", () => {
+  const s = useServer(sqliteKind, { auth: "none", loopbackOnly: true });
+
+  it("answers only requests addressed to a loopback host: a page that points its own name at 127.0.0.1 (DNS rebinding) is refused", async () => {
+    const task = await s.pool.enqueue("crawl", {});
+    const { port } = new URL(s.url);
+    // After the rebind the attacker's page is the same origin, so the browser sends same-origin.
+    const rebound = await rawCall(s.url, "POST", `/api/tasks/${task.id}/cancel`, { host: `evil.example:${port}`, "sec-fetch-site": "same-origin" });
+    expect(rebound).toEqual({
+      status: 403,
+      body: {
+        success: false,
+        error: "forbidden",
+        message:
+          `This server has no API key, so it answers only requests addressed to this machine (Host: 127.0.0.1, localhost or [::1]), not to "evil.example:${port}": ` +
+          "a page can point a name of its own at this machine. Use http://127.0.0.1:<port>, or create a key (taskpool keys create) and restart",
+      },
+    });
+    expect((await rawCall(s.url, "GET", "/api/tasks", { host: `evil.example:${port}` })).status).toBe(403);
+    expect((await s.pool.get(task.id))?.status).toBe("pending");
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, "localhost"]) {
+      expect((await rawCall(s.url, "GET", "/api/tasks/counts", { host })).status, host).toBe(200);
+    }
+    expect((await rawCall(s.url, "GET", "/healthz", { host: "evil.example" })).status).toBe(200);
   });
 });
 

@@ -1,9 +1,10 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { type AddressInfo, createServer } from "node:net";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { isLoopback } from "../../src/cli/serve.js";
+import { isLoopback } from "../../src/core/loopback.js";
 import { eventually } from "../helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
 import { request } from "./harness.js";
@@ -230,6 +231,30 @@ describe("taskpool keys and serve", () => {
     const bad = await taskpool("serve", "--dead-after", "soon", "--db", db).catch((e) => e);
     expect(bad.stderr).toMatch(/option '--dead-after <ms>' argument 'soon' is invalid/);
   }, 30_000);
+
+  it("serve with no key, on loopback, answers only requests addressed to loopback (DNS rebinding); with --no-auth it leaves the Host alone", async () => {
+    const hostAnswer = (url: string, host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const { hostname, port } = new URL(url);
+        httpRequest({ host: hostname, port, path: "/api/tasks/counts", headers: { host } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        }).on("error", reject).end();
+      });
+    const keyless = await startServe("--no-coordinator", "--db", db);
+    try {
+      expect(await hostAnswer(keyless.url, "evil.example")).toBe(403);
+      expect(await hostAnswer(keyless.url, new URL(keyless.url).host)).toBe(200);
+    } finally {
+      await keyless.stop();
+    }
+    const open = await startServe("--no-coordinator", "--no-auth", "--db", db);
+    try {
+      expect(await hostAnswer(open.url, "taskpool.internal")).toBe(200);
+    } finally {
+      await open.stop();
+    }
+  }, 40_000);
 
   it("serve --no-coordinator runs none", async () => {
     const { output, stop } = await startServe("--no-coordinator", "--db", db);
