@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ValidationError, WorkerNotFoundError } from "../../src/core/errors.js";
+import { LeaseLostError, ValidationError, WorkerNotFoundError } from "../../src/core/errors.js";
 import type { WorkerBeat } from "../../src/core/worker.js";
 import type { StoreKind } from "../helpers/stores.js";
 import type { Store } from "../../src/store/store.js";
@@ -61,6 +61,18 @@ export function workersContract(kind: StoreKind) {
       expect((await beat("w2", { leases })).lost.sort()).toEqual([completed.id, failed.id].sort());
       // Finished tasks' leases are not renewed: nothing of theirs changes.
       expect((await ctx.store.get(completed.id))?.leaseExpiresAt).toBeNull();
+    });
+
+    it("a lease under which the sweep failed the task for good is lost: the worker's beat says so, and its late outcome is refused as lease_lost", async () => {
+      await ctx.store.enqueue({ taskType: "crawl", maxAttempts: 1 });
+      const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 30 });
+      ctx.clock.advance(31_000);
+      await beat("w1");
+      expect(await ctx.store.sweep(SWEEP)).toMatchObject({ failed: [lease.id] });
+      expect(await ctx.store.get(lease.id)).toMatchObject({ status: "failed", workerId: "w1", errorMessage: "Lease expired: the worker stopped renewing it" });
+      // It kept its token and passed for one the worker had finished under: nothing told the handler to stop.
+      expect(await beat("w1", { leases: [{ taskId: lease.id, leaseToken: lease.leaseToken }] })).toEqual({ lost: [lease.id] });
+      await expect(ctx.store.fail(lease.id, lease, { error: "late" })).rejects.toBeInstanceOf(LeaseLostError);
     });
 
     it("beats for many workers at once: each registered, each told only of its own lost leases, in input order", async () => {

@@ -125,9 +125,10 @@ export const MARK_DEAD = `
  * message, $5 lease-expired message.
  * Takes back every leased task of a dead worker and every task whose lease ran out. The `fail` policy
  * or exhausted attempts end it `failed`; otherwise it is pending again at once, checkpoint kept (the
- * attempt was already counted when it was claimed). The policy is the sweep's for the type if given,
- * else that of the registered version the task was created under, else `retry`. The old holder comes
- * back for events and reassignment through the self-join, since RETURNING sees only the new row.
+ * attempt was already counted when it was claimed); either way its lease token goes. The policy is
+ * the sweep's for the type if given, else that of the registered version the task was created under,
+ * else `retry`. The old holder comes back for events and reassignment through the self-join, since
+ * RETURNING sees only the new row.
  */
 export const RECOVER_TASKS = `
   WITH doomed AS (
@@ -145,7 +146,9 @@ export const RECOVER_TASKS = `
       status = CASE WHEN d.give_up THEN 'failed' ELSE 'pending' END,
       error_message = CASE WHEN d.worker_died THEN $4 ELSE $5 END,
       worker_id = CASE WHEN d.give_up THEN t.worker_id END,
-      lease_token = CASE WHEN d.give_up THEN t.lease_token END,
+      -- Failed or requeued, the lease is gone: a worker presenting its token is told so (lease_lost),
+      -- and its heartbeat reports it lost, so a handler still running there stops.
+      lease_token = NULL,
       completed_at = CASE WHEN d.give_up THEN $2::timestamptz END,
       scheduled_for = CASE WHEN d.give_up THEN t.scheduled_for ELSE $2::timestamptz END,
       claimed_at = CASE WHEN d.give_up THEN t.claimed_at END,

@@ -71,7 +71,7 @@ export const RECOVER_TO_PENDING = `
   WHERE id = @id`;
 
 export const RECOVER_TO_FAILED = `
-  UPDATE tasks SET status = 'failed', error_message = @reason, lease_expires_at = NULL, completed_at = @now, updated_at = @now
+  UPDATE tasks SET status = 'failed', error_message = @reason, lease_token = NULL, lease_expires_at = NULL, completed_at = @now, updated_at = @now
   WHERE id = @id`;
 
 /** Full workers come too, so that a task left unassigned can say whether its role has no worker or only busy ones. */
