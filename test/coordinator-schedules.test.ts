@@ -75,5 +75,46 @@ for (const kind of [sqliteKind, postgresKind]) {
       await eventually(async () => (await taskCount()) === 12, 5000, "the next tick after the outage");
       expect(back.c.isLeader).toBe(true);
     }, 30_000);
+
+    /** One tick of a coordinator that is not started, driven by hand with the clock. */
+    const tickOf = (c: Coordinator) => (c as unknown as { tick(): Promise<void> }).tick();
+
+    it("a standby taking over from a dead leader fires the tick that fell during the failover, whatever the leader's sweep interval", async () => {
+      const clock = new ManualClock(new Date("2030-01-01T00:59:00Z"));
+      handle = await kind.create({ clock });
+      const pool = new Taskpool(new CheckedStore(handle.store), null);
+      await pool.schedule({ name: "hourly", taskType: "report", cron: "0 * * * *" });
+      // The leader sweeps every minute (the default), so its lease runs 3 minutes; the standby every 5 s.
+      const leader = new Coordinator(new CheckedStore(await handle.another({ clock })), { coordinatorId: "A", logger, sweepIntervalMs: 60_000 });
+      const standby = new Coordinator(new CheckedStore(await handle.another({ clock })), { coordinatorId: "B", logger, sweepIntervalMs: 5000 });
+      await tickOf(leader);
+      await tickOf(standby);
+      expect([leader.isLeader, standby.isLeader]).toEqual([true, false]);
+      // The leader dies without resigning; the 01:00 tick falls while its lease still runs.
+      while (!standby.isLeader) {
+        clock.advance(5000);
+        await tickOf(standby);
+      }
+      expect(clock.now().getTime()).toBeGreaterThanOrEqual(Date.parse("2030-01-01T01:02:00Z"));
+      const hourly = await pool.schedules.get("hourly");
+      expect(hourly).toMatchObject({ lastRunAt: new Date("2030-01-01T01:00:00Z"), lastResult: { tasksCreated: 1, skippedTicks: 0 } });
+      expect((await pool.counts()).byStatus.pending).toBe(1);
+    });
+
+    it("fires schedules while its sweep fails: a sweep fault does not turn ticks into missed ones", async () => {
+      const clock = new ManualClock(new Date("2030-01-01T00:59:00Z"));
+      handle = await kind.create({ clock });
+      const pool = new Taskpool(new CheckedStore(handle.store), null);
+      await pool.schedule({ name: "hourly", taskType: "report", cron: "0 * * * *" });
+      const store = new CheckedStore(await handle.another({ clock }));
+      store.sweep = () => Promise.reject(new Error("canceling statement due to lock timeout"));
+      const leader = new Coordinator(store, { coordinatorId: "A", logger, sweepIntervalMs: 60_000 });
+      for (let minute = 0; minute < 6; minute++) {
+        await tickOf(leader);
+        clock.advance(60_000);
+      }
+      expect(leader.isLeader).toBe(true);
+      expect(await pool.schedules.get("hourly")).toMatchObject({ lastRunAt: new Date("2030-01-01T01:00:00Z"), lastResult: { tasksCreated: 1, skippedTicks: 0 } });
+    });
   });
 }

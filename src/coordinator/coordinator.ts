@@ -97,6 +97,8 @@ export class Coordinator {
   private leading = false;
   /** Ticks that reached the database. */
   private ticks = 0;
+  /** Whether, at its last tick, this coordinator stood by behind another that led. */
+  private leaderSeen = false;
   private failedTicks = 0;
   private failingSince: Date | null = null;
 
@@ -191,10 +193,14 @@ export class Coordinator {
    * Fires the recurring schedules that are due (the leader does it every tick). Safe from anywhere:
    * each tick fires once whoever calls. A tick found later than a new leader's takeover can take
    * (LEASE_INTERVALS + 1 sweep intervals, a minute at least) was missed, and its schedule's
-   * missedTicks policy applies.
+   * missedTicks policy applies. `failoverSeconds`: this coordinator has just taken over from a leader
+   * it saw at its previous tick, whose last sweep was that long ago; the ticks since fell during the
+   * failover, not while no coordinator ran. That leader's lease may have been longer than this
+   * coordinator's takeover time (a shorter --sweep-interval here), and such ticks were skipped as missed.
    */
-  async fireSchedules(): Promise<FiredSchedule[]> {
-    const graceSeconds = Math.min(Math.max(((LEASE_INTERVALS + 1) * this.sweepIntervalMs) / 1000, MIN_GRACE_SECONDS), MAX_GRACE_SECONDS);
+  async fireSchedules(failoverSeconds = 0): Promise<FiredSchedule[]> {
+    const takeover = Math.max(((LEASE_INTERVALS + 1) * this.sweepIntervalMs) / 1000, MIN_GRACE_SECONDS, failoverSeconds + this.sweepIntervalMs / 1000);
+    const graceSeconds = Math.min(takeover, MAX_GRACE_SECONDS);
     const fired = await this.store.fireDueSchedules({ graceSeconds });
     for (const f of fired) {
       const details = { schedule: f.name, tickAt: f.tickAt?.toISOString() ?? null, tasks: f.taskIds.length, skippedTicks: f.skippedTicks };
@@ -210,16 +216,28 @@ export class Coordinator {
     try {
       // Fractional seconds are fine (500 ms sweeps give 1.5 s); the floor keeps tiny test intervals leadable.
       const ttlSeconds = Math.max(1, (LEASE_INTERVALS * this.sweepIntervalMs) / 1000);
+      // A standby reads the lease it stands behind, so that taking over it knows when the last sweep was.
+      const behind = this.leading ? null : await this.store.leadershipStatus(COORDINATOR_LEADERSHIP);
       const leading = await this.store.tryLead(COORDINATOR_LEADERSHIP, this.id, ttlSeconds);
       // Said at the first tick too: a standby that said nothing after "Coordinator started" looked stuck.
       if (leading !== this.leading || this.ticks === 0) this.logger.info(leading ? "Leading: this coordinator sweeps" : "Standing by: another coordinator leads");
       this.leading = leading;
       this.ticks++;
       if (leading) {
-        await this.sweepOnce();
-        await this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id);
-        await this.fireSchedules();
+        // Taking over from a leader seen at the previous tick: the ticks since its last sweep fell during the failover.
+        const failover = this.leaderSeen && behind !== null ? (behind.secondsSinceSweep ?? 0) : 0;
+        // The schedules fire even when the sweep fails: a sweep fault (a lock timeout, a row it cannot
+        // write) made every tick meanwhile count as missed, as if no coordinator had run.
+        const sweepFailed = await this.sweepOnce()
+          .then(() => this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id))
+          .then(
+            () => null,
+            (error: unknown) => error as Error,
+          );
+        await this.fireSchedules(failover);
+        if (sweepFailed) throw sweepFailed;
       }
+      this.leaderSeen = !leading && behind !== null && behind.holder !== null && behind.holder !== this.id;
       this.tickSucceeded();
       if (leading) await this.pruneFinished();
     } catch (error) {
