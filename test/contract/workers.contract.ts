@@ -245,6 +245,31 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w-dead")).toMatchObject({ status: "dead", activeTasks: 0 });
     });
 
+    it("a task reserved for a worker that then dies or shuts down is open to all at once, not when the reservation lapses", async () => {
+      const longReservation = { ...SWEEP, reservationSeconds: 600 };
+      const reservedFor = async (heir: string) => {
+        const lease = await deadWorkerWithTask();
+        await beat(heir);
+        expect((await ctx.store.sweep(longReservation)).reassigned).toEqual([{ taskId: lease.id, workerId: heir }]);
+        return lease;
+      };
+      // The heir dies too.
+      const first = await reservedFor("heir-1");
+      ctx.clock.advance(121_000);
+      await beat("w-next");
+      expect((await ctx.store.sweep(longReservation)).deadWorkers).toContain("heir-1");
+      expect(await ctx.store.get(first.id)).toMatchObject({ status: "pending", reservedFor: null, reservedUntil: null });
+      const taken = await claimOne(ctx.store, "w-next");
+      expect(taken).toMatchObject({ id: first.id });
+      await ctx.store.complete(taken.id, taken);
+
+      // The heir shuts down.
+      const second = await reservedFor("heir-2");
+      await ctx.store.shutdownWorker("heir-2");
+      expect(await ctx.store.get(second.id)).toMatchObject({ status: "pending", reservedFor: null });
+      expect((await ctx.store.claim({ workerId: "w-next", limit: 5 })).map((t) => t.id)).toContain(second.id);
+    });
+
     it("records 'No healthy worker available for role …' and leaves the task to the pool", async () => {
       await beat("quiet"); // falls silent along with the dead worker: not a candidate either
       const lease = await deadWorkerWithTask();

@@ -7,6 +7,17 @@ import { ISO_TIME, TALLY_FINISHED } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
+/**
+ * Pending tasks reserved for the workers `workers` selects (a query), open to all again: a worker dead
+ * or shut down will not claim them, and its reservation kept them from everyone else until it lapsed
+ * (for as long as reservationMs, which nothing keeps shorter than dead_after).
+ */
+const UNRESERVED_FOR = (workers: string) => `
+  unreserved AS (
+    UPDATE tasks SET reserved_for = NULL, reserved_until = NULL
+    WHERE status = 'pending' AND reserved_for IN (${workers})
+  )`;
+
 /** In WORKER_HEARTBEAT's update of a registered worker: the registered figure where the beat left it out. */
 const KEPT_IF_LEFT_OUT = (column: string) =>
   `CASE WHEN EXCLUDED.worker_id IN (SELECT worker_id FROM beat WHERE ${column} IS NULL) THEN workers.${column} ELSE EXCLUDED.${column} END`;
@@ -73,7 +84,7 @@ export const WORKER_HEARTBEAT = `
     FROM (SELECT worker_id, id FROM held UNION ALL SELECT worker_id, id FROM finished) AS kept
   ) h`;
 
-/** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded. */
+/** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded; what was reserved for it is open to all. */
 export const WORKER_SHUTDOWN = `
   WITH released AS (
     UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
@@ -87,7 +98,8 @@ export const WORKER_SHUTDOWN = `
   ),
   worker AS (
     UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz WHERE worker_id = $1 RETURNING 1
-  )
+  ),
+  ${UNRESERVED_FOR("SELECT $1")}
   -- One row at least: whether the registry knew the worker, with each released task's id (null if none).
   SELECT k.known, r.id FROM (SELECT EXISTS (SELECT 1 FROM worker) AS known) k LEFT JOIN released r ON true ORDER BY r.id`;
 
@@ -105,13 +117,17 @@ export const MARK_STALE = `
   UPDATE workers SET status = 'stale'
   WHERE status = 'active' AND last_seen_at < $1::timestamptz AND last_seen_at >= $2::timestamptz RETURNING worker_id`;
 
-/** $1 dead-before, $2 now. Logs one worker_dead event per worker. */
+/**
+ * $1 dead-before, $2 now. Logs one worker_dead event per worker, and ends the reservations made for
+ * them (see UNRESERVED_FOR).
+ */
 export const MARK_DEAD = `
   WITH dead AS (
     UPDATE workers SET status = 'dead', current_load = 0
     WHERE status IN ('active', 'stale') AND last_seen_at < $1::timestamptz
     RETURNING worker_id, last_seen_at
   ),
+  ${UNRESERVED_FOR("SELECT worker_id FROM dead")},
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
     SELECT NULL, 'worker_dead', worker_id, 'No heartbeat since ' || to_char(last_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),

@@ -28,6 +28,7 @@ export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: Swee
       conn.logEvent({ taskId: null, event: "worker_dead", fromWorkerId: w.worker_id, message: `No heartbeat since ${w.last_seen_at.slice(0, 19)}Z` }, now);
     }
     const deadWorkers = dead.map((w) => w.worker_id).sort();
+    conn.stmt(sql.UNRESERVE_FOR).run({ workers: JSON.stringify(deadWorkers) });
     const rows = conn.stmt(sql.TASKS_TO_RECOVER).all({ deadWorkers: JSON.stringify(deadWorkers), now }) as RecoverRow[];
 
     const result: SweepResult = { staleWorkers, deadWorkers, requeued: [], failed: [], reassigned: [], unassigned: [] };

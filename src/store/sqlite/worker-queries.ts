@@ -36,6 +36,11 @@ export const RELEASE_WORKER_TASKS = `
   WHERE worker_id = @workerId AND status IN (${LEASED})
   RETURNING id, checkpoint`;
 
+/** Pending tasks reserved for a worker dead or shut down are open to all again (PostgreSQL's UNRESERVED_FOR says why). */
+export const UNRESERVE_FOR = `
+  UPDATE tasks SET reserved_for = NULL, reserved_until = NULL
+  WHERE status = 'pending' AND reserved_for IN (SELECT value FROM json_each(@workers))`;
+
 export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now WHERE worker_id = @workerId`;
 
 export const LIST_WORKERS = `
