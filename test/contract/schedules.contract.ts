@@ -75,6 +75,18 @@ export function schedulesContract(kind: StoreKind) {
       });
     }
 
+    it("a deploy re-saving a schedule while an operator pauses it, from another connection, never undoes the pause", async () => {
+      await ctx.store.saveSchedule(RESYNC);
+      const operator = await ctx.another();
+      for (let round = 0; round < 30; round++) {
+        await ctx.store.setScheduleEnabled("resync", true);
+        // In either order the schedule ends paused: a save keeps what an operator set. Only a pause landing
+        // between the save's read and its write was undone, the save putting back what it had read.
+        await Promise.all([ctx.store.saveSchedule({ ...RESYNC, priority: round }), operator.setScheduleEnabled("resync", false)]);
+        expect((await ctx.store.getSchedule("resync"))?.enabled, `round ${round}`).toBe(false);
+      }
+    });
+
     it("pauses, resumes and removes by name; an unknown name is a ScheduleNotFoundError", async () => {
       await ctx.store.saveSchedule(RESYNC);
       expect(await ctx.store.setScheduleEnabled("resync", false)).toMatchObject({ enabled: false, nextRunAt: null });

@@ -829,22 +829,12 @@ export class PostgresStore implements Store {
 
   async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
     const now = await this.now();
-    const s = resolveSchedule(definition, await this.getSchedule(definition.name), now);
-    const [row] = await this.rows<ScheduleRow & { created: boolean }>("tp_upsert_schedule", scheduleSql.UPSERT_SCHEDULE, [
-      s.name,
-      s.taskType,
-      JSON.stringify(s.params),
-      s.cron,
-      s.timezone,
-      s.enabled,
-      s.fanOut === null ? null : JSON.stringify(s.fanOut),
-      s.concurrencyKey,
-      s.priority,
-      s.missedTicks,
-      s.nextRunAt,
-      now,
-    ]);
-    return { schedule: toSchedule(row), created: row.created };
+    return inTransaction(this.pool, async (client) => {
+      const s = resolveSchedule(definition, await lockedSchedule(client, definition.name), now);
+      const values = [s.name, s.taskType, JSON.stringify(s.params), s.cron, s.timezone, s.enabled, s.fanOut === null ? null : JSON.stringify(s.fanOut), s.concurrencyKey, s.priority, s.missedTicks, s.nextRunAt, now];
+      const { rows: [row] } = await client.query<ScheduleRow & { created: boolean }>({ name: "tp_upsert_schedule", text: scheduleSql.UPSERT_SCHEDULE, values });
+      return { schedule: toSchedule(row), created: row.created };
+    });
   }
 
   async getSchedule(name: string): Promise<ScheduleRecord | null> {
@@ -857,12 +847,14 @@ export class PostgresStore implements Store {
   }
 
   async setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord> {
-    const existing = await this.getSchedule(name);
-    if (!existing) throw new ScheduleNotFoundError(name);
     const now = await this.now();
-    const [row] = await this.rows<ScheduleRow>("tp_set_schedule_enabled", scheduleSql.SET_SCHEDULE_ENABLED, [name, enabled, nextRunWhen(existing, enabled, now), now]);
-    if (!row) throw new ScheduleNotFoundError(name);
-    return toSchedule(row);
+    return inTransaction(this.pool, async (client) => {
+      const existing = await lockedSchedule(client, name);
+      if (!existing) throw new ScheduleNotFoundError(name);
+      const values = [name, enabled, nextRunWhen(existing, enabled, now), now];
+      const { rows: [row] } = await client.query<ScheduleRow>({ name: "tp_set_schedule_enabled", text: scheduleSql.SET_SCHEDULE_ENABLED, values });
+      return toSchedule(row);
+    });
   }
 
   async removeSchedule(name: string): Promise<ScheduleRecord> {
@@ -937,4 +929,10 @@ function leaseColumns(items: { id: number; lease: Lease }[]): [number[], string[
 function isUniqueViolation(error: unknown, constraint: string): boolean {
   const e = error as { code?: string; constraint?: string };
   return e?.code === UNIQUE_VIOLATION && e.constraint === constraint;
+}
+
+/** A schedule read and locked for the rest of `client`'s transaction (see LOCK_SCHEDULE). */
+async function lockedSchedule(client: pg.PoolClient, name: string): Promise<ScheduleRecord | null> {
+  const { rows: [row] } = await client.query<ScheduleRow>({ name: "tp_lock_schedule", text: scheduleSql.LOCK_SCHEDULE, values: [name] });
+  return row ? toSchedule(row) : null;
 }

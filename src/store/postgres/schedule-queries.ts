@@ -23,6 +23,12 @@ export const UPSERT_SCHEDULE = `
 /** $1 name. */
 export const GET_SCHEDULE = `SELECT * FROM schedules WHERE name = $1`;
 
+/**
+ * $1 name. The schedule, locked until the transaction ends: a save or a pause reads it, decides, and
+ * writes; unlocked, a pause landing between another save's read and write was undone by that write.
+ */
+export const LOCK_SCHEDULE = `SELECT * FROM schedules WHERE name = $1 FOR UPDATE`;
+
 export const LIST_SCHEDULES = `SELECT * FROM schedules ORDER BY name`;
 
 /** $1 name, $2 enabled, $3 next run (null when paused), $4 now. */
