@@ -378,7 +378,7 @@ const FanOutKey = Type.Union([Text({ minLength: 1, maxLength: 255 }), Type.Integ
 export const FanOutSchema = Type.Object(
   {
     /** One task per key. Give `keys` or `fromResults`, not both. */
-    keys: Type.Optional(Type.Array(FanOutKey, { minItems: 1, maxItems: 10_000 })),
+    keys: Type.Optional(Type.Array(FanOutKey, { minItems: 1, maxItems: 10_000, uniqueItems: true })),
     /** One task per key found in the results of the latest run (of this schedule, or of `schedule`) with completed tasks. */
     fromResults: Type.Optional(
       Type.Object(
