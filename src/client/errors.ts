@@ -38,14 +38,27 @@ export class HttpApiError extends TaskpoolError {
  * on it (a call not safe to repeat is then not sent again, and the message says so).
  */
 export class ServerUnreachableError extends UnavailableError {
-  constructor(origin: string, reason: string, maybeApplied = false) {
-    super(
-      "server_unreachable",
-      maybeApplied
-        ? `Lost the connection to the taskpool server at ${origin} before it answered (${reason}): the call may have been applied, so it was not sent again; check before repeating it`
-        : `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`,
-    );
+  constructor(
+    origin: string,
+    reason: string,
+    /**
+     * `unsent`: the request never reached the server. `not-resent`: lost after it was sent, and not
+     * sent again (not safe to). `resent`: lost after it was sent, and sent again until the retries ran
+     * out, every answer lost: it may have been applied (a create, once, by its idempotency key).
+     */
+    fate: "unsent" | "not-resent" | "resent" = "unsent",
+    /** A create's Idempotency-Key: the same call made again with it is applied at most once. */
+    readonly idempotencyKey?: string,
+  ) {
+    super("server_unreachable", unreachableMessage(origin, reason, fate, idempotencyKey));
   }
+}
+
+function unreachableMessage(origin: string, reason: string, fate: "unsent" | "not-resent" | "resent", idempotencyKey: string | undefined): string {
+  if (fate === "unsent") return `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`;
+  if (fate === "not-resent") return `Lost the connection to the taskpool server at ${origin} before it answered (${reason}): the call may have been applied, so it was not sent again; check before repeating it`;
+  const again = idempotencyKey === undefined ? "" : `; make it again with idempotencyKey "${idempotencyKey}" to have it applied at most once`;
+  return `The taskpool server at ${origin} gave no answer (${reason}) to a call it was sent, on every try: the call may have been applied${again}`;
 }
 
 /** A call the HTTP transport does not make: it belongs next to the database. */

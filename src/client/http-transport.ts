@@ -95,7 +95,9 @@ export class HttpTransport {
         reply = await this.once(method, path, body, options);
       } catch (error) {
         const failure = error as NetworkFailure;
-        const unreachable = () => new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), options.repeatable !== "yes" && failure.unsent !== true);
+        const fate = failure.unsent === true ? "unsent" : options.repeatable === "yes" ? "resent" : "not-resent";
+        const key = options.subject !== undefined && "idempotencyKey" in options.subject ? options.subject.idempotencyKey : undefined;
+        const unreachable = () => new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), fate, key);
         const pause = !options.signal?.aborted && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, options) : null;
         if (pause === null) throw unreachable();
         if (!(await this.backoff(pause, options.signal))) throw unreachable();
@@ -166,7 +168,8 @@ export class HttpTransport {
         // without a unique key created its task twice (a server SIGKILLed and restarted in 2 s: 7
         // of 150 tasks doubled, every producer call answered "ok"); enqueues now carry an
         // idempotency key and are repeated as safe calls.
-        error.unsent = UNSENT_CODES.has(error.code ?? "");
+        // A TLS handshake refused (an https:// URL for a plain-HTTP server) comes before any request.
+        error.unsent = UNSENT_CODES.has(error.code ?? "") || /wrong version number/.test(error.message);
         reject(error);
       });
       req.on("response", (res) => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { connect, Taskpool } from "../../src/api/taskpool.js";
 import { ValidationError } from "../../src/core/errors.js";
+import { ServerUnreachableError } from "../../src/client/errors.js";
 import { buildServer } from "../../src/server/server.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 
@@ -14,6 +15,8 @@ describe("connect(http://…, { retryForMs })", () => {
   let refused = 0;
   /** Reads of one task (GET /api/tasks/:id) still to answer 429, as a key's rate limit does, with a 0.2 s Retry-After. */
   let limitedReads = 0;
+  /** While set, every answer is lost after the server acted: the connection is cut as the answer goes out. */
+  let answersLost = false;
   beforeAll(async () => {
     await store.migrate();
     app = await buildServer(new Taskpool(new CheckedStore(store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
@@ -26,6 +29,10 @@ describe("connect(http://…, { retryForMs })", () => {
       if (!down || request.url === "/readyz") return;
       refused++;
       await reply.code(503).send({ success: false, error: "database_unavailable", message: "down (simulated)" });
+    });
+    app.addHook("onSend", async (request, _reply, payload) => {
+      if (answersLost) request.raw.socket.destroy();
+      return payload;
     });
     url = await app.listen({ host: "127.0.0.1", port: 0 });
   });
@@ -84,6 +91,29 @@ describe("connect(http://…, { retryForMs })", () => {
       expect(refused).toBe(sentBeforeClose);
     } finally {
       down = false;
+    }
+  });
+
+  it("a create whose every answer was lost says it may have been applied, with the key that makes it again at most once", async () => {
+    const pool = await connect(url, { retryForMs: 1000 });
+    const before = (await pool.counts()).byType.lost_answers?.pending ?? 0;
+    answersLost = true;
+    try {
+      const error = await pool.enqueue("lost_answers", { n: 1 }).catch((e: unknown) => e);
+      answersLost = false;
+      expect(error).toBeInstanceOf(ServerUnreachableError);
+      const key = (error as ServerUnreachableError).idempotencyKey;
+      expect(key).toMatch(/^[0-9a-f-]{36}$/);
+      expect((error as Error).message).toBe(
+        `The taskpool server at ${new URL(url).origin} gave no answer (socket hang up) to a call it was sent, on every try: the call may have been applied; make it again with idempotencyKey "${key}" to have it applied at most once`,
+      );
+      // It was: made again with the key, it answers with the task it created, and makes none.
+      expect((await pool.counts()).byType.lost_answers?.pending).toBe(before + 1);
+      expect(await pool.enqueue("lost_answers", { n: 1 }, { idempotencyKey: key })).toMatchObject({ taskType: "lost_answers", params: { n: 1 } });
+      expect((await pool.counts()).byType.lost_answers?.pending).toBe(before + 1);
+    } finally {
+      answersLost = false;
+      await pool.close();
     }
   });
 
