@@ -535,6 +535,9 @@ class Worker:
                 current_load=0 if ctx is None else 1,
                 tasks_processed=self.tasks_processed,
                 leases=leases,
+                # It holds one task at most, listed: the server puts back in the pool a task leased to this
+                # worker that it does not list, which it never heard of (its claim's answer was lost).
+                all_leases=True,
                 hostname=socket.gethostname()[:255],
                 pid=os.getpid(),
                 version=f"taskpool-python/{__version__}",

@@ -320,6 +320,11 @@ export const WorkerBeatSchema = Type.Object(
     metadata: Type.Optional(JsonObjectValue),
     /** The leases of its running tasks, renewed by the same call. */
     leases: Type.Optional(Type.Array(Type.Object({ taskId: TaskId, leaseToken: LeaseToken }, { additionalProperties: false }), { maxItems: 10_000 })),
+    /**
+     * `leases` lists every task the worker holds: one leased to it over half its lease ago that the beat
+     * leaves out goes back in the pool at once (its claim's answer was lost, or the worker restarted).
+     */
+    allLeases: Type.Optional(Type.Boolean({ description: "leases lists every task this worker holds: a task leased to it over half its lease ago that the beat leaves out (a claim whose answer was lost, a restart under the same id) goes back in the pool at once, not when its lease runs out" })),
   },
   { additionalProperties: false },
 );

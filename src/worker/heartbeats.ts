@@ -53,13 +53,13 @@ export interface Heartbeats {
 
 /**
  * The beat to send now. A lease past its task's timeout is no longer renewed: if the handler never
- * returns, the lease runs out and the coordinator gives the task to someone else.
+ * returns, the lease runs out and the coordinator gives the task to someone else. Otherwise the beat
+ * lists every lease the worker holds, and says so (`allLeases`): a task leased to this worker that it
+ * does not know of (its claim's answer was lost) then goes back to the pool well before its lease runs out.
  */
 function beatOf(state: HeartbeatState, now: number): WorkerBeat {
-  return {
-    ...state.beat,
-    leases: state.leases.filter((l) => l.renewUntil === null || l.renewUntil > now).map(({ taskId, leaseToken }) => ({ taskId, leaseToken })),
-  };
+  const renewed = state.leases.filter((l) => l.renewUntil === null || l.renewUntil > now);
+  return { ...state.beat, leases: renewed.map(({ taskId, leaseToken }) => ({ taskId, leaseToken })), allLeases: renewed.length === state.leases.length };
 }
 
 /**

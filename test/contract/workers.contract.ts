@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { LeaseLostError, ValidationError, WorkerNotFoundError } from "../../src/core/errors.js";
-import type { WorkerBeat } from "../../src/core/worker.js";
+import { UNKNOWN_TO_ITS_WORKER, type WorkerBeat } from "../../src/core/worker.js";
 import type { StoreKind } from "../helpers/stores.js";
 import type { Store } from "../../src/store/store.js";
 import { claimOne, useStore } from "./context.js";
@@ -73,6 +73,26 @@ export function workersContract(kind: StoreKind) {
       // It kept its token and passed for one the worker had finished under: nothing told the handler to stop.
       expect(await beat("w1", { leases: [{ taskId: lease.id, leaseToken: lease.leaseToken }] })).toEqual({ lost: [lease.id] });
       await expect(ctx.store.fail(lease.id, lease, { error: "late" })).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
+    it("a beat listing all its worker's leases puts back in the pool a task leased to it over half its lease ago that it leaves out: the worker never learned of that claim", async () => {
+      await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }]);
+      const [known, unknown] = await ctx.store.claim({ workerId: "w1", limit: 2, leaseSeconds: 60 });
+      const listing = { leases: [{ taskId: known.id, leaseToken: known.leaseToken }] };
+      // Under half the lease: a claim answered while the beat was on its way is left alone.
+      ctx.clock.advance(29_000);
+      await beat("w1", { ...listing, allLeases: true });
+      expect((await ctx.store.get(unknown.id))?.status).toBe("claimed");
+      ctx.clock.advance(2_000);
+      // A beat that does not say it lists every lease takes nothing back (seed 000's beat lists none).
+      await beat("w1", listing);
+      expect((await ctx.store.get(unknown.id))?.status).toBe("claimed");
+      expect(await beat("w1", { ...listing, allLeases: true })).toEqual({ lost: [] });
+      expect(await ctx.store.get(unknown.id)).toMatchObject({ status: "pending", workerId: null, attempts: 1, errorMessage: UNKNOWN_TO_ITS_WORKER });
+      expect((await ctx.store.events(unknown.id)).at(-1)).toMatchObject({ event: "requeued", fromWorkerId: "w1", message: UNKNOWN_TO_ITS_WORKER });
+      expect((await ctx.store.get(known.id))?.status).toBe("claimed");
+      await expect(ctx.store.complete(unknown.id, unknown)).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await claimOne(ctx.store, "w2")).toMatchObject({ id: unknown.id, attempts: 2 });
     });
 
     it("beats for many workers at once: each registered, each told only of its own lost leases, in input order", async () => {

@@ -7,6 +7,7 @@ import { HttpStore } from "../../src/client/http-store.js";
 import { buildServer } from "../../src/server/server.js";
 import { ServerUnreachableError } from "../../src/client/errors.js";
 import type { Store } from "../../src/store/store.js";
+import { UNKNOWN_TO_ITS_WORKER } from "../../src/core/worker.js";
 import type { WorkerOptions } from "../../src/worker/options.js";
 import { NonRetryableError, Worker, WorkerStoppingError } from "../../src/worker/worker.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
@@ -805,6 +806,37 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     const now = await store.get(task.id);
     expect(now?.status).toBe("running");
     expect(now?.leaseExpiresAt?.getTime()).toBeGreaterThan(Date.now());
+  });
+
+  it("a task whose claim's answer was lost goes back to the pool at the worker's next beat past half its lease, and runs", async () => {
+    const { task } = await store.enqueue({ taskType: "lost_claim" });
+    let lost = false;
+    // The claim is applied, and its answer lost on the way (a dropped connection): the worker never learns of the task.
+    const lossy = Object.create(store) as Store;
+    lossy.claim = async (options) => {
+      const claimed = await store.claim(options);
+      if (lost || claimed.length === 0) return claimed;
+      lost = true;
+      throw new ServerUnreachableError("http://127.0.0.1:1", "socket hang up (simulated)", "not-resent");
+    };
+    const worker = new Worker(
+      lossy,
+      { roles: ["lost_claim"], pollIntervalMs: 100, heartbeatIntervalMs: 100, leaseSeconds: 2, handleSignals: false, heartbeatThread: false, logger: captureLogs().logger, handlers: { lost_claim: async () => ({ ran: true }) } },
+      { url: handle.url, schema: handle.schema },
+    );
+    workers.push(worker);
+    await worker.start();
+    // Without the beat giving it back, only a coordinator's sweep would, once its lease ran out.
+    await settled(task.id);
+    expect(lost).toBe(true);
+    expect(await store.get(task.id)).toMatchObject({ status: "completed", attempts: 2, result: { ran: true } });
+    expect((await store.events(task.id)).map((e) => [e.event, e.message])).toEqual([
+      ["created", null],
+      ["claimed", null],
+      ["requeued", UNKNOWN_TO_ITS_WORKER],
+      ["claimed", null],
+      ["completed", null],
+    ]);
   });
 
   it("fails a task as usual when its handler throws WorkerStoppingError while the worker is not stopping", async () => {

@@ -446,6 +446,27 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(workers[worker.worker_id]["status"], "inactive")
         self.assertEqual(workers[worker.worker_id]["tasks_processed"], 3)
 
+    def test_a_task_whose_claim_answer_was_lost_goes_back_at_a_beat_and_runs(self):
+        kind = unique("lost_claim")
+        task_id = self.client.enqueue(kind, {})["id"]
+        worker = self.worker({kind: lambda ctx: {"ran": True}}, lease_seconds=2)
+        send = worker.client.request
+        lost = []
+
+        def losing_the_first_claim(method, path, body=None, **options):
+            answer = send(method, path, body, **options)
+            if path.endswith("/claim") and not lost and answer.get("task"):
+                lost.append(answer["task"]["id"])
+                raise TaskpoolError(None, "server_unreachable", "the answer was lost (simulated)")
+            return answer
+
+        worker.client.request = losing_the_first_claim
+        worker.run(max_tasks=1, handle_signals=False)
+        self.assertEqual(lost, [task_id])
+        shown = self.client.get(task_id)
+        self.assertEqual((shown["task"]["status"], shown["task"]["attempts"]), ("completed", 2))
+        self.assertEqual([e["event"] for e in shown["events"]], ["created", "claimed", "requeued", "claimed", "completed"])
+
     def test_a_busy_worker_gets_its_next_task_in_the_answer_to_its_completion(self):
         kind = unique("chained")
         ids = [self.client.enqueue(kind, {"n": n}, priority=10 - n)["id"] for n in range(4)]

@@ -23,7 +23,7 @@ import {
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
 import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
-import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
+import { type ReassignmentEvent, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
@@ -702,9 +702,10 @@ export class PostgresStore implements Store {
       current_load: b.currentLoad ?? null,
       tasks_processed: b.tasksProcessed ?? null,
       metadata: b.metadata ?? {},
+      all_leases: b.allLeases === true,
     }));
     const leases = beats.flatMap((b) => (b.leases ?? []).map((l) => ({ ...l, workerId: b.workerId })));
-    const [row] = await this.rows<{ held_by: string[]; held: string[] }>("tp_worker_heartbeat", workerSql.WORKER_HEARTBEAT, [
+    const [row] = await this.rows<{ held_by: string[]; held: string[]; released: string[] }>("tp_worker_heartbeat", workerSql.WORKER_HEARTBEAT, [
       JSON.stringify(rows),
       await this.now(),
       leases.map((l) => l.workerId),
@@ -714,7 +715,9 @@ export class PostgresStore implements Store {
       WORKER_BEAT_DEFAULTS.capacity,
       WORKER_BEAT_DEFAULTS.currentLoad,
       WORKER_BEAT_DEFAULTS.tasksProcessed,
+      UNKNOWN_TO_ITS_WORKER,
     ]);
+    if (row.released.length > 0) await this.notify("");
     const held = new Set(row.held.map((id, i) => `${row.held_by[i]}:${id}`));
     return beats.map((b) => ({ lost: (b.leases ?? []).map((l) => l.taskId).filter((id) => !held.has(`${b.workerId}:${id}`)) }));
   }

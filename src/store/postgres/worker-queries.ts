@@ -26,7 +26,8 @@ const KEPT_IF_LEFT_OUT = (column: string) =>
  * $1 the beats (a JSON array of {worker_id, roles, hostname, pid, version, capacity, current_load,
  * tasks_processed, metadata}, distinct worker ids; roles … tasks_processed null when left out), $2 now,
  * $3 worker ids, $4 task ids, $5 lease tokens (the leases the beats list, one row each), $6 … $9 a new
- * worker's roles, capacity, current_load and tasks_processed when its beat leaves them out.
+ * worker's roles, capacity, current_load and tasks_processed when its beat leaves them out, $10 why a
+ * task a beat listing all its leases leaves out is back in the pool (UNKNOWN_TO_ITS_WORKER).
  * Registers or refreshes the workers and renews the leases they still hold, in one round trip for
  * any number of workers; the (worker, task) pairs that come back are the leases still held, or
  * under which the task finished.
@@ -36,7 +37,8 @@ const KEPT_IF_LEFT_OUT = (column: string) =>
 export const WORKER_HEARTBEAT = `
   WITH beat AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(worker_id text, roles text[], hostname text, pid int, version text,
-                                                     capacity int, current_load int, tasks_processed bigint, metadata jsonb)
+                                                     capacity int, current_load int, tasks_processed bigint, metadata jsonb,
+                                                     all_leases boolean)
   ),
   -- A figure a beat leaves out keeps the registered one: the insert meets the registered row and the
   -- update below reads it, locked and as it is now, so a beat never puts back what a concurrent one
@@ -69,6 +71,21 @@ export const WORKER_HEARTBEAT = `
     WHERE t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id AND t.status IN (${LEASED})
     RETURNING t.worker_id, t.id
   ),
+  -- A beat that lists every lease of its worker (all_leases) puts back in the pool a task leased to it
+  -- over half its lease ago that it leaves out: the worker does not know it holds it (UNKNOWN_TO_ITS_WORKER).
+  orphaned AS (
+    UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
+        claimed_at = NULL, started_at = NULL, error_message = $10, updated_at = $2::timestamptz
+    FROM beat b
+    WHERE b.all_leases AND t.worker_id = b.worker_id AND t.status IN (${LEASED})
+      AND t.claimed_at < $2::timestamptz - make_interval(secs => t.lease_seconds / 2.0)
+      AND NOT EXISTS (SELECT 1 FROM unnest($4::bigint[], $5::text[]) AS l(id, token) WHERE l.id = t.id AND l.token = t.lease_token)
+    RETURNING t.id, b.worker_id, t.checkpoint
+  ),
+  orphans_logged AS (
+    INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
+    SELECT id, 'requeued', worker_id, $10, checkpoint, $2::timestamptz FROM orphaned
+  ),
   -- Finished under the lease presented, by the worker presenting it: its own outcome landed while the
   -- beat was on its way. Not lost: told so, it would count as a lost lease (a metric people alert on).
   finished AS (
@@ -78,7 +95,7 @@ export const WORKER_HEARTBEAT = `
     WHERE t.status IN ('completed', 'failed')
   ),
   async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
-  SELECT h.held_by, h.held
+  SELECT h.held_by, h.held, (SELECT coalesce(array_agg(id), '{}') FROM orphaned) AS released
   FROM async_commit, LATERAL (
     SELECT coalesce(array_agg(worker_id ORDER BY id), '{}') AS held_by, coalesce(array_agg(id ORDER BY id), '{}') AS held
     FROM (SELECT worker_id, id FROM held UNION ALL SELECT worker_id, id FROM finished) AS kept

@@ -23,7 +23,7 @@ import {
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
 import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
-import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../../core/worker.js";
+import { type ReassignmentEvent, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
   type CapacityViewRow,
@@ -450,7 +450,8 @@ export class SqliteStore implements Store {
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
     const leases = beat.leases ?? [];
-    return this.conn.tx(false, () => {
+    let givenBack = 0;
+    const result = this.conn.tx(false, () => {
       const now = this.now();
       this.conn.stmt(workerSql.UPSERT_WORKER).run({
         workerId: beat.workerId,
@@ -474,8 +475,26 @@ export class SqliteStore implements Store {
         const lease = { taskId: l.taskId, leaseToken: l.leaseToken, workerId: beat.workerId };
         return !renew.get({ ...lease, now }) && !finished.get(lease);
       });
+      if (beat.allLeases === true) givenBack = this.giveBackUnlisted(beat.workerId, leases, now);
       return { lost: lost.map((l) => l.taskId) };
     });
+    if (givenBack > 0) notifyLocal(this.channel, []);
+    return result;
+  }
+
+  /** The tasks leased to `workerId` over half their lease ago that a beat listing all its leases leaves out: back in the pool (UNKNOWN_TO_ITS_WORKER). */
+  private giveBackUnlisted(workerId: string, listed: { taskId: number; leaseToken: string }[], now: string): number {
+    const known = new Set(listed.map((l) => `${l.taskId}:${l.leaseToken}`));
+    const held = this.conn.stmt(workerSql.LEASED_OVER_HALF).all({ workerId, now }) as { id: number; lease_token: string }[];
+    let givenBack = 0;
+    for (const { id, lease_token: leaseToken } of held) {
+      if (known.has(`${id}:${leaseToken}`)) continue;
+      const row = this.conn.stmt(workerSql.GIVE_BACK_UNKNOWN).get({ id, workerId, leaseToken, now, reason: UNKNOWN_TO_ITS_WORKER }) as { checkpoint: string | null } | undefined;
+      if (!row) continue;
+      this.conn.logEvent({ taskId: id, event: "requeued", fromWorkerId: workerId, message: UNKNOWN_TO_ITS_WORKER, data: row.checkpoint === null ? null : JSON.parse(row.checkpoint) }, now);
+      givenBack++;
+    }
+    return givenBack;
   }
 
   /** One beat after another: each is a short in-process transaction, with no round trip to share. */

@@ -30,6 +30,22 @@ export const RENEW_LEASE = `
 export const FINISHED_UNDER_LEASE = `
   SELECT 1 FROM tasks WHERE id = @taskId AND lease_token = @leaseToken AND worker_id = @workerId AND status IN ('completed', 'failed')`;
 
+/**
+ * For a beat that lists every lease of its worker (`allLeases`): the tasks leased to it for over half
+ * their lease, of which the beat gives back those it leaves out (UNKNOWN_TO_ITS_WORKER says why).
+ */
+export const LEASED_OVER_HALF = `
+  SELECT id, lease_token FROM tasks
+  WHERE worker_id = @workerId AND status IN (${LEASED})
+    AND claimed_at < strftime('%Y-%m-%dT%H:%M:%fZ', @now, '-' || (lease_seconds / 2.0) || ' seconds')`;
+
+/** One of those back in the pool, as a recovery puts it (attempt counted). */
+export const GIVE_BACK_UNKNOWN = `
+  UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
+      claimed_at = NULL, started_at = NULL, error_message = @reason, ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
+  WHERE id = @id AND worker_id = @workerId AND lease_token = @leaseToken AND status IN (${LEASED})
+  RETURNING id, checkpoint`;
+
 export const RELEASE_WORKER_TASKS = `
   UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
       claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0), ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
