@@ -1,7 +1,7 @@
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createInterface } from "node:readline";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { postgresKind, sqliteKind } from "../helpers/stores.js";
 import { type Body, useServer } from "./harness.js";
 
@@ -21,6 +21,13 @@ function hashChain(seed: string, rounds: number): string {
   return digest;
 }
 
+/** Every Python process a test started: afterEach kills those still running (a test that timed out left its suite running for good). */
+const started = new Set<ChildProcessWithoutNullStreams>();
+afterEach(() => {
+  for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  started.clear();
+});
+
 /** A Python process whose JSON lines can be awaited one by one. */
 class PythonProcess {
   readonly child: ChildProcessWithoutNullStreams;
@@ -30,6 +37,7 @@ class PythonProcess {
 
   constructor(args: string[], env: Record<string, string> = {}) {
     this.child = spawn("python3", args, { cwd: CLIENT_DIR, env: { ...process.env, ...env, PYTHONUNBUFFERED: "1" } });
+    started.add(this.child);
     let stderr = "";
     this.child.stderr.on("data", (chunk) => (stderr += chunk));
     createInterface({ input: this.child.stdout }).on("line", (line) => {

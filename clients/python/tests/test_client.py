@@ -80,8 +80,9 @@ class ScriptedServer:
                 pass
 
         # On 127.0.0.2, not 127.0.0.1: a port the kernel hands out here may have served a taskpool server
-        # another test file just closed, whose clients, still retrying, took this script's answers (a CI
-        # run saw 40 such requests in one test). They call 127.0.0.1, so they cannot reach this socket.
+        # that has closed since, whose clients, still retrying, then take this script's answers (a run saw
+        # 40 such requests in one test, from a worker a timed-out suite left running). They call
+        # 127.0.0.1, so they cannot reach this socket.
         self.httpd = http.server.HTTPServer(("127.0.0.2", 0), Handler)
         self.url = f"http://127.0.0.2:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
