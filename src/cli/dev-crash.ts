@@ -109,10 +109,7 @@ export function simulateCrash(pool: Taskpool, options: CrashOptions): SimulatedC
     checkpoint = JSON.stringify((await pool.get(task.id))?.checkpoint);
     logger.warn(`Simulating a worker crash: killed worker ${workerId} mid-task ${task.id} (${task.taskType}, checkpoint ${checkpoint}); watch the coordinator recover it`);
 
-    const end = await poll(RECOVERY_WITHIN_MS, async () => {
-      const now = await pool.get(task.id);
-      return now && ["completed", "failed", "cancelled"].includes(now.status) ? now : null;
-    });
+    const end = await pool.waitFor(task.id, { signal: AbortSignal.any([watching.signal, AbortSignal.timeout(RECOVERY_WITHIN_MS)]) }).catch(() => null);
     if (end?.status === "completed") logger.info(`Recovered: task ${end.id} completed by ${end.workerId} on attempt ${end.attempts}, from the dead worker's checkpoint ${checkpoint}`);
     else if (end) logger.warn(`Task ${end.id}, taken back from the crashed worker, ended ${end.status}: ${end.errorMessage}`);
     return null;
