@@ -1,6 +1,6 @@
-import { isLoopback } from "../core/loopback.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Command, Option } from "commander";
+import { isLoopback } from "../core/loopback.js";
 import { serviceLogger } from "./service-log.js";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "../server/defaults.js";
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";

@@ -177,10 +177,10 @@ function bearerToken(header: string | undefined): string | undefined {
  * no-cors mode), and cancel, retry or shut down at will. Browsers say where such a request comes from
  * (Sec-Fetch-Site); anything but the server's own pages (same-origin) or a typed URL (none) is refused.
  * Scripts and clients send no such header. A page can still make its own name point at 127.0.0.1
- * (DNS rebinding), and then it is the same origin: so a server
- * keyless for listening on loopback (`loopbackOnly`) answers only requests addressed to a loopback
- * host, which no rebound name is. With keys none of this is needed: another site cannot add X-API-Key
- * without the server's consent (CORS, which it does not give).
+ * (DNS rebinding), and then it is the same origin: so a server keyless for listening on loopback
+ * (`loopbackOnly`) answers only requests addressed to a loopback host, which no rebound name is. With
+ * keys none of this is needed: another site cannot add X-API-Key without the server's consent (CORS,
+ * which it does not give).
  */
 function refuseOtherSites(app: FastifyInstance, loopbackOnly: boolean): void {
   app.addHook("onRequest", async (request: FastifyRequest) => {
