@@ -23,6 +23,14 @@ const KEPT_IF_LEFT_OUT = (column: string) =>
   `CASE WHEN EXCLUDED.worker_id IN (SELECT worker_id FROM beat WHERE ${column} IS NULL) THEN workers.${column} ELSE EXCLUDED.${column} END`;
 
 /**
+ * In WORKER_HEARTBEAT's updates of tasks: a condition always true that makes them wait for the
+ * workers' rows. Nothing else reads the `worker` step, so PostgreSQL would run it last, after locking
+ * the tasks; the sweep locks a worker before its tasks, and a beat arriving as its worker was declared
+ * dead deadlocked with it. Free of the row, the condition runs once, before the first task is read.
+ */
+const AFTER_THE_WORKERS = "(SELECT count(*) FROM worker) >= 0";
+
+/**
  * $1 the beats (a JSON array of {worker_id, roles, hostname, pid, version, capacity, current_load,
  * tasks_processed, metadata}, distinct worker ids; roles … tasks_processed null when left out), $2 now,
  * $3 worker ids, $4 task ids, $5 lease tokens (the leases the beats list, one row each), $6 … $9 a new
@@ -69,6 +77,7 @@ export const WORKER_HEARTBEAT = `
         lease_expires_at = $2::timestamptz + make_interval(secs => t.lease_seconds), updated_at = $2::timestamptz
     FROM unnest($3::text[], $4::bigint[], $5::text[]) AS l(worker_id, id, token)
     WHERE t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id AND t.status IN (${LEASED})
+      AND ${AFTER_THE_WORKERS}
     RETURNING t.worker_id, t.id
   ),
   -- A beat that lists every lease of its worker (all_leases) puts back in the pool a task leased to it
@@ -77,7 +86,7 @@ export const WORKER_HEARTBEAT = `
     UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
         claimed_at = NULL, started_at = NULL, error_message = $10, updated_at = $2::timestamptz
     FROM beat b
-    WHERE b.all_leases AND t.worker_id = b.worker_id AND t.status IN (${LEASED})
+    WHERE b.all_leases AND t.worker_id = b.worker_id AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS}
       AND t.claimed_at < $2::timestamptz - make_interval(secs => t.lease_seconds / 2.0)
       AND NOT EXISTS (SELECT 1 FROM unnest($4::bigint[], $5::text[]) AS l(id, token) WHERE l.id = t.id AND l.token = t.lease_token)
     RETURNING t.id, b.worker_id, t.checkpoint

@@ -1,0 +1,67 @@
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
+
+const SWEEP = { staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds: 30 };
+
+/**
+ * The sweep locks a worker's row before its tasks (it marks the worker dead, then takes its tasks
+ * back). A worker's heartbeat must take the same order, or a worker coming back just as it is
+ * declared dead deadlocks with the sweep: PostgreSQL aborts one of them after a second, and the
+ * sweep, which recovers every dead worker's tasks in one transaction, starts over at its next pass.
+ * The interleaving is forced: a third session holds the task's row, so both statements queue on it
+ * with whatever else they locked first.
+ */
+describe("PostgreSQL: a worker's heartbeat and the sweep take their locks in one order", () => {
+  let handle: TestStore<PostgresStore>;
+  let holder: pg.Client;
+  let watcher: pg.Client;
+  afterEach(async () => {
+    await holder?.end().catch(() => {});
+    await watcher?.end().catch(() => {});
+    await handle?.cleanup();
+  });
+
+  /** Resolves when `count` sessions of this schema's test wait on a lock. */
+  async function waitingOnLocks(count: number): Promise<void> {
+    for (let i = 0; i < 500; i++) {
+      const { rows } = await watcher.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> pg_backend_pid()",
+      );
+      if (rows[0].n >= count) return;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`never saw ${count} sessions waiting on a lock`);
+  }
+
+  it("a beat arriving as its worker is declared dead neither deadlocks nor loses the lease", async () => {
+    handle = await createPostgres();
+    const beater = await handle.another({ poolSize: 1 });
+    const sweeper = await handle.another({ poolSize: 1 });
+    await handle.store.workerHeartbeat({ workerId: "w1", roles: ["crawl"] });
+    await handle.store.enqueue({ taskType: "crawl", params: {} });
+    const [task] = await handle.store.claim({ workerId: "w1", taskTypes: ["crawl"] });
+    // Silent past dead_after, but its task's lease still runs: only the worker's death makes the sweep take it.
+    await handle.execute("UPDATE workers SET last_seen_at = now() - interval '1 hour'");
+
+    holder = new pg.Client({ connectionString: PG_URL });
+    watcher = new pg.Client({ connectionString: PG_URL });
+    await Promise.all([holder.connect(), watcher.connect()]);
+    await holder.query("BEGIN");
+    await holder.query(`SELECT 1 FROM "${handle.schema}".tasks WHERE id = $1 FOR UPDATE`, [task.id]);
+
+    const beat = beater.workerHeartbeat({ workerId: "w1", leases: [{ taskId: task.id, leaseToken: task.leaseToken }], allLeases: true });
+    await waitingOnLocks(1);
+    const sweep = sweeper.sweep(SWEEP);
+    await waitingOnLocks(2);
+    await holder.query("COMMIT");
+
+    const [beaten, swept] = await Promise.allSettled([beat, sweep]);
+    expect(beaten).toEqual({ status: "fulfilled", value: { lost: [] } });
+    // The beat came first: the worker is alive, and keeps its task.
+    expect(swept).toMatchObject({ status: "fulfilled", value: { deadWorkers: [], requeued: [] } });
+    const row = await handle.store.get(task.id);
+    expect(row).toMatchObject({ status: task.status, workerId: "w1", leaseToken: task.leaseToken });
+  });
+});
