@@ -226,6 +226,8 @@ describe("taskpool operator CLI", () => {
       taskpool("tasks", "list", "--limit", "2.5", "--db", db),
       taskpool("tasks", "list", "--limit", "ten", "--db", db),
       taskpool("tasks", "list", "--limit", "0", "--db", db),
+      taskpool("serve", "--trust-proxy", "2", "--db", db),
+      taskpool("serve", "--trust-proxy", "10.0.0.0/33", "--db", db),
     ]);
     const messages = [
       /^taskpool: task 999 does not exist; `taskpool tasks list` shows the ids$/,
@@ -241,6 +243,8 @@ describe("taskpool operator CLI", () => {
       /^taskpool: option '--limit <n>' argument '2\.5' is invalid\. expected a whole number, without a fraction$/,
       /^taskpool: option '--limit <n>' argument 'ten' is invalid\. expected a whole number, such as 10$/,
       /^taskpool: option '--limit <n>' argument '0' is invalid\. expected a whole number from 1 to 1000$/,
+      /^taskpool: option '--trust-proxy <addresses>' argument '2' is invalid\. "2" is not an address: give the proxies' addresses or ranges, comma-separated \(10\.0\.0\.5, 10\.0\.0\.0\/8, loopback\), not how many there are$/,
+      /^taskpool: option '--trust-proxy <addresses>' argument '10\.0\.0\.0\/33' is invalid\. "10\.0\.0\.0\/33" is not an address/,
     ];
     runs.forEach((run, i) => expectOneLine(run, messages[i]));
     expect(verbose.stderr).toMatch(/^taskpool: task 999 does not exist[\s\S]*\n\s+at /);

@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { InvalidArgumentError } from "commander";
 
 /**
@@ -38,6 +39,29 @@ export function port(value: string): number {
   const n = integer(value);
   if (n < 0 || n > 65535) throw new InvalidArgumentError("expected a port from 0 to 65535 (0: any free one)");
   return n;
+}
+
+/** The names proxy-addr (Fastify's trustProxy) gives to address ranges. */
+const PROXY_RANGES = ["loopback", "linklocal", "uniquelocal"];
+
+/**
+ * `--trust-proxy`: a comma-separated list of addresses, CIDR ranges and PROXY_RANGES. Checked here:
+ * Fastify would refuse a bad one only as the server is built, with "invalid IP address" and no option
+ * named. Not a number of hops: the proxy in front is then not checked, so a client reaching the server
+ * directly could name any address (Fastify ignores counts for that reason).
+ */
+export function trustedProxies(value: string): string {
+  const entries = value.split(",").map((e) => e.trim());
+  for (const entry of entries) {
+    const [address, bits, ...rest] = entry.split("/");
+    const family = isIP(address);
+    const prefixOk = bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= (family === 6 ? 128 : 32));
+    if (PROXY_RANGES.includes(entry) || (family !== 0 && prefixOk && rest.length === 0)) continue;
+    throw new InvalidArgumentError(
+      `"${entry}" is not an address: give the proxies' addresses or ranges, comma-separated (10.0.0.5, 10.0.0.0/8, loopback), not how many there are`,
+    );
+  }
+  return entries.join(",");
 }
 
 /** A parser of ids given on the command line: anything else is refused before anything is touched. */

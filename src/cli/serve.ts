@@ -7,7 +7,7 @@ import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegi
 import { DEFAULT_SCHEMA } from "../store/open-store.js";
 import { CliError, redactUrl } from "./errors.js";
 import { listenOrExplain } from "./listen.js";
-import { nonNegativeInteger, port, positiveInteger } from "./parse.js";
+import { nonNegativeInteger, port, positiveInteger, trustedProxies } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
 import { addSweepOptions, sweepFrom } from "./sweep-options.js";
@@ -21,6 +21,11 @@ export function serveCommand(program: Command): void {
     .option("--no-auth", "ask for no API key, even when keys exist (only on a network you trust)")
     .option("--rate-limit <n>", "requests per minute per API key, unless the key sets its own (0: no limit but the keys' own)", nonNegativeInteger, DEFAULT_RATE_LIMIT_PER_MINUTE)
     .option("--auth-failure-limit <n>", "failed API key attempts per minute from one client address before it gets 429 without a lookup (0: no limit)", nonNegativeInteger, DEFAULT_AUTH_FAILURES_PER_MINUTE)
+    .addOption(
+      new Option("--trust-proxy <addresses>", "the reverse proxies in front of this server, whose X-Forwarded-For gives the client's address (for --auth-failure-limit): their addresses or ranges, comma-separated (10.0.0.0/8,loopback)")
+        .env("TASKPOOL_TRUST_PROXY")
+        .argParser(trustedProxies),
+    )
     .option("--body-limit <bytes>", "largest request body", positiveInteger, DEFAULT_BODY_LIMIT)
     // The default now; still accepted from the days it had to be asked for.
     .addOption(new Option("--coordinator").hideHelp())
@@ -65,6 +70,7 @@ export function serveCommand(program: Command): void {
         // Keyless because it is on loopback (not by --no-auth): it answers only requests addressed to loopback (auth.ts).
         loopbackOnly: auth === "none" && opts.auth !== false,
         bodyLimit: opts.bodyLimit,
+        trustProxy: opts.trustProxy,
         // On by default, as recovery is in pg-boss's and BullMQ's workers: a server with HTTP workers and
         // no coordinator anywhere would never take back a dead worker's tasks. One leads at a time.
         runCoordinator: opts.coordinator !== false,

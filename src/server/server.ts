@@ -58,6 +58,13 @@ export interface ServerOptions {
    */
   authFailuresPerMinute?: number | false;
   /**
+   * The reverse proxies in front of the server, whose `X-Forwarded-For` names the client: their
+   * addresses and CIDR ranges, comma-separated ("10.0.0.0/8, loopback"). The failed-key limit counts
+   * by the address the header gives, and the access log shows it. Default none: the header is
+   * ignored, so a client cannot pick its own address by sending one.
+   */
+  trustProxy?: string;
+  /**
    * Without keys, answer only requests addressed to a loopback host (Host: 127.0.0.1, localhost, [::1]):
    * what `serve` sets when it goes keyless for listening on loopback, against DNS rebinding (auth.ts).
    */
@@ -227,6 +234,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     // scrape. One line per request, at debug (LOG_LEVEL=debug), is the access log; errors say themselves.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
+    trustProxy: options.trustProxy ?? false,
     return503OnClosing: false,
     // The router's own refusals (a path parameter over its length limit, a malformed URL) in the envelope too.
     frameworkErrors: (error, _request, reply) => {

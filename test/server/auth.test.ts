@@ -199,6 +199,31 @@ describe.each([sqliteKind, postgresKind])("failed authentications per client add
   });
 });
 
+describe("failed authentications behind a reverse proxy", () => {
+  const forwarded = (address: string) => ({ "x-forwarded-for": address });
+
+  describe("trusted (trustProxy: loopback, where the test's requests come from)", () => {
+    const s = useServer(sqliteKind, { auth: "keys", authFailuresPerMinute: 3, trustProxy: "loopback" });
+
+    it("counts each client by the address the proxy forwards: one guessing locks out only itself", async () => {
+      for (let i = 0; i < 3; i++) expect((await s.call("GET", "/api/workers", undefined, { key: `tp_guess-${i}`, headers: forwarded("203.0.113.7") })).status).toBe(401);
+      expect((await s.call("GET", "/api/workers", undefined, { key: "tp_guess-3", headers: forwarded("203.0.113.7") })).status).toBe(429);
+      const key = (await s.pool.createApiKey({ scope: "producer" })).key;
+      expect((await s.call("GET", "/api/workers", undefined, { key, headers: forwarded("203.0.113.8") })).status).toBe(200);
+      expect((await s.call("GET", "/api/workers", undefined, { key: "tp_guess-4", headers: forwarded("203.0.113.8") })).status).toBe(401);
+    });
+  });
+
+  describe("not trusted (the default)", () => {
+    const s = useServer(sqliteKind, { auth: "keys", authFailuresPerMinute: 3 });
+
+    it("ignores X-Forwarded-For: a client cannot get a fresh allowance by naming another address", async () => {
+      for (let i = 0; i < 3; i++) expect((await s.call("GET", "/api/workers", undefined, { key: `tp_guess-${i}`, headers: forwarded(`203.0.113.${i}`) })).status).toBe(401);
+      expect((await s.call("GET", "/api/workers", undefined, { key: "tp_guess-3", headers: forwarded("203.0.113.99") })).status).toBe(429);
+    });
+  });
+});
+
 describe("a server with no default rate limit", () => {
   const s = useServer(sqliteKind, { auth: "keys", rateLimitPerMinute: false });
 
