@@ -221,7 +221,7 @@ export class CheckedStore implements Store {
     checkLease(id, lease);
     validate(CompleteOptionsSchema, options, "completion");
     this.checkStored("result", options.result ?? null);
-    (options.followUps ?? []).forEach((input, index) => atItem(index, () => this.checkEnqueue(input, "followUps")));
+    (options.followUps ?? []).forEach((input, index) => atItem(index, () => this.checkEnqueue(input, "followUps"), "followUps"));
     return this.store.complete(id, lease, options);
   }
 

@@ -19,7 +19,7 @@ import {
   ValidationError,
   WorkerNotFoundError,
 } from "../core/errors.js";
-import { toCamel } from "../core/wire.js";
+import { libraryPath } from "../core/wire.js";
 
 /** A refusal only HTTP has (no or a bad key, a scope, a reply that is not the API's). */
 export class HttpApiError extends TaskpoolError {
@@ -97,7 +97,7 @@ export function errorFromReply(status: number, body: Record<string, unknown>, su
   switch (code) {
     case "validation_error": {
       // The server names fields as the request did (snake_case): back to the library's names.
-      const list = Array.isArray(issues) ? (issues as { path: string; message: string }[]).map((i) => ({ path: i.path.split(".").map(toCamel).join("."), message: i.message })) : [];
+      const list = Array.isArray(issues) ? (issues as { path: string; message: string }[]).map((i) => ({ path: libraryPath(i.path), message: i.message })) : [];
       return new ValidationError(text, list);
     }
     case "lease_lost":

@@ -35,7 +35,7 @@ import { taskRoutes } from "../server/routes/tasks.js";
 import { workerTransportRoutes } from "../server/routes/worker-transport.js";
 import { workerRoutes } from "../server/routes/workers.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
-import { retryAfterMs } from "../core/errors.js";
+import { retryAfterMs, ValidationError } from "../core/errors.js";
 import { errorFromReply, keysNotOverHttp, NotOverHttpError, recountNotOverHttp } from "./errors.js";
 import { HttpTransport, type RequestOptions, type TransportOptions } from "./http-transport.js";
 
@@ -111,7 +111,11 @@ export class HttpStore implements Store {
 
   async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
     const { headers, request } = keyedCreate(options);
-    const { results } = await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", { body: { tasks: inputs }, headers }, request);
+    const { results } = await this.call<{ results: EnqueueResult[] }>("POST /api/tasks/batch", { body: { tasks: inputs }, headers }, request).catch((error) => {
+      // The server names an item inside its body's `tasks`; the library, inside the list it was given.
+      if (error instanceof ValidationError) error.issues.forEach((i) => (i.path = i.path.replace(/^tasks\./, "")));
+      throw error;
+    });
     return results.map((result) => ({ ...result, task: unleased(result.task) }));
   }
 

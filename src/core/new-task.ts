@@ -71,15 +71,27 @@ export function prepareNewTasks(
   rules: NewTaskRules,
   parentId: number | null = null,
 ): NewTask[] {
-  return inputs.map((input, index) => atItem(index, () => prepareNewTask(input, now, types.get(input.taskType), rules, parentId)));
+  // Tasks with a parent are the follow-ups of its completion.
+  const list = parentId === null ? undefined : "followUps";
+  return inputs.map((input, index) => atItem(index, () => prepareNewTask(input, now, types.get(input.taskType), rules, parentId), list));
 }
 
-/** Runs a check of one item of a batch, prefixing its error with the item's index. */
-export function atItem<T>(index: number, fn: () => T): T {
+/**
+ * Runs a check of one item of a batch, prefixing its error with the item's index: in the message
+ * ("item 1: …") and in each issue's path ("1.params.storeId", or "followUps.1.params.storeId" for an
+ * item of the list `list` names), so that a program reading the issues can find the field.
+ */
+export function atItem<T>(index: number, fn: () => T, list?: string): T {
   try {
     return fn();
   } catch (error) {
     if (error instanceof Error) error.message = `item ${index}: ${error.message}`;
+    if (error instanceof ValidationError) issuesUnder(error, list === undefined ? `${index}` : `${list}.${index}`);
     throw error;
   }
+}
+
+/** Prefixes the path of each of the error's issues with `prefix`: the field they name is inside it. */
+export function issuesUnder(error: ValidationError, prefix: string): void {
+  error.issues.splice(0, error.issues.length, ...error.issues.map((i) => ({ ...i, path: `${prefix}.${i.path}` })));
 }

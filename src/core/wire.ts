@@ -197,6 +197,17 @@ function buildConverter(s: Schema, direction: Direction): Converter {
 /** Fields whose value is the user's JSON: a path goes on unchanged past them (`params.storeId` stays). */
 const JSON_FIELDS = new Set(["params", "checkpoint", "result", "metadata", "paramsSchema", "data"]);
 
+/** A wire field path (`follow_ups.0.task_type`) as the library names it (`followUps.0.taskType`); the user's JSON keeps its keys (`params.store_id`). */
+export function libraryPath(path: string): string {
+  const segments = path.split(".");
+  const out: string[] = [];
+  for (let i = 0; i < segments.length; i++) {
+    out.push(toCamel(segments[i]));
+    if (JSON_FIELDS.has(out[i])) return [...out, ...segments.slice(i + 1)].join(".");
+  }
+  return out.join(".");
+}
+
 /** A library field path (`followUps.0.taskType`) as the wire names it (`follow_ups.0.task_type`). */
 export function wirePath(path: string): string {
   const segments = path.split(".");

@@ -94,6 +94,9 @@ interface FastifyLikeError {
   message?: string;
 }
 
+/** The start of a batch item's issue path: its index, after the list's name if the item is in one ("followUps.1."). */
+const ITEM_PREFIX = /^(?:[A-Za-z]+\.)?\d+\./;
+
 /** What a 503 `database_unavailable` tells clients to wait (Retry-After): a restart or failover takes seconds, a retry after one finds out. */
 const DATABASE_RETRY_SECONDS = 1;
 
@@ -105,7 +108,11 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
     else if (error instanceof ValidationError) {
       // The library names fields as it does (camelCase): the HTTP caller sent them in snake_case.
       body.issues = error.issues.map((i) => ({ path: wirePath(i.path), message: i.message }));
-      body.message = error.issues.reduce((m, i) => m.replaceAll(`${i.path}:`, `${wirePath(i.path)}:`).replaceAll(`${i.path} `, `${wirePath(i.path)} `), error.message);
+      // The message names a batch item's field as the item has it ("item 1: …: maxAttempts: …"), not by its whole path.
+      body.message = error.issues.reduce((m, i) => {
+        const local = i.path.replace(ITEM_PREFIX, "");
+        return m.replaceAll(`${local}:`, `${wirePath(local)}:`).replaceAll(`${local} `, `${wirePath(local)} `);
+      }, error.message);
     }
     if (error instanceof HttpError) Object.assign(body, error.details);
     return { status: STATUS_BY_CODE[error.code], body: toWire(ErrorEnvelope, body) };

@@ -168,6 +168,7 @@ export function taskTypesContract(kind: StoreKind) {
           .catch((e) => e);
         expect(error).toBeInstanceOf(ValidationError);
         expect(error.message).toBe("item 2: Invalid params for product_resync v1: params.storeId: is required");
+        expect(error.issues).toEqual([{ path: "2.params.storeId", message: "is required" }]);
         expect(await pendingCount()).toBe(0);
       });
 
@@ -177,6 +178,7 @@ export function taskTypesContract(kind: StoreKind) {
         const lease = await claimOne(ctx.store);
         const error = await ctx.store.complete(lease.id, lease, { followUps: [{ taskType: "product_resync", params: { storeId: 1.5 } }] }).catch((e) => e);
         expect(error.message).toBe("item 0: Invalid params for product_resync v1: params.storeId: must be integer");
+        expect(error.issues).toEqual([{ path: "followUps.0.params.storeId", message: "must be integer" }]);
         expect((await ctx.store.get(lease.id))?.status).toBe("claimed");
         const { followUps } = await ctx.store.complete(lease.id, lease, { followUps: [{ taskType: "product_resync", params: { storeId: 1 } }] });
         expect(followUps).toMatchObject([{ taskType: "product_resync", taskTypeVersion: 1, parentId: lease.id }]);

@@ -290,6 +290,19 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await s.call("GET", "/api/tasks/counts")).body.by_status.pending).toBe(2);
   });
 
+  it("an item refused for its registered params schema is named by its path in the body, in a batch and in follow-ups", async () => {
+    await s.call("POST", "/api/task-types", { name: "typed", params_schema: { type: "object", properties: { storeId: { type: "integer" } }, required: ["storeId"] } });
+    const message = "item 1: Invalid params for typed v1: params.storeId: must be integer";
+    const issues = (path: string) => [{ path, message: "must be integer" }];
+    const bad = await s.call("POST", "/api/tasks/batch", { tasks: [{ task_type: "a" }, { task_type: "typed", params: { storeId: "x" } }] });
+    expect(bad).toMatchObject({ status: 400, body: { error: "validation_error", message, issues: issues("tasks.1.params.storeId") } });
+    await s.call("POST", "/api/tasks", { task_type: "a" });
+    const { task } = (await s.call("POST", "/api/tasks/claim", { worker_id: "w1" })).body;
+    const completion = { worker_id: "w1", lease_token: task.lease_token, follow_ups: [{ task_type: "a" }, { task_type: "typed", params: { storeId: "x" } }] };
+    const refused = await s.call("POST", `/api/tasks/${task.id}/complete`, completion);
+    expect(refused).toMatchObject({ status: 400, body: { error: "validation_error", message, issues: issues("follow_ups.1.params.storeId") } });
+  });
+
   it("Idempotency-Key: a repeated create answers the first call's task (200, replayed), whatever its state; another request with the key is 422", async () => {
     const key = { "idempotency-key": "order-7:receipt" };
     const first = await s.call("POST", "/api/tasks", { task_type: "mail", params: { order: 7 } }, { headers: key });

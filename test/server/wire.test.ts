@@ -22,7 +22,7 @@ import * as schemas from "../../src/core/schemas.js";
 import type { GenerateResult, ScheduleRecord } from "../../src/core/schedule.js";
 import type { Task, TaskCounts } from "../../src/core/task.js";
 import type { TaskTypeRecord } from "../../src/core/task-type.js";
-import { fromWire, toCamel, toSnake, toWire, wirePath, wireSchema } from "../../src/core/wire.js";
+import { fromWire, libraryPath, toCamel, toSnake, toWire, wirePath, wireSchema } from "../../src/core/wire.js";
 import type { ReassignmentEvent, SweepResult, WorkerRecord } from "../../src/core/worker.js";
 import { buildServer, ROUTES } from "../../src/server/server.js";
 import { ClaimNext, ClaimWait } from "../../src/server/routes/task-leases.js";
@@ -46,6 +46,10 @@ describe("the wire mapping", () => {
     expect(wirePath("followUps.3.taskType")).toBe("follow_ups.3.task_type");
     expect(wirePath("params.storeId.innerKey")).toBe("params.storeId.innerKey");
     expect(wirePath("paramsSchema.maxLength")).toBe("params_schema.maxLength");
+    // Back from the wire, the user's JSON keeps its keys: a params field named store_id is not storeId.
+    expect(libraryPath("follow_ups.3.task_type")).toBe("followUps.3.taskType");
+    expect(libraryPath("params.store_id.inner_key")).toBe("params.store_id.inner_key");
+    expect(libraryPath("params_schema.max_length")).toBe("paramsSchema.max_length");
   });
 
   it("every property name of every library schema survives the round trip (a name that cannot is caught here)", () => {

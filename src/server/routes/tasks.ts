@@ -1,6 +1,7 @@
 /** Tasks for producers and operators: create, list, read, count, capacity, cancel, retry, recover. */
 import { Type } from "@sinclair/typebox";
-import { TaskNotFoundError } from "../../core/errors.js";
+import { TaskNotFoundError, ValidationError } from "../../core/errors.js";
+import { issuesUnder } from "../../core/new-task.js";
 import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord } from "../../core/record-schemas.js";
 import { CancelOptionsSchema, RetryOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
 import { IDEMPOTENCY_KEY_SECONDS } from "../../core/retention.js";
@@ -74,7 +75,11 @@ export const taskRoutes = [
     reply: { results: Type.Array(EnqueueResultRecord) },
     errors: [422],
     async handler({ body, headers }, { pool, reply }) {
-      const results = await pool.enqueueMany(body.tasks, callOptions(headers));
+      const results = await pool.enqueueMany(body.tasks, callOptions(headers)).catch((error) => {
+        // The library names the item by its index in the list it was given; here that list is the body's `tasks`.
+        if (error instanceof ValidationError) issuesUnder(error, "tasks");
+        throw error;
+      });
       if (results.some((r) => r.replayed)) reply.code(200).header(REPLAYED_HEADER, "true");
       return { results };
     },
