@@ -79,7 +79,7 @@ describe("taskpool CLI", () => {
         "Coordinator: WARNING no coordinator leads and none has ever swept: dead workers are not being detected and expired leases not recovered (start one: taskpool coordinator)",
       );
       await pool.protocol.tryLead("coordinator", "c1", 180);
-      await pool.protocol.recordSweep("coordinator", "c1");
+      await pool.protocol.recordSweep("coordinator", "c1", 60);
       clock.advance(30_000);
       expect(await coordinatorLine()).toBe("Coordinator: c1 leads (lease until 2030-01-01T00:03:00.000Z); last sweep by c1 at 2030-01-01T00:00:00.000Z, 30 s ago");
       clock.advance(91_000); // 2 × the default 60 s interval without a sweep: the leader is stuck

@@ -110,7 +110,7 @@ describe("coordinator", () => {
     ]);
   });
 
-  it("records each sweep it runs as leader", async () => {
+  it("records each sweep it runs as leader, with its interval", async () => {
     const coordinator = new Coordinator(handle.store, { sweepIntervalMs: 20, logger });
     coordinator.start();
     try {
@@ -118,7 +118,7 @@ describe("coordinator", () => {
         const s = await handle.store.leadershipStatus("coordinator");
         return s.lastSweptAt && s;
       }, 5000, "a recorded sweep");
-      expect(status).toMatchObject({ holder: coordinator.id, lastSweptBy: coordinator.id, lastSweptAt: clock.now(), secondsSinceSweep: 0 });
+      expect(status).toMatchObject({ holder: coordinator.id, lastSweptBy: coordinator.id, lastSweptAt: clock.now(), secondsSinceSweep: 0, sweepIntervalSeconds: 0.02 });
     } finally {
       await coordinator.stop();
     }

@@ -398,9 +398,9 @@ export class CheckedStore implements Store {
     return this.store.subscribe(listener);
   }
 
-  async recordSweep(name: string, holder: string): Promise<void> {
-    validate(LeadershipSchema, { name, holder, ttlSeconds: 1 }, "leadership");
-    return this.store.recordSweep(name, holder);
+  async recordSweep(name: string, holder: string, intervalSeconds: number): Promise<void> {
+    validate(LeadershipSchema, { name, holder, ttlSeconds: intervalSeconds }, "leadership");
+    return this.store.recordSweep(name, holder, intervalSeconds);
   }
 
   async leadershipStatus(name: string): Promise<LeadershipStatus> {

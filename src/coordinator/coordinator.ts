@@ -66,12 +66,14 @@ export const COORDINATOR_LEADERSHIP = "coordinator";
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 
 /**
- * Whether the last recorded sweep is too old for any coordinator to be sweeping: two default
- * intervals (a reader cannot know a custom one). `taskpool status`, `/readyz` and the dashboard say
- * so by this one rule. False when none ever swept: whether that matters depends on the pool's use.
+ * Whether the last recorded sweep is too old for any coordinator to be sweeping: two of the intervals
+ * its coordinator recorded sweeping at, and never less than two default ones (120 s), which a short
+ * interval's passing hiccups stay under. `taskpool status`, `/readyz` and the dashboard say so by this
+ * one rule. False when none ever swept: whether that matters depends on the pool's use.
  */
 export function sweepOverdue(status: LeadershipStatus): boolean {
-  return status.secondsSinceSweep !== null && status.secondsSinceSweep > (2 * DEFAULT_SWEEP_INTERVAL_MS) / 1000;
+  const interval = Math.max(status.sweepIntervalSeconds ?? 0, DEFAULT_SWEEP_INTERVAL_MS / 1000);
+  return status.secondsSinceSweep !== null && status.secondsSinceSweep > 2 * interval;
 }
 /** Failed ticks in a row after which the coordinator raises the alarm: one or two are a passing blip. */
 const FAILED_TICKS_ALARM = 3;
@@ -229,7 +231,7 @@ export class Coordinator {
         // The schedules fire even when the sweep fails: a sweep fault (a lock timeout, a row it cannot
         // write) made every tick meanwhile count as missed, as if no coordinator had run.
         const sweepFailed = await this.sweepOnce()
-          .then(() => this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id))
+          .then(() => this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id, this.sweepIntervalMs / 1000))
           .then(
             () => null,
             (error: unknown) => error as Error,

@@ -249,8 +249,8 @@ export interface Store {
    * file (any commit, so a heartbeat wakes too). In-memory: this store only.
    */
   subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>>;
-  /** Records that `holder`, leading `name`, just finished a sweep (see leadershipStatus). */
-  recordSweep(name: string, holder: string): Promise<void>;
+  /** Records that `holder`, leading `name` and sweeping every `intervalSeconds`, just finished a sweep (see leadershipStatus). */
+  recordSweep(name: string, holder: string, intervalSeconds: number): Promise<void>;
   /** Who leads `name` now and when its last sweep was recorded, by the store's clock. */
   leadershipStatus(name: string): Promise<LeadershipStatus>;
 
@@ -297,4 +297,6 @@ export interface LeadershipStatus {
   lastSweptAt: Date | null;
   /** Whole seconds from lastSweptAt to the store's clock. */
   secondsSinceSweep: number | null;
+  /** The interval the coordinator that made the last sweep sweeps at; null if none ever ran (or it ran before taskpool recorded it). */
+  sweepIntervalSeconds: number | null;
 }

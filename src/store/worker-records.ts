@@ -73,6 +73,7 @@ export interface LeadershipRow {
   expires_at: Date | null;
   swept_by: string | null;
   swept_at: Date | null;
+  interval_seconds: number | null;
 }
 
 export function toLeadershipStatus(r: LeadershipRow, now: Date): LeadershipStatus {
@@ -82,5 +83,6 @@ export function toLeadershipStatus(r: LeadershipRow, now: Date): LeadershipStatu
     lastSweptBy: r.swept_by,
     lastSweptAt: r.swept_at,
     secondsSinceSweep: r.swept_at === null ? null : Math.max(0, Math.round((now.getTime() - r.swept_at.getTime()) / 1000)),
+    sweepIntervalSeconds: r.interval_seconds,
   };
 }

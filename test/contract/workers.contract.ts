@@ -386,20 +386,20 @@ export function workersContract(kind: StoreKind) {
     });
 
     it("records the last sweep, which outlives its leader's lease", async () => {
-      expect(await ctx.store.leadershipStatus("coordinator")).toEqual({ holder: null, leaseExpiresAt: null, lastSweptBy: null, lastSweptAt: null, secondsSinceSweep: null });
+      expect(await ctx.store.leadershipStatus("coordinator")).toEqual({ holder: null, leaseExpiresAt: null, lastSweptBy: null, lastSweptAt: null, secondsSinceSweep: null, sweepIntervalSeconds: null });
       await ctx.store.tryLead("coordinator", "c1", 10);
-      await ctx.store.recordSweep("coordinator", "c1");
+      await ctx.store.recordSweep("coordinator", "c1", 3.5);
       const sweptAt = ctx.clock.now();
       ctx.clock.advance(4_000);
       expect(await ctx.store.leadershipStatus("coordinator")).toEqual({
-        holder: "c1", leaseExpiresAt: new Date(sweptAt.getTime() + 10_000), lastSweptBy: "c1", lastSweptAt: sweptAt, secondsSinceSweep: 4,
+        holder: "c1", leaseExpiresAt: new Date(sweptAt.getTime() + 10_000), lastSweptBy: "c1", lastSweptAt: sweptAt, secondsSinceSweep: 4, sweepIntervalSeconds: 3.5,
       });
       await ctx.store.resign("coordinator", "c1");
       ctx.clock.advance(300_000);
-      expect(await ctx.store.leadershipStatus("coordinator")).toEqual({ holder: null, leaseExpiresAt: null, lastSweptBy: "c1", lastSweptAt: sweptAt, secondsSinceSweep: 304 });
+      expect(await ctx.store.leadershipStatus("coordinator")).toEqual({ holder: null, leaseExpiresAt: null, lastSweptBy: "c1", lastSweptAt: sweptAt, secondsSinceSweep: 304, sweepIntervalSeconds: 3.5 });
       await ctx.store.tryLead("coordinator", "c2", 10);
-      await ctx.store.recordSweep("coordinator", "c2");
-      expect(await ctx.store.leadershipStatus("coordinator")).toMatchObject({ holder: "c2", lastSweptBy: "c2", lastSweptAt: ctx.clock.now(), secondsSinceSweep: 0 });
+      await ctx.store.recordSweep("coordinator", "c2", 200);
+      expect(await ctx.store.leadershipStatus("coordinator")).toMatchObject({ holder: "c2", lastSweptBy: "c2", lastSweptAt: ctx.clock.now(), secondsSinceSweep: 0, sweepIntervalSeconds: 200 });
     });
 
     /** A subscription on the store, set up: resolves to what its first wake-up heard, once `produce` has run on another store. */

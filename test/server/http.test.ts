@@ -659,7 +659,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
 
   it("health, readiness, the OpenAPI document and the docs page", async () => {
     expect(await s.call("GET", "/healthz")).toMatchObject({ status: 200, body: { success: true, status: "ok", version: expect.any(String) } });
-    expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null, sweep_overdue: false } });
+    expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null, sweep_interval_seconds: null, sweep_overdue: false } });
     const docs = await fetch(`${s.url}/docs/`);
     expect(docs.status).toBe(200);
     const html = await docs.text();
@@ -698,14 +698,20 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(garbled).toEqual({ status: "HTTP/1.1 400 Bad Request", body: { success: false, error: "bad_request", message: expect.stringMatching(/^Malformed HTTP request/) } });
   });
 
-  it("readiness says when the last sweep is overdue: older than two default sweep intervals", async () => {
+  it("readiness says when the last sweep is overdue: older than two of its coordinator's intervals, and than two default ones", async () => {
     const coordinator = async () => (await s.call("GET", "/readyz")).body.coordinator as Body;
-    await s.pool.protocol.recordSweep("coordinator", "c1");
-    expect(await coordinator()).toMatchObject({ last_swept_by: "c1", seconds_since_sweep: 0, sweep_overdue: false });
+    await s.pool.protocol.recordSweep("coordinator", "c1", 5);
+    expect(await coordinator()).toMatchObject({ last_swept_by: "c1", seconds_since_sweep: 0, sweep_interval_seconds: 5, sweep_overdue: false });
     s.clock.advance(120_000);
     expect(await coordinator()).toMatchObject({ seconds_since_sweep: 120, sweep_overdue: false });
     s.clock.advance(1000);
     expect(await coordinator()).toMatchObject({ seconds_since_sweep: 121, sweep_overdue: true });
+    // A coordinator sweeping every 200 s (serve --sweep-interval 200000) is on time 125 s after its sweep.
+    await s.pool.protocol.recordSweep("coordinator", "c2", 200);
+    s.clock.advance(125_000);
+    expect(await coordinator()).toMatchObject({ last_swept_by: "c2", seconds_since_sweep: 125, sweep_interval_seconds: 200, sweep_overdue: false });
+    s.clock.advance(276_000);
+    expect(await coordinator()).toMatchObject({ seconds_since_sweep: 401, sweep_overdue: true });
   });
 });
 

@@ -280,7 +280,7 @@ describe.each([sqliteKind, postgresKind])("/metrics on $name", (kind) => {
     m = await scrape(s.url);
     // A sweep asked for by hand is not a coordinator at work: only a leader's periodic sweeps count.
     expect(valueOf(m, "taskpool_coordinator_sweep_age_seconds")).toBeUndefined();
-    await s.pool.protocol.recordSweep(COORDINATOR_LEADERSHIP, "coordinator-a");
+    await s.pool.protocol.recordSweep(COORDINATOR_LEADERSHIP, "coordinator-a", 60);
     s.clock.advance(90_000);
     expect(valueOf(await scrape(s.url), "taskpool_coordinator_sweep_age_seconds", { swept_by: "coordinator-a" })).toBe(90);
     expect(valueOf(m, "taskpool_workers", { status: "dead" })).toBe(1);

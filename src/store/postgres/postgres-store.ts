@@ -793,8 +793,8 @@ export class PostgresStore implements Store {
     await this.rows("tp_notify", workerSql.NOTIFY, [this.channel, payload]);
   }
 
-  async recordSweep(name: string, holder: string): Promise<void> {
-    await this.rows("tp_record_sweep", workerSql.RECORD_SWEEP, [name, holder, await this.now()]);
+  async recordSweep(name: string, holder: string, intervalSeconds: number): Promise<void> {
+    await this.rows("tp_record_sweep", workerSql.RECORD_SWEEP, [name, holder, await this.now(), intervalSeconds]);
   }
 
   async leadershipStatus(name: string): Promise<LeadershipStatus> {

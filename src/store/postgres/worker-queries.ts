@@ -260,14 +260,14 @@ export const TRY_LEAD = `
 
 export const RESIGN = `DELETE FROM leader_leases WHERE name = $1 AND holder = $2`;
 
-/** $1 name, $2 holder, $3 now. A table apart from leader_leases, because resigning deletes the lease row. */
+/** $1 name, $2 holder, $3 now, $4 the holder's sweep interval (s). A table apart from leader_leases, because resigning deletes the lease row. */
 export const RECORD_SWEEP = `
-  INSERT INTO last_sweeps (name, holder, swept_at) VALUES ($1, $2, $3::timestamptz)
-  ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, swept_at = EXCLUDED.swept_at`;
+  INSERT INTO last_sweeps (name, holder, swept_at, interval_seconds) VALUES ($1, $2, $3::timestamptz, $4::float8)
+  ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, swept_at = EXCLUDED.swept_at, interval_seconds = EXCLUDED.interval_seconds`;
 
 /** $1 name, $2 now. Always one row: the unexpired lease (if any) and the last recorded sweep (if any). */
 export const LEADERSHIP_STATUS = `
-  SELECT l.holder, l.expires_at, s.holder AS swept_by, s.swept_at
+  SELECT l.holder, l.expires_at, s.holder AS swept_by, s.swept_at, s.interval_seconds
   FROM (SELECT $1::text AS name) n
   LEFT JOIN leader_leases l ON l.name = n.name AND l.expires_at > $2::timestamptz
   LEFT JOIN last_sweeps s ON s.name = n.name`;

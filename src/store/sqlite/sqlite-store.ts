@@ -593,8 +593,8 @@ export class SqliteStore implements Store {
     };
   }
 
-  async recordSweep(name: string, holder: string): Promise<void> {
-    this.conn.stmt(workerSql.RECORD_SWEEP).run({ name, holder, now: this.now() });
+  async recordSweep(name: string, holder: string, intervalSeconds: number): Promise<void> {
+    this.conn.stmt(workerSql.RECORD_SWEEP).run({ name, holder, now: this.now(), intervalSeconds });
   }
 
   async leadershipStatus(name: string): Promise<LeadershipStatus> {
@@ -604,6 +604,7 @@ export class SqliteStore implements Store {
       expires_at: string | null;
       swept_by: string | null;
       swept_at: string | null;
+      interval_seconds: number | null;
     };
     const date = (s: string | null) => (s === null ? null : new Date(s));
     return toLeadershipStatus({ ...row, expires_at: date(row.expires_at), swept_at: date(row.swept_at) }, now);

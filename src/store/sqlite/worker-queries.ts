@@ -119,12 +119,12 @@ export const RESIGN = `DELETE FROM leader_leases WHERE name = @name AND holder =
 
 /** A table apart from leader_leases, because resigning deletes the lease row. */
 export const RECORD_SWEEP = `
-  INSERT INTO last_sweeps (name, holder, swept_at) VALUES (@name, @holder, @now)
-  ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, swept_at = excluded.swept_at`;
+  INSERT INTO last_sweeps (name, holder, swept_at, interval_seconds) VALUES (@name, @holder, @now, @intervalSeconds)
+  ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, swept_at = excluded.swept_at, interval_seconds = excluded.interval_seconds`;
 
 /** Always one row: the unexpired lease (if any) and the last recorded sweep (if any). */
 export const LEADERSHIP_STATUS = `
-  SELECT l.holder, l.expires_at, s.holder AS swept_by, s.swept_at
+  SELECT l.holder, l.expires_at, s.holder AS swept_by, s.swept_at, s.interval_seconds
   FROM (SELECT @name AS name) n
   LEFT JOIN leader_leases l ON l.name = n.name AND l.expires_at > @now
   LEFT JOIN last_sweeps s ON s.name = n.name`;
