@@ -73,7 +73,7 @@ import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { checkJson, validate } from "../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
-import { FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName } from "../core/schemas.js";
+import { type EventsQuery, EventsQuerySchema, FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName } from "../core/schemas.js";
 import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { type RecountOptions, RecountOptionsSchema, type RecountResult } from "../core/recount.js";
@@ -290,9 +290,10 @@ export class CheckedStore implements Store {
     return this.store.recount(options);
   }
 
-  async events(taskId: number): Promise<TaskEvent[]> {
+  async events(taskId: number, query: EventsQuery = {}): Promise<TaskEvent[]> {
     checkId(taskId);
-    return this.store.events(taskId);
+    validate(EventsQuerySchema, query, "events query");
+    return this.store.events(taskId, query);
   }
 
   async registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {

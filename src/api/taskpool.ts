@@ -4,7 +4,7 @@ import { type Clock, systemClock } from "../core/clock.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
-import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type RetryOptions, type EnqueueCallOptions, type EnqueueOptions, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
+import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type RetryOptions, type EnqueueCallOptions, type EnqueueOptions, type EventsQuery, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { refuseUnknownOptions, validate } from "../core/validation.js";
@@ -187,9 +187,9 @@ export class Taskpool {
     return this.protocol.list(filter, page);
   }
 
-  /** A task's audit trail, oldest first. */
-  events(taskId: number): Promise<TaskEvent[]> {
-    return this.protocol.events(taskId);
+  /** A task's audit trail, oldest first; `{ limit }` keeps only its latest events. */
+  events(taskId: number, query?: EventsQuery): Promise<TaskEvent[]> {
+    return this.protocol.events(taskId, query);
   }
 
   cancel(id: number, options?: CancelOptions): Promise<Task> {

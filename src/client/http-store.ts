@@ -18,7 +18,7 @@ import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { FiredSchedule, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
-import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, EventsQuery, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions, CompleteOptions, EnqueueInput, FailOptions, Json, Lease, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { PruneResult } from "../core/retention.js";
@@ -186,7 +186,7 @@ export class HttpStore implements Store {
   }
 
   async get(id: number): Promise<Task | null> {
-    const found = await orNull(this.taskWithEvents(id));
+    const found = await orNull(this.taskWithEvents(id, 0));
     return found ? unleased(found.task) : null;
   }
 
@@ -199,8 +199,8 @@ export class HttpStore implements Store {
     return this.call("GET /api/tasks/counts", {}, { repeatable: "yes" });
   }
 
-  async events(taskId: number): Promise<TaskEvent[]> {
-    return (await orNull(this.taskWithEvents(taskId)))?.events ?? [];
+  async events(taskId: number, query: EventsQuery = {}): Promise<TaskEvent[]> {
+    return (await orNull(this.taskWithEvents(taskId, query.limit)))?.events ?? [];
   }
 
   registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {
@@ -392,8 +392,9 @@ export class HttpStore implements Store {
     );
   }
 
-  private taskWithEvents(id: number) {
-    return this.call<{ task: Task; events: TaskEvent[] }>("GET /api/tasks/:id", { params: { id } }, { repeatable: "yes", subject: { taskId: id } });
+  private taskWithEvents(id: number, eventsLimit?: number) {
+    const query = eventsLimit === undefined ? {} : { eventsLimit };
+    return this.call<{ task: Task; events: TaskEvent[] }>("GET /api/tasks/:id", { params: { id }, query }, { repeatable: "yes", subject: { taskId: id } });
   }
 
   private taskTypeWithVersions(name: string) {

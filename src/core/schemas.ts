@@ -266,6 +266,16 @@ export const TaskFilterSchema = Type.Object(
 );
 export type TaskFilter = Static<typeof TaskFilterSchema>;
 
+/** What `events` reads of a task's audit trail. */
+export const EventsQuerySchema = Type.Object(
+  {
+    /** Only the latest this many events (still oldest first); default all. A task that saved a checkpoint per page has tens of thousands. */
+    limit: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
+export type EventsQuery = Static<typeof EventsQuerySchema>;
+
 export const PageSchema = Type.Object(
   {
     /** Opaque cursor from a previous page's `nextCursor`. */

@@ -1,7 +1,7 @@
 import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, EventsQuery, Failure, HeartbeatOptions, NewApiKey, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { PruneOptions, PruneResult } from "../core/retention.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
@@ -180,8 +180,8 @@ export interface Store {
    * completed task.
    */
   recount(options?: RecountOptions): Promise<RecountResult>;
-  /** The audit trail of one task, oldest first. */
-  events(taskId: number): Promise<TaskEvent[]>;
+  /** The audit trail of one task, oldest first; with `limit`, only its latest events. */
+  events(taskId: number, query?: EventsQuery): Promise<TaskEvent[]>;
 
   /**
    * Registers a task type: a definition that differs from the latest version becomes version + 1 (the

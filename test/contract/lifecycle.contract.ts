@@ -60,6 +60,17 @@ export function lifecycleContract(kind: StoreKind) {
       expect((await ctx.store.checkpoint(lease.id, lease, { page: 3, gone: undefined } as never)).checkpoint).toEqual({ page: 3 });
     });
 
+    it("reads only the latest events of a long timeline when asked, oldest first", async () => {
+      const lease = await claimNew();
+      for (let page = 1; page <= 5; page++) await ctx.store.checkpoint(lease.id, lease, { page });
+      const all = await ctx.store.events(lease.id);
+      expect(all.map((e) => e.event)).toEqual(["created", "claimed", "checkpoint", "checkpoint", "checkpoint", "checkpoint", "checkpoint"]);
+      expect(await ctx.store.events(lease.id, { limit: 2 })).toEqual(all.slice(-2));
+      expect(await ctx.store.events(lease.id, { limit: 0 })).toEqual([]);
+      expect(await ctx.store.events(lease.id, { limit: 100 })).toEqual(all);
+      await expect(ctx.store.events(lease.id, { limit: -1 })).rejects.toBeInstanceOf(ValidationError);
+    });
+
     it("creates follow-up tasks atomically with the completion", async () => {
       const lease = await claimNew();
       const { followUps } = await ctx.store.complete(lease.id, lease, {

@@ -219,6 +219,26 @@ describe("the dashboard in a real browser", () => {
     expect(asked.counts).toBe(1);
   });
 
+  it("a finished task's page reads only its latest 500 events, and asks again rarely", async () => {
+    const task = await server.pool.enqueue("crawl", {});
+    const [lease] = await server.pool.protocol.claim({ workerId: "w1" });
+    for (let page = 1; page <= 600; page++) await server.pool.protocol.checkpoint(lease.id, lease, { page });
+    await server.pool.protocol.complete(lease.id, lease);
+    const page = await open(server.keys.producer);
+    const asked: string[] = [];
+    await page.route((url) => url.pathname === `/api/tasks/${task.id}`, (route) => {
+      asked.push(new URL(route.request().url()).search);
+      return route.continue();
+    });
+    await page.evaluate(`location.hash = '#/tasks/${task.id}'`);
+    await page.locator("h2", { hasText: "Timeline" }).waitFor();
+    expect(await page.locator("h2", { hasText: "Timeline" }).textContent()).toBe("Timeline (the latest 500 events)");
+    expect(await page.locator("#timeline strong").allTextContents()).toEqual(["checkpoint ×499", "completed"]);
+    // Polled every 500 ms (the harness's interval) while it ran; finished, every 30 s.
+    await page.waitForTimeout(2500);
+    expect(asked).toEqual(["?events_limit=500"]);
+  });
+
   it("long names and an error of one long token stay within a phone's width", async () => {
     // A type name at its limit, a worker id near it, and an error that is one 3,000-character URL (no space to wrap at).
     const type = `t${"y".repeat(127)}`;

@@ -157,12 +157,15 @@ export const taskRoutes = [
     url: "/api/tasks/:id",
     tag: TAG,
     summary: "One task with its event timeline",
+    description:
+      "events_limit keeps only the latest events of the timeline (still oldest first; 0: none). Without it every event comes: a task that saved a checkpoint per page has tens of thousands.",
     access: ["producer", "worker"],
     params: IdParams,
+    query: Type.Object({ eventsLimit: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })) }, { additionalProperties: false }),
     reply: { task: TaskReadRecord, events: Type.Array(TaskEventRecord) },
     errors: [404],
-    async handler({ params }, { pool }) {
-      const [task, events] = await Promise.all([pool.get(params.id), pool.events(params.id)]);
+    async handler({ params, query }, { pool }) {
+      const [task, events] = await Promise.all([pool.get(params.id), pool.events(params.id, { limit: query.eventsLimit })]);
       if (!task) throw new TaskNotFoundError(params.id);
       return { task, events };
     },

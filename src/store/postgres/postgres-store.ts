@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
+import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import { type ReassignmentEvent, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
@@ -647,8 +647,8 @@ export class PostgresStore implements Store {
     });
   }
 
-  async events(taskId: number): Promise<TaskEvent[]> {
-    return (await this.rows<EventRow>("tp_events", sql.EVENTS, [taskId])).map(toEvent);
+  async events(taskId: number, query: EventsQuery = {}): Promise<TaskEvent[]> {
+    return (await this.rows<EventRow>("tp_events", sql.EVENTS, [taskId, query.limit ?? null])).map(toEvent);
   }
 
   async registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {

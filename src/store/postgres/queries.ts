@@ -803,4 +803,5 @@ export const FOLD_TALLIES = `
   GROUP BY task_type
   ON CONFLICT (task_type) DO UPDATE SET n = c.n + excluded.n`;
 
-export const EVENTS = `SELECT * FROM task_events WHERE task_id = $1 ORDER BY id`;
+/** $1 task id, $2 how many of its latest events (null: all). */
+export const EVENTS = `SELECT * FROM (SELECT * FROM task_events WHERE task_id = $1 ORDER BY id DESC LIMIT $2) e ORDER BY id`;

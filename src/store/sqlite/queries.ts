@@ -195,4 +195,5 @@ export const RECOUNT_FIGURES = `
 export const CLEAR_COMPLETED_TOTALS = `DELETE FROM completed_totals`;
 export const SET_COMPLETED_TOTALS = `INSERT INTO completed_totals (task_type, n) SELECT task_type, count(*) FROM tasks WHERE status = 'completed' GROUP BY task_type`;
 
-export const EVENTS = `SELECT * FROM task_events WHERE task_id = ? ORDER BY id`;
+/** A task's latest @limit events (-1: all), oldest first. */
+export const EVENTS = `SELECT * FROM (SELECT * FROM task_events WHERE task_id = @taskId ORDER BY id DESC LIMIT @limit) ORDER BY id`;

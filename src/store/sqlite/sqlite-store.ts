@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
+import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import { type ReassignmentEvent, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
@@ -411,8 +411,8 @@ export class SqliteStore implements Store {
     });
   }
 
-  async events(taskId: number): Promise<TaskEvent[]> {
-    return (this.conn.stmt(sql.EVENTS).all(taskId) as SqliteEventRow[]).map(toEvent);
+  async events(taskId: number, query: EventsQuery = {}): Promise<TaskEvent[]> {
+    return (this.conn.stmt(sql.EVENTS).all({ taskId, limit: query.limit ?? -1 }) as SqliteEventRow[]).map(toEvent);
   }
 
   private notifyCreated(results: EnqueueResult[]): void {

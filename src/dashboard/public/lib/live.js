@@ -30,7 +30,8 @@ export function useLiveState() {
  * Calls `load` now and every `periodMs` while the tab is visible, again at once when it becomes
  * visible; after a 429 it waits as long as the API asks, and after a slow answer SLOW_FACTOR times
  * as long as it took. Returns the last data, the last error (cleared by the next success) and
- * `reload()`.
+ * `reload()`. `periodMs` may be a function of the last data: a page whose subject stopped changing
+ * polls rarely.
  */
 export function usePoll(load, deps, periodMs = POLL_MS) {
   const [result, setResult] = useState({ data: null, error: null });
@@ -47,10 +48,11 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
       if (stopped || running) return;
       if (document.visibilityState === "hidden") return publish({ mode: "paused" });
       running = true;
-      let wait = periodMs;
+      let wait = typeof periodMs === "function" ? periodMs(null) : periodMs;
       const started = Date.now();
       try {
         const data = await load();
+        if (typeof periodMs === "function") wait = periodMs(data);
         if (!stopped) setResult({ data, error: null });
         publish({ mode: "live", at: Date.now(), error: null });
       } catch (error) {

@@ -5,7 +5,7 @@ import { api } from "../lib/api.js";
 import { ErrorBox, Json, Loading, Status } from "../lib/components.js";
 import { ago, duration, time } from "../lib/format.js";
 import { html } from "../lib/html.js";
-import { usePoll } from "../lib/live.js";
+import { POLL_MS, usePoll } from "../lib/live.js";
 
 const UNFINISHED = ["pending", "claimed", "running"];
 
@@ -71,10 +71,22 @@ function Timeline({ events }) {
   </ol>`;
 }
 
+/** The latest events a task page shows: a task that saved a checkpoint per page has tens of thousands. */
+const EVENTS_SHOWN = 500;
+/** A finished task changes only when someone retries it: its page asks again this rarely. */
+const FINISHED_POLL_MS = 30_000;
+const FINISHED = new Set(["completed", "failed", "cancelled"]);
+
 export function TaskPage({ id, session }) {
-  const { data, error, reload } = usePoll(() => api("GET", `api/tasks/${encodeURIComponent(id)}`), [id]);
+  const { data, error, reload } = usePoll(
+    () => api("GET", `api/tasks/${encodeURIComponent(id)}?events_limit=${EVENTS_SHOWN}`),
+    [id],
+    (latest) => (latest && FINISHED.has(latest.task.status) ? FINISHED_POLL_MS : POLL_MS),
+  );
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
   const { task, events } = data;
+  // At the limit, earlier events were left out: the counts below are of the latest ones.
+  const more = events.length === EVENTS_SHOWN ? "+" : "";
   const checkpoints = events.filter((e) => e.event === "checkpoint").length;
   // The stack of the failure that left the task's error, if it came with one.
   const lastFailure = events.findLast(isFailure);
@@ -114,9 +126,9 @@ export function TaskPage({ id, session }) {
       <section class="panel"><h2>Fields</h2><dl class="fields">${fields.map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl></section>
       <section class="panel">
         <h2>Params</h2><${Json} value=${task.params} />
-        <h3>Checkpoint (${checkpoints} saved)</h3><${Json} value=${task.checkpoint} />
+        <h3>Checkpoint (${checkpoints}${checkpoints > 0 ? more : ""} saved)</h3><${Json} value=${task.checkpoint} />
         <h3>Result</h3><${Json} value=${task.result} />
       </section>
     </div>
-    <section class="panel"><h2>Timeline (${events.length} events)</h2><${Timeline} events=${events} /></section>`;
+    <section class="panel"><h2>Timeline (${more ? `the latest ${EVENTS_SHOWN} events` : `${events.length} events`})</h2><${Timeline} events=${events} /></section>`;
 }
