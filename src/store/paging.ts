@@ -12,6 +12,8 @@ export interface ResolvedList {
   order: "newest" | "oldest";
   afterCursor: number | null;
   limit: number;
+  /** What the statement reads: one row past the page, which says whether another page follows. */
+  readLimit: number;
 }
 
 export function resolveList(filter: TaskFilter = {}, page: Page = {}): ResolvedList {
@@ -23,7 +25,15 @@ export function resolveList(filter: TaskFilter = {}, page: Page = {}): ResolvedL
     order: page.order ?? "newest",
     afterCursor: page.cursor === undefined ? null : decodeCursor(page.cursor),
     limit: page.limit ?? 100,
+    readLimit: (page.limit ?? 100) + 1,
   };
+}
+
+/** A page of what a statement read with `readLimit`: a cursor only when a row lay past the page (a full last page has none). */
+export function pageOf<T extends { id: number }>(rows: T[], q: ResolvedList): { tasks: T[]; nextCursor: string | null } {
+  if (rows.length <= q.limit) return { tasks: rows, nextCursor: null };
+  const tasks = rows.slice(0, q.limit);
+  return { tasks, nextCursor: encodeCursor(tasks[tasks.length - 1].id) };
 }
 
 /** Cursors are opaque to callers so the paging key can change without breaking them. */

@@ -53,6 +53,16 @@ export function queriesContract(kind: StoreKind) {
       expect(seen).toEqual([...seen].sort((a, b) => b - a));
     });
 
+    it("gives a cursor only when another page follows: a full last page has none", async () => {
+      await ctx.store.enqueueMany(Array.from({ length: 20 }, (_, i) => ({ taskType: "a", params: { i } })));
+      const first = await ctx.store.list({}, { limit: 10 });
+      expect(first.nextCursor).not.toBeNull();
+      const last = await ctx.store.list({}, { limit: 10, cursor: first.nextCursor ?? undefined });
+      expect(last.tasks).toHaveLength(10);
+      expect(last.nextCursor).toBeNull();
+      expect((await ctx.store.list({ taskType: "a" }, { limit: 20, order: "oldest" })).nextCursor).toBeNull();
+    });
+
     it("lists what a worker holds, in either order, with the other filters and a cursor", async () => {
       const ids = (await ctx.store.enqueueMany(Array.from({ length: 8 }, (_, i) => ({ taskType: i % 2 ? "odd" : "even", params: { n: `n${i}` } })))).map((r) => r.task.id);
       const held = await ctx.store.claim({ workerId: "w1", limit: 5 });

@@ -29,7 +29,7 @@ import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-o
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { type IdempotencyRecord, replayResults, requestFingerprint } from "../idempotency.js";
 import { recountResult, tallyCounts } from "../counts.js";
-import { encodeCursor, resolveList } from "../paging.js";
+import { pageOf, resolveList } from "../paging.js";
 import { refusalError, type LeaseRow } from "../refusal.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueCall, EnqueueCallOutcome, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store.js";
 import { callerConnection, type CallerStatements, type InsertTarget } from "./caller-connection.js";
@@ -627,9 +627,8 @@ export class PostgresStore implements Store {
     const statuses = q.statuses && [...new Set(q.statuses)].sort();
     const present = { taskType: q.taskType !== null, workerId: q.workerId !== null, search: q.search !== null, cursor: q.afterCursor !== null };
     const name = `tp_list_${q.order}_${Object.values(present).map(Number).join("")}_${statuses?.join("_") ?? "any"}`;
-    const values = [q.limit, q.taskType, q.workerId, q.search, q.afterCursor].filter((v) => v !== null);
-    const tasks = (await this.rows<TaskRow>(name, sql.listStatement({ statuses, ...present }, q.order), values)).map(toTask);
-    return { tasks, nextCursor: tasks.length === q.limit ? encodeCursor(tasks[tasks.length - 1].id) : null };
+    const values = [q.readLimit, q.taskType, q.workerId, q.search, q.afterCursor].filter((v) => v !== null);
+    return pageOf((await this.rows<TaskRow>(name, sql.listStatement({ statuses, ...present }, q.order), values)).map(toTask), q);
   }
 
   async counts(): Promise<TaskCounts> {

@@ -41,7 +41,7 @@ import { toLeadershipStatus, toReassignment, toWorker } from "../worker-records.
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { resolveClaim } from "../claim-options.js";
 import { recountResult, tallyCounts } from "../counts.js";
-import { encodeCursor, resolveList } from "../paging.js";
+import { pageOf, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store.js";
 import { replayResults, requestFingerprint } from "../idempotency.js";
@@ -385,10 +385,9 @@ export class SqliteStore implements Store {
       workerId: q.workerId,
       search: q.search,
       cursor: q.afterCursor,
-      limit: q.limit,
+      limit: q.readLimit,
     }) as SqliteTaskRow[];
-    const tasks = rows.map(toTask);
-    return { tasks, nextCursor: tasks.length === q.limit ? encodeCursor(tasks[tasks.length - 1].id) : null };
+    return pageOf(rows.map(toTask), q);
   }
 
   async counts(): Promise<TaskCounts> {
