@@ -139,6 +139,46 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     }
   }, 40_000);
 
+  it("the staged crash's worker gives its task back when dev stops before the crash, and stops when dev is killed (SIGKILL)", async () => {
+    const other = sqlitePath();
+    try {
+      // Two devs at once, on files of their own: one stopped with Ctrl-C, one killed, each while its extra worker holds its task.
+      const runs = [{ db, signal: "SIGINT" }, { db: `sqlite:${other}`, signal: "SIGKILL" }] as const;
+      const devs = runs.map((run) => ({ ...run, dev: start(["dev", "--db", run.db, "--status-every", "0"]) }));
+      children.push(...devs.map((d) => d.dev.child));
+      const held = await Promise.all(
+        devs.map(async ({ dev }) => {
+          const [, pid, taskId] = await eventually(() => new RegExp(`Crash simulation: worker ${CRASHING} \\(its own process, pid (\\d+)\\) runs task (\\d+)`).exec(dev.output()), 30_000, "the extra worker's task");
+          return { pid: Number(pid), taskId: Number(taskId) };
+        }),
+      );
+      for (const { dev, signal } of devs) dev.child.kill(signal);
+      const alive = (pid: number) => {
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      for (const [i, { db: where }] of devs.entries()) {
+        await eventually(() => !alive(held[i].pid), 10_000, `the extra worker (pid ${held[i].pid}) to stop`);
+        const pool = await connect(where);
+        try {
+          // Released by the worker as it stopped: not left running under a worker nobody will declare dead.
+          expect(await pool.get(held[i].taskId)).toMatchObject({ status: "pending", workerId: null });
+          expect((await pool.events(held[i].taskId)).at(-1)).toMatchObject({ event: "released", fromWorkerId: CRASHING });
+          expect((await pool.workers()).find((w) => w.workerId === CRASHING)?.status).toBe("inactive");
+        } finally {
+          await pool.close();
+        }
+      }
+      expect(await devs[0].dev.exit).toBe(0);
+    } finally {
+      removeSqliteFiles(other);
+    }
+  }, 60_000);
+
   it("dev refuses what it cannot run in one line, before starting anything", async () => {
     const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, [CLI, ...args]).catch((e) => e);
     const missing = await taskpool("dev", "--handlers", `${path}.nothing.js`, "--db", db);

@@ -29,8 +29,11 @@ export interface SimulatedCrash {
   workerId: string;
   /** Settles once the extra worker holds its task, or the simulation gave up: start the role's other workers then. */
   claimed: Promise<void>;
-  /** Kills the extra worker if it still runs and stops watching (also done when the process exits). */
-  stop(): void;
+  /**
+   * Stops watching, and stops the extra worker if it still runs as a worker stops on SIGTERM: the
+   * task it holds goes back to the pool at once (within STOP_WITHIN_MS, or it is killed).
+   */
+  stop(): Promise<void>;
 }
 
 // How long each step may take before the simulation gives up: a start slowed by a busy machine, a
@@ -38,6 +41,7 @@ export interface SimulatedCrash {
 const CLAIM_WITHIN_MS = 30_000;
 const CHECKPOINTS_WITHIN_MS = 30_000;
 const RECOVERY_WITHIN_MS = 180_000;
+const STOP_WITHIN_MS = 5_000;
 const POLL_MS = 100;
 /** Connection settings the extra worker must not inherit: they would point it somewhere else than --db. */
 const NOT_INHERITED = new Set(["TASKPOOL_URL", "TASKPOOL_API_KEY", "TASKPOOL_DATABASE_URL", "TASKPOOL_SCHEMA", "WORKER_ID", "WORKER_ROLE"]);
@@ -53,16 +57,19 @@ export function simulateCrash(pool: Taskpool, options: CrashOptions): SimulatedC
   const workerId = `dev-${options.role}-crashing`;
   const args = ["worker", "--handlers", options.handlersPath, "--role", options.role, "--concurrency", "1", "--id", workerId, "--db", options.db];
   if (options.schema) args.push("--schema", options.schema);
-  // Polls and beats as often as dev's own workers, so it gets a task as soon as the role has one.
-  args.push("--poll-interval", "250", "--heartbeat-interval", "1000");
+  // Polls and beats as often as dev's own workers, so it gets a task as soon as the role has one. Stopped
+  // by dev before the crash, it releases its task at once. Through the IPC channel it hears dev end,
+  // however it ends: a dev killed with SIGKILL left it running, claiming tasks, with nobody to stop it.
+  args.push("--poll-interval", "250", "--heartbeat-interval", "1000", "--shutdown-grace", "0", "--exit-with-parent");
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !NOT_INHERITED.has(name)));
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1], ...args], { env: { ...env, LOG_LEVEL: "warn" }, stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1], ...args], { env: { ...env, LOG_LEVEL: "warn" }, stdio: ["ignore", "ignore", "pipe", "ipc"] });
   let stderr = "";
-  child.stderr.on("data", (chunk) => (stderr = (stderr + chunk).slice(-2000)));
+  child.stderr?.on("data", (chunk) => (stderr = (stderr + chunk).slice(-2000)));
   const kill = () => void child.kill("SIGKILL");
   process.on("exit", kill);
   const watching = new AbortController();
   let killed = false;
+  let stopped = false;
   const exited = new Promise<void>((resolve) =>
     child.on("exit", (code, signal) => {
       process.off("exit", kill);
@@ -121,16 +128,22 @@ export function simulateCrash(pool: Taskpool, options: CrashOptions): SimulatedC
       if (cause?.message !== "stopped") logger.warn(`No simulated crash: ${(cause ?? error).message}`);
     })
     .finally(() => {
-      kill();
+      // Stopped by stop(), the worker is given its chance to release its task there.
+      if (!stopped) kill();
       claimedTask();
     });
 
   return {
     workerId,
     claimed,
-    stop: () => {
+    stop: async () => {
+      stopped = true;
       watching.abort(new Error("stopped"));
-      kill();
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGTERM");
+      const late = setTimeout(kill, STOP_WITHIN_MS);
+      await exited;
+      clearTimeout(late);
     },
   };
 }

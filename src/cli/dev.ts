@@ -126,7 +126,8 @@ export function devCommand(program: Command): void {
       const stop = async () => {
         if (stopping) process.exit(130);
         stopping = true;
-        crash?.stop();
+        // Before anything else stops: the extra worker gives its task back while the pool is open.
+        await crash?.stop();
         await live?.stop();
         logger.info("Stopping: the server closes, running tasks get 5 s to finish (Ctrl-C again to quit at once)");
         if (status) clearInterval(status);

@@ -19,6 +19,8 @@ export function workerCommand(program: Command): void {
         .env("SHUTDOWN_GRACE_SECONDS")
         .argParser(integerFrom(0, 2_147_483)),
     )
+    // taskpool dev's staged crash: a worker that stops (as on SIGTERM) when the process that started it ends.
+    .addOption(new Option("--exit-with-parent").hideHelp())
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
@@ -40,5 +42,7 @@ export function workerCommand(program: Command): void {
         logger: serviceLogger(),
       });
       await worker.start();
+      // The parent's end closes the IPC channel it gave: SIGKILLed, it could not stop this worker itself.
+      if (opts.exitWithParent && process.connected) process.once("disconnect", () => process.kill(process.pid, "SIGTERM"));
     });
 }
