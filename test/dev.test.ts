@@ -91,6 +91,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     dev.child.kill("SIGINT");
     expect(await dev.exit).toBe(0);
     expect(dev.output()).toMatch(/dev-product_resync\s+inactive[\s\S]*Stopped\n$/);
+    expect(dev.output()).not.toMatch(/will not run here/); // each of dev's workers has its role's handler, and only it
     const pool = await connect(db);
     try {
       const keys = await pool.apiKeys();

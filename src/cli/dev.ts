@@ -60,7 +60,8 @@ export function devCommand(program: Command): void {
       const workers = Object.keys(handlers).map((role) => {
         const worker = pool.worker({
           roles: [role],
-          handlers,
+          // Its own handler only: given them all, each worker warned that the others would not run there.
+          handlers: { [role]: handlers[role] },
           workerId: `dev-${role}`,
           concurrency: opts.concurrency,
           pollIntervalMs: 1000,
