@@ -91,8 +91,10 @@ describe("SQLite: another process holds the write lock", () => {
     expect(await enqueue.json()).toMatchObject({ success: false, error: "database_unavailable", message: expect.stringMatching(/locked.*nothing was written/) });
     expect((await post("/api/tasks/claim", { worker_id: "w1", task_types: ["old"] })).status).toBe(503);
     expect((await fetch(`${url}/api/tasks/counts`)).status).toBe(200);
-    // The library says the same: not a refusal, so a worker retries it.
+    // The library says the same: not a refusal, so a worker retries it. So do the coordinator's own writes.
     await expect(store.enqueue({ taskType: "job" })).rejects.toBeInstanceOf(UnavailableError);
+    await expect(store.recordSweep("coordinator", "c1", 60)).rejects.toBeInstanceOf(UnavailableError);
+    await expect(store.resign("coordinator", "c1")).rejects.toBeInstanceOf(UnavailableError);
 
     await lock.release();
     expect((await post("/api/tasks", { task_type: "job" })).status).toBe(201);

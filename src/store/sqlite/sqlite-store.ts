@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { type Clock, systemClock } from "../../core/clock.js";
 import type { ApiKeyRecord } from "../../core/api-key.js";
-import { ApiKeyNotFoundError, ScheduleNotFoundError, TaskpoolError, UniqueKeyTakenError, WorkerNotFoundError } from "../../core/errors.js";
+import { ApiKeyNotFoundError, ScheduleNotFoundError, TaskpoolError, UnavailableError, UniqueKeyTakenError, WorkerNotFoundError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
@@ -530,7 +530,12 @@ export class SqliteStore implements Store {
     const now = this.clock.now();
     const result = sweepSqlite(this.conn, now, options);
     if (result.requeued.length > 0) notifyLocal(this.channel, []);
-    this.conn.stmt(monitoringSql.DROP_OLD_THROUGHPUT).run({ keptSince: throughputKeptSince(now).toISOString() });
+    // Housekeeping after the sweep committed: a file busy now must not lose the sweep's result; the next sweep does it.
+    try {
+      this.conn.tx(false, () => this.conn.stmt(monitoringSql.DROP_OLD_THROUGHPUT).run({ keptSince: throughputKeptSince(now).toISOString() }));
+    } catch (error) {
+      if (!(error instanceof UnavailableError)) throw error;
+    }
     return result;
   }
 
@@ -545,7 +550,7 @@ export class SqliteStore implements Store {
   }
 
   async resign(name: string, holder: string): Promise<void> {
-    this.conn.stmt(workerSql.RESIGN).run({ name, holder });
+    this.conn.tx(false, () => this.conn.stmt(workerSql.RESIGN).run({ name, holder }));
   }
 
   async reassignments(options: ReassignmentQuery = {}): Promise<ReassignmentEvent[]> {
@@ -593,7 +598,7 @@ export class SqliteStore implements Store {
   }
 
   async recordSweep(name: string, holder: string, intervalSeconds: number): Promise<void> {
-    this.conn.stmt(workerSql.RECORD_SWEEP).run({ name, holder, now: this.now(), intervalSeconds });
+    this.conn.tx(false, () => this.conn.stmt(workerSql.RECORD_SWEEP).run({ name, holder, now: this.now(), intervalSeconds }));
   }
 
   async leadershipStatus(name: string): Promise<LeadershipStatus> {
