@@ -311,8 +311,27 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       components: { securitySchemes: { apiKey: { type: "apiKey", in: "header", name: "X-API-Key" } } },
     },
   });
-  // Served from the package's own copy of Swagger UI: no CDN.
-  await app.register(swaggerUi, { routePrefix: "/docs" });
+  // Served from the package's own copy of Swagger UI: no CDN. Under the plugin's CSP (its inline scripts'
+  // hashes), framed by no page, as the dashboard is: it shares their origin, and its key in localStorage.
+  // Changed from the plugin's: nothing from other https sites; inline styles, which Swagger UI sets as it
+  // renders the (static) document, so no hash can list them; and no upgrade-insecure-requests, which on a
+  // plain-HTTP server asked for its own assets over https.
+  await app.register(swaggerUi, {
+    routePrefix: "/docs",
+    staticCSP: true,
+    transformStaticCSP: (csp) =>
+      csp
+        .replace("frame-ancestors 'self'", "frame-ancestors 'none'")
+        .replace(/style-src [^;]*/, "style-src 'self' 'unsafe-inline'")
+        .replace("font-src 'self' https: data:", "font-src 'self' data:")
+        .replace(/\s*upgrade-insecure-requests;?/, ""),
+    uiHooks: {
+      onRequest: (_request, reply, done) => {
+        reply.header("x-frame-options", "DENY").header("x-content-type-options", "nosniff").header("referrer-policy", "no-referrer");
+        done();
+      },
+    },
+  });
 
   // A key's own limit holds even when the server sets none (rateLimitPerMinute: false, `--rate-limit 0`):
   // that only lifts the default of keys that set none. Requests without a key are never counted.

@@ -278,6 +278,35 @@ describe("the dashboard in a real browser", () => {
     }
   });
 
+  it("the overview counts every reassignment of the last 15 minutes, not the last 10", async () => {
+    await server.pool.protocol.workerHeartbeat({ workerId: "gone", roles: ["crawl"], capacity: 20, currentLoad: 0, tasksProcessed: 0 });
+    await server.pool.enqueueMany(Array.from({ length: 12 }, () => ({ taskType: "crawl" })));
+    expect(await server.pool.protocol.claim({ workerId: "gone", taskTypes: ["crawl"], limit: 12 })).toHaveLength(12);
+    await server.handle.execute("UPDATE workers SET last_seen_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 hour')");
+    expect((await server.pool.protocol.sweep({ staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds: 30 })).requeued).toHaveLength(12);
+    const page = await open(server.keys.producer);
+    await expect(page.locator("#recent-reassignments").textContent()).resolves.toMatch(/^12 reassignments in the last 15 minutes \(12 without a worker\)/);
+  });
+
+  it("the dead letter's latest failure is the group's last to fail, not its newest task", async () => {
+    const [first, second] = await Promise.all([server.pool.enqueue("dl", {}, { maxAttempts: 1 }), server.pool.enqueue("dl", {}, { maxAttempts: 1 })]);
+    for (const lease of await server.pool.protocol.claim({ workerId: "w1", limit: 2 })) await server.pool.protocol.fail(lease.id, lease, { error: "upstream 503" });
+    // The newer task failed first: three hours ago (a delay or a backoff can hold a task for as long).
+    await server.handle.execute(`UPDATE tasks SET completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-3 hours') WHERE id = ${second.id}`);
+    expect(first.id).toBeLessThan(second.id);
+    const page = await open(server.keys.producer, "#/dead-letter");
+    const row = page.locator("#dead-letter tr.dead-group", { hasText: "upstream 503" });
+    await row.waitFor();
+    expect(await row.locator("td").nth(3).textContent()).toMatch(/^[\d.]+ s ago$/);
+  });
+
+  it("a malformed escape in the address (a typed %) shows a page, not a blank one", async () => {
+    const page = await open(server.keys.producer, "#/tasks/100%");
+    await page.locator(".alert", { hasText: "id" }).waitFor();
+    await page.evaluate("location.hash = '#/workers/%zz'");
+    await page.locator("h2", { hasText: "Workers" }).first().waitFor();
+  });
+
   it("a wrong key, and a worker's key, get a clear message and no data", async () => {
     const page = await open("tp_not-a-real-key-at-all");
     await page.locator("#key-message", { hasText: 'Wrong API key: the server answered "Invalid or revoked API key"' }).waitFor();
@@ -334,6 +363,25 @@ describe("the dashboard in a real browser", () => {
     const framing = await browser.newPage();
     pages.push(framing);
     await framing.setContent(`<iframe src="${server.url}/"></iframe>`);
+    await expect.poll(() => framing.frames()[1]?.url(), { timeout: 5000 }).toMatch(/^chrome-error:/);
+  });
+
+  it("the API reference at /docs renders under its own Content-Security-Policy, and cannot be framed either", async () => {
+    const answer = await fetch(`${server.url}/docs/`);
+    expect(answer.headers.get("content-security-policy")).toMatch(/frame-ancestors 'none'/);
+    expect(answer.headers.get("content-security-policy")).not.toMatch(/upgrade-insecure-requests/);
+    expect(answer.headers.get("x-frame-options")).toBe("DENY");
+    const page = await browser.newPage();
+    pages.push(page);
+    const violations: string[] = [];
+    page.on("console", (m) => m.text().includes("Content Security Policy") && violations.push(m.text()));
+    await page.goto(`${server.url}/docs/`);
+    await page.locator(".swagger-ui .info .title", { hasText: "taskpool" }).waitFor({ timeout: 10_000 });
+    await page.locator(".opblock-summary-path", { hasText: "/api/tasks/claim" }).first().waitFor();
+    expect(violations).toEqual([]);
+    const framing = await browser.newPage();
+    pages.push(framing);
+    await framing.setContent(`<iframe src="${server.url}/docs/"></iframe>`);
     await expect.poll(() => framing.frames()[1]?.url(), { timeout: 5000 }).toMatch(/^chrome-error:/);
   });
 

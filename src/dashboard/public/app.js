@@ -25,10 +25,19 @@ const PAGES = [
   { path: "schedules", title: "Schedules", view: Schedules, optional: true },
 ];
 
+/** A part of the hash decoded; a malformed escape (`100%`) is kept as typed, rather than blanking the app. */
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
+}
+
 /** The page the hash names: `#/tasks/42?x=1` → path "tasks", rest ["42"], params {x: "1"}. */
 function parseHash() {
   const [path, search = ""] = location.hash.replace(/^#\/?/, "").split("?");
-  const [page = "overview", ...rest] = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const [page = "overview", ...rest] = path.split("/").filter(Boolean).map(decoded);
   return { page, rest, params: Object.fromEntries(new URLSearchParams(search)) };
 }
 

@@ -9,15 +9,19 @@ import { POLL_MS, usePoll } from "../lib/live.js";
 /** The newest failed tasks read per poll (one call): groups beyond them show on the next pages of Tasks. */
 const READ = 1000;
 
+/** When a failed task failed: ids follow creation, not failure (a task delayed or retried for hours fails late). */
+const failedAt = (t) => t.completed_at ?? t.updated_at;
+
 function group(tasks) {
   const groups = new Map();
   for (const t of tasks) {
     const key = `${t.task_type}\u0000${t.error_message ?? ""}`;
-    const g = groups.get(key) ?? { taskType: t.task_type, error: t.error_message, tasks: [] };
+    const g = groups.get(key) ?? { key, taskType: t.task_type, error: t.error_message, tasks: [], latest: failedAt(t) };
     g.tasks.push(t);
+    if (failedAt(t) > g.latest) g.latest = failedAt(t);
     groups.set(key, g);
   }
-  return [...groups.values()].sort((a, b) => b.tasks.length - a.tasks.length);
+  return [...groups.values()].sort((a, b) => b.tasks.length - a.tasks.length || (b.latest > a.latest ? 1 : b.latest < a.latest ? -1 : 0));
 }
 
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -54,12 +58,11 @@ function Group({ g, admin, reload }) {
     setState({ busy: false, text: refused.length ? `${refused.length} refused: ${refused.slice(0, 3).join("; ")}` : `retried ${g.tasks.length}` });
     reload();
   };
-  const newest = g.tasks[0];
   return html`<tr class="dead-group">
     <td>${g.taskType}</td>
     <td class="small" style="white-space: normal">${g.error ?? html`<span class="muted">no message</span>`}</td>
     <td class="num">${num(g.tasks.length)}</td>
-    <td>${ago(newest.completed_at ?? newest.updated_at)}</td>
+    <td>${ago(g.latest)}</td>
     <td>${g.tasks.slice(0, 5).map((t) => html`<a href="#/tasks/${t.id}">#${t.id}</a> `)}${g.tasks.length > 5 ? "…" : ""}</td>
     <td>${admin && html`<button class="primary retry-group" disabled=${state?.busy} onClick=${run}>Retry ${g.tasks.length}</button>`}
       ${state && html` <span class="small">${state.text}</span>`}</td>
@@ -77,7 +80,7 @@ export function DeadLetter({ session }) {
       <div class="scroll">
         <table id="dead-letter">
           <thead><tr><th>type</th><th>error</th><th class="num">tasks</th><th>latest</th><th>examples</th><th></th></tr></thead>
-          <tbody>${groups.map((g) => html`<${Group} key=${g.taskType + g.error} g=${g} admin=${session.scope === "admin"} reload=${reload} />`)}</tbody>
+          <tbody>${groups.map((g) => html`<${Group} key=${g.key} g=${g} admin=${session.scope === "admin"} reload=${reload} />`)}</tbody>
         </table>
         ${groups.length === 0 && html`<p class="muted">Nothing failed.</p>`}
       </div>

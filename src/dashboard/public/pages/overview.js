@@ -14,13 +14,16 @@ const RECENT_MS = 15 * 60_000;
  */
 const DEAD_SHOWN_MS = 24 * 3600_000;
 
+/** The reassignments the overview reads to count the recent ones: past that many it says "100+". */
+const REASSIGNMENTS_READ = 100;
+
 /** The overview's data; `role` narrows the throughput to one task type. */
 async function load(role) {
   const [counts, workers, throughput, reassignments, ready] = await Promise.all([
     api("GET", "api/tasks/counts"),
     api("GET", "api/workers"),
     api("GET", `api/tasks/throughput${role ? `?task_type=${encodeURIComponent(role)}` : ""}`),
-    api("GET", "api/reassignments?limit=10"),
+    api("GET", `api/reassignments?limit=${REASSIGNMENTS_READ}`),
     api("GET", "readyz"),
   ]);
   return { counts, workers: workers.workers, throughput, reassignments: reassignments.reassignments, coordinator: ready.coordinator };
@@ -76,7 +79,7 @@ export function Overview({ params }) {
     </div>`}
     ${recent.length > 0 &&
     html`<div class="alert warn" id="recent-reassignments">
-      <strong>${recent.length} reassignment${recent.length === 1 ? "" : "s"} in the last 15 minutes</strong> (${recent.filter((r) => !r.success).length} without a worker) · <a href="#/reassignments">history</a>
+      <strong>${recent.length}${recent.length === REASSIGNMENTS_READ ? "+" : ""} reassignment${recent.length === 1 ? "" : "s"} in the last 15 minutes</strong> (${recent.filter((r) => !r.success).length} without a worker) · <a href="#/reassignments">history</a>
     </div>`}
     <div class="grid">
       <section class="panel">
