@@ -66,8 +66,10 @@ async function nobodyServes(pool: Taskpool, task: Task): Promise<string | null> 
   if (task.taskTypeVersion !== null) return null;
   const workers = await pool.workers();
   if (workers.some((w) => w.status === "active" && w.roles.includes(task.taskType))) return null;
+  // Refusing unregistered types is the server's setting when the pool is reached through one.
+  const refuse = pool.protocol.remote ? "or start the server with `taskpool serve --require-registered`" : "or pass --require-registered";
   return (
     `task type "${task.taskType}" is not registered and no live worker has that role, so the task waits until one starts. ` +
-    `Check the name for a typo, register the type (taskpool types register), or pass --require-registered to refuse unregistered types.`
+    `Check the name for a typo, register the type (taskpool types register), ${refuse} to refuse unregistered types.`
   );
 }

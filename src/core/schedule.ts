@@ -102,7 +102,9 @@ export function cronOf(expression: string, timezone: string = DEFAULT_TIMEZONE):
   try {
     cron = new Cron(expression, { timezone, mode: "5-or-6-parts" });
   } catch (error) {
-    const reason = (error as Error).message.replace(/^CronPattern: /, "");
+    const parts = expression.trim().split(/\s+/).length;
+    // croner's own count allows 7 parts, which this mode refuses: said in the mode's terms instead.
+    const reason = parts < 5 || parts > 6 ? `it has ${parts} part${parts === 1 ? "" : "s"}, not 5 or 6` : (error as Error).message.replace(/^CronPattern: /, "");
     throw new ValidationError(`Invalid cron: "${expression}": ${reason} (5 fields: minute hour day-of-month month day-of-week, e.g. "0 */4 * * *"; or 6 with seconds first)`, [
       { path: "cron", message: reason },
     ]);

@@ -61,8 +61,10 @@ export class RequestValidationError extends ValidationError {
     const issues = error.issues.map((issue) => {
       const field = issue.path.split(".").at(-1) ?? issue.path;
       const wireName = toSnake(field);
-      if (!issue.message.startsWith("Unexpected property") || wireName === field) return issue;
-      // Said as the casing it is, rather than as a guess at what was meant.
+      // Said as the casing it is, rather than as a guess at what was meant; only when its snake_case name is
+      // a field (the message offers or lists it): `runAt` is no field in any casing, and its guesses stand.
+      const offered = new RegExp(`[ ,]${wireName}[?,]|[ ,]${wireName}$`).test(issue.message);
+      if (!issue.message.startsWith("Unexpected property") || wireName === field || !offered) return issue;
       const sent = issue.message.replace(`; did you mean ${wireName}?`, "").replace(/; the fields are .*$/, "");
       return { ...issue, message: `${sent}; the API's fields are snake_case: ${wireName}` };
     });

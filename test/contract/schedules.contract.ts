@@ -52,7 +52,8 @@ export function schedulesContract(kind: StoreKind) {
 
     const bad: [string, unknown, RegExp][] = [
       ["a cron with a bad field", { ...RESYNC, cron: "61 * * * *" }, /Invalid cron: "61 \* \* \* \*": Invalid value for minute: 61 \(5 fields/],
-      ["a cron with three fields", { ...RESYNC, cron: "* * *" }, /Invalid cron: "\* \* \*".*exactly five, six, or seven/],
+      ["a cron with three fields", { ...RESYNC, cron: "* * *" }, /^Invalid cron: "\* \* \*": it has 3 parts, not 5 or 6 \(5 fields: minute/],
+      ["a cron with seven fields", { ...RESYNC, cron: "0 0 0 * * * 2030" }, /^Invalid cron: "0 0 0 \* \* \* 2030": it has 7 parts, not 5 or 6 \(5 fields: minute/],
       ["a date instead of a cron", { ...RESYNC, cron: "2031-01-01T00:00:00" }, /is a date, not a recurring expression/],
       ["an unknown time zone", { ...RESYNC, timezone: "Mars/Olympus" }, /Invalid timezone: "Mars\/Olympus" is not an IANA time zone/],
       ["both keys and a query", { ...RESYNC, fanOut: { keys: [1], fromResults: { field: "ids" } } }, /give either keys .* or fromResults/],

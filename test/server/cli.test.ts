@@ -217,6 +217,17 @@ describe("taskpool keys and serve", () => {
     }
   }, 60_000);
 
+  it("enqueue through a server warns of an unregistered type nobody serves, pointing at the server's setting", async () => {
+    const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
+    const { url, stop } = await startServe("--db", db);
+    try {
+      const typo = await taskpool("enqueue", "prodcut_resync", "--url", url, "--api-key", key);
+      expect(typo.stderr).toMatch(/^warning: task type "prodcut_resync" is not registered .* or start the server with `taskpool serve --require-registered` to refuse unregistered types\.\n$/);
+    } finally {
+      await stop();
+    }
+  }, 60_000);
+
   it("serve --sweep-interval, --stale-after and --dead-after set how fast its coordinator finds a dead worker", async () => {
     const { url, stop } = await startServe("--sweep-interval", "200", "--stale-after", "300", "--dead-after", "600", "--db", db);
     try {
