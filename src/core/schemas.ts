@@ -266,15 +266,15 @@ export const TaskFilterSchema = Type.Object(
 );
 export type TaskFilter = Static<typeof TaskFilterSchema>;
 
+/** Only a task's latest this many events (still oldest first); default all. A task that saved a checkpoint per page has tens of thousands. */
+const EventsLimit = Type.Integer({ minimum: 0, maximum: 100_000 });
+
 /** What `events` reads of a task's audit trail. */
-export const EventsQuerySchema = Type.Object(
-  {
-    /** Only the latest this many events (still oldest first); default all. A task that saved a checkpoint per page has tens of thousands. */
-    limit: Type.Optional(Type.Integer({ minimum: 0 })),
-  },
-  { additionalProperties: false },
-);
+export const EventsQuerySchema = Type.Object({ limit: Type.Optional(EventsLimit) }, { additionalProperties: false });
 export type EventsQuery = Static<typeof EventsQuerySchema>;
+
+/** What `GET /api/tasks/:id` reads of its events: its query string. */
+export const TaskWithEventsQuerySchema = Type.Object({ eventsLimit: Type.Optional(EventsLimit) }, { additionalProperties: false });
 
 export const PageSchema = Type.Object(
   {

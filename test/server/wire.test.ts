@@ -116,7 +116,7 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "GET /api/tasks/throughput": { query: schemas.ThroughputQuerySchema },
   "GET /api/tasks/capacity": {},
   "GET /api/tasks/capacity/{task_type}": { params: Type.Object({ taskType: schemas.TaskTypeName }) },
-  "GET /api/tasks/{id}": { params: Id },
+  "GET /api/tasks/{id}": { params: Id, query: schemas.TaskWithEventsQuerySchema },
   "POST /api/tasks/{id}/cancel": { params: Id, body: schemas.CancelOptionsSchema },
   "POST /api/tasks/{id}/retry": { params: Id, body: schemas.RetryOptionsSchema },
   "POST /api/tasks/recover-stale": {},

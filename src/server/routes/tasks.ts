@@ -3,7 +3,7 @@ import { Type } from "@sinclair/typebox";
 import { TaskNotFoundError, ValidationError } from "../../core/errors.js";
 import { issuesUnder } from "../../core/new-task.js";
 import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord } from "../../core/record-schemas.js";
-import { CancelOptionsSchema, RetryOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
+import { CancelOptionsSchema, RetryOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskWithEventsQuerySchema, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
 import { IDEMPOTENCY_KEY_SECONDS } from "../../core/retention.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";
@@ -161,7 +161,7 @@ export const taskRoutes = [
       "events_limit keeps only the latest events of the timeline (still oldest first; 0: none). Without it every event comes: a task that saved a checkpoint per page has tens of thousands.",
     access: ["producer", "worker"],
     params: IdParams,
-    query: Type.Object({ eventsLimit: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 })) }, { additionalProperties: false }),
+    query: TaskWithEventsQuerySchema,
     reply: { task: TaskReadRecord, events: Type.Array(TaskEventRecord) },
     errors: [404],
     async handler({ params, query }, { pool }) {
