@@ -110,7 +110,7 @@ interface Candidate {
 }
 
 /** Claims up to `c.limit` ready tasks for `c.workerId` (see the top of this file). */
-export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClaim): ClaimedTask[] {
+export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClaim): Promise<ClaimedTask[]> {
   const types = c.taskTypes ?? [];
   const capRoom = conn.stmt(capRoomStatement(types.length));
   return conn.tx(false, () => {
@@ -155,7 +155,7 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
  * Claims one named pending task, whatever its schedule or reservation, unless it is leased, its type is
  * at its cap or its concurrency key is held (each refused with its own typed error).
  */
-export function claimTaskById(conn: SqliteConnection, clock: Clock, id: number, workerId: string, leaseSeconds: number): ClaimedTask {
+export function claimTaskById(conn: SqliteConnection, clock: Clock, id: number, workerId: string, leaseSeconds: number): Promise<ClaimedTask> {
   return conn.tx(false, () => {
     const state = conn.stmt(LEASE_STATE).get(id) as (LeaseRow & { concurrency_key: string | null; task_type: string }) | undefined;
     if (state && (state.status === "claimed" || state.status === "running")) throw new AlreadyClaimedError(id, state.worker_id, workerId);

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import { UnavailableError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
@@ -22,6 +23,10 @@ export interface EventInput {
  */
 const WAL_SIZE_LIMIT = 16 * 1024 * 1024;
 
+/** How long one try at the write lock waits inside SQLite (see tx), and the longest pause between tries. */
+const LOCK_TRY_MS = 10;
+const MAX_LOCK_PAUSE_MS = 2;
+
 /**
  * One better-sqlite3 connection with what every SQLite operation needs: cached prepared statements,
  * transactions with a chosen durability, and the audit-event insert.
@@ -30,13 +35,18 @@ export class SqliteConnection {
   readonly db: Database.Database;
   private readonly statements = new Map<string, Database.Statement>();
   private synchronous: "NORMAL" | "FULL" | null = null;
+  /** The busy timeout of one try at the write lock, and the usual one (reads), prepared once: a pragma call prepares a statement each time. */
+  private readonly tryWait: Database.Statement;
+  private readonly usualWait: Database.Statement;
 
   constructor(
     path: string,
-    private busyTimeoutMs: number,
+    private readonly busyTimeoutMs: number,
   ) {
     this.db = new Database(path);
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    this.tryWait = this.db.prepare(`PRAGMA busy_timeout = ${LOCK_TRY_MS}`);
+    this.usualWait = this.db.prepare(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
     this.db.pragma("journal_mode = WAL");
     this.db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT}`);
     this.db.pragma("foreign_keys = ON");
@@ -56,35 +66,46 @@ export class SqliteConnection {
    * deadlock upgrading read locks). `durable` picks synchronous=FULL (fsync at commit) over NORMAL
    * (survives a process crash; the last commits may be lost on power failure).
    *
-   * Another process holding the write lock past the busy timeout fails the BEGIN, before anything
-   * was written: that is an UnavailableError, which a worker retries, a server answers 503 and the
+   * The lock is waited for here, not in SQLite: each try waits LOCK_TRY_MS inside SQLite, then this
+   * loop pauses a few jittered milliseconds, the event loop free, and tries again. SQLite's own wait
+   * sleeps up to 100 ms between its tries, so under steady writes from several processes a waiter
+   * lost the lock to every newer one and failed after the whole busy timeout, although no write held
+   * the lock for more than a few milliseconds; and it blocked the thread (a worker's handlers and
+   * timers, a server's every request) as long. Waiting past `waitMs` (the busy timeout) fails before
+   * anything was written: an UnavailableError, which a worker retries, a server answers 503 and the
    * CLI prints as one line, rather than a bare "database is locked".
    */
-  tx<T>(durable: boolean, fn: () => T): T {
+  async tx<T>(durable: boolean, fn: () => T, waitMs = this.busyTimeoutMs): Promise<T> {
     const level = durable ? "FULL" : "NORMAL";
     if (this.synchronous !== level) {
       this.db.pragma(`synchronous = ${level}`);
       this.synchronous = level;
     }
-    try {
-      return this.db.transaction(fn).immediate();
-    } catch (error) {
-      if (!isBusy(error)) throw error;
-      throw new UnavailableError(
-        "database_unavailable",
-        `The SQLite file ${this.db.name} stayed locked by another process's write for ${this.busyTimeoutMs} ms; nothing was written: try again shortly`,
-      );
+    const deadline = performance.now() + waitMs;
+    for (let pause = 1; ; pause = Math.min(pause * 2, MAX_LOCK_PAUSE_MS)) {
+      try {
+        return this.tryTx(fn);
+      } catch (error) {
+        if (!isBusy(error)) throw error;
+      }
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        throw new UnavailableError(
+          "database_unavailable",
+          `The SQLite file ${this.db.name} stayed locked by other processes' writes for ${waitMs} ms (one long write, or too many at once); nothing was written: try again shortly`,
+        );
+      }
+      await sleep(Math.min(left, pause * (0.5 + Math.random())));
     }
   }
 
-  /** Runs `fn` with `ms` as the busy timeout: how long its writes wait for another process's write lock. */
-  waitingUpTo<T>(ms: number, fn: () => T): T {
-    const usual = this.busyTimeoutMs;
-    this.db.pragma(`busy_timeout = ${(this.busyTimeoutMs = ms)}`);
+  /** One try: SQLite waits LOCK_TRY_MS for the write lock, then gives up (SQLITE_BUSY). */
+  private tryTx<T>(fn: () => T): T {
+    this.tryWait.get();
     try {
-      return fn();
+      return this.db.transaction(fn).immediate();
     } finally {
-      this.db.pragma(`busy_timeout = ${(this.busyTimeoutMs = usual)}`);
+      this.usualWait.get();
     }
   }
 

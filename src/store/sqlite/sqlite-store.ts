@@ -116,7 +116,7 @@ export class SqliteStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    migrateSqlite(this.conn);
+    await migrateSqlite(this.conn);
   }
 
   async close(): Promise<void> {
@@ -129,7 +129,7 @@ export class SqliteStore implements Store {
   }
 
   async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
-    const [result] = this.conn.tx(true, () =>
+    const [result] = await this.conn.tx(true, () =>
       this.keyed("one", [input], options.idempotencyKey, () => {
         const prepared = prepareNewTask(input, this.clock.now(), this.latestTypes([input]).get(input.taskType), this.rules);
         return [this.insert(prepared, this.now())];
@@ -140,7 +140,7 @@ export class SqliteStore implements Store {
   }
 
   async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
-    const results = this.conn.tx(true, () =>
+    const results = await this.conn.tx(true, () =>
       this.keyed("many", inputs, options.idempotencyKey, () => {
         const prepared = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.rules);
         const now = this.now();
@@ -213,7 +213,9 @@ export class SqliteStore implements Store {
 
   /** One claim after another: each is a short in-process transaction, with no round trip to share. */
   async claimMany(claims: ClaimOptions[]): Promise<ClaimedTask[][]> {
-    return claims.map((options) => claimTasks(this.conn, this.clock, resolveClaim(options)));
+    const claimed: ClaimedTask[][] = [];
+    for (const options of claims) claimed.push(await claimTasks(this.conn, this.clock, resolveClaim(options)));
+    return claimed;
   }
 
   async claimById(id: number, options: ClaimByIdOptions): Promise<ClaimedTask> {
@@ -228,7 +230,7 @@ export class SqliteStore implements Store {
   }
 
   async start(id: number, lease: Lease): Promise<Task> {
-    return this.conn.tx(false, () => {
+    return await this.conn.tx(false, () => {
       const now = this.now();
       const row = this.guarded("start", sql.START, id, lease, {}, now);
       this.conn.logEvent({ taskId: id, event: "started", toWorkerId: lease.workerId }, now);
@@ -237,13 +239,13 @@ export class SqliteStore implements Store {
   }
 
   async heartbeat(id: number, lease: Lease, options: HeartbeatOptions = {}): Promise<Task> {
-    return this.conn.tx(false, () =>
+    return await this.conn.tx(false, () =>
       toTask(this.guarded("heartbeat", sql.HEARTBEAT, id, lease, { leaseSeconds: options.leaseSeconds ?? null, progress: options.progress ?? null }, this.now())),
     );
   }
 
   async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
-    return this.conn.tx(true, () => {
+    return await this.conn.tx(true, () => {
       const now = this.now();
       const row = this.guarded("checkpoint", sql.CHECKPOINT, id, lease, { checkpoint: JSON.stringify(data) }, now);
       this.conn.logEvent({ taskId: id, event: "checkpoint", toWorkerId: lease.workerId, data }, now);
@@ -252,13 +254,13 @@ export class SqliteStore implements Store {
   }
 
   async progress(id: number, lease: Lease, progress: number): Promise<Task> {
-    return this.conn.tx(false, () => toTask(this.guarded("progress", sql.PROGRESS, id, lease, { progress }, this.now())));
+    return await this.conn.tx(false, () => toTask(this.guarded("progress", sql.PROGRESS, id, lease, { progress }, this.now())));
   }
 
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     const result = options.result ?? null;
     const inputs = options.followUps ?? [];
-    const done = this.conn.tx(true, () => {
+    const done = await this.conn.tx(true, () => {
       const followUps = prepareNewTasks(inputs, this.clock.now(), this.latestTypes(inputs), this.rules, id);
       const now = this.now();
       const row = this.guarded("complete", sql.COMPLETE, id, lease, { result: JSON.stringify(result) }, now);
@@ -271,11 +273,11 @@ export class SqliteStore implements Store {
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
-    return this.conn.tx(true, () => this.failOne({ id, lease, ...options }, this.now()));
+    return await this.conn.tx(true, () => this.failOne({ id, lease, ...options }, this.now()));
   }
 
   async completeMany(items: Completion[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
-    return this.conn.tx(true, () => {
+    return await this.conn.tx(true, () => {
       const now = this.now();
       return items.map(({ id, lease, result }) =>
         outcome(id, options, () => {
@@ -288,7 +290,7 @@ export class SqliteStore implements Store {
   }
 
   async failMany(items: Failure[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
-    return this.conn.tx(true, () => {
+    return await this.conn.tx(true, () => {
       const now = this.now();
       return items.map((item) => outcome(item.id, options, () => this.failOne(item, now)));
     });
@@ -314,7 +316,7 @@ export class SqliteStore implements Store {
 
   async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
     const replace = options.checkpoint !== undefined;
-    return this.conn.tx(true, () => {
+    return await this.conn.tx(true, () => {
       const now = this.now();
       const row = this.guarded("release", sql.RELEASE, id, lease, { replace: replace ? 1 : 0, checkpoint: replace ? JSON.stringify(options.checkpoint) : null }, now);
       const task = toTask(row);
@@ -324,7 +326,7 @@ export class SqliteStore implements Store {
   }
 
   /** Operator actions: no lease, just the state machine. */
-  private operatorAction(action: TaskAction, id: number, write: (now: string) => SqliteTaskRow | undefined, event: (before: LeaseRow, now: string) => EventInput): Task {
+  private operatorAction(action: TaskAction, id: number, write: (now: string) => SqliteTaskRow | undefined, event: (before: LeaseRow, now: string) => EventInput): Promise<Task> {
     return this.conn.tx(true, () => {
       const now = this.now();
       const before = this.conn.stmt(sql.LEASE_STATE).get(id) as LeaseRow | undefined;
@@ -402,7 +404,7 @@ export class SqliteStore implements Store {
   async recount({ dryRun = false }: RecountOptions = {}): Promise<RecountResult> {
     type Row = { task_type: string; before: number; after: number };
     if (dryRun) return recountResult(this.conn.stmt(sql.RECOUNT_FIGURES).all() as Row[], true);
-    return this.conn.tx(true, () => {
+    return await this.conn.tx(true, () => {
       const rows = this.conn.stmt(sql.RECOUNT_FIGURES).all() as Row[];
       this.conn.stmt(sql.CLEAR_COMPLETED_TOTALS).run();
       this.conn.stmt(sql.SET_COMPLETED_TOTALS).run();
@@ -421,7 +423,7 @@ export class SqliteStore implements Store {
 
   async registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {
     const spec = resolveTaskType(definition);
-    return this.conn.tx(true, () => {
+    return await this.conn.tx(true, () => {
       const [latest] = [...this.latestTypes([{ taskType: spec.name }]).values()];
       if (latest && sameDefinition(latest, spec)) return { taskType: latest, created: false };
       const row = this.conn.stmt(typeSql.INSERT_TASK_TYPE).get({
@@ -450,7 +452,7 @@ export class SqliteStore implements Store {
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
     const leases = beat.leases ?? [];
     let givenBack = 0;
-    const result = this.conn.tx(false, () => {
+    const result = await this.conn.tx(false, () => {
       const now = this.now();
       this.conn.stmt(workerSql.UPSERT_WORKER).run({
         workerId: beat.workerId,
@@ -504,7 +506,7 @@ export class SqliteStore implements Store {
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {
-    const released = this.conn.tx(true, () => {
+    const released = await this.conn.tx(true, () => {
       const now = this.now();
       const rows = this.conn.stmt(workerSql.RELEASE_WORKER_TASKS).all({ workerId, now }) as { id: number; checkpoint: string | null }[];
       for (const r of rows) {
@@ -528,11 +530,11 @@ export class SqliteStore implements Store {
 
   async sweep(options: SweepOptions): Promise<SweepResult> {
     const now = this.clock.now();
-    const result = sweepSqlite(this.conn, now, options);
+    const result = await sweepSqlite(this.conn, now, options);
     if (result.requeued.length > 0) notifyLocal(this.channel, []);
     // Housekeeping after the sweep committed: a file busy now must not lose the sweep's result; the next sweep does it.
     try {
-      this.conn.tx(false, () => this.conn.stmt(monitoringSql.DROP_OLD_THROUGHPUT).run({ keptSince: throughputKeptSince(now).toISOString() }));
+      await this.conn.tx(false, () => this.conn.stmt(monitoringSql.DROP_OLD_THROUGHPUT).run({ keptSince: throughputKeptSince(now).toISOString() }));
     } catch (error) {
       if (!(error instanceof UnavailableError)) throw error;
     }
@@ -546,11 +548,11 @@ export class SqliteStore implements Store {
   async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {
     const now = this.clock.now();
     const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
-    return this.conn.tx(false, () => this.conn.stmt(workerSql.TRY_LEAD).get({ name, holder, expiresAt, now: now.toISOString() }) !== undefined);
+    return await this.conn.tx(false, () => this.conn.stmt(workerSql.TRY_LEAD).get({ name, holder, expiresAt, now: now.toISOString() }) !== undefined);
   }
 
   async resign(name: string, holder: string): Promise<void> {
-    this.conn.tx(false, () => this.conn.stmt(workerSql.RESIGN).run({ name, holder }));
+    await this.conn.tx(false, () => this.conn.stmt(workerSql.RESIGN).run({ name, holder }));
   }
 
   async reassignments(options: ReassignmentQuery = {}): Promise<ReassignmentEvent[]> {
@@ -598,7 +600,7 @@ export class SqliteStore implements Store {
   }
 
   async recordSweep(name: string, holder: string, intervalSeconds: number): Promise<void> {
-    this.conn.tx(false, () => this.conn.stmt(workerSql.RECORD_SWEEP).run({ name, holder, now: this.now(), intervalSeconds }));
+    await this.conn.tx(false, () => this.conn.stmt(workerSql.RECORD_SWEEP).run({ name, holder, now: this.now(), intervalSeconds }));
   }
 
   async leadershipStatus(name: string): Promise<LeadershipStatus> {
@@ -615,7 +617,7 @@ export class SqliteStore implements Store {
   }
 
   async createApiKey(key: NewApiKey): Promise<ApiKeyRecord> {
-    const row = this.conn.tx(true, () =>
+    const row = await this.conn.tx(true, () =>
       this.conn.stmt(keySql.INSERT_API_KEY).get({
         name: key.name ?? null,
         scope: key.scope,
@@ -638,13 +640,13 @@ export class SqliteStore implements Store {
   }
 
   async revokeApiKey(id: number): Promise<ApiKeyRecord> {
-    const row = this.conn.tx(true, () => this.conn.stmt(keySql.REVOKE_API_KEY).get({ id, now: this.now() })) as SqliteApiKeyRow | undefined;
+    const row = await this.conn.tx(true, () => this.conn.stmt(keySql.REVOKE_API_KEY).get({ id, now: this.now() })) as SqliteApiKeyRow | undefined;
     if (!row) throw new ApiKeyNotFoundError(id);
     return decodeApiKey(row);
   }
 
   async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
-    return this.conn.tx(true, () => {
+    return await this.conn.tx(true, () => {
       const now = this.clock.now();
       const existing = this.scheduleNamed(definition.name);
       const s = resolveSchedule(definition, existing, now);
@@ -680,7 +682,7 @@ export class SqliteStore implements Store {
   }
 
   async setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord> {
-    return this.conn.tx(true, () => {
+    return await this.conn.tx(true, () => {
       const existing = this.scheduleNamed(name);
       if (!existing) throw new ScheduleNotFoundError(name);
       const now = this.clock.now();
@@ -695,7 +697,7 @@ export class SqliteStore implements Store {
   }
 
   async removeSchedule(name: string): Promise<ScheduleRecord> {
-    const row = this.conn.tx(true, () => this.conn.stmt(scheduleSql.DELETE_SCHEDULE).get(name)) as SqliteScheduleRow | undefined;
+    const row = await this.conn.tx(true, () => this.conn.stmt(scheduleSql.DELETE_SCHEDULE).get(name)) as SqliteScheduleRow | undefined;
     if (!row) throw new ScheduleNotFoundError(name);
     return decodeSchedule(row);
   }
@@ -712,15 +714,15 @@ export class SqliteStore implements Store {
     due: async (now) => (this.conn.stmt(scheduleSql.DUE_SCHEDULES).all(now.toISOString()) as SqliteScheduleRow[]).map(decodeSchedule),
     lastRunResults: async (name) => (this.conn.stmt(scheduleSql.LAST_RUN_RESULTS).all(name) as { result: string | null }[]).map((r) => (r.result === null ? null : JSON.parse(r.result))),
     writeRun: async (run) => this.writeRun(run),
-    writePass: async (pass) => this.conn.tx(true, () => this.recordPass(pass, null, storedRunResult(pass.result))),
+    writePass: async (pass) => await this.conn.tx(true, () => this.recordPass(pass, null, storedRunResult(pass.result))),
   };
 
   /**
    * One transaction: the tick's row, its tasks, the schedule's pass. The write lock is held from the
    * start, so the schedule read first is the one the pass updates.
    */
-  private writeRun(run: RunWrite): number[] | null {
-    const created = this.conn.tx(true, () => {
+  private async writeRun(run: RunWrite): Promise<number[] | null> {
+    const created = await this.conn.tx(true, () => {
       const current = this.scheduleNamed(run.name);
       if (!current?.enabled || current.nextRunAt?.getTime() !== run.expectedNextRunAt.getTime()) return null;
       const now = this.now();

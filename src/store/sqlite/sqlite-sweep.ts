@@ -14,7 +14,7 @@ interface RecoverRow {
 }
 
 /** One coordinator pass in one write transaction; see postgres-sweep.ts for the steps. */
-export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: SweepOptions): SweepResult {
+export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: SweepOptions): Promise<SweepResult> {
   const now = nowDate.toISOString();
   const staleBefore = new Date(nowDate.getTime() - options.staleAfterSeconds * 1000).toISOString();
   const deadBefore = new Date(nowDate.getTime() - options.deadAfterSeconds * 1000).toISOString();
