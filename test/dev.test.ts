@@ -153,7 +153,6 @@ describe("taskpool dev and the dispensary-crawl example", () => {
           return { pid: Number(pid), taskId: Number(taskId) };
         }),
       );
-      for (const { dev, signal } of devs) dev.child.kill(signal);
       const alive = (pid: number) => {
         try {
           process.kill(pid, 0);
@@ -162,6 +161,13 @@ describe("taskpool dev and the dispensary-crawl example", () => {
           return false;
         }
       };
+      // Frozen before its second checkpoint (800 ms of crawling), which would have it killed as staged:
+      // dev is then stopped or killed with the extra worker holding its task, whatever this machine's pace.
+      for (const { pid } of held) process.kill(pid, "SIGSTOP");
+      expect(held.map(({ pid }) => alive(pid))).toEqual([true, true]);
+      for (const { dev, signal } of devs) dev.child.kill(signal);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      for (const { pid } of held) process.kill(pid, "SIGCONT");
       for (const [i, { db: where }] of devs.entries()) {
         await eventually(() => !alive(held[i].pid), 10_000, `the extra worker (pid ${held[i].pid}) to stop`);
         const pool = await connect(where);

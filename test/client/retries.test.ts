@@ -21,7 +21,7 @@ describe("connect(http://…, { retryForMs })", () => {
     await store.migrate();
     app = await buildServer(new Taskpool(new CheckedStore(store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
     app.addHook("onRequest", async (request, reply) => {
-      if (limitedReads > 0 && request.method === "GET" && /^\/api\/tasks\/\d+$/.test(request.url)) {
+      if (limitedReads > 0 && request.method === "GET" && /^\/api\/tasks\/\d+(\?|$)/.test(request.url)) {
         limitedReads--;
         await reply.code(429).header("retry-after", "1").send({ success: false, error: "rate_limited", message: "Rate limit exceeded (simulated)", retry_after: 0.2 });
         return;
