@@ -197,24 +197,19 @@ function buildConverter(s: Schema, direction: Direction): Converter {
 /** Fields whose value is the user's JSON: a path goes on unchanged past them (`params.storeId` stays). */
 const JSON_FIELDS = new Set(["params", "checkpoint", "result", "metadata", "paramsSchema", "data"]);
 
-/** A wire field path (`follow_ups.0.task_type`) as the library names it (`followUps.0.taskType`); the user's JSON keeps its keys (`params.store_id`). */
-export function libraryPath(path: string): string {
+/** `path` with each field's name passed through `rename`, up to the first field of the user's JSON, whose keys stay as they are. */
+function renamePath(path: string, rename: (name: string) => string): string {
   const segments = path.split(".");
   const out: string[] = [];
   for (let i = 0; i < segments.length; i++) {
-    out.push(toCamel(segments[i]));
-    if (JSON_FIELDS.has(out[i])) return [...out, ...segments.slice(i + 1)].join(".");
+    out.push(rename(segments[i]));
+    if (JSON_FIELDS.has(toCamel(segments[i]))) return [...out, ...segments.slice(i + 1)].join(".");
   }
   return out.join(".");
 }
 
-/** A library field path (`followUps.0.taskType`) as the wire names it (`follow_ups.0.task_type`). */
-export function wirePath(path: string): string {
-  const segments = path.split(".");
-  const out: string[] = [];
-  for (let i = 0; i < segments.length; i++) {
-    out.push(toSnake(segments[i]));
-    if (JSON_FIELDS.has(segments[i])) return [...out, ...segments.slice(i + 1)].join(".");
-  }
-  return out.join(".");
-}
+/** A wire field path (`follow_ups.0.task_type`) as the library names it (`followUps.0.taskType`; `params.store_id` stays). */
+export const libraryPath = (path: string): string => renamePath(path, toCamel);
+
+/** A library field path (`followUps.0.taskType`) as the wire names it (`follow_ups.0.task_type`; `params.storeId` stays). */
+export const wirePath = (path: string): string => renamePath(path, toSnake);
