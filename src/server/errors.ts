@@ -63,7 +63,7 @@ export class RequestValidationError extends ValidationError {
       const wireName = toSnake(field);
       // Said as the casing it is, rather than as a guess at what was meant; only when its snake_case name is
       // a field (the message offers or lists it): `runAt` is no field in any casing, and its guesses stand.
-      const offered = new RegExp(`[ ,]${wireName}[?,]|[ ,]${wireName}$`).test(issue.message);
+      const offered = issue.message.split(/[\s,?]+/).includes(wireName);
       if (!issue.message.startsWith("Unexpected property") || wireName === field || !offered) return issue;
       const sent = issue.message.replace(`; did you mean ${wireName}?`, "").replace(/; the fields are .*$/, "");
       return { ...issue, message: `${sent}; the API's fields are snake_case: ${wireName}` };

@@ -605,6 +605,9 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     // A field that is none in any casing keeps its guesses, without a snake_case name that is no field either.
     const guessed = await s.call("POST", "/api/tasks", { task_type: "crawl", runAt: "2030-01-01T00:00:00Z" });
     expect(guessed.body.message).toMatch(/^Invalid request body: runAt: Unexpected property \(got "2030-01-01T00:00:00Z"\); did you mean scheduled_for or delay_seconds\?$/);
+    // A field name no pattern can hold is named as sent, not fed to one (a 500).
+    const odd = await s.call("POST", "/api/tasks", { task_type: "crawl", "aB(": 1 });
+    expect([odd.status, odd.body.error]).toEqual([400, "validation_error"]);
     // A missing field is said once, not once more as "Expected string".
     expect((await s.call("POST", "/api/tasks", { params: {} })).body.message).toBe("Invalid request body: task_type: Expected required property");
     const date = await s.call("POST", "/api/tasks", { task_type: "crawl", scheduled_for: "0001-01-01T00:00:00Z" });
