@@ -8,6 +8,7 @@ import { CheckedStore } from "../../src/api/checked-store.js";
 import { Taskpool } from "../../src/api/taskpool.js";
 import { UnavailableError } from "../../src/core/errors.js";
 import { buildServer } from "../../src/server/server.js";
+import { SqliteConnection } from "../../src/store/sqlite/connection.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { taskpool } from "../helpers/cli.js";
 import { script } from "../helpers/processes.js";
@@ -79,6 +80,20 @@ describe("SQLite: many processes writing at once", () => {
 });
 
 describe("SQLite: another process holds the write lock", () => {
+  it("a durable write that waited for the lock commits durably, whatever another write of its connection set meanwhile", { timeout: 30_000 }, async () => {
+    const path = await migratedFile();
+    const conn = new SqliteConnection(path, 10_000);
+    cleanups.push(() => conn.close());
+    const lock = await holdLock(path, "write");
+    // A completion (durable: synchronous FULL) and a heartbeat (NORMAL) on one connection both wait.
+    const durable = conn.tx(true, () => conn.db.pragma("synchronous", { simple: true }));
+    const quick = conn.tx(false, () => conn.db.pragma("synchronous", { simple: true }));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await lock.release();
+    // 2 is FULL (an fsync at commit), 1 NORMAL.
+    expect(await Promise.all([durable, quick])).toEqual([2, 1]);
+  });
+
   it("read-only CLI commands still answer; a write fails with one line saying the file is locked, and works once it is released", { timeout: 30_000 }, async () => {
     const path = await migratedFile();
     const db = `sqlite:${path}`;

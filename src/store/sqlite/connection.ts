@@ -76,15 +76,10 @@ export class SqliteConnection {
    * CLI prints as one line, rather than a bare "database is locked".
    */
   async tx<T>(durable: boolean, fn: () => T, waitMs = this.busyTimeoutMs): Promise<T> {
-    const level = durable ? "FULL" : "NORMAL";
-    if (this.synchronous !== level) {
-      this.db.pragma(`synchronous = ${level}`);
-      this.synchronous = level;
-    }
     const deadline = performance.now() + waitMs;
     for (let pause = 1; ; pause = Math.min(pause * 2, MAX_LOCK_PAUSE_MS)) {
       try {
-        return this.tryTx(fn);
+        return this.tryTx(durable, fn);
       } catch (error) {
         if (!isBusy(error)) throw error;
       }
@@ -99,8 +94,16 @@ export class SqliteConnection {
     }
   }
 
-  /** One try: SQLite waits LOCK_TRY_MS for the write lock, then gives up (SQLITE_BUSY). */
-  private tryTx<T>(fn: () => T): T {
+  /**
+   * One try: SQLite waits LOCK_TRY_MS for the write lock, then gives up (SQLITE_BUSY). The durability is
+   * set here, at each try: while one call paused, another of this connection may have set the other.
+   */
+  private tryTx<T>(durable: boolean, fn: () => T): T {
+    const level = durable ? "FULL" : "NORMAL";
+    if (this.synchronous !== level) {
+      this.db.pragma(`synchronous = ${level}`);
+      this.synchronous = level;
+    }
     this.tryWait.get();
     try {
       return this.db.transaction(fn).immediate();
