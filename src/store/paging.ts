@@ -6,7 +6,10 @@ export interface ResolvedList {
   statuses: TaskStatus[] | null;
   taskType: string | null;
   workerId: string | null;
-  /** Text the params (as JSON text) contain, compared in lower case. */
+  /**
+   * Text the params contain, as it is written in their JSON (a quote as \", a backslash as \\), so
+   * that it is found in their stored text; the statement compares both in lower case, one way.
+   */
   search: string | null;
   /** Newest first (ids below the cursor) or oldest first (ids above it). */
   order: "newest" | "oldest";
@@ -21,7 +24,7 @@ export function resolveList(filter: TaskFilter = {}, page: Page = {}): ResolvedL
     statuses: filter.status === undefined ? null : [filter.status].flat(),
     taskType: filter.taskType ?? null,
     workerId: filter.workerId ?? null,
-    search: filter.search?.toLowerCase() ?? null,
+    search: filter.search === undefined ? null : JSON.stringify(filter.search).slice(1, -1),
     order: page.order ?? "newest",
     afterCursor: page.cursor === undefined ? null : decodeCursor(page.cursor),
     limit: page.limit ?? 100,

@@ -36,6 +36,20 @@ export function queriesContract(kind: StoreKind) {
       await expect(ctx.store.list({ search: "" })).rejects.toBeInstanceOf(ValidationError);
     });
 
+    it("finds text with quotes, backslashes and letters beyond ASCII as it was written, in any case", async () => {
+      const [quoted, zurich, path] = (
+        await ctx.store.enqueueMany([
+          { taskType: "resync", params: { owner: 'Pat O"Brien' } },
+          { taskType: "resync", params: { city: "ZÜRICH" } },
+          { taskType: "resync", params: { file: "C:\\menus\\today" } },
+        ])
+      ).map((r) => r.task.id);
+      expect((await ctx.store.list({ search: 'o"brien' })).tasks.map((t) => t.id)).toEqual([quoted]);
+      expect((await ctx.store.list({ search: "zürich" })).tasks.map((t) => t.id)).toEqual([zurich]);
+      expect((await ctx.store.list({ search: "Zürich" })).tasks.map((t) => t.id)).toEqual([zurich]);
+      expect((await ctx.store.list({ search: "menus\\today" })).tasks.map((t) => t.id)).toEqual([path]);
+    });
+
     it("pages through everything with a cursor, each task once", async () => {
       await ctx.store.enqueueMany(Array.from({ length: 25 }, (_, i) => ({ taskType: "a", params: { i } })));
       const seen: number[] = [];

@@ -687,7 +687,7 @@ export function listStatement(
     statuses && (statuses.length > 0 ? `status IN (${statuses.join(", ")}) AND id > 0` : "false"),
     filters.taskType && "task_type = $?",
     filters.workerId && "worker_id = $?",
-    filters.search && "strpos(lower(params::text), $?) > 0",
+    filters.search && "strpos(lower(params::text), lower($?)) > 0",
     filters.cursor && (order === "newest" ? "id < $?" : "id > $?"),
   ].filter((c): c is string => typeof c === "string");
   let parameter = 1;

@@ -50,6 +50,9 @@ export class SqliteConnection {
     this.db.pragma("journal_mode = WAL");
     this.db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT}`);
     this.db.pragma("foreign_keys = ON");
+    // Lower case as JavaScript has it: SQLite's lower() changes ASCII letters only, so a search for
+    // "zürich" missed "ZÜRICH" (the params search, queries.ts).
+    this.db.function("tp_lower", { deterministic: true }, (text: unknown) => (typeof text === "string" ? text.toLowerCase() : text));
   }
 
   stmt(text: string): Database.Statement {

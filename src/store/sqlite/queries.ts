@@ -139,7 +139,7 @@ const LIST_WHERE = `
   WHERE (@statuses IS NULL OR status IN (SELECT value FROM json_each(@statuses)))
     AND (@taskType IS NULL OR task_type = @taskType)
     AND (@workerId IS NULL OR worker_id = @workerId)
-    AND (@search IS NULL OR instr(lower(params), @search) > 0)`;
+    AND (@search IS NULL OR instr(tp_lower(params), tp_lower(@search)) > 0)`;
 
 /** Task lists in each order of the allowlist, paged by id past the cursor. */
 export const LIST = {
