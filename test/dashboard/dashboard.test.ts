@@ -300,6 +300,13 @@ describe("the dashboard in a real browser", () => {
     expect(await row.locator("td").nth(3).textContent()).toMatch(/^[\d.]+ s ago$/);
   });
 
+  it("the Tasks page's role picker shows the role filtered on, even one with no task yet (a link from Capacity)", async () => {
+    await server.pool.enqueue("crawl", {});
+    const page = await open(server.keys.producer, "#/tasks?task_type=registered_only");
+    await page.locator("#tasks, p.muted", { hasText: /No task|crawl/ }).first().waitFor();
+    await expect.poll(() => page.locator("select[name=task_type]").inputValue()).toBe("registered_only");
+  });
+
   it("a malformed escape in the address (a typed %) shows a page, not a blank one", async () => {
     const page = await open(server.keys.producer, "#/tasks/100%");
     await page.locator(".alert", { hasText: "id" }).waitFor();

@@ -27,7 +27,7 @@ function Filters({ params, types }) {
     <label>role (task type)
       <select name="task_type" value=${draft.task_type ?? ""} onChange=${set("task_type")}>
         <option value="">any</option>
-        ${types.map((t) => html`<option value=${t}>${t}</option>`)}
+        ${[...new Set([...types, ...(draft.task_type ? [draft.task_type] : [])])].sort().map((t) => html`<option value=${t}>${t}</option>`)}
       </select>
     </label>
     <label>worker <input name="worker_id" value=${draft.worker_id ?? ""} onInput=${set("worker_id")} placeholder="worker id" /></label>
