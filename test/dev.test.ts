@@ -168,6 +168,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
       for (const { dev, signal } of devs) dev.child.kill(signal);
       await new Promise((resolve) => setTimeout(resolve, 300));
       for (const { pid } of held) process.kill(pid, "SIGCONT");
+      expect(await devs[0].dev.exit).toBe(0);
       for (const [i, { db: where }] of devs.entries()) {
         await eventually(() => !alive(held[i].pid), 10_000, `the extra worker (pid ${held[i].pid}) to stop`);
         const pool = await connect(where);
@@ -180,7 +181,6 @@ describe("taskpool dev and the dispensary-crawl example", () => {
           await pool.close();
         }
       }
-      expect(await devs[0].dev.exit).toBe(0);
     } finally {
       removeSqliteFiles(other);
     }

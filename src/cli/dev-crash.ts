@@ -29,9 +29,11 @@ export interface SimulatedCrash {
   workerId: string;
   /** Settles once the extra worker holds its task, or the simulation gave up: start the role's other workers then. */
   claimed: Promise<void>;
+  /** Calls the crash off: the extra worker runs on, and is not killed mid-task any more. */
+  disarm(): void;
   /**
-   * Stops watching, and stops the extra worker if it still runs as a worker stops on SIGTERM: the
-   * task it holds goes back to the pool at once (within STOP_WITHIN_MS, or it is killed).
+   * Disarms, and stops the extra worker if it still runs as a worker stops on SIGTERM: the task it
+   * holds goes back to the pool at once (within STOP_WITHIN_MS, or it is killed).
    */
   stop(): Promise<void>;
 }
@@ -133,12 +135,16 @@ export function simulateCrash(pool: Taskpool, options: CrashOptions): SimulatedC
       claimedTask();
     });
 
+  const disarm = () => {
+    stopped = true;
+    watching.abort(new Error("stopped"));
+  };
   return {
     workerId,
     claimed,
+    disarm,
     stop: async () => {
-      stopped = true;
-      watching.abort(new Error("stopped"));
+      disarm();
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGTERM");
       const late = setTimeout(kill, STOP_WITHIN_MS);

@@ -127,8 +127,8 @@ export function devCommand(program: Command): void {
       const stop = async () => {
         if (stopping) process.exit(130);
         stopping = true;
-        // Before anything else stops: the extra worker gives its task back while the pool is open.
-        await crash?.stop();
+        // No staged kill from now: it would leave its task to a coordinator that is stopping too.
+        crash?.disarm();
         await live?.stop();
         logger.info("Stopping: the server closes, running tasks get 5 s to finish (Ctrl-C again to quit at once)");
         if (status) clearInterval(status);
@@ -138,7 +138,8 @@ export function devCommand(program: Command): void {
         if (saved.length > 0) logger.info(`Removed the schedules dev saved: ${saved.join(", ")}`);
         await pool.revokeApiKey(apiKey.id);
         await app.close();
-        await Promise.all(workers.map(({ worker }) => worker.stop()));
+        // The extra worker gives its task back as dev's own stop claiming: else one of them took it again.
+        await Promise.all([crash?.stop(), ...workers.map(({ worker }) => worker.stop())]);
         await coordinator.stop();
         await printStatus(pool, (l) => logger.info(l));
         await pool.close();

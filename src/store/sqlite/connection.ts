@@ -38,6 +38,8 @@ export class SqliteConnection {
   /** The busy timeout of one try at the write lock, and the usual one (reads), prepared once: a pragma call prepares a statement each time. */
   private readonly tryWait: Database.Statement;
   private readonly usualWait: Database.Statement;
+  /** Settles when the write transaction called last has ended: the next one waits for it (see tx). */
+  private writing: Promise<void> = Promise.resolve();
 
   constructor(
     path: string,
@@ -79,7 +81,24 @@ export class SqliteConnection {
    * CLI prints as one line, rather than a bare "database is locked".
    */
   async tx<T>(durable: boolean, fn: () => T, waitMs = this.busyTimeoutMs): Promise<T> {
+    // Inside another transaction's function it would wait for that transaction, which waits for nothing.
+    if (this.db.inTransaction) throw new Error("SqliteConnection.tx called inside a transaction: write within the outer one");
     const deadline = performance.now() + waitMs;
+    // One call at a time waits for the lock, in the order the calls came, as when each waited inside
+    // SQLite: tries of two calls interleaved on one connection could starve one of them, which then
+    // failed after its whole timeout although the lock had long been free (seen, its cause not pinned down).
+    const before = this.writing;
+    let done = () => {};
+    this.writing = new Promise<void>((resolve) => (done = resolve));
+    await before;
+    try {
+      return await this.waitForLock(durable, fn, deadline, waitMs);
+    } finally {
+      done();
+    }
+  }
+
+  private async waitForLock<T>(durable: boolean, fn: () => T, deadline: number, waitMs: number): Promise<T> {
     for (let pause = 1; ; pause = Math.min(pause * 2, MAX_LOCK_PAUSE_MS)) {
       try {
         return this.tryTx(durable, fn);
