@@ -369,7 +369,14 @@ export class Worker {
       entry.timeout = setTimeout(() => abort.abort("timeout"), task.timeoutSeconds * 1000);
     }
     if (this.logger.isLevelEnabled("debug")) this.logger.debug({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
-    entry.done = this.execute(entry).finally(() => {
+    entry.done = this.execute(entry)
+      .catch(async (error: unknown) => {
+        // A fault of the worker's own in handling the outcome: the task goes back rather than staying
+        // leased to a worker whose process an unhandled rejection would end.
+        this.logger.error({ err: describeThrown(error) }, `Internal error after task ${task.id} ran: ${describeThrown(error)}; giving the task back`);
+        await this.store.release(task.id, task, { reason: "worker internal error" }).catch(() => {});
+      })
+      .finally(() => {
       if (entry.timeout) clearTimeout(entry.timeout);
       this.forget(entry);
       this.publishState();
@@ -628,7 +635,7 @@ export class Worker {
 
 /** A message the store accepts whatever the handler threw: no NUL, well-formed, not too long. */
 function storable(message: string): string {
-  const clean = message.replaceAll("\0", "\\0").toWellFormed();
+  const clean = String(message).replaceAll("\0", "\\0").toWellFormed();
   return clean.length <= MAX_MESSAGE_LENGTH ? clean : `${clean.slice(0, MAX_MESSAGE_LENGTH - 20)}… (truncated)`;
 }
 
@@ -639,20 +646,47 @@ function storable(message: string): string {
  */
 function stackOf(error: unknown): string | undefined {
   if (!(error instanceof Error)) return undefined;
-  return storable(inspect(error, { depth: 4, colors: false, breakLength: Infinity }));
+  try {
+    return storable(inspect(error, { depth: 4, colors: false, breakLength: Infinity }));
+  } catch {
+    return undefined; // a getter that throws, a Proxy
+  }
 }
 
-/** What a handler threw, as its task's error: an object thrown as it is printed "[object Object]", and `undefined` as "undefined". */
+/**
+ * What a handler threw, as its task's error: an Error's message (or, with none, its name), a string
+ * as it is, anything else shown ("Handler threw {"code":7} (not an Error)"). Never throws: an Error
+ * whose message is a number, or an object that neither JSON nor String can show, ended the worker.
+ */
 function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name;
-  if (typeof error === "string") return error;
-  const message = (error as { message?: unknown } | null)?.message;
-  if (typeof message === "string" && message !== "") return message;
-  let shown: string;
   try {
-    shown = typeof error === "object" && error !== null ? (JSON.stringify(error) ?? String(error)) : String(error);
+    if (typeof error === "string") return error;
+    const { message, name } = (error ?? {}) as { message?: unknown; name?: unknown };
+    if (typeof message === "string" && message !== "") return message;
+    if (error instanceof Error) {
+      const label = typeof name === "string" && name !== "" ? name : "Error";
+      return message === undefined || message === "" ? label : `${label}: ${describeThrown(message)}`;
+    }
+    return `Handler threw ${describeThrown(error)} (not an Error)`;
   } catch {
-    shown = String(error); // a cycle or a BigInt inside
+    return "Handler threw a value that cannot be shown (not an Error)";
   }
-  return `Handler threw ${shown} (not an Error)`;
+}
+
+/** A thrown value as text, whatever it is: JSON for plain data, else String(), else its type. */
+function describeThrown(value: unknown): string {
+  try {
+    if (value instanceof Error) return `${value.name}: ${value.message}`;
+    if (typeof value === "object" && value !== null) {
+      const json = JSON.stringify(value);
+      if (json !== undefined) return json;
+    }
+  } catch {
+    // a cycle or a BigInt inside: String() below
+  }
+  try {
+    return String(value);
+  } catch {
+    return Object.prototype.toString.call(value); // no toString at all (a null-prototype object)
+  }
 }

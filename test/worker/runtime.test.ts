@@ -524,6 +524,21 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(messages).toEqual(["quota exceeded", 'Handler threw {"code":42} (not an Error)', "Handler threw undefined (not an Error)", "no stock"]);
   });
 
+  it("fails the task, and runs on, whatever a handler throws: an Error whose message is no string, an object nothing can print", async () => {
+    const numbered = Object.assign(new Error("x"), { message: 404 });
+    const unnamed = Object.assign(new Error(""), { name: 7 });
+    const unprintable = Object.assign(Object.create(null), { n: 1n });
+    const thrown: Record<string, unknown> = { numbered, unnamed, unprintable };
+    const tasks = await Promise.all(Object.keys(thrown).map(async (kind) => (await store.enqueue({ taskType: "boom", params: { kind }, maxAttempts: 1 })).task));
+    await startWorker({ handlers: { boom: async (params) => { throw thrown[params.kind as string]; } } });
+    for (const t of tasks) await settled(t.id, "failed");
+    const messages = await Promise.all(tasks.map(async (t) => (await store.get(t.id))?.errorMessage));
+    expect(messages).toEqual(["Error: 404", "Error", "Handler threw [object Object] (not an Error)"]);
+    // The worker is still claiming.
+    const { task } = await store.enqueue({ taskType: "boom", params: { kind: "nothing" }, maxAttempts: 1 });
+    await settled(task.id, "failed");
+  });
+
   it("keeps a handler error's stack, its cause included, in the failure's event and the log line; the task keeps the message", async () => {
     const { task } = await store.enqueue({ taskType: "boom", maxAttempts: 1 });
     const { logs } = await startWorker({
