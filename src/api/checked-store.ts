@@ -321,20 +321,20 @@ export class CheckedStore implements Store {
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
     this.checkBeat(beat);
-    return this.store.workerHeartbeat(beat);
+    return this.store.workerHeartbeat(distinctRoles(beat));
   }
 
   /** All or nothing, like claimMany: a bad beat or a worker beating twice refuses the lot, naming the index. */
   async workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]> {
     const seen = new Set<string>();
     beats.forEach((beat, index) => atItem(index, () => this.checkBeat(beat, seen)));
-    return beats.length === 0 ? [] : this.store.workerHeartbeatMany(beats);
+    return beats.length === 0 ? [] : this.store.workerHeartbeatMany(beats.map(distinctRoles));
   }
 
   /** workerHeartbeatMany for independent callers, as claimEach: a bad beat is refused alone. */
   workerHeartbeatEach(beats: WorkerBeat[]): Promise<Outcome<WorkerBeatResult>[]> {
     const seen = new Set<string>();
-    return this.each(beats, (beat) => this.checkBeat(beat, seen), (valid) => this.store.workerHeartbeatMany(valid));
+    return this.each(beats, (beat) => this.checkBeat(beat, seen), (valid) => this.store.workerHeartbeatMany(valid.map(distinctRoles)));
   }
 
   async shutdownWorker(workerId: string): Promise<number[]> {
@@ -533,6 +533,15 @@ const Enabled = Type.Boolean();
 
 /** What a per-item call answers for each item: its value, or why it was refused (nothing of it was written). */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; error: ValidationError };
+
+/**
+ * A beat with each of its roles once: a role listed twice made the worker count twice among its role's
+ * active workers (capacity's figures, the Capacity page). Kept rather than refused: a worker beating
+ * so was accepted before, and refusing its beats would fence it.
+ */
+function distinctRoles(beat: WorkerBeat): WorkerBeat {
+  return beat.roles && new Set(beat.roles).size !== beat.roles.length ? { ...beat, roles: [...new Set(beat.roles)] } : beat;
+}
 
 function checkClaim(options: ClaimOptions): void {
   validate(ClaimOptionsSchema, options, "claim options");

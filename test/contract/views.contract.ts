@@ -82,6 +82,15 @@ export function viewsContract(kind: StoreKind) {
       expect(again).toEqual(new Map([...capacity].map(([type, r]) => [type, type === "crawl" ? { ...r, oldestReadySeconds: expect.any(Number) } : r])));
     });
 
+    it("v_worker_capacity counts a worker that lists its role twice once", async () => {
+      start = Date.now();
+      at(0);
+      await beat("w1", { roles: ["delta", "delta", "delta"] });
+      await ctx.store.enqueueMany(Array.from({ length: 4 }, () => ({ taskType: "delta" })));
+      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w1")?.roles).toEqual(["delta"]);
+      expect((await ctx.store.capacity()).find((r) => r.taskType === "delta")).toMatchObject({ activeWorkers: 1, pendingTasks: 4 });
+    });
+
     it("v_worker_capacity: how long the longest-waiting ready task has waited since it was due", async () => {
       start = Date.now();
       const ofType = async (taskType: string) => (await ctx.store.capacity()).find((r) => r.taskType === taskType)?.oldestReadySeconds;
