@@ -113,7 +113,7 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
       // The message names a batch item's field as the item has it ("item 1: …: maxAttempts: …"), not by its whole path.
       body.message = error.issues.reduce((m, i) => {
         const local = i.path.replace(ITEM_PREFIX, "");
-        return m.replaceAll(`${local}:`, `${wirePath(local)}:`).replaceAll(`${local} `, `${wirePath(local)} `);
+        return [i.path, local].reduce((text, path) => text.replaceAll(`${path}:`, `${wirePath(path)}:`).replaceAll(`${path} `, `${wirePath(path)} `), m);
       }, error.message);
     }
     if (error instanceof HttpError) Object.assign(body, error.details);

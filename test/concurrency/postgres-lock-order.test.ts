@@ -64,4 +64,31 @@ describe("PostgreSQL: a worker's heartbeat and the sweep take their locks in one
     const row = await handle.store.get(task.id);
     expect(row).toMatchObject({ status: task.status, workerId: "w1", leaseToken: task.leaseToken });
   });
+  it("a worker shutting down as it is declared dead neither deadlocks nor leaves its task leased", async () => {
+    handle = await createPostgres();
+    const stopper = await handle.another({ poolSize: 1 });
+    const sweeper = await handle.another({ poolSize: 1 });
+    await handle.store.workerHeartbeat({ workerId: "w1", roles: ["crawl"] });
+    await handle.store.enqueue({ taskType: "crawl", params: {} });
+    const [task] = await handle.store.claim({ workerId: "w1", taskTypes: ["crawl"] });
+    await handle.execute("UPDATE workers SET last_seen_at = now() - interval '1 hour'");
+
+    holder = new pg.Client({ connectionString: PG_URL });
+    watcher = new pg.Client({ connectionString: PG_URL });
+    await Promise.all([holder.connect(), watcher.connect()]);
+    await holder.query("BEGIN");
+    await holder.query(`SELECT 1 FROM "${handle.schema}".tasks WHERE id = $1 FOR UPDATE`, [task.id]);
+
+    const shutdown = stopper.shutdownWorker("w1");
+    await waitingOnLocks(1);
+    const sweep = sweeper.sweep(SWEEP);
+    await waitingOnLocks(2);
+    await holder.query("COMMIT");
+
+    const [stopped, swept] = await Promise.allSettled([shutdown, sweep]);
+    // The shutdown came first: the task is back in the pool, released, and the worker inactive, not dead.
+    expect(stopped).toEqual({ status: "fulfilled", value: [task.id] });
+    expect(swept).toMatchObject({ status: "fulfilled", value: { deadWorkers: [], requeued: [] } });
+    expect(await handle.store.get(task.id)).toMatchObject({ status: "pending", workerId: null });
+  });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { retryDelayMs } from "../../src/core/backoff.js";
-import { InvalidTransitionError, ValidationError } from "../../src/core/errors.js";
+import { InvalidTransitionError, UniqueKeyTakenError, ValidationError } from "../../src/core/errors.js";
 import type { StoreKind } from "../helpers/stores.js";
 import { claimOne, useStore } from "./context.js";
 
@@ -201,6 +201,16 @@ export function lifecycleContract(kind: StoreKind) {
       expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "requeued", message: "manual retry" });
       await expect(ctx.store.retry(lease.id)).rejects.toBeInstanceOf(InvalidTransitionError);
       expect((await claimOne(ctx.store)).attempts).toBe(1);
+    });
+
+    it("refuses a retry while a pending task holds the failed task's unique key, with its own error, and changes nothing", async () => {
+      const lease = await claimNew({ maxAttempts: 1, uniqueKey: "store:7" });
+      await ctx.store.fail(lease.id, lease, { error: "boom", retryable: false });
+      await ctx.store.enqueue({ taskType: "a", uniqueKey: "store:7" });
+      const refused = await ctx.store.retry(lease.id).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(UniqueKeyTakenError);
+      expect((refused as UniqueKeyTakenError).code).toBe("unique_key_taken");
+      expect((await ctx.store.get(lease.id))?.status).toBe("failed");
     });
 
     it("a retry with resetCheckpoint starts afresh: checkpoint and progress cleared, and said so in the timeline", async () => {

@@ -24,6 +24,8 @@ import type { Task, TaskCounts } from "../../src/core/task.js";
 import type { TaskTypeRecord } from "../../src/core/task-type.js";
 import { fromWire, libraryPath, toCamel, toSnake, toWire, wirePath, wireSchema } from "../../src/core/wire.js";
 import type { ReassignmentEvent, SweepResult, WorkerRecord } from "../../src/core/worker.js";
+import { ValidationError } from "../../src/core/errors.js";
+import { errorReply } from "../../src/server/errors.js";
 import { buildServer, ROUTES } from "../../src/server/server.js";
 import { ClaimNext, ClaimWait } from "../../src/server/routes/task-leases.js";
 import { BatchOptionsSchema, WaitForWork } from "../../src/server/routes/worker-transport.js";
@@ -50,6 +52,10 @@ describe("the wire mapping", () => {
     expect(libraryPath("follow_ups.3.task_type")).toBe("followUps.3.taskType");
     expect(libraryPath("params.store_id.inner_key")).toBe("params.store_id.inner_key");
     expect(libraryPath("params_schema.max_length")).toBe("paramsSchema.max_length");
+    // An error's message names the field as its issues do, a list's item by its whole path or by the item's own.
+    const reply = (message: string, path: string) => errorReply(new ValidationError(message, [{ path, message: "Expected string" }])).body as { message: string };
+    expect(reply("Invalid schedule: fanOut.0.taskType: Expected string", "fanOut.0.taskType").message).toBe("Invalid schedule: fan_out.0.task_type: Expected string");
+    expect(reply("item 1: Invalid task: taskType: Expected string", "1.taskType").message).toBe("item 1: Invalid task: task_type: Expected string");
   });
 
   it("every property name of every library schema survives the round trip (a name that cannot is caught here)", () => {

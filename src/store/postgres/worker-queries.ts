@@ -23,8 +23,8 @@ const KEPT_IF_LEFT_OUT = (column: string) =>
   `CASE WHEN EXCLUDED.worker_id IN (SELECT worker_id FROM beat WHERE ${column} IS NULL) THEN workers.${column} ELSE EXCLUDED.${column} END`;
 
 /**
- * In WORKER_HEARTBEAT's updates of tasks: a condition always true that makes them wait for the
- * workers' rows. Nothing else reads the `worker` step, so PostgreSQL would run it last, after locking
+ * In WORKER_HEARTBEAT's and WORKER_SHUTDOWN's updates of tasks: a condition always true that makes them
+ * wait for the workers' rows. Nothing else reads the `worker` step, so PostgreSQL would run it last, after locking
  * the tasks; the sweep locks a worker before its tasks, and a beat arriving as its worker was declared
  * dead deadlocked with it. Free of the row, the condition runs once, before the first task is read.
  */
@@ -112,18 +112,18 @@ export const WORKER_HEARTBEAT = `
 
 /** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded; what was reserved for it is open to all. */
 export const WORKER_SHUTDOWN = `
-  WITH released AS (
+  WITH worker AS (
+    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz WHERE worker_id = $1 RETURNING 1
+  ),
+  released AS (
     UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
         claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0), updated_at = $2::timestamptz
-    WHERE t.worker_id = $1 AND t.status IN (${LEASED})
+    WHERE t.worker_id = $1 AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS}
     RETURNING t.id, t.checkpoint
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
     SELECT id, 'released', $1, 'worker shut down', checkpoint, $2::timestamptz FROM released
-  ),
-  worker AS (
-    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz WHERE worker_id = $1 RETURNING 1
   ),
   ${UNRESERVED_FOR("SELECT $1")}
   -- One row at least: whether the registry knew the worker, with each released task's id (null if none).

@@ -352,7 +352,8 @@ export class SqliteStore implements Store {
   async retry(id: number, options: RetryOptions = {}): Promise<Task> {
     const reset = options.resetCheckpoint === true;
     try {
-      return this.operatorAction(
+      // Awaited here: the refusal to map comes from the transaction, once it has waited for the lock.
+      return await this.operatorAction(
         "retry",
         id,
         (now) => this.conn.stmt(sql.RETRY).get({ id, now, reset: reset ? 1 : 0 }) as SqliteTaskRow | undefined,
@@ -365,12 +366,13 @@ export class SqliteStore implements Store {
   }
 
   async reserve(id: number, workerId: string, seconds: number): Promise<Task> {
-    const reservedUntil = new Date(this.clock.now().getTime() + seconds * 1000).toISOString();
+    // From the transaction's now, not the call's: the write may have waited for the lock.
+    const until = (now: string) => new Date(Date.parse(now) + seconds * 1000).toISOString();
     return this.operatorAction(
       "reserve",
       id,
-      (now) => this.conn.stmt(sql.RESERVE).get({ id, workerId, reservedUntil, now }) as SqliteTaskRow | undefined,
-      () => ({ taskId: id, event: "reassigned", toWorkerId: workerId, data: { reserved_until: reservedUntil } }),
+      (now) => this.conn.stmt(sql.RESERVE).get({ id, workerId, reservedUntil: until(now), now }) as SqliteTaskRow | undefined,
+      (_before, now) => ({ taskId: id, event: "reassigned", toWorkerId: workerId, data: { reserved_until: until(now) } }),
     );
   }
 
@@ -546,9 +548,12 @@ export class SqliteStore implements Store {
   }
 
   async tryLead(name: string, holder: string, ttlSeconds: number): Promise<boolean> {
-    const now = this.clock.now();
-    const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
-    return await this.conn.tx(false, () => this.conn.stmt(workerSql.TRY_LEAD).get({ name, holder, expiresAt, now: now.toISOString() }) !== undefined);
+    return await this.conn.tx(false, () => {
+      // Read once the lock is held: a lease timed from before the wait would be short by it.
+      const now = this.clock.now();
+      const expiresAt = new Date(now.getTime() + ttlSeconds * 1000).toISOString();
+      return this.conn.stmt(workerSql.TRY_LEAD).get({ name, holder, expiresAt, now: now.toISOString() }) !== undefined;
+    });
   }
 
   async resign(name: string, holder: string): Promise<void> {
