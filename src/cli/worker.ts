@@ -41,8 +41,12 @@ export function workerCommand(program: Command): void {
         // JSON lines on stdout; LOG_LEVEL=debug adds a line per task claimed and completed.
         logger: serviceLogger(),
       });
+      if (opts.exitWithParent) {
+        // The parent's end closes the IPC channel it gave: SIGKILLed, it could not stop this worker itself.
+        // Heard from before the start: a parent gone during it would otherwise leave this worker running.
+        if (!process.connected) process.exit(0);
+        process.once("disconnect", () => process.kill(process.pid, "SIGTERM"));
+      }
       await worker.start();
-      // The parent's end closes the IPC channel it gave: SIGKILLed, it could not stop this worker itself.
-      if (opts.exitWithParent && process.connected) process.once("disconnect", () => process.kill(process.pid, "SIGTERM"));
     });
 }
