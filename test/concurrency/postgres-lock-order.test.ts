@@ -1,5 +1,6 @@
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
+import type { ClaimedTask } from "../../src/core/task.js";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
 
@@ -7,13 +8,13 @@ const SWEEP = { staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds
 
 /**
  * The sweep locks a worker's row before its tasks (it marks the worker dead, then takes its tasks
- * back). A worker's heartbeat must take the same order, or a worker coming back just as it is
+ * back). A worker's heartbeat and its shutdown must take the same order, or a worker acting just as it is
  * declared dead deadlocks with the sweep: PostgreSQL aborts one of them after a second, and the
  * sweep, which recovers every dead worker's tasks in one transaction, starts over at its next pass.
  * The interleaving is forced: a third session holds the task's row, so both statements queue on it
  * with whatever else they locked first.
  */
-describe("PostgreSQL: a worker's heartbeat and the sweep take their locks in one order", () => {
+describe("PostgreSQL: a worker's heartbeat and shutdown take their locks in the sweep's order", () => {
   let handle: TestStore<PostgresStore>;
   let holder: pg.Client;
   let watcher: pg.Client;
@@ -35,14 +36,17 @@ describe("PostgreSQL: a worker's heartbeat and the sweep take their locks in one
     throw new Error(`never saw ${count} sessions waiting on a lock`);
   }
 
-  it("a beat arriving as its worker is declared dead neither deadlocks nor loses the lease", async () => {
+  /**
+   * A worker holding a task, silent past dead_after but with its lease still running (only the worker's
+   * death makes the sweep take the task). `act` (its beat, its shutdown) and a sweep are queued on the
+   * task's row, held by a third session, `act` first; then the row is let go. Both outcomes, settled.
+   */
+  async function declaredDeadAsItActs(act: (store: PostgresStore, task: ClaimedTask) => Promise<unknown>) {
     handle = await createPostgres();
-    const beater = await handle.another({ poolSize: 1 });
-    const sweeper = await handle.another({ poolSize: 1 });
+    const [acting, sweeper] = await Promise.all([handle.another({ poolSize: 1 }), handle.another({ poolSize: 1 })]);
     await handle.store.workerHeartbeat({ workerId: "w1", roles: ["crawl"] });
     await handle.store.enqueue({ taskType: "crawl", params: {} });
     const [task] = await handle.store.claim({ workerId: "w1", taskTypes: ["crawl"] });
-    // Silent past dead_after, but its task's lease still runs: only the worker's death makes the sweep take it.
     await handle.execute("UPDATE workers SET last_seen_at = now() - interval '1 hour'");
 
     holder = new pg.Client({ connectionString: PG_URL });
@@ -51,43 +55,29 @@ describe("PostgreSQL: a worker's heartbeat and the sweep take their locks in one
     await holder.query("BEGIN");
     await holder.query(`SELECT 1 FROM "${handle.schema}".tasks WHERE id = $1 FOR UPDATE`, [task.id]);
 
-    const beat = beater.workerHeartbeat({ workerId: "w1", leases: [{ taskId: task.id, leaseToken: task.leaseToken }], allLeases: true });
+    const acted = act(acting, task);
     await waitingOnLocks(1);
     const sweep = sweeper.sweep(SWEEP);
     await waitingOnLocks(2);
     await holder.query("COMMIT");
+    const [outcome, swept] = await Promise.allSettled([acted, sweep]);
+    return { task, outcome, swept };
+  }
 
-    const [beaten, swept] = await Promise.allSettled([beat, sweep]);
-    expect(beaten).toEqual({ status: "fulfilled", value: { lost: [] } });
+  it("a beat arriving as its worker is declared dead neither deadlocks nor loses the lease", async () => {
+    const { task, outcome, swept } = await declaredDeadAsItActs((store, t) =>
+      store.workerHeartbeat({ workerId: "w1", leases: [{ taskId: t.id, leaseToken: t.leaseToken }], allLeases: true }),
+    );
+    expect(outcome).toEqual({ status: "fulfilled", value: { lost: [] } });
     // The beat came first: the worker is alive, and keeps its task.
     expect(swept).toMatchObject({ status: "fulfilled", value: { deadWorkers: [], requeued: [] } });
-    const row = await handle.store.get(task.id);
-    expect(row).toMatchObject({ status: task.status, workerId: "w1", leaseToken: task.leaseToken });
+    expect(await handle.store.get(task.id)).toMatchObject({ status: task.status, workerId: "w1", leaseToken: task.leaseToken });
   });
+
   it("a worker shutting down as it is declared dead neither deadlocks nor leaves its task leased", async () => {
-    handle = await createPostgres();
-    const stopper = await handle.another({ poolSize: 1 });
-    const sweeper = await handle.another({ poolSize: 1 });
-    await handle.store.workerHeartbeat({ workerId: "w1", roles: ["crawl"] });
-    await handle.store.enqueue({ taskType: "crawl", params: {} });
-    const [task] = await handle.store.claim({ workerId: "w1", taskTypes: ["crawl"] });
-    await handle.execute("UPDATE workers SET last_seen_at = now() - interval '1 hour'");
-
-    holder = new pg.Client({ connectionString: PG_URL });
-    watcher = new pg.Client({ connectionString: PG_URL });
-    await Promise.all([holder.connect(), watcher.connect()]);
-    await holder.query("BEGIN");
-    await holder.query(`SELECT 1 FROM "${handle.schema}".tasks WHERE id = $1 FOR UPDATE`, [task.id]);
-
-    const shutdown = stopper.shutdownWorker("w1");
-    await waitingOnLocks(1);
-    const sweep = sweeper.sweep(SWEEP);
-    await waitingOnLocks(2);
-    await holder.query("COMMIT");
-
-    const [stopped, swept] = await Promise.allSettled([shutdown, sweep]);
+    const { task, outcome, swept } = await declaredDeadAsItActs((store) => store.shutdownWorker("w1"));
     // The shutdown came first: the task is back in the pool, released, and the worker inactive, not dead.
-    expect(stopped).toEqual({ status: "fulfilled", value: [task.id] });
+    expect(outcome).toEqual({ status: "fulfilled", value: [task.id] });
     expect(swept).toMatchObject({ status: "fulfilled", value: { deadWorkers: [], requeued: [] } });
     expect(await handle.store.get(task.id)).toMatchObject({ status: "pending", workerId: null });
   });
