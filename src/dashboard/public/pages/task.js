@@ -75,13 +75,12 @@ function Timeline({ events }) {
 const EVENTS_SHOWN = 500;
 /** A finished task changes only when someone retries it: its page asks again this rarely. */
 const FINISHED_POLL_MS = 30_000;
-const FINISHED = new Set(["completed", "failed", "cancelled"]);
 
 export function TaskPage({ id, session }) {
   const { data, error, reload } = usePoll(
     () => api("GET", `api/tasks/${encodeURIComponent(id)}?events_limit=${EVENTS_SHOWN}`),
     [id],
-    (latest) => (latest && FINISHED.has(latest.task.status) ? FINISHED_POLL_MS : POLL_MS),
+    (latest) => (latest && !UNFINISHED.includes(latest.task.status) ? FINISHED_POLL_MS : POLL_MS),
   );
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
   const { task, events } = data;
