@@ -86,6 +86,20 @@ describe("the dashboard in a real browser", () => {
     expect(await page.locator("#dead-workers").textContent()).not.toContain("gone-last-week");
   });
 
+  it("a task back in the pool shows its last attempt's lease times as an earlier attempt's, not as a worker on it now", async () => {
+    const task = await server.pool.enqueue("nobody-runs-this", {});
+    const [claimed] = await server.pool.protocol.claim({ workerId: "gone", taskTypes: ["nobody-runs-this"], start: true });
+    const lease = { workerId: "gone", leaseToken: claimed.leaseToken };
+    await server.pool.protocol.heartbeat(task.id, lease);
+    await server.pool.protocol.fail(task.id, lease, { error: "try again later" });
+    const page = await open(server.keys.producer, `#/tasks/${task.id}`);
+    await page.locator("h2 .status-pending").waitFor();
+    const field = (name: string) => page.locator("dl.fields dt", { hasText: new RegExp(`^${name}$`) }).locator("xpath=following-sibling::dd[1]").innerText();
+    await expect(field("last heartbeat")).resolves.toMatch(/ \(an earlier attempt\)$/);
+    await expect(field("started")).resolves.toMatch(/ \(an earlier attempt\)$/);
+    await expect(field("worker")).resolves.toBe("—");
+  });
+
   it("an admin retries a failed task from its page and it completes; a producer key sees no retry button", async () => {
     let calls = 0;
     const worker = server.pool.worker({

@@ -71,6 +71,14 @@ function Timeline({ events }) {
   </ol>`;
 }
 
+const leased = (task) => task.status === "claimed" || task.status === "running";
+
+/**
+ * A lease time of the task's: a pending task back in the pool after a retry or a requeue still
+ * carries its last attempt's, which must not read as a worker on it now.
+ */
+const ofTheLease = (task, at) => (at && task.status === "pending" ? `${time(at)} (an earlier attempt)` : time(at));
+
 /** The latest events a task page shows: a task that saved a checkpoint per page has tens of thousands. */
 const EVENTS_SHOWN = 500;
 /** A finished task changes only when someone retries it: its page asks again this rarely. */
@@ -100,10 +108,10 @@ export function TaskPage({ id, session }) {
     ["unique key", task.unique_key ?? "—"],
     ["scheduled for", time(task.scheduled_for)],
     ["created", `${time(task.created_at)} (${ago(task.created_at)})`],
-    ["claimed", time(task.claimed_at)],
-    ["started", time(task.started_at)],
+    ["claimed", ofTheLease(task, task.claimed_at)],
+    ["started", ofTheLease(task, task.started_at)],
     ["finished", time(task.completed_at)],
-    ["last heartbeat", ago(task.last_heartbeat_at)],
+    ["last heartbeat", leased(task) ? ago(task.last_heartbeat_at) : ofTheLease(task, task.last_heartbeat_at)],
     ["lease expires", time(task.lease_expires_at)],
     ["timeout", task.timeout_seconds === null ? "—" : duration(task.timeout_seconds)],
     ["parent", task.parent_id ? html`<a href="#/tasks/${task.parent_id}">#${task.parent_id}</a>` : "—"],
