@@ -263,7 +263,7 @@ describe("taskpool operator CLI", () => {
         taskpool("workers", ...common),
       ]);
       const retry = await taskpool("tasks", "retry", String(failed.id), ...common);
-      expect(migrated.stdout).toBe(`Migrated ${PG_URL}, schema ${schema}\n`);
+      expect(migrated.stdout).toBe(`${PG_URL}, schema ${schema} is up to date: no migration to apply\n`);
       expect(JSON.parse(list.stdout).tasks.map((t: { id: number }) => t.id)).toEqual([failed.id]);
       expect(show.stdout).toMatch(/status\s+pending\n[\s\S]*Events \(1, oldest first;/);
       expect(retry.stdout).toMatch(new RegExp(`\\n\\s*${failed.id}  analytics_refresh\\s+pending\\s+retried`));

@@ -130,7 +130,7 @@ export class CheckedStore implements Store {
     return this.store.remote === true;
   }
 
-  migrate(): Promise<void> {
+  migrate(): Promise<number[]> {
     return this.store.migrate();
   }
 

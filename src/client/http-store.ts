@@ -85,10 +85,11 @@ export class HttpStore implements Store {
     this.transport = new HttpTransport(new URL(url), options);
   }
 
-  /** The server migrates its database; connecting checks it answers and which database it runs on. */
-  async migrate(): Promise<void> {
+  /** The server migrates its database (none here); connecting checks it answers and which database it runs on. */
+  async migrate(): Promise<number[]> {
     const { database } = await this.call<{ database: Store["dialect"] }>("GET /readyz", {}, { repeatable: "yes" });
     this.dialect = database;
+    return [];
   }
 
   async close(): Promise<void> {

@@ -93,8 +93,11 @@ export interface Store {
   /** True for a taskpool server reached over HTTP (src/client/): the database is on the other side. */
   readonly remote?: boolean;
 
-  /** Applies pending migrations; safe when several processes call it at once. */
-  migrate(): Promise<void>;
+  /**
+   * Applies pending migrations; safe when several processes call it at once. Gives the versions this
+   * call applied, in order: none when the database was up to date or another process migrated it.
+   */
+  migrate(): Promise<number[]>;
   close(): Promise<void>;
 
   /**

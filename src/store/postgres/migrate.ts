@@ -14,22 +14,24 @@ const MIGRATIONS = new URL("./migrations/", import.meta.url);
  * refused (SchemaTooNewError) before anything is written; so is, with `create` false, a schema taskpool
  * never set up (DatabaseNotFoundError, naming the schemas it did set up in that database).
  */
-export async function migratePostgres(pool: pg.Pool, schema: string, create = true): Promise<void> {
+export async function migratePostgres(pool: pg.Pool, schema: string, create = true): Promise<number[]> {
   const migrations = loadMigrations(MIGRATIONS);
   const applied = await appliedVersions(pool);
   if (!create && applied.size === 0) throw new DatabaseNotFoundError(`PostgreSQL schema ${schema}`, schema, await taskpoolSchemas(pool));
-  if (pendingMigrations(schema, migrations, applied).length === 0) return;
-  await inTransaction(pool, async (client) => {
+  if (pendingMigrations(schema, migrations, applied).length === 0) return [];
+  return inTransaction(pool, async (client) => {
     await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`taskpool:migrate:${schema}`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS taskpool_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
     );
     const applied = new Set((await client.query<{ version: number }>("SELECT version FROM taskpool_migrations")).rows.map((r) => r.version));
-    for (const m of pendingMigrations(schema, migrations, applied)) {
+    const pending = pendingMigrations(schema, migrations, applied);
+    for (const m of pending) {
       await client.query(m.sql);
       await client.query("INSERT INTO taskpool_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
     }
+    return pending.map((m) => m.version);
   });
 }
 

@@ -192,8 +192,8 @@ export class PostgresStore implements Store {
     this.listener = new PgListener(options.url, this.channel);
   }
 
-  async migrate(): Promise<void> {
-    await migratePostgres(this.pool, this.schema, this.create);
+  migrate(): Promise<number[]> {
+    return migratePostgres(this.pool, this.schema, this.create);
   }
 
   async close(): Promise<void> {

@@ -20,19 +20,20 @@ const MIGRATION_WAIT_MS = 10 * 60_000;
  * waits for the write lock (up to MIGRATION_WAIT_MS) and then sees the first one's version. A file a
  * newer taskpool migrated is refused (SchemaTooNewError) before anything is written.
  */
-export async function migrateSqlite(conn: SqliteConnection): Promise<void> {
+export async function migrateSqlite(conn: SqliteConnection): Promise<number[]> {
   const migrations = loadMigrations(MIGRATIONS);
   const known = migrations.at(-1)?.version ?? 0;
-  if (checkSqliteSchema(conn, known) === known) return;
-  await conn.tx(
+  if (checkSqliteSchema(conn, known) === known) return [];
+  return conn.tx(
     true,
     () => {
       const current = checkSqliteSchema(conn, known);
-      for (const m of migrations) {
-        if (m.version <= current) continue;
+      const pending = migrations.filter((m) => m.version > current);
+      for (const m of pending) {
         conn.db.exec(m.sql);
         conn.db.pragma(`user_version = ${m.version}`);
       }
+      return pending.map((m) => m.version);
     },
     MIGRATION_WAIT_MS,
   );

@@ -115,8 +115,8 @@ export class SqliteStore implements Store {
     this.rules = { validators: new ParamsValidators(), requireRegistered: options.requireRegistered ?? false };
   }
 
-  async migrate(): Promise<void> {
-    await migrateSqlite(this.conn);
+  migrate(): Promise<number[]> {
+    return migrateSqlite(this.conn);
   }
 
   async close(): Promise<void> {
