@@ -93,6 +93,22 @@ describe("taskpool CLI", () => {
     }
   });
 
+  it("an empty TASKPOOL_DATABASE_URL or TASKPOOL_URL is refused by name, creating nothing; a flag given wins over it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-cli-"));
+    try {
+      const run = (env: Record<string, string>, ...args: string[]): Promise<{ code?: number; stdout: string; stderr: string }> =>
+        taskpoolIn(dir, envWith(env), ...args).catch((e) => e);
+      const emptyDb = await run({ TASKPOOL_DATABASE_URL: "" }, "serve", "--port", "0");
+      expect([emptyDb.code, emptyDb.stderr]).toEqual([1, "taskpool: TASKPOOL_DATABASE_URL is set but empty: set it to what --db <url> takes, or unset it (or pass --db …, which wins over it)\n"]);
+      const emptyUrl = await run({ TASKPOOL_URL: "" }, "status");
+      expect(emptyUrl.stderr).toMatch(/^taskpool: TASKPOOL_URL is set but empty: set it to what --url <url> takes/);
+      expect(readdirSync(dir)).toEqual([]);
+      expect((await run({ TASKPOOL_DATABASE_URL: "" }, "migrate", "--db", db)).stdout).toMatch(/^Migrated /);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("explains a database it cannot open in one line, with the password hidden; the stack only with --verbose", async () => {
     const failures: [string[], RegExp][] = [
       [["status", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres"], /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused; is PostgreSQL running/],

@@ -5,7 +5,7 @@ import { capacityCommand } from "./capacity.js";
 import { coordinatorCommand } from "./coordinator.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
-import { explainAuthRefusal } from "./errors.js";
+import { CliError, explainAuthRefusal } from "./errors.js";
 import { keysCommand } from "./keys.js";
 import { migrateCommand } from "./migrate.js";
 import { reassignmentsCommand } from "./reassignments.js";
@@ -47,6 +47,18 @@ function refuseInOneLine(command: Command, name: string): void {
   for (const sub of command.commands) refuseInOneLine(sub, `${name} ${sub.name()}`);
 }
 refuseInOneLine(program, "taskpool");
+
+// An empty variable is most often a missing substitution (`TASKPOOL_DATABASE_URL=${DB_URL}` with
+// DB_URL unset): taken as the value, it was refused as the URL "", and treated as unset it would
+// quietly put the work in ./taskpool.db.
+program.hook("preAction", (_, command) => {
+  for (const option of command.options) {
+    const name = option.attributeName();
+    if (option.envVar && command.getOptionValueSource(name) === "env" && command.getOptionValue(name) === "") {
+      throw new CliError(`${option.envVar} is set but empty: set it to what ${option.flags} takes, or unset it (or pass ${option.long} …, which wins over it)`);
+    }
+  }
+});
 
 program.parseAsync().catch((thrown: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.
