@@ -93,7 +93,7 @@ describe("taskpool CLI", () => {
     }
   });
 
-  it("an empty TASKPOOL_DATABASE_URL or TASKPOOL_URL is refused by name, creating nothing; a flag given wins over it", async () => {
+  it("an empty TASKPOOL_DATABASE_URL or TASKPOOL_URL, or a --schema with no schema to name, is refused by name, creating nothing", async () => {
     const dir = mkdtempSync(join(tmpdir(), "taskpool-cli-"));
     try {
       const run = (env: Record<string, string>, ...args: string[]): Promise<{ code?: number; stdout: string; stderr: string }> =>
@@ -102,8 +102,14 @@ describe("taskpool CLI", () => {
       expect([emptyDb.code, emptyDb.stderr]).toEqual([1, "taskpool: TASKPOOL_DATABASE_URL is set but empty: set it to what --db <url> takes, or unset it (or pass --db …, which wins over it)\n"]);
       const emptyUrl = await run({ TASKPOOL_URL: "" }, "status");
       expect(emptyUrl.stderr).toMatch(/^taskpool: TASKPOOL_URL is set but empty: set it to what --url <url> takes/);
+      // --schema typed for a file, which has none, or for a server, which has its own, would be ignored.
+      const sqliteSchema = await run({}, "status", "--db", "sqlite:./pool.db", "--schema", "other");
+      expect([sqliteSchema.code, sqliteSchema.stderr]).toEqual([1, "taskpool: --schema names a PostgreSQL schema, and a SQLite database has none: leave it out, or keep another pool in another file (--db sqlite:./other.db)\n"]);
+      expect((await run({}, "tasks", "list", "--url", "http://127.0.0.1:9", "--schema", "other")).stderr).toMatch(/^taskpool: --schema is the server's setting/);
       expect(readdirSync(dir)).toEqual([]);
       expect((await run({ TASKPOOL_DATABASE_URL: "" }, "migrate", "--db", db)).stdout).toMatch(/^Migrated /);
+      // TASKPOOL_SCHEMA exported for the environment's PostgreSQL URLs does not stop a SQLite command.
+      expect((await run({ TASKPOOL_SCHEMA: "other" }, "status", "--db", db)).stdout).toMatch(/^Tasks/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

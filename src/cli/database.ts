@@ -15,6 +15,19 @@ export const apiKeyOption = () => new Option("--api-key <key>", "the server's AP
 
 export const schemaOption = () => new Option("--schema <name>", "PostgreSQL schema (default taskpool)").env("TASKPOOL_SCHEMA");
 
+/**
+ * A --schema typed for a database without schemas, or for a server, is refused rather than ignored: the
+ * command would act on the one pool of that file, or the server's, not the one named. TASKPOOL_SCHEMA
+ * from the environment is for the PostgreSQL URLs of that environment, and passes.
+ */
+export function refuseMisplacedSchema(command: Command): void {
+  if (command.getOptionValueSource("schema") !== "cli") return;
+  const { db, url } = command.opts<{ db?: string; url?: string }>();
+  const target = url ?? db ?? "";
+  if (isServerUrl(target)) throw new CliError("--schema is the server's setting (taskpool serve --schema …): leave it out when going through a server");
+  if (target.startsWith("sqlite:")) throw new CliError(`--schema names a PostgreSQL schema, and a SQLite database has none: leave it out, or keep another pool in another file (--db sqlite:./other.db)`);
+}
+
 /** --require-registered, a setting of the pool that enqueues (enqueue on a database; serve for its clients). */
 export const requireRegisteredOption = (description: string) => new Option("--require-registered", description).env("TASKPOOL_REQUIRE_REGISTERED");
 /** The option's value, on unless absent or TASKPOOL_REQUIRE_REGISTERED=false. */
