@@ -111,6 +111,8 @@ export function invalidMessage(what: string, issues: FieldIssue[], separator = "
 function describe(value: unknown): string {
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? "Invalid Date" : value.toISOString();
   if (typeof value === "bigint") return `${value}n`;
+  // JSON writes them null, which is no value the caller gave.
+  if (typeof value === "number" && !Number.isFinite(value)) return String(value);
   if (Array.isArray(value)) return `a list of ${value.length}`;
   let text: string;
   try {
