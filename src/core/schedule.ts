@@ -247,8 +247,8 @@ export interface FanOutPlan {
 
 /**
  * One run's tasks. Without a fan-out: one task. With one: a task per key, params `{ ...params, key }`,
- * keys cut in order into `batches` runs of equal size (the last may be shorter, seed 004's "stores 1-50,
- * 51-100…"), batch i due at `startAt + i × interval`. `intervalMs` is used when the fan-out sets none.
+ * keys cut in order into `batches` runs as equal as they can be (seed 004's "stores 1-50, 51-100…"; the
+ * larger first when they cannot), batch i due at `startAt + i × interval`. `intervalMs` is used when the fan-out sets none.
  */
 export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, startAt: Date, intervalMs: number | null): FanOutPlan {
   const base = { taskType: input.taskType, ...(input.priority === undefined ? {} : { priority: input.priority }) };
@@ -272,10 +272,13 @@ export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, start
       [{ path: "fanOut.batchIntervalSeconds", message: "the last batch would be due after 9999-12-31" }],
     );
   }
-  const size = Math.max(1, Math.ceil(keys.length / batches));
+  // Key i goes to batch ⌊i × batches / n⌋: runs in order whose sizes differ by one at most, and fewer
+  // keys than batches spread over the whole period (2 keys in 6 batches: the 1st and the 4th) rather
+  // than all in the first runs and none after.
+  const first = (b: number) => Math.ceil((b * keys.length) / batches);
   const plan: FanOutPlan = { inputs: [], batches: [] };
   for (let b = 0; b < batches; b++) {
-    const slice = keys.slice(b * size, (b + 1) * size);
+    const slice = keys.slice(first(b), first(b + 1));
     const scheduledFor = new Date(startAt.getTime() + b * (interval ?? 0));
     plan.batches.push({ batch: b + 1, scheduledFor, count: slice.length });
     for (const key of slice) {

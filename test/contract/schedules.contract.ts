@@ -247,6 +247,13 @@ export function schedulesContract(kind: StoreKind) {
         [3, "2030-01-05T08:00:00.000Z", 1],
       ]);
       expect(result.message).toBe("created 5 tasks in 3 batches, the first due 2030-01-05T00:00:00.000Z");
+      // Runs differ by one key at most, and fewer keys than batches spread over the period: none is
+      // left with the whole load while the last batches are empty.
+      const sizes = async (keys: number, batches: number) =>
+        (await ctx.store.generateTasks({ taskType: "spread", fanOut: { keys: Array.from({ length: keys }, (_, i) => i + 1), batches, batchIntervalSeconds: 60 } })).batches.map((b) => b.taskIds.length);
+      expect(await sizes(7, 6)).toEqual([2, 1, 1, 1, 1, 1]);
+      expect(await sizes(2, 6)).toEqual([1, 0, 0, 1, 0, 0]);
+      expect(await sizes(305, 6)).toEqual([51, 51, 51, 51, 51, 50]);
       // Without a fan-out: one task, now.
       const one = await ctx.store.generateTasks({ taskType: "store_discovery", params: { region: "CA" } });
       expect((await ctx.store.get(one.batches[0].taskIds[0]))?.scheduledFor).toEqual(ctx.clock.now());
