@@ -67,7 +67,7 @@ export const LEASE_EXPIRED = "Lease expired: the worker stopped renewing it";
  * Why a worker's beat put a task back in the pool: the beat said it lists every lease its worker holds
  * (`allLeases`), and it left out this one, leased over half its lease ago. The worker does not know it
  * holds it: the answer to its claim was lost, or the process restarted under the same id. The task
- * goes back as a recovery puts it (attempt counted: it may have run, in the process before a restart),
- * without waiting for the lease to run out and a sweep.
+ * is taken back as a recovery takes it (attempt counted: it may have run, in the process before a
+ * restart; failed on its last attempt), without waiting for the lease to run out and a sweep.
  */
 export const UNKNOWN_TO_ITS_WORKER = "Not among the leases its worker's heartbeat listed: the worker did not know it held it (its claim's answer was lost, or the worker restarted)";

@@ -95,6 +95,19 @@ export function workersContract(kind: StoreKind) {
       expect(await claimOne(ctx.store, "w2")).toMatchObject({ id: unknown.id, attempts: 2 });
     });
 
+    it("a task a beat listing all leases takes back on its last attempt fails, as a recovery fails it: attempts never pass max_attempts", async () => {
+      const last = await ctx.store.enqueue({ taskType: "crawl", maxAttempts: 1 });
+      const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
+      ctx.clock.advance(31_000);
+      expect(await beat("w1", { leases: [], allLeases: true })).toEqual({ lost: [] });
+      expect(await ctx.store.get(last.task.id)).toMatchObject({ status: "failed", workerId: "w1", attempts: 1, maxAttempts: 1, errorMessage: UNKNOWN_TO_ITS_WORKER });
+      expect((await ctx.store.get(last.task.id))?.completedAt).toEqual(ctx.clock.now());
+      expect((await ctx.store.events(last.task.id)).at(-1)).toMatchObject({ event: "failed", fromWorkerId: "w1", message: UNKNOWN_TO_ITS_WORKER });
+      expect(await ctx.store.claim({ workerId: "w2" })).toEqual([]);
+      await expect(ctx.store.complete(lease.id, lease)).rejects.toBeInstanceOf(LeaseLostError);
+      expect((await ctx.store.counts()).byStatus).toMatchObject({ failed: 1 });
+    });
+
     it("beats for many workers at once: each registered, each told only of its own lost leases, in input order", async () => {
       await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }]);
       const mine = await claimOne(ctx.store, "w1");

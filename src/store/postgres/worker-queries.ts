@@ -80,21 +80,27 @@ export const WORKER_HEARTBEAT = `
       AND ${AFTER_THE_WORKERS}
     RETURNING t.worker_id, t.id
   ),
-  -- A beat that lists every lease of its worker (all_leases) puts back in the pool a task leased to it
-  -- over half its lease ago that it leaves out: the worker does not know it holds it (UNKNOWN_TO_ITS_WORKER).
+  -- A beat that lists every lease of its worker (all_leases) takes back a task leased to it over half
+  -- its lease ago that it leaves out: the worker does not know it holds it (UNKNOWN_TO_ITS_WORKER). As
+  -- a recovery does: pending again, or failed when that was its last attempt.
   orphaned AS (
-    UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
-        claimed_at = NULL, started_at = NULL, error_message = $10, updated_at = $2::timestamptz
+    UPDATE tasks t SET status = CASE WHEN t.attempts >= t.max_attempts THEN 'failed' ELSE 'pending' END,
+        worker_id = CASE WHEN t.attempts >= t.max_attempts THEN t.worker_id END, lease_token = NULL, lease_expires_at = NULL,
+        claimed_at = CASE WHEN t.attempts >= t.max_attempts THEN t.claimed_at END,
+        started_at = CASE WHEN t.attempts >= t.max_attempts THEN t.started_at END,
+        completed_at = CASE WHEN t.attempts >= t.max_attempts THEN $2::timestamptz END,
+        error_message = $10, updated_at = $2::timestamptz
     FROM beat b
     WHERE b.all_leases AND t.worker_id = b.worker_id AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS}
       AND t.claimed_at < $2::timestamptz - make_interval(secs => t.lease_seconds / 2.0)
       AND NOT EXISTS (SELECT 1 FROM unnest($4::bigint[], $5::text[]) AS l(id, token) WHERE l.id = t.id AND l.token = t.lease_token)
-    RETURNING t.id, b.worker_id, t.checkpoint
+    RETURNING t.id, b.worker_id AS old_worker, t.checkpoint, t.status, t.task_type, t.completed_at, t.claimed_at, t.scheduled_for
   ),
   orphans_logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
-    SELECT id, 'requeued', worker_id, $10, checkpoint, $2::timestamptz FROM orphaned
+    SELECT id, CASE WHEN status = 'pending' THEN 'requeued' ELSE 'failed' END, old_worker, $10, checkpoint, $2::timestamptz FROM orphaned
   ),
+  ${TALLY_FINISHED("orphaned")},
   -- Finished under the lease presented, by the worker presenting it: its own outcome landed while the
   -- beat was on its way. Not lost: told so, it would count as a lost lease (a metric people alert on).
   finished AS (

@@ -485,16 +485,16 @@ export class SqliteStore implements Store {
     return result;
   }
 
-  /** The tasks leased to `workerId` over half their lease ago that a beat listing all its leases leaves out: back in the pool (UNKNOWN_TO_ITS_WORKER). */
+  /** The tasks leased to `workerId` over half their lease ago that a beat listing all its leases leaves out, taken back as a recovery does (UNKNOWN_TO_ITS_WORKER). */
   private giveBackUnlisted(workerId: string, listed: { taskId: number; leaseToken: string }[], now: string): number {
     const known = new Set(listed.map((l) => `${l.taskId}:${l.leaseToken}`));
     const held = this.conn.stmt(workerSql.LEASED_OVER_HALF).all({ workerId, now }) as { id: number; lease_token: string }[];
     let givenBack = 0;
     for (const { id, lease_token: leaseToken } of held) {
       if (known.has(`${id}:${leaseToken}`)) continue;
-      const row = this.conn.stmt(workerSql.GIVE_BACK_UNKNOWN).get({ id, workerId, leaseToken, now, reason: UNKNOWN_TO_ITS_WORKER }) as { checkpoint: string | null } | undefined;
+      const row = this.conn.stmt(workerSql.GIVE_BACK_UNKNOWN).get({ id, workerId, leaseToken, now, reason: UNKNOWN_TO_ITS_WORKER }) as { checkpoint: string | null; status: Task["status"] } | undefined;
       if (!row) continue;
-      this.conn.logEvent({ taskId: id, event: "requeued", fromWorkerId: workerId, message: UNKNOWN_TO_ITS_WORKER, data: row.checkpoint === null ? null : JSON.parse(row.checkpoint) }, now);
+      this.conn.logEvent({ taskId: id, event: row.status === "pending" ? "requeued" : "failed", fromWorkerId: workerId, message: UNKNOWN_TO_ITS_WORKER, data: row.checkpoint === null ? null : JSON.parse(row.checkpoint) }, now);
       givenBack++;
     }
     return givenBack;

@@ -39,12 +39,16 @@ export const LEASED_OVER_HALF = `
   WHERE worker_id = @workerId AND status IN (${LEASED})
     AND claimed_at < strftime('%Y-%m-%dT%H:%M:%fZ', @now, '-' || (lease_seconds / 2.0) || ' seconds')`;
 
-/** One of those back in the pool, as a recovery puts it (attempt counted). */
+/** One of those taken back as a recovery does (attempt counted): pending again, or failed when that was its last attempt. */
 export const GIVE_BACK_UNKNOWN = `
-  UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
-      claimed_at = NULL, started_at = NULL, error_message = @reason, ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
+  UPDATE tasks SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+      worker_id = CASE WHEN attempts >= max_attempts THEN worker_id END, lease_token = NULL, lease_expires_at = NULL,
+      claimed_at = CASE WHEN attempts >= max_attempts THEN claimed_at END,
+      started_at = CASE WHEN attempts >= max_attempts THEN started_at END,
+      completed_at = CASE WHEN attempts >= max_attempts THEN @now END,
+      error_message = @reason, ${GIVE_UP_HELD_UNIQUE_KEY("attempts < max_attempts")}, updated_at = @now
   WHERE id = @id AND worker_id = @workerId AND lease_token = @leaseToken AND status IN (${LEASED})
-  RETURNING id, checkpoint`;
+  RETURNING id, checkpoint, status`;
 
 export const RELEASE_WORKER_TASKS = `
   UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
