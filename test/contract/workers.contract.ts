@@ -95,7 +95,7 @@ export function workersContract(kind: StoreKind) {
       expect(await claimOne(ctx.store, "w2")).toMatchObject({ id: unknown.id, attempts: 2 });
     });
 
-    it("a task a beat listing all leases takes back on its last attempt fails, as a recovery fails it: attempts never pass max_attempts", async () => {
+    it("a task a beat listing all leases takes back on its last attempt, or of a type that must not run twice, fails, as a recovery fails it", async () => {
       const last = await ctx.store.enqueue({ taskType: "crawl", maxAttempts: 1 });
       const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
       ctx.clock.advance(31_000);
@@ -106,6 +106,14 @@ export function workersContract(kind: StoreKind) {
       expect(await ctx.store.claim({ workerId: "w2" })).toEqual([]);
       await expect(ctx.store.complete(lease.id, lease)).rejects.toBeInstanceOf(LeaseLostError);
       expect((await ctx.store.counts()).byStatus).toMatchObject({ failed: 1 });
+      // A type whose tasks must not run twice fails there too, attempts left or not: the worker, restarted
+      // under its id, may have run it before.
+      await ctx.store.registerTaskType({ name: "charge", recoveryPolicy: "fail", maxAttempts: 3 });
+      const once = await ctx.store.enqueue({ taskType: "charge" });
+      await ctx.store.claim({ workerId: "w1", taskTypes: ["charge"], leaseSeconds: 60 });
+      ctx.clock.advance(31_000);
+      await beat("w1", { leases: [], allLeases: true });
+      expect(await ctx.store.get(once.task.id)).toMatchObject({ status: "failed", attempts: 1, errorMessage: UNKNOWN_TO_ITS_WORKER });
     });
 
     it("beats for many workers at once: each registered, each told only of its own lost leases, in input order", async () => {

@@ -31,6 +31,14 @@ const KEPT_IF_LEFT_OUT = (column: string) =>
 const AFTER_THE_WORKERS = "(SELECT count(*) FROM worker) >= 0";
 
 /**
+ * Whether a task taken back from a worker that did not know it held it ends `failed`, as RECOVER_TASKS
+ * ends it: its last attempt, or a type registered with the `fail` recovery policy (a worker restarted
+ * under its id may have run it). Evaluated for those tasks only.
+ */
+const GIVES_UP = `(t.attempts >= t.max_attempts
+  OR coalesce((SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = t.task_type AND tt.version = t.task_type_version), 'retry') = 'fail')`;
+
+/**
  * $1 the beats (a JSON array of {worker_id, roles, hostname, pid, version, capacity, current_load,
  * tasks_processed, metadata}, distinct worker ids; roles … tasks_processed null when left out), $2 now,
  * $3 worker ids, $4 task ids, $5 lease tokens (the leases the beats list, one row each), $6 … $9 a new
@@ -82,13 +90,13 @@ export const WORKER_HEARTBEAT = `
   ),
   -- A beat that lists every lease of its worker (all_leases) takes back a task leased to it over half
   -- its lease ago that it leaves out: the worker does not know it holds it (UNKNOWN_TO_ITS_WORKER). As
-  -- a recovery does: pending again, or failed when that was its last attempt.
+  -- a recovery does: pending again, or failed (GIVES_UP).
   orphaned AS (
-    UPDATE tasks t SET status = CASE WHEN t.attempts >= t.max_attempts THEN 'failed' ELSE 'pending' END,
-        worker_id = CASE WHEN t.attempts >= t.max_attempts THEN t.worker_id END, lease_token = NULL, lease_expires_at = NULL,
-        claimed_at = CASE WHEN t.attempts >= t.max_attempts THEN t.claimed_at END,
-        started_at = CASE WHEN t.attempts >= t.max_attempts THEN t.started_at END,
-        completed_at = CASE WHEN t.attempts >= t.max_attempts THEN $2::timestamptz END,
+    UPDATE tasks t SET status = CASE WHEN ${GIVES_UP} THEN 'failed' ELSE 'pending' END,
+        worker_id = CASE WHEN ${GIVES_UP} THEN t.worker_id END, lease_token = NULL, lease_expires_at = NULL,
+        claimed_at = CASE WHEN ${GIVES_UP} THEN t.claimed_at END,
+        started_at = CASE WHEN ${GIVES_UP} THEN t.started_at END,
+        completed_at = CASE WHEN ${GIVES_UP} THEN $2::timestamptz END,
         error_message = $10, updated_at = $2::timestamptz
     FROM beat b
     WHERE b.all_leases AND t.worker_id = b.worker_id AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS}

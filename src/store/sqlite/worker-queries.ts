@@ -39,14 +39,21 @@ export const LEASED_OVER_HALF = `
   WHERE worker_id = @workerId AND status IN (${LEASED})
     AND claimed_at < strftime('%Y-%m-%dT%H:%M:%fZ', @now, '-' || (lease_seconds / 2.0) || ' seconds')`;
 
-/** One of those taken back as a recovery does (attempt counted): pending again, or failed when that was its last attempt. */
+/**
+ * Whether such a task ends `failed`, as a recovery ends it: its last attempt, or a type registered with
+ * the `fail` recovery policy (a worker restarted under its id may have run it).
+ */
+const GIVES_UP = `(attempts >= max_attempts
+  OR coalesce((SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version), 'retry') = 'fail')`;
+
+/** One of those taken back as a recovery does (attempt counted): pending again, or failed (GIVES_UP). */
 export const GIVE_BACK_UNKNOWN = `
-  UPDATE tasks SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
-      worker_id = CASE WHEN attempts >= max_attempts THEN worker_id END, lease_token = NULL, lease_expires_at = NULL,
-      claimed_at = CASE WHEN attempts >= max_attempts THEN claimed_at END,
-      started_at = CASE WHEN attempts >= max_attempts THEN started_at END,
-      completed_at = CASE WHEN attempts >= max_attempts THEN @now END,
-      error_message = @reason, ${GIVE_UP_HELD_UNIQUE_KEY("attempts < max_attempts")}, updated_at = @now
+  UPDATE tasks SET status = CASE WHEN ${GIVES_UP} THEN 'failed' ELSE 'pending' END,
+      worker_id = CASE WHEN ${GIVES_UP} THEN worker_id END, lease_token = NULL, lease_expires_at = NULL,
+      claimed_at = CASE WHEN ${GIVES_UP} THEN claimed_at END,
+      started_at = CASE WHEN ${GIVES_UP} THEN started_at END,
+      completed_at = CASE WHEN ${GIVES_UP} THEN @now END,
+      error_message = @reason, ${GIVE_UP_HELD_UNIQUE_KEY(`NOT ${GIVES_UP}`)}, updated_at = @now
   WHERE id = @id AND worker_id = @workerId AND lease_token = @leaseToken AND status IN (${LEASED})
   RETURNING id, checkpoint, status`;
 
