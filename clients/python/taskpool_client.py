@@ -532,7 +532,8 @@ class Worker:
                 self.worker_id,
                 list(self.handlers),
                 capacity=1,
-                current_load=0 if ctx is None else 1,
+                # Stopping, it takes no more work: said full, no coordinator reserves a dead worker's task for it.
+                current_load=1 if ctx is not None or self._stopping.is_set() else 0,
                 tasks_processed=self.tasks_processed,
                 leases=leases,
                 # It holds one task at most, listed: the server puts back in the pool a task leased to this

@@ -234,7 +234,9 @@ export class Worker {
         pid: process.pid,
         version: this.options.version,
         capacity: this.options.concurrency,
-        currentLoad: this.handling,
+        // Stopping, it takes no more work: said full, it is no coordinator's pick for a dead worker's task,
+        // which would wait out the grace period reserved for it.
+        currentLoad: this.state === "stopping" ? this.options.concurrency : this.handling,
         tasksProcessed: this.tasksProcessed,
         metadata: this.options.metadata,
       },
@@ -594,6 +596,9 @@ export class Worker {
     this.state = "stopping";
     this.stoppingSignal.abort(new WorkerStoppingError(`Worker ${this.id} is stopping: task given back for another worker`));
     this.wake();
+    // Full from now on (heartbeatState), told at once rather than at the next beat.
+    this.publishState();
+    await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {});
     // A stop during start() waits for it: start went on to begin heartbeats after the shutdown had
     // passed them, and the worker beat for ever, shown active and keeping its process alive.
     await this.starting?.catch(() => {});

@@ -286,6 +286,33 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w-dead")).toMatchObject({ status: "dead", activeTasks: 0 });
     });
 
+    it("a worker's load, for reassignment, counts the tasks it leases and those reserved for it, not only what its last beat said", async () => {
+      const long = { ...SWEEP, reservationSeconds: 600 };
+      await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }, { taskType: "crawl" }]);
+      await beat("w-dead");
+      const lost = await ctx.store.claim({ workerId: "w-dead", limit: 2, leaseSeconds: 600 });
+      ctx.clock.advance(121_000);
+      await beat("a", { capacity: 2 });
+      await beat("b", { capacity: 1 });
+      // a claims after its beat: it said 0 of 2, it runs 1.
+      await claimOne(ctx.store, "a", { leaseSeconds: 600 });
+      const first = await ctx.store.sweep(long);
+      expect(first.reassigned).toEqual([
+        { taskId: lost[0].id, workerId: "b" },
+        { taskId: lost[1].id, workerId: "a" },
+      ]);
+      // A later sweep: b holds a reservation it has not claimed yet, a a lease and one: both are full.
+      await ctx.store.enqueue({ taskType: "crawl" });
+      await beat("w-dead-2");
+      await claimOne(ctx.store, "w-dead-2", { leaseSeconds: 600 });
+      ctx.clock.advance(121_000);
+      await beat("a", { capacity: 2 });
+      await beat("b", { capacity: 1 });
+      const second = await ctx.store.sweep(long);
+      expect(second).toMatchObject({ deadWorkers: ["w-dead-2"], reassigned: [] });
+      expect(second.unassigned).toHaveLength(1);
+    });
+
     it("a task reserved for a worker that then dies or shuts down is open to all at once, not when the reservation lapses", async () => {
       const longReservation = { ...SWEEP, reservationSeconds: 600 };
       const reservedFor = async (heir: string) => {

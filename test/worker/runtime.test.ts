@@ -614,6 +614,23 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(await registered(worker.id)).toMatchObject({ status: "inactive", tasksProcessed: 1 });
   });
 
+  it("stopping, it says at once that it is full, so a coordinator reserves no dead worker's task for it during its grace", async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const registered = async (id: string) => (await store.listWorkers()).find((w) => w.workerId === id);
+    const { worker } = await startWorker({ concurrency: 4, heartbeatThread: true, handlers: { gated: async () => gate } });
+    const task = (await store.enqueue({ taskType: "gated" })).task;
+    await eventually(async () => (await store.get(task.id))?.status === "running", 5000, "the task running");
+    await eventually(async () => (await registered(worker.id))?.currentLoad === 1, 5000, "a heartbeat with load 1");
+    const stopping = worker.stop(10_000);
+    // One task of four, but it takes no more: it must not look like the least-loaded worker.
+    await eventually(async () => (await registered(worker.id))?.currentLoad === 4, 1000, "a beat saying it is full");
+    expect((await registered(worker.id))?.status).toBe("active");
+    release();
+    await stopping;
+    expect(await registered(worker.id)).toMatchObject({ status: "inactive", tasksProcessed: 1 });
+  });
+
   it("holds claimed tasks ready while handlers are quick, none while they are slow; stop releases the ones never started", async () => {
     const held = async (workerId: string) => (await store.list({ workerId, status: ["claimed", "running"] })).tasks.length;
     let release: () => void = () => {};

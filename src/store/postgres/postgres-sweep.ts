@@ -43,7 +43,7 @@ export async function sweepPostgres(pool: pg.Pool, now: Date, options: SweepOpti
       const candidates = await client.query<{ worker_id: string; roles: string[]; capacity: number; current_load: number }>({
         name: "tp_reassignment_candidates",
         text: sql.REASSIGNMENT_CANDIDATES,
-        values: [staleBefore],
+        values: [staleBefore, now],
       });
       const plan = planReassignments(
         requeued.map((r) => ({ id: r.id, taskType: r.task_type, fromWorkerId: r.old_worker, reason: r.error_message })),

@@ -223,12 +223,18 @@ export const RECOVER_TASKS = `
   SELECT id, task_type, priority, status, checkpoint, error_message, old_worker FROM recovered ORDER BY priority DESC, id`;
 
 /**
- * $1 stale-before. Workers that may receive reassigned tasks: active and recently seen. Full ones come
- * too, so that a task left unassigned can say whether its role has no worker or only busy ones.
+ * $1 stale-before, $2 now. Workers that may receive reassigned tasks: active and recently seen. Full ones
+ * come too, so that a task left unassigned can say whether its role has no worker or only busy ones.
+ * A load is the larger of what the worker last said (a stopping worker says it is full) and the tasks
+ * it leases now (it may have claimed since its last beat), plus the tasks reserved for it by earlier
+ * sweeps that it has not claimed yet: counted as free, its slots went to a task each sweep.
  */
 export const REASSIGNMENT_CANDIDATES = `
-  SELECT worker_id, roles, capacity, current_load FROM workers
-  WHERE status = 'active' AND last_seen_at >= $1::timestamptz`;
+  SELECT w.worker_id, w.roles, w.capacity,
+         GREATEST(w.current_load, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})))
+         + (SELECT count(*) FROM tasks t WHERE t.reserved_for = w.worker_id AND t.status = 'pending' AND t.reserved_until > $2::timestamptz) AS current_load
+  FROM workers w
+  WHERE w.status = 'active' AND w.last_seen_at >= $1::timestamptz`;
 
 /**
  * $1 task ids, $2 chosen workers, $3 previous holders, $4 reasons, $5 reserved until, $6 now.

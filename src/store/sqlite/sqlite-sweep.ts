@@ -47,7 +47,7 @@ export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: Swee
     result.requeued = requeued.map((t) => t.id);
     if (requeued.length === 0) return result;
 
-    const candidates = conn.stmt(sql.REASSIGNMENT_CANDIDATES).all({ staleBefore }) as { worker_id: string; roles: string; capacity: number; current_load: number }[];
+    const candidates = conn.stmt(sql.REASSIGNMENT_CANDIDATES).all({ staleBefore, now }) as { worker_id: string; roles: string; capacity: number; current_load: number }[];
     const plan = planReassignments(
       requeued,
       candidates.map((c) => ({ workerId: c.worker_id, roles: JSON.parse(c.roles), capacity: c.capacity, load: c.current_load })),

@@ -106,10 +106,13 @@ export const RECOVER_TO_FAILED = `
   UPDATE tasks SET status = 'failed', error_message = @reason, lease_token = NULL, lease_expires_at = NULL, completed_at = @now, updated_at = @now
   WHERE id = @id`;
 
-/** Full workers come too, so that a task left unassigned can say whether its role has no worker or only busy ones. */
+/** Full workers come too; a load counts leases and reservations (PostgreSQL's REASSIGNMENT_CANDIDATES says why). */
 export const REASSIGNMENT_CANDIDATES = `
-  SELECT worker_id, roles, capacity, current_load FROM workers
-  WHERE status = 'active' AND last_seen_at >= @staleBefore`;
+  SELECT w.worker_id, w.roles, w.capacity,
+         MAX(w.current_load, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})))
+         + (SELECT count(*) FROM tasks t WHERE t.reserved_for = w.worker_id AND t.status = 'pending' AND t.reserved_until > @now) AS current_load
+  FROM workers w
+  WHERE w.status = 'active' AND w.last_seen_at >= @staleBefore`;
 
 export const RESERVE_FOR = `UPDATE tasks SET reserved_for = @workerId, reserved_until = @reservedUntil, updated_at = @now WHERE id = @id`;
 
