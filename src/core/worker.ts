@@ -64,6 +64,11 @@ export interface ReassignmentEvent {
 export const WORKER_DIED = "Worker died unexpectedly";
 export const LEASE_EXPIRED = "Lease expired: the worker stopped renewing it";
 /**
+ * A task past its `timeout_seconds`: its lease is not renewed beyond that, whoever beats for it (a
+ * worker in another language, a handler that never returns), and the sweep takes it back when it runs out.
+ */
+export const timedOut = (seconds: number | "{seconds}") => `Timed out after ${seconds} s: its lease is not renewed past the task's timeout_seconds`;
+/**
  * Why a worker's beat put a task back in the pool: the beat said it lists every lease its worker holds
  * (`allLeases`), and it left out this one, leased over half its lease ago. The worker does not know it
  * holds it: the answer to its claim was lost, or the process restarted under the same id. The task

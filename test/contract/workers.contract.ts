@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { LeaseLostError, ValidationError, WorkerNotFoundError } from "../../src/core/errors.js";
-import { UNKNOWN_TO_ITS_WORKER, type WorkerBeat } from "../../src/core/worker.js";
+import { timedOut, UNKNOWN_TO_ITS_WORKER, type WorkerBeat } from "../../src/core/worker.js";
 import type { StoreKind } from "../helpers/stores.js";
 import type { Store } from "../../src/store/store.js";
 import { claimOne, useStore } from "./context.js";
@@ -284,6 +284,28 @@ export function workersContract(kind: StoreKind) {
       expect(event).toMatchObject({ taskId: lease.id, fromWorkerId: "w-dead", toWorkerId: "idle", reason: "Worker died unexpectedly", checkpoint: { page: 5 }, success: true, errorMessage: null });
       expect((await ctx.store.events(lease.id)).map((e) => e.event)).toEqual(["created", "claimed", "started", "checkpoint", "requeued", "reassigned", "claimed"]);
       expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w-dead")).toMatchObject({ status: "dead", activeTasks: 0 });
+    });
+
+    it("a task past its timeout_seconds is not renewed, whoever beats for it: its lease runs out and the sweep takes it back, saying why", async () => {
+      const { task } = await ctx.store.enqueue({ taskType: "crawl", timeoutSeconds: 60 });
+      await beat("w1");
+      const lease = await claimOne(ctx.store, "w1", { start: true, leaseSeconds: 30 });
+      const listed = { leases: [{ taskId: task.id, leaseToken: lease.leaseToken }] };
+      ctx.clock.advance(50_000);
+      const renewed = await ctx.store.heartbeat(task.id, lease);
+      expect(renewed.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 30_000));
+      // Past the timeout, a beat of the task or of its worker keeps the lease as it was: it still holds it.
+      ctx.clock.advance(15_000);
+      expect((await ctx.store.heartbeat(task.id, lease)).leaseExpiresAt).toEqual(renewed.leaseExpiresAt);
+      ctx.clock.advance(20_000);
+      expect(await beat("w1", listed)).toEqual({ lost: [] });
+      expect((await ctx.store.get(task.id))?.leaseExpiresAt).toEqual(renewed.leaseExpiresAt);
+      const swept = await ctx.store.sweep(SWEEP);
+      expect(swept).toMatchObject({ deadWorkers: [], requeued: [task.id] });
+      expect(await ctx.store.get(task.id)).toMatchObject({ status: "pending", attempts: 1, errorMessage: timedOut(60) });
+      expect((await ctx.store.events(task.id)).find((e) => e.event === "requeued")).toMatchObject({ message: "Timed out after 60 s: its lease is not renewed past the task's timeout_seconds" });
+      expect(await beat("w1", listed)).toEqual({ lost: [task.id] });
+      await expect(ctx.store.complete(task.id, lease)).rejects.toBeInstanceOf(LeaseLostError);
     });
 
     it("a worker's load, for reassignment, counts the tasks it leases and those reserved for it, not only what its last beat said", async () => {

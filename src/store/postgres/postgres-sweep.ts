@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { LEASE_EXPIRED, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
+import { LEASE_EXPIRED, type SweepOptions, type SweepResult, timedOut, WORKER_DIED } from "../../core/worker.js";
 import { planReassignments } from "../../core/worker-selection.js";
 import { inTransaction } from "./transaction.js";
 import * as sql from "./worker-queries.js";
@@ -28,7 +28,7 @@ export async function sweepPostgres(pool: pg.Pool, now: Date, options: SweepOpti
     const recovered = await client.query<RecoveredRow>({
       name: "tp_recover_tasks",
       text: sql.RECOVER_TASKS,
-      values: [deadWorkers, now, JSON.stringify(options.recoveryPolicies ?? {}), WORKER_DIED, LEASE_EXPIRED],
+      values: [deadWorkers, now, JSON.stringify(options.recoveryPolicies ?? {}), WORKER_DIED, LEASE_EXPIRED, timedOut("{seconds}")],
     });
     const requeued = recovered.rows.filter((r) => r.status === "pending");
     const result: SweepResult = {

@@ -3,7 +3,7 @@
  * Conventions as in queries.ts: "now" is a parameter, one statement per operation where possible.
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
-import { ISO_TIME, TALLY_FINISHED } from "./queries.js";
+import { ISO_TIME, RENEWED_LEASE, TALLY_FINISHED } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -82,7 +82,7 @@ export const WORKER_HEARTBEAT = `
   ),
   held AS (
     UPDATE tasks t SET last_heartbeat_at = $2::timestamptz,
-        lease_expires_at = $2::timestamptz + make_interval(secs => t.lease_seconds), updated_at = $2::timestamptz
+        lease_expires_at = ${RENEWED_LEASE("$2::timestamptz", "t.lease_seconds")}, updated_at = $2::timestamptz
     FROM unnest($3::text[], $4::bigint[], $5::text[]) AS l(worker_id, id, token)
     WHERE t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id AND t.status IN (${LEASED})
       AND ${AFTER_THE_WORKERS}
@@ -178,7 +178,7 @@ export const MARK_DEAD = `
 
 /**
  * $1 dead workers, $2 now, $3 recovery policies (JSON object type → 'retry' | 'fail'), $4 worker-died
- * message, $5 lease-expired message.
+ * message, $5 lease-expired message, $6 timed-out message with `{seconds}` for the task's timeout.
  * Takes back every leased task of a dead worker and every task whose lease ran out. The `fail` policy
  * or exhausted attempts end it `failed`; otherwise it is pending again at once, checkpoint kept (the
  * attempt was already counted when it was claimed); either way its lease token goes. The policy is
@@ -188,7 +188,8 @@ export const MARK_DEAD = `
  */
 export const RECOVER_TASKS = `
   WITH doomed AS (
-    SELECT id, worker_id AS old_worker, (worker_id = ANY($1::text[])) AS worker_died,
+    SELECT id, worker_id AS old_worker, (worker_id = ANY($1::text[])) AS worker_died, timeout_seconds,
+           (timeout_seconds IS NOT NULL AND started_at + make_interval(secs => timeout_seconds) <= $2::timestamptz) AS timed_out,
            (coalesce($3::jsonb->>task_type,
                      (SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version),
                      'retry') = 'fail'
@@ -200,7 +201,7 @@ export const RECOVER_TASKS = `
   recovered AS (
     UPDATE tasks t SET
       status = CASE WHEN d.give_up THEN 'failed' ELSE 'pending' END,
-      error_message = CASE WHEN d.worker_died THEN $4 ELSE $5 END,
+      error_message = CASE WHEN d.worker_died THEN $4 WHEN d.timed_out THEN replace($6, '{seconds}', d.timeout_seconds::text) ELSE $5 END,
       worker_id = CASE WHEN d.give_up THEN t.worker_id END,
       -- Failed or requeued, the lease is gone: a worker presenting its token is told so (lease_lost),
       -- and its heartbeat reports it lost, so a handler still running there stops.

@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, type RecoveryPolicy, type SweepOptions, type SweepResult, WORKER_DIED } from "../../core/worker.js";
+import { LEASE_EXPIRED, type RecoveryPolicy, type SweepOptions, type SweepResult, timedOut, WORKER_DIED } from "../../core/worker.js";
 import { planReassignments } from "../../core/worker-selection.js";
 import type { SqliteConnection } from "./connection.js";
 import * as sql from "./worker-queries.js";
@@ -11,6 +11,8 @@ interface RecoverRow {
   worker_id: string | null;
   checkpoint: string | null;
   registered_policy: RecoveryPolicy | null;
+  timeout_seconds: number | null;
+  timed_out: 0 | 1;
 }
 
 /** One coordinator pass in one write transaction; see postgres-sweep.ts for the steps. */
@@ -34,7 +36,7 @@ export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: Swee
     const result: SweepResult = { staleWorkers, deadWorkers, requeued: [], failed: [], reassigned: [], unassigned: [] };
     const requeued = [];
     for (const row of rows) {
-      const reason = row.worker_id !== null && deadWorkers.includes(row.worker_id) ? WORKER_DIED : LEASE_EXPIRED;
+      const reason = row.worker_id !== null && deadWorkers.includes(row.worker_id) ? WORKER_DIED : row.timed_out ? timedOut(row.timeout_seconds as number) : LEASE_EXPIRED;
       // The sweep's policy for the type wins, then the registered version's (as RECOVER_TASKS on PostgreSQL).
       const policy = Object.hasOwn(policies, row.task_type) ? policies[row.task_type] : (row.registered_policy ?? "retry");
       const giveUp = policy === "fail" || row.attempts >= row.max_attempts;

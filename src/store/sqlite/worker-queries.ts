@@ -3,7 +3,7 @@
  * inside the caller's BEGIN IMMEDIATE transaction; loops over rows happen in TypeScript (see queries.ts).
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
-import { GIVE_UP_HELD_UNIQUE_KEY } from "./queries.js";
+import { GIVE_UP_HELD_UNIQUE_KEY, RENEWED_LEASE } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -21,8 +21,7 @@ export const UPSERT_WORKER = `
     started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END`;
 
 export const RENEW_LEASE = `
-  UPDATE tasks SET last_heartbeat_at = @now,
-      lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', @now, '+' || lease_seconds || ' seconds'), updated_at = @now
+  UPDATE tasks SET last_heartbeat_at = @now, lease_expires_at = ${RENEWED_LEASE("lease_seconds")}, updated_at = @now
   WHERE id = @taskId AND lease_token = @leaseToken AND worker_id = @workerId AND status IN (${LEASED})
   RETURNING id`;
 
@@ -90,7 +89,8 @@ export const MARK_DEAD = `
  * policy of the registered version each was created under (null if unregistered).
  */
 export const TASKS_TO_RECOVER = `
-  SELECT id, task_type, priority, attempts, max_attempts, worker_id, checkpoint,
+  SELECT id, task_type, priority, attempts, max_attempts, worker_id, checkpoint, timeout_seconds,
+         (timeout_seconds IS NOT NULL AND strftime('%Y-%m-%dT%H:%M:%fZ', started_at, '+' || timeout_seconds || ' seconds') <= @now) AS timed_out,
          (SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version) AS registered_policy
   FROM tasks
   WHERE status IN (${LEASED})
