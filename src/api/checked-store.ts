@@ -6,7 +6,7 @@
  * So every store accepts exactly the same input, and a rejected call changes nothing.
  */
 import type { ApiKeyRecord } from "../core/api-key.js";
-import { PoolClosedError, TaskpoolError, ValidationError } from "../core/errors.js";
+import { InvalidTransitionError, PoolClosedError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { compileParamsSchema } from "../core/params-schema.js";
 import { atItem } from "../core/new-task.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
@@ -194,9 +194,22 @@ export class CheckedStore implements Store {
     return this.store.claimById(id, options);
   }
 
+  /**
+   * A start repeated under the lease that started the task (its first answer was lost, and a client
+   * sent it again) answers the running task: refused, it told the worker to drop a task it holds.
+   */
   async start(id: number, lease: Lease): Promise<Task> {
     checkLease(id, lease);
-    return this.store.start(id, lease);
+    try {
+      return await this.store.start(id, lease);
+    } catch (error) {
+      // The refusal compared the lease first: a lease it did not match is lease_lost, not this.
+      if (!(error instanceof InvalidTransitionError && error.from === "running")) throw error;
+      const task = await this.store.get(id);
+      // Over HTTP a read leaves the token out; the server answering has made this check itself.
+      if (task?.status !== "running" || task.workerId !== lease.workerId || (task.leaseToken !== null && task.leaseToken !== lease.leaseToken)) throw error;
+      return task;
+    }
   }
 
   async heartbeat(id: number, lease: Lease, options: HeartbeatOptions = {}): Promise<Task> {
