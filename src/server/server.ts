@@ -132,15 +132,27 @@ function discardRest(body: FastifyRequest["raw"], maxBytes = 64 * 2 ** 20, maxMs
   });
 }
 
-/** The methods of each route whose URL has no parameter (`/api/tasks/claim`: POST). */
-const STATIC_ROUTES = new Map<string, string[]>();
-for (const route of ROUTES) if (!route.url.includes(":")) STATIC_ROUTES.set(route.url, [...(STATIC_ROUTES.get(route.url) ?? []), route.method]);
+/** Each route's method and path as a pattern, a parameter matching one segment (`/api/tasks/:id/complete`). */
+const ROUTE_PATHS = ROUTES.map((route) => ({
+  method: route.method,
+  path: new RegExp(`^${route.url.replace(/:[^/]+/g, "[^/]+")}$`),
+  fixed: !route.url.includes(":"),
+}));
 
 /** The request's path, without its query string. */
 const pathOf = (request: FastifyRequest) => request.url.split("?")[0];
 
-/** The methods a request's path is a route for, other than its own. */
-const otherMethods = (request: FastifyRequest) => (STATIC_ROUTES.get(pathOf(request)) ?? []).filter((method) => method !== request.method).sort();
+/**
+ * The methods a request's path is a route for, other than its own. A path a route names outright
+ * takes that route's methods alone: `/api/tasks/claim` is POST, not also GET as an id "claim".
+ */
+function otherMethods(request: FastifyRequest): string[] {
+  const path = pathOf(request);
+  const matching = ROUTE_PATHS.filter((route) => route.path.test(path));
+  const fixed = matching.filter((route) => route.fixed);
+  const methods = new Set((fixed.length > 0 ? fixed : matching).map((route) => route.method));
+  return [...methods].filter((method) => method !== request.method).sort();
+}
 
 /** 405 with the methods the path takes (`allowed`): a request with the wrong method is not a bad id nor a missing route. */
 function wrongMethod(request: FastifyRequest, reply: FastifyReply, allowed: string[]) {

@@ -633,6 +633,10 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["GET", "/api/tasks/complete", "POST"],
       ["DELETE", "/api/tasks", "GET or POST"],
       ["PUT", "/api/workers/heartbeat", "POST"],
+      // Routes with a parameter: answered 404 "No route" before.
+      ["GET", `/api/tasks/${task.id}/complete`, "POST"],
+      ["DELETE", `/api/tasks/${task.id}`, "GET"],
+      ["PUT", "/api/schedules/nightly", "DELETE or GET"],
     ];
     for (const [method, path, allowed] of wrongMethod) {
       const answer = await s.call(method, path);
@@ -844,10 +848,17 @@ describe.each([sqliteKind, postgresKind])("wake-up waits on $name", (kind) => {
     await s.pool.enqueue("crawl");
     await s.pool.enqueue("mail");
     const started = performance.now();
-    const caughtUp = await wait({ wait_ms: 20_000, after: first.cursor });
-    expect(performance.now() - started).toBeLessThan(5000);
+    let caughtUp = await wait({ wait_ms: 20_000, after: first.cursor });
     expect(caughtUp.woken).toBe(true);
-    expect(caughtUp.heard.sort()).toEqual(["crawl", "mail"]);
+    // PostgreSQL hands the server each notification on its own: the second may come just after the
+    // first answered. Following the cursors, each wait answers at once, and none is missed.
+    const heard = new Set<string>(caughtUp.heard);
+    while (heard.size < 2 && performance.now() - started < 5000) {
+      caughtUp = await wait({ wait_ms: 5000, after: caughtUp.cursor });
+      for (const taskType of caughtUp.heard) heard.add(taskType);
+    }
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect([...heard].sort()).toEqual(["crawl", "mail"]);
     // Of its own types only; and once caught up, nothing is answered twice.
     expect(await wait({ wait_ms: 20_000, after: first.cursor, task_types: ["mail"] })).toMatchObject({ woken: true, heard: ["mail"] });
     expect(await wait({ wait_ms: 150, after: first.cursor, task_types: ["render"] })).toMatchObject({ woken: false, heard: [] });
