@@ -149,7 +149,9 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, options: AuthO
     const presented = request.headers[API_KEY_HEADER] ?? (acceptsBearer ? bearerToken(request.headers.authorization) : undefined);
     if (presented === undefined || presented === "") {
       const where = acceptsBearer ? "the X-API-Key header or as Authorization: Bearer <key>" : "the X-API-Key header";
-      throw new HttpError("unauthorized", `Missing API key: send it in ${where} (\`taskpool keys create\` makes one)`);
+      // A key sent the other common way is no missing key: say where this route looks for it.
+      const sentElsewhere = !acceptsBearer && request.headers.authorization !== undefined ? "; the Authorization header is read on /metrics only" : "";
+      throw new HttpError("unauthorized", `Missing API key: send it in ${where} (\`taskpool keys create\` makes one)${sentElsewhere}`);
     }
     if (typeof presented !== "string" || !cache.known(presented)) failures?.check(request.ip, reply);
     const key = typeof presented === "string" ? await cache.lookup(presented, pool) : null;

@@ -22,6 +22,9 @@ describe.each([sqliteKind, postgresKind])("API keys, scopes and limits on $name"
       expect(answer.status, `${route.method} ${route.url}`).toBe(401);
       expect(answer.body).toEqual({ success: false, error: "unauthorized", message: "Missing API key: send it in the X-API-Key header (`taskpool keys create` makes one)" });
     }
+    // A key sent as a bearer token is not looked for on /api: the answer says where it is.
+    const bearer = await s.call("POST", "/api/tasks", { task_type: "crawl" }, { headers: { authorization: `Bearer ${await keyOf("producer")}` } });
+    expect(bearer).toMatchObject({ status: 401, body: { message: "Missing API key: send it in the X-API-Key header (`taskpool keys create` makes one); the Authorization header is read on /metrics only" } });
     const invalid = await s.call("POST", "/api/tasks", { task_type: "crawl" }, { key: "tp_not-a-key-at-all" });
     expect(invalid).toMatchObject({ status: 401, body: { success: false, error: "unauthorized", message: "Invalid or revoked API key" } });
 
