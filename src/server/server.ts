@@ -246,6 +246,8 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     // scrape. One line per request, at debug (LOG_LEVEL=debug), is the access log; errors say themselves.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
+    // `GET /api/tasks/` is the list, not a task whose id is "".
+    routerOptions: { ignoreTrailingSlash: true },
     trustProxy: options.trustProxy ?? false,
     return503OnClosing: false,
     // The router's own refusals (a path parameter over its length limit, a malformed URL) in the envelope too.

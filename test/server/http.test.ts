@@ -644,6 +644,9 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       expect(answer.headers.get("allow")).toBe(allowed.replace(" or ", ", "));
     }
 
+    // A trailing slash names the same route: the list, not a task whose id is "".
+    expect((await s.call("GET", "/api/tasks/")).body).toEqual((await s.call("GET", "/api/tasks")).body);
+
     expect((await s.call("GET", `/api/tasks/${task.id}`)).body).toEqual(before.body);
     expect((await s.call("GET", "/api/tasks/counts")).body.by_status).toMatchObject({ pending: 0, claimed: 1 });
     expect((await s.call("GET", "/api/workers")).body.workers).toEqual([]);
