@@ -38,6 +38,10 @@ it("requireRegistered refuses unregistered types, for tasks and follow-ups alike
     const big = await pool.enqueue("product_resync", { blob: "x".repeat(100) }).catch((e) => e);
     expect(big.message).toMatch(/^Invalid params: params is 111 bytes as JSON, over the limit of 100 bytes \(limits\.paramsBytes\)/);
     expect((await pool.counts()).byStatus.pending).toBe(1);
+    // A schedule of a type it does not know would create nothing at each of its runs: refused as it is saved.
+    const schedule = await pool.schedule({ name: "nightly", taskType: "prodcut_resync", cron: "0 0 * * *" }).catch((e) => e);
+    expect(schedule.message).toMatch(/^Task type "prodcut_resync" is not registered/);
+    expect(await pool.schedules.list()).toEqual([]);
   } finally {
     await pool.close();
   }

@@ -9,7 +9,7 @@ export interface NewTaskRules {
   requireRegistered: boolean;
 }
 
-function unregistered(taskType: string): ValidationError {
+export function unregistered(taskType: string): ValidationError {
   return new ValidationError(
     `Task type "${taskType}" is not registered, and this pool requires registered types (requireRegistered): register it first (pool.registerTaskType or \`taskpool types register\`) or check the name for a typo`,
     [{ path: "taskType", message: "not registered" }],

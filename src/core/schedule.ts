@@ -15,6 +15,8 @@ import { ValidationError } from "./errors.js";
 import type { DiscoveryInput, FanOut, GenerateInput, ResyncInput, ScheduleDefinition } from "./schemas.js";
 import { type EnqueueInput, type Json, type JsonObject, LATEST_STORABLE_TIME, MAX_KEY_LENGTH } from "./task.js";
 import { counted } from "./counted.js";
+import { issuesUnder, type NewTaskRules, unregistered } from "./new-task.js";
+import type { TaskTypeRecord } from "./task-type.js";
 
 export type { FanOut, FireOptions, GenerateInput, ScheduleDefinition } from "./schemas.js";
 
@@ -186,6 +188,32 @@ export function resolveSchedule(definition: ScheduleDefinition, existing: Schedu
     missedTicks: definition.missedTicks ?? "skip",
     nextRunAt: !enabled ? null : sameTicks ? existing.nextRunAt : nextRunAfter(definition.cron, timezone, now),
   };
+}
+
+/**
+ * Refuses, as it is saved, a schedule none of whose runs could create a task: of a type unregistered
+ * where the pool requires registered ones, or with params (with each listed key) that the latest
+ * registered version's schema refuses. Saved, it failed at every tick, which only its lastResult said.
+ * Keys a run finds in earlier results are known only then, and checked then.
+ */
+export function checkScheduleTasks(schedule: { taskType: string; params: JsonObject; fanOut: FanOut | null }, type: TaskTypeRecord | undefined, rules: NewTaskRules): void {
+  const { taskType, params, fanOut } = schedule;
+  if (!type) {
+    if (rules.requireRegistered) throw unregistered(taskType);
+    return;
+  }
+  if (!fanOut) return rules.validators.check(type, params);
+  (fanOut.keys ?? []).forEach((key, index) => {
+    try {
+      rules.validators.check(type, { ...params, key });
+    } catch (error) {
+      if (error instanceof ValidationError) {
+        error.message = `fanOut.keys.${index} (${JSON.stringify(key)}): ${error.message}`;
+        issuesUnder(error, `fanOut.keys.${index}`);
+      }
+      throw error;
+    }
+  });
 }
 
 /** next_run_at after pausing or resuming: a resumed schedule's next tick is the first after now (ticks while paused are not missed ones). */

@@ -222,9 +222,26 @@ export function schedulesContract(kind: StoreKind) {
       expect((await ctx.store.fireDueSchedules(FIRE))[0].taskIds).toHaveLength(3);
     });
 
+    it("refuses to save a schedule whose tasks its registered type would refuse at every run, params or listed keys; keys from results are left to the run", async () => {
+      const schema = { type: "object", properties: { key: { type: "integer" }, full: { type: "boolean" } }, required: ["key"], additionalProperties: false };
+      await ctx.store.registerTaskType({ name: "product_resync", paramsSchema: schema });
+      const without = await ctx.store.saveSchedule({ ...RESYNC, params: { bogus: 1 } }).catch((e) => e);
+      expect(without).toBeInstanceOf(ValidationError);
+      expect(without.message).toMatch(/^Invalid params for product_resync v1: params\.key: is required; params\.bogus: is not allowed/);
+      const badKey = await ctx.store.saveSchedule({ ...RESYNC, fanOut: { keys: [1, "a"] } }).catch((e) => e);
+      expect(badKey).toBeInstanceOf(ValidationError);
+      expect(badKey.message).toMatch(/^fanOut\.keys\.1 \("a"\): Invalid params for product_resync v1: params\.key/);
+      expect(badKey.issues[0].path).toMatch(/^fanOut\.keys\.1\.params\.key/);
+      expect(await ctx.store.listSchedules()).toEqual([]);
+      expect((await ctx.store.saveSchedule({ ...RESYNC, fanOut: { keys: [1, 2] } })).created).toBe(true);
+      await ctx.store.saveSchedule({ name: "discovery", taskType: "store_discovery", cron: "0 0 * * *" });
+      expect((await ctx.store.saveSchedule({ ...RESYNC, name: "found", fanOut: { fromResults: { schedule: "discovery", field: "ids" } } })).created).toBe(true);
+    });
+
     it("records a run whose tasks the task type refuses, with the reason, and does not retry it every pass", async () => {
-      await ctx.store.registerTaskType({ name: "product_resync", paramsSchema: { type: "object", properties: { storeId: { type: "integer" } }, required: ["storeId"] } });
+      // Registered after the schedule was saved: its tasks are refused only when it runs.
       await ctx.store.saveSchedule(RESYNC);
+      await ctx.store.registerTaskType({ name: "product_resync", paramsSchema: { type: "object", properties: { storeId: { type: "integer" } }, required: ["storeId"] } });
       ctx.clock.set(at("2030-01-01T04:00:00.000Z"));
       const [fired] = await ctx.store.fireDueSchedules(FIRE);
       expect(fired).toMatchObject({ tickAt: at("2030-01-01T04:00:00.000Z"), taskIds: [], error: expect.stringMatching(/storeId/) });

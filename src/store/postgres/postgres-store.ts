@@ -64,7 +64,7 @@ import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
 import * as scheduleSql from "./schedule-queries.js";
 import { parseTimestamptz } from "./timestamptz.js";
-import { nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
+import { checkScheduleTasks, nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 import { DEFAULT_SCHEMA } from "../open-store.js";
@@ -833,6 +833,7 @@ export class PostgresStore implements Store {
     const now = await this.now();
     return inTransaction(this.pool, async (client) => {
       const s = resolveSchedule(definition, await lockedSchedule(client, definition.name), now);
+      checkScheduleTasks(s, (await this.latestTypes([s.taskType])).get(s.taskType), this.rules);
       const values = [s.name, s.taskType, JSON.stringify(s.params), s.cron, s.timezone, s.enabled, s.fanOut === null ? null : JSON.stringify(s.fanOut), s.concurrencyKey, s.priority, s.missedTicks, s.nextRunAt, now];
       const { rows: [row] } = await client.query<ScheduleRow & { created: boolean }>({ name: "tp_upsert_schedule", text: scheduleSql.UPSERT_SCHEDULE, values });
       return { schedule: toSchedule(row), created: row.created };

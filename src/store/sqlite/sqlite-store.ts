@@ -71,7 +71,7 @@ import * as typeSql from "./task-type-queries.js";
 import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
 import * as scheduleSql from "./schedule-queries.js";
-import { nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
+import { checkScheduleTasks, nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 
@@ -655,6 +655,7 @@ export class SqliteStore implements Store {
       const now = this.clock.now();
       const existing = this.scheduleNamed(definition.name);
       const s = resolveSchedule(definition, existing, now);
+      checkScheduleTasks(s, this.latestTypes([{ taskType: s.taskType }]).get(s.taskType), this.rules);
       const row = this.conn.stmt(existing ? scheduleSql.UPDATE_SCHEDULE : scheduleSql.INSERT_SCHEDULE).get({
         name: s.name,
         taskType: s.taskType,
