@@ -28,6 +28,11 @@ export function compileParamsSchema(schema: JsonObject, typeName: string): Valid
   } finally {
     ajv.removeSchema(schema);
   }
+  // Params are a JSON object: a schema of another type (Ajv has checked the names) would refuse every task.
+  const types = typeof schema.type === "string" ? [schema.type] : Array.isArray(schema.type) ? schema.type : null;
+  if (types !== null && !types.includes("object")) {
+    throw refused(`its type is ${JSON.stringify(schema.type)}, and params are always a JSON object, so it would refuse every task; use type: "object" and describe the fields under properties`);
+  }
   // `{"$ref": "#"}` compiles, then recurses until the stack runs out on every value checked, and each
   // enqueue of the type answered 500. A schema that recurses on an empty object is refused here.
   if (outcome(validate, {}) === "endless") throw refused("it refers to itself before checking anything (a $ref that reaches itself), so checking any params would never end");
@@ -61,6 +66,12 @@ function slowCheck(node: unknown, path: string): FieldIssue | null {
       : []),
   ];
   for (const [at, pattern] of patterns) {
+    // safe-regex2 calls a pattern it cannot parse unsafe too: said as what it is.
+    try {
+      new RegExp(pattern as string, "u");
+    } catch (error) {
+      return { path: at, message: `the pattern ${JSON.stringify(pattern)} is no regular expression: ${(error as Error).message}` };
+    }
     if (!safeRegex(pattern)) {
       return { path: at, message: `the pattern ${JSON.stringify(pattern)} repeats a repetition (as in (a+)+), which can take seconds to match a short string; write it without nesting one inside another` };
     }

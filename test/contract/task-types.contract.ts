@@ -79,11 +79,16 @@ export function taskTypesContract(kind: StoreKind) {
         ["an unknown field", { name: "t", maxRuning: 3 }, /maxRuning|additional/i],
         ["a schema with a bad type", { name: "t", paramsSchema: { type: "intger" } }, /Invalid params schema for t: schema is invalid: data\/type/],
         ["a schema with a misspelt keyword", { name: "t", paramsSchema: { type: "object", requird: ["a"] } }, /unknown keyword: "requird"/],
-        ["a schema with an unknown format", { name: "t", paramsSchema: { type: "string", format: "colour" } }, /unknown format "colour"/],
+        ["a schema with an unknown format", { name: "t", paramsSchema: { type: "object", properties: { c: { type: "string", format: "colour" } } } }, /unknown format "colour"/],
+        // Params are always an object: every task of such a type would be refused.
+        ["a schema of another type than object", { name: "t", paramsSchema: { type: "array" } }, /Invalid params schema for t: its type is "array", and params are always a JSON object/],
+        ["a schema of types none of them object", { name: "t", paramsSchema: { type: ["string", "null"] } }, /its type is \["string","null"\]/],
         ["a schema that is not an object", { name: "t", paramsSchema: [1] }, /paramsSchema/],
         // Checks that would hold the server for seconds on params within the size limit.
         ["a schema with a pattern that repeats a repetition", { name: "t", paramsSchema: { type: "object", properties: { a: { type: "string", pattern: "^(a+)+$" } } } }, /Invalid params schema for t: the pattern "\^\(a\+\)\+\$" repeats a repetition/],
         ["a schema with such a pattern property", { name: "t", paramsSchema: { type: "object", patternProperties: { "^(x*)*$": { type: "string" } } } }, /the pattern "\^\(x\*\)\*\$" repeats a repetition/],
+        // safe-regex2 calls what it cannot parse unsafe: the message said nested repetition.
+        ["a schema with a pattern that does not parse", { name: "t", paramsSchema: { type: "object", properties: { a: { type: "string", pattern: "([" } } } }, /the pattern "\(\[" is no regular expression: Invalid regular expression/],
         ["a schema with uniqueItems over items of no scalar type", { name: "t", paramsSchema: { type: "object", properties: { a: { type: "array", uniqueItems: true } } } }, /uniqueItems needs items of one scalar type/],
         // It compiled, then every enqueue of the type overflowed the stack (a 500 over HTTP).
         ["a schema that refers to itself before checking anything", { name: "t", paramsSchema: { $ref: "#" } }, /Invalid params schema for t: it refers to itself before checking anything/],
