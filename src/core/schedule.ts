@@ -155,7 +155,18 @@ export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut; concu
       { path: "concurrencyKey", message: "{key} without a fan-out" },
     ]);
   }
-  for (const key of fanOut?.keys ?? []) concurrencyKeyOf(concurrencyKey, key);
+  // 7 and "7" pass uniqueItems, and name one store: two tasks for it every run, under one concurrency key.
+  const seen = new Map<string, FanOutKey>();
+  for (const [index, key] of (fanOut?.keys ?? []).entries()) {
+    const twin = seen.get(String(key));
+    if (twin !== undefined) {
+      throw new ValidationError(`Invalid fanOut.keys: ${JSON.stringify(twin)} and ${JSON.stringify(key)} are one key written twice (the same as text, as {key} puts it in a concurrency key); list it once`, [
+        { path: `fanOut.keys.${index}`, message: "the same key as an earlier one" },
+      ]);
+    }
+    seen.set(String(key), key);
+    concurrencyKeyOf(concurrencyKey, key);
+  }
 }
 
 /** The template with `{key}` filled in; refused when the key makes it longer than a producer's concurrency key may be. */

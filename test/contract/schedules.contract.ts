@@ -62,6 +62,7 @@ export function schedulesContract(kind: StoreKind) {
       ["a placeholder other than {key}", { ...RESYNC, fanOut: { keys: ["eu"] }, concurrencyKey: "store:{region}" }, /Invalid concurrencyKey: "store:\{region\}" has \{region\}, and the only placeholder is \{key\}/],
       ["{keys} for {key}", { ...RESYNC, fanOut: { keys: ["eu"] }, concurrencyKey: "{key}:{keys}" }, /has \{keys\}, and the only placeholder is \{key\}/],
       ["zero batches", { ...RESYNC, fanOut: { keys: [1], batches: 0 } }, /fanOut\.batches/],
+      ["one key written as a number and as text", { ...RESYNC, fanOut: { keys: [7, 8, "7"] } }, /^Invalid fanOut\.keys: 7 and "7" are one key written twice/],
       // Each tick made a task per listing: two of store 7 at once.
       ["a key listed twice", { ...RESYNC, fanOut: { keys: [7, 8, 7] } }, /fanOut\.keys: Expected array elements to be unique/],
       ["params.key beside a fan-out, which gives each task its key there", { ...RESYNC, params: { key: "all" }, fanOut: { keys: [1] } }, /Invalid params\.key: each task's params get its fan-out key as key/],
