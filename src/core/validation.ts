@@ -44,6 +44,11 @@ function explain(e: ValueError): string {
     const offsetMissing = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(String(e.value));
     return `must be a date and time with its offset, such as 2030-01-01T09:00:00Z${offsetMissing ? "; this one has no offset: add Z (UTC) or one such as +02:00" : ""} (got ${describe(e.value)})`;
   }
+  // "Expected Date timestamp to be greater or equal to 0" is the millisecond count: say the dates.
+  if (e.type === ValueErrorType.DateMinimumTimestamp || e.type === ValueErrorType.DateMaximumTimestamp) {
+    const bound = (ms: unknown) => (typeof ms === "number" ? new Date(ms).toISOString().slice(0, 10) : "?");
+    return `must be a date from ${bound(e.schema.minimumTimestamp)} to ${bound(e.schema.maximumTimestamp)} (got ${describe(e.value)})`;
+  }
   // A pattern means nothing to most readers; its description says what is expected.
   if ((e.type === ValueErrorType.StringPattern || e.type === ValueErrorType.Union) && e.schema.description) {
     return `must be ${e.schema.description} (got ${describe(e.value)})`;

@@ -6,6 +6,7 @@
  * nothing. Errors answer in one envelope (errors.ts); keys, scopes (auth.ts) and a per-key rate limit
  * guard every route but health and docs; /openapi.json and /docs describe it all.
  */
+import { isUtf8 } from "node:buffer";
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import rateLimit from "@fastify/rate-limit";
@@ -190,13 +191,21 @@ function readsBack(text: unknown, value: unknown): boolean {
  * JSON bodies, and nothing else (a text/plain body is refused with 415, not read as a string). An
  * empty body sent as JSON is no body: curl's usual `-H "content-type: application/json"` on a call that
  * needs none (`POST /api/tasks/7/cancel`) was refused. A refused body says why: Fastify's message was
- * the same for broken JSON and for a `__proto__` key (refused: it can poison objects).
+ * the same for broken JSON and for a `__proto__` key (refused: it can poison objects). Bytes that are
+ * not UTF-8 are refused, not decoded: read as text, each became U+FFFD in the params stored, and a
+ * compressed body was answered with its bytes as garbage in the message.
  */
 function installJsonParser(app: FastifyInstance): void {
   const parse = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser(["application/json", "text/plain"]);
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    const text = body as string;
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    const bytes = body as Buffer;
+    if (!isUtf8(bytes)) {
+      const encoding = request.headers["content-encoding"];
+      const reason = encoding === undefined || encoding === "identity" ? "it is not UTF-8; send JSON encoded as UTF-8" : `it is sent with Content-Encoding: ${encoding}, which this server does not decode; send it uncompressed`;
+      return done(new HttpError("bad_request", `Request body is not usable JSON: ${reason}`), undefined);
+    }
+    const text = bytes.toString("utf8");
     if (text === "") return done(null, null);
     parse(request, text, (error, value) => {
       if (error === null) return done(null, value);
