@@ -471,6 +471,15 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual((shown["task"]["status"], shown["task"]["attempts"]), ("completed", 2))
         self.assertEqual([e["event"] for e in shown["events"]], ["created", "claimed", "requeued", "claimed", "completed"])
 
+    def test_a_stopping_worker_beats_as_full_so_no_dead_workers_task_is_reserved_for_it(self):
+        worker = self.worker({unique("idle"): lambda ctx: None})
+        load = lambda: next(w for w in self.client.request("GET", "/api/workers")["workers"] if w["worker_id"] == worker.worker_id)["current_load"]
+        worker._beat()
+        self.assertEqual(load(), 0)
+        worker.stop()
+        worker._beat()
+        self.assertEqual(load(), 1)
+
     def test_a_busy_worker_gets_its_next_task_in_the_answer_to_its_completion(self):
         kind = unique("chained")
         ids = [self.client.enqueue(kind, {"n": n}, priority=10 - n)["id"] for n in range(4)]
