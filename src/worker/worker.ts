@@ -17,6 +17,7 @@ import { hostname } from "node:os";
 import { inspect } from "node:util";
 import { pino, type Logger } from "pino";
 import { monotonicMs } from "../core/clock.js";
+import { counted } from "../core/counted.js";
 import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskpoolError, ValidationError } from "../core/errors.js";
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
 import { cancelledTasks } from "../core/notices.js";
@@ -54,11 +55,17 @@ interface Running {
   claimedAt: number;
   abort: RunAbort;
   done: Promise<void>;
+  /** The handler has returned or thrown: what is left is writing its outcome, never to be released. */
+  returned: boolean;
   renewUntil: number | null;
   timeout: NodeJS.Timeout | null;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+  });
 
 export class Worker {
   readonly id: string;
@@ -90,6 +97,10 @@ export class Worker {
   private readonly stoppingSignal = new AbortController();
   private starting: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
+  /** Fired when a stop's grace period is over: outcomes still being written get one last try, now. */
+  private readonly lastTry = new AbortController();
+  /** What a stop could neither record nor give back (task ids; null for the worker's own registration). */
+  private readonly leftBehind: (number | null)[] = [];
 
   /**
    * `store` is the pool's checked store. `heartbeatDatabase`, when given, is where the heartbeat
@@ -330,7 +341,7 @@ export class Worker {
 
   /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */
   private admit(task: ClaimedTask): void {
-    const entry: Running = { task, claimedAt: monotonicMs(), abort: new RunAbort(), renewUntil: null, timeout: null, done: Promise.resolve() };
+    const entry: Running = { task, claimedAt: monotonicMs(), abort: new RunAbort(), renewUntil: null, timeout: null, done: Promise.resolve(), returned: false };
     this.running.set(task.id, entry);
     this.ready.push(entry);
   }
@@ -386,7 +397,8 @@ export class Worker {
     });
   }
 
-  private async execute({ task, abort }: Running): Promise<void> {
+  private async execute(entry: Running): Promise<void> {
+    const { task, abort } = entry;
     const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
     // Made on first use: most runs never log, and a pino child per task was 4 % of a draining worker's allocations.
     let child: Logger | null = null;
@@ -403,6 +415,7 @@ export class Worker {
       thrown = { error };
     }
     returned = true;
+    entry.returned = true;
     this.prefetch.finished(performance.now() - started);
     this.handling--;
     this.startReady();
@@ -501,6 +514,7 @@ export class Worker {
   private async persist(task: ClaimedTask, abort: RunAbort, log: () => Logger, what: string, write: () => Promise<void>): Promise<void> {
     let failingSince: number | null = null;
     for (let attempt = 1; ; attempt++) {
+      const last = this.lastTry.signal.aborted;
       try {
         await write();
         return;
@@ -514,11 +528,12 @@ export class Worker {
         }
         failingSince ??= monotonicMs();
         const fenced = abort.aborted && abort.reason === "lease_lost";
-        if (fenced || this.state === "stopped" || monotonicMs() - failingSince >= this.options.leaseSeconds * 1000) {
+        if (fenced || last || monotonicMs() - failingSince >= this.options.leaseSeconds * 1000) {
           log().error({ err: (error as Error).message }, `Could not ${what}; its lease will expire and it will run again`);
+          if (this.state !== "running") this.leftBehind.push(task.id);
           return;
         }
-        await sleep(Math.max(retryAfterMs(error), Math.min(10_000, 200 * 2 ** attempt)));
+        await sleep(Math.max(retryAfterMs(error), Math.min(10_000, 200 * 2 ** attempt)), this.lastTry.signal);
       }
     }
   }
@@ -570,7 +585,8 @@ export class Worker {
         return;
       }
       this.logger.info(`${signal} received: finishing running tasks (grace ${this.options.shutdownGraceMs} ms); send again to abort and release them at once`);
-      void this.stop().then(() => process.exit(0));
+      // Exit 1 when the stop left tasks leased here or the registry unaware: an orchestrator should know.
+      void this.stop().then(() => process.exit(this.stoppedCleanly ? 0 : 1));
     };
     process.on("SIGTERM", this.signalHandler);
     process.on("SIGINT", this.signalHandler);
@@ -585,7 +601,10 @@ export class Worker {
     await this.store
       .release(task.id, task, { reason: "worker shutting down" })
       .then(() => this.logger.info({ taskId: task.id }, `Released task ${task.id} for another worker (checkpoint kept)`))
-      .catch((error) => this.logger.warn({ err: error.message }, `Could not release task ${task.id}`));
+      .catch((error) => {
+        this.logger.warn({ err: error.message }, `Could not release task ${task.id}`);
+        if (this.state !== "running") this.leftBehind.push(task.id);
+      });
   }
 
   private async shutdown(graceMs: number): Promise<void> {
@@ -620,21 +639,43 @@ export class Worker {
       clearTimeout(timer);
       this.endGrace = null;
     }
-    for (const entry of this.running.values()) {
+    // A handler still running is stopped and its task given back. One that has returned is not: its
+    // outcome is being written, and released, the task would run again; it gets a last try now.
+    const unfinished = [...this.running.values()];
+    for (const entry of unfinished.filter((e) => !e.returned)) {
       entry.abort.abort("shutdown");
       await this.release(entry.task);
     }
+    this.lastTry.abort();
+    await Promise.all(unfinished.filter((e) => e.returned).map((e) => e.done));
     await this.heartbeats?.stop();
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
     await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {});
-    await this.store.shutdownWorker(this.id).catch((error) => this.logger.warn({ err: error.message }, "Could not mark the worker inactive"));
+    await this.store.shutdownWorker(this.id).then(
+      // It gives back whatever the worker still held: an outcome that could not be written is lost, but
+      // the task runs again now, not when its lease runs out.
+      (released) => this.leftBehind.splice(0, this.leftBehind.length, ...this.leftBehind.filter((id) => id === null || !released.includes(id))),
+      (error) => {
+        this.logger.warn({ err: error.message }, "Could not mark the worker inactive");
+        this.leftBehind.push(null);
+      },
+    );
     await this.unsubscribe?.().catch(() => {});
     if (this.signalHandler) {
       process.off("SIGTERM", this.signalHandler);
       process.off("SIGINT", this.signalHandler);
     }
     this.state = "stopped";
-    this.logger.info(`Worker ${this.id} stopped`);
+    const held = this.leftBehind.filter((id) => id !== null);
+    if (held.length > 0) {
+      this.logger.error(`Worker ${this.id} stopped with ${counted(held.length, "task")} still leased to it (${held.join(", ")}): the coordinator takes them back when their leases run out, an attempt each`);
+    } else if (this.leftBehind.length > 0) this.logger.error(`Worker ${this.id} stopped, but the registry still shows it active until the coordinator finds it silent`);
+    else this.logger.info(`Worker ${this.id} stopped`);
+  }
+
+  /** Whether the last stop recorded or gave back everything, and marked the worker inactive. */
+  get stoppedCleanly(): boolean {
+    return this.state === "stopped" && this.leftBehind.length === 0;
   }
 }
 

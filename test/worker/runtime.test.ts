@@ -364,6 +364,47 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect((await store.events(done.id)).map((e) => e.event)).toEqual(["created", "claimed", "completed"]);
   };
 
+  /** A worker whose writes fail while `down.value`, as with the database out of reach; its one task's handler has returned. */
+  const withCompletionsDown = async (down: { value: boolean }) => {
+    let tries = 0;
+    const refused = () => Promise.reject(new Error("connect ECONNREFUSED (simulated)"));
+    const unreachable = withOverrides(store, {
+      completeMany: (items, options) => {
+        tries++;
+        return down.value ? refused() : store.completeMany(items, options);
+      },
+      workerHeartbeat: (beat) => (down.value ? refused() : store.workerHeartbeat(beat)),
+      shutdownWorker: (workerId) => (down.value ? refused() : store.shutdownWorker(workerId)),
+    });
+    const logs = captureLogs();
+    const worker = new Worker(unreachable, { roles: ["quick"], pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: logs.logger, handlers: { quick: async () => ({ done: true }) } }, null);
+    workers.push(worker);
+    await worker.start();
+    const task = (await store.enqueue({ taskType: "quick" })).task;
+    await eventually(async () => tries >= 2, 5000, "the completion failing");
+    return { worker, logs, task };
+  };
+
+  it("a stop does not give back a task whose handler returned while its completion is still being written: it gets a last try", async () => {
+    const down = { value: true };
+    const { worker, task } = await withCompletionsDown(down);
+    const stopping = worker.stop(200);
+    down.value = false;
+    await stopping;
+    expect(await store.get(task.id)).toMatchObject({ status: "completed", result: { done: true } });
+    expect((await store.events(task.id)).map((e) => e.event)).not.toContain("released");
+    expect(worker.stoppedCleanly).toBe(true);
+  });
+
+  it("a stop that can write nothing leaves its task leased and says so: it is not stopped cleanly", async () => {
+    const { worker, logs, task } = await withCompletionsDown({ value: true });
+    await worker.stop(200);
+    // Nothing reached the database: the task stays leased here until the coordinator takes it back.
+    expect(await store.get(task.id)).toMatchObject({ status: "running", attempts: 1 });
+    expect(worker.stoppedCleanly).toBe(false);
+    expect(logs.messages()).toContain(`Worker ${worker.id} stopped with 1 task still leased to it (${task.id}): the coordinator takes them back when their leases run out, an attempt each`);
+  });
+
   it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
     await outcomesWhoseAnswersAreLost(store);
   });
