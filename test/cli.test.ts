@@ -118,6 +118,8 @@ describe("taskpool CLI", () => {
   it("explains a database it cannot open in one line, with the password hidden; the stack only with --verbose", async () => {
     const failures: [string[], RegExp][] = [
       [["status", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres"], /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused; is PostgreSQL running/],
+      // pg takes the password as a query parameter too.
+      [["status", "--db", "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&password=s3cret"], /^taskpool: cannot connect to postgres:\/\/postgres@127\.0\.0\.1:1\/postgres\?sslmode=disable&password=\*\*\*: connection refused/],
       [["status", "--db", "postgres://postgres@127.0.0.1:5432/no_such_database_here"], /^taskpool: cannot connect to .*: database "no_such_database_here" does not exist; create it \(createdb\)/],
       [["migrate", "--db", "sqlite:./no/such/dir/tp.db"], /^taskpool: cannot open sqlite:\.\/no\/such\/dir\/tp\.db: the directory \.\/no\/such\/dir does not exist; create it \(mkdir -p/],
     ];

@@ -24,9 +24,9 @@ export function namedAsFlags(error: ValidationError, flags: Readonly<Record<stri
   return new CliError(message);
 }
 
-/** The URL with its password replaced, fit to print. */
+/** The URL with its passwords replaced, fit to print: in `user:password@`, and in `?password=` (pg reads both). */
 export function redactUrl(url: string): string {
-  return url.replace(/^([a-z]+:\/\/[^:/@]+):[^@]*@/i, "$1:***@");
+  return url.replace(/^([a-z]+:\/\/[^:/@]+):[^@]*@/i, "$1:***@").replace(/([?&](?:ssl)?password=)[^&#]*/gi, "$1***");
 }
 
 /**
