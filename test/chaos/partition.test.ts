@@ -239,13 +239,19 @@ describe("network partitions on postgres", () => {
     // The connections the pool holds go silent: each statement on them waits for its 10 s timeout.
     proxy.freeze();
     await delay(300);
-    const scrapedAt = Date.now();
-    const during = await scrape();
-    const seconds = (Date.now() - scrapedAt) / 1000;
-    expect(during.status).toBe(200);
-    expect(await during.text()).toMatch(/^taskpool_database_up 0$/m);
-    expect(seconds).toBeLessThan(9);
-    report("partition: scrape while the database hangs", { seconds });
+    // Two Prometheus replicas, or a scrape retried: they overlap. Queued, each waited out its own deadline.
+    const timed = async () => {
+      const scrapedAt = Date.now();
+      const answer = await scrape();
+      return { status: answer.status, text: await answer.text(), seconds: (Date.now() - scrapedAt) / 1000 };
+    };
+    const scrapes = await Promise.all([timed(), delay(1000).then(timed), delay(2000).then(timed)]);
+    for (const during of scrapes) {
+      expect(during.status).toBe(200);
+      expect(during.text).toMatch(/^taskpool_database_up 0$/m);
+      expect(during.seconds).toBeLessThan(9);
+    }
+    report("partition: scrapes while the database hangs", { seconds: scrapes.map((s) => s.seconds) });
   });
 
   it("a server whose database address accepts and never answers: requests answer 503 database_unavailable in bounded time, not hang", { timeout: 40_000 }, async () => {
