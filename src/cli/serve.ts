@@ -82,28 +82,32 @@ export function serveCommand(program: Command): void {
       // The database is named here: a mistyped --schema makes a new, empty pool, and this line is where it shows.
       const database = opts.db.startsWith("postgres") ? `${redactUrl(opts.db)}, schema ${opts.schema ?? DEFAULT_SCHEMA}` : opts.db;
       logger.info(`taskpool ${auth === "keys" ? "requires API keys" : "asks for no API key"}; listening on ${address} (docs: ${address}/docs); database ${database}`);
-      let stopping = false;
+      // A signal while serving begins the stop; one during --shutdown-delay's wait ends the wait; one
+      // while closing exits at once, said (it used to end the process without a word, exit 143).
+      let phase: "serving" | "delaying" | "closing" = "serving";
+      const cut = new AbortController();
       const stop = async (signal: string) => {
-        if (stopping) return;
-        stopping = true;
+        if (phase === "delaying") return cut.abort();
+        if (phase === "closing") {
+          logger.warn(`Second ${signal}: exiting now, without waiting for the requests in flight; if this server's coordinator led, another leads once its lease runs out`);
+          process.exit(1);
+        }
         if (opts.shutdownDelay > 0) {
+          phase = "delaying";
           // Load balancers see /readyz fail at their next probe and stop sending; until then requests still come, and are served.
-          const cut = new AbortController();
-          const endWait = () => cut.abort();
-          process.once("SIGTERM", endWait).once("SIGINT", endWait);
           app.taskpool.drain();
           logger.info(`${signal}: /readyz answers 503 from now; serving ${opts.shutdownDelay} s more so load balancers move away (a second signal ends the wait)`);
           await sleep(opts.shutdownDelay * 1000, undefined, { signal: cut.signal }).catch(() => {});
-          process.off("SIGTERM", endWait).off("SIGINT", endWait);
         }
-        logger.info(`${signal}: no new requests; finishing those in flight`);
+        phase = "closing";
+        logger.info(`${signal}: no new requests; finishing those in flight (a second signal exits at once)`);
         // Stops accepting, answers waiting claims at once, lets in-flight requests finish, then closes the store.
         await app.close();
         await pool.close();
         logger.info("Stopped");
         process.exit(0);
       };
-      process.once("SIGTERM", () => void stop("SIGTERM"));
-      process.once("SIGINT", () => void stop("SIGINT"));
+      process.on("SIGTERM", () => void stop("SIGTERM"));
+      process.on("SIGINT", () => void stop("SIGINT"));
     });
 }

@@ -81,6 +81,8 @@ const FAILED_TICKS_ALARM = 3;
 const LEASE_INTERVALS = 3;
 /** The longest delay setInterval honours; a longer one fires every millisecond instead. */
 const MAX_TIMER_MS = 2_147_483_647;
+/** How long a stop waits for its resignation to be written: with the database hanging, a statement's 10 s. */
+const RESIGN_WITHIN_MS = 2000;
 // The checked store refuses longer leases and sweep thresholds (core/schemas.ts): every tick would fail.
 const MAX_LEASE_MS = (LeadershipSchema.properties.ttlSeconds.maximum ?? Infinity) * 1000;
 const MAX_THRESHOLD_MS = (SweepOptionsSchema.properties.deadAfterSeconds.maximum ?? Infinity) * 1000;
@@ -167,10 +169,14 @@ export class Coordinator {
     this.timer = null;
     await this.ticking;
     if (this.leading) {
-      const resigned = await this.store.resign(COORDINATOR_LEADERSHIP, this.id).then(
-        () => true,
-        () => false,
-      );
+      // A courtesy (otherwise the next leader waits out the lease): not worth holding a stop for long.
+      const resigned = await Promise.race([
+        this.store.resign(COORDINATOR_LEADERSHIP, this.id).then(
+          () => true,
+          () => false,
+        ),
+        new Promise<boolean>((resolve) => setTimeout(() => resolve(false), RESIGN_WITHIN_MS).unref()),
+      ]);
       this.logger.info(resigned ? "Coordinator stopped; leadership handed back: another coordinator leads from its next tick" : "Coordinator stopped; leadership not handed back (the database did not answer): another coordinator leads once its lease runs out");
     } else if (started) this.logger.info("Coordinator stopped");
     this.leading = false;

@@ -416,8 +416,13 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   // finished after the server began closing ends its connection: Node closes only the connections
   // idle when close() is called, and a kept-alive one would hold the close for keepAliveTimeout.
   let closing = false;
+  // The coordinator stops as the close begins, beside the requests still in flight: stopped after them,
+  // it went on sweeping while they finished, and with the database hanging each of its ticks and then
+  // its resignation waited out a statement's timeout in turn (28 s of a 30 s kill timeout).
+  let coordinatorStopped: Promise<void> | null = null;
   app.addHook("preClose", async () => {
     closing = true;
+    coordinatorStopped = coordinator.stop();
     await longPoll.close();
   });
   app.addHook("onSend", async (_request, reply) => {
@@ -428,7 +433,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   if (options.runCoordinator) app.addHook("onListen", async () => coordinator.start());
   app.addHook("onClose", async () => {
     await longPoll.close();
-    await coordinator.stop();
+    await (coordinatorStopped ?? coordinator.stop());
   });
   return app;
 }

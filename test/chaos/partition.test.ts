@@ -6,7 +6,7 @@ import { CheckedStore } from "../../src/api/checked-store.js";
 import { connect, Taskpool } from "../../src/api/taskpool.js";
 import type { Coordinator } from "../../src/coordinator/coordinator.js";
 import { buildServer } from "../../src/server/server.js";
-import { eventually } from "../helpers/logs.js";
+import { captureLogs, eventually } from "../helpers/logs.js";
 import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
 import type { WorkerProcess } from "../process/harness.js";
 import { ChaosCluster } from "./cluster.js";
@@ -252,6 +252,29 @@ describe("network partitions on postgres", () => {
       expect(during.seconds).toBeLessThan(9);
     }
     report("partition: scrapes while the database hangs", { seconds: scrapes.map((s) => s.seconds) });
+  });
+
+  it("a server closing while its database hangs stops its coordinator at once, beside the requests in flight, not after them", { timeout: 60_000 }, async () => {
+    handle = await createPostgres();
+    const { proxy, url } = await proxyToPostgres();
+    const pool = await connect(url, { schema: handle.schema, migrate: false });
+    cleanups.push(() => pool.close());
+    const logs = captureLogs();
+    const app = await buildServer(pool, { auth: "none", rateLimitPerMinute: false, dashboard: false, runCoordinator: true, coordinator: { sweepIntervalMs: 300 }, logger: logs.logger });
+    const httpUrl = await app.listen({ host: "127.0.0.1", port: 0 });
+    cleanups.push(() => proxy.thaw());
+    await eventually(async () => logs.messages().some((m) => m.startsWith("Leading")), 10_000, "the coordinator to lead");
+    proxy.freeze();
+    // A request in flight holds the close for up to a statement's 10 s; the coordinator's ticks went on meanwhile.
+    const inFlight = fetch(`${httpUrl}/api/tasks/counts`, { signal: AbortSignal.timeout(30_000) }).catch(() => null);
+    await delay(500);
+    const closingAt = Date.now();
+    await app.close();
+    const seconds = (Date.now() - closingAt) / 1000;
+    await inFlight;
+    expect(seconds).toBeLessThan(16);
+    expect(logs.messages()).toContain("Coordinator stopped; leadership not handed back (the database did not answer): another coordinator leads once its lease runs out");
+    report("partition: server closing while the database hangs", { seconds });
   });
 
   it("a server whose database address accepts and never answers: requests answer 503 database_unavailable in bounded time, not hang", { timeout: 40_000 }, async () => {

@@ -1,7 +1,7 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
-import { type AddressInfo, createServer } from "node:net";
+import { type AddressInfo, connect as connectSocket, createServer } from "node:net";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { isLoopback } from "../../src/core/loopback.js";
@@ -103,6 +103,23 @@ describe("taskpool keys and serve", () => {
     expect(output()).toMatch(/"msg":"Coordinator stopped; leadership handed back: another coordinator leads from its next tick"/);
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/Coordinator: no coordinator leads; last sweep by coordinator-/);
   }, 60_000);
+
+  it("serve: a second signal while it waits for requests in flight exits at once, saying so, with status 1", async () => {
+    const { child, url, output } = await startServe("--db", db, "--no-auth");
+    // A request whose body is still on its way: in flight, the close waits for it.
+    const { port } = new URL(url);
+    const slow = connectSocket(Number(port), "127.0.0.1");
+    await new Promise((resolve) => slow.once("connect", resolve));
+    slow.write("POST /api/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const code = new Promise((resolve) => child.on("exit", resolve));
+    child.kill("SIGTERM");
+    await eventually(() => output().includes("SIGTERM: no new requests; finishing those in flight"), 5000, "the close to begin");
+    child.kill("SIGTERM");
+    expect(await code).toBe(1);
+    expect(output()).toMatch(/"level":40[^\n]*Second SIGTERM: exiting now, without waiting for the requests in flight/);
+    slow.destroy();
+  }, 30_000);
 
   it("serve --shutdown-delay: on SIGTERM it goes on serving while /readyz answers 503 and answers close their connections; a second signal, or the delay's end, stops it", async () => {
     const { child, url, output } = await startServe("--db", db, "--no-auth", "--shutdown-delay", "600");
