@@ -115,6 +115,18 @@ describe("taskpool CLI", () => {
     }
   });
 
+  it("a coordinator says when a signal stops it, and hands back its leadership", async () => {
+    await taskpool("migrate", "--db", db);
+    const child = spawn(process.execPath, [CLI, "coordinator", "--db", db, "--sweep-interval", "200"], { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk) => (output += chunk));
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    await eventually(() => output.includes("Leading"), 15_000, "the coordinator to lead");
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    expect(output).toMatch(/SIGTERM: stopping after the sweep under way, if any \(a second signal exits at once\)[\s\S]*Coordinator stopped; leadership handed back/);
+  }, 30_000);
+
   it("explains a database it cannot open in one line, with the password hidden; the stack only with --verbose", async () => {
     const failures: [string[], RegExp][] = [
       [["status", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres"], /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused; is PostgreSQL running/],

@@ -18,14 +18,23 @@ export function coordinatorCommand(program: Command): void {
     // Bad settings are refused before the database is opened.
     if (retention) resolveRetention(retention);
     const pool = await openPool(opts);
-    const coordinator = pool.coordinator({ ...sweepFrom(opts), retention, logger: serviceLogger() });
+    const logger = serviceLogger();
+    const coordinator = pool.coordinator({ ...sweepFrom(opts), retention, logger });
     coordinator.start();
-    const stop = async () => {
+    let stopping = false;
+    const stop = async (signal: NodeJS.Signals) => {
+      // A sweep under way is finished first, which with the database hanging takes up to a statement's 10 s.
+      if (stopping) {
+        logger.warn(`Second ${signal}: exiting now; another coordinator leads once this one's lease runs out`);
+        process.exit(1);
+      }
+      stopping = true;
+      logger.info(`${signal}: stopping after the sweep under way, if any (a second signal exits at once)`);
       await coordinator.stop();
       await pool.close();
       process.exit(0);
     };
-    process.once("SIGTERM", stop);
-    process.once("SIGINT", stop);
+    process.on("SIGTERM", stop);
+    process.on("SIGINT", stop);
   });
 }
