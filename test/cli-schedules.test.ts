@@ -17,7 +17,7 @@ describe("taskpool schedules", () => {
 
   it("adds, lists (table and --json), pauses, resumes and removes a schedule", async () => {
     const added = await taskpool("schedules", "add", "resync", "--type", "product_resync", "--cron", "0 0 * * *", "--timezone", "America/Los_Angeles",
-      "--keys", "101,102,x-3", "--batches", "3", "--concurrency-key", "store:{key}", "--params", '{"full":true}', "--db", db);
+      "--keys", "101,102,x-3", "--batches", "3", "--concurrency-key", "store:{key}", "--unique-key", "resync:{key}", "--params", '{"full":true}', "--db", db);
     expect(added.stdout).toMatch(/^Created schedule resync \(product_resync, 0 0 \* \* \* America\/Los_Angeles\): next run \d{4}-\d\d-\d\dT08:00:00\.000Z\n$/);
 
     const table = (await taskpool("schedules", "list", "--db", db)).stdout.split("\n");
@@ -25,7 +25,7 @@ describe("taskpool schedules", () => {
     expect(table[1]).toMatch(/^resync\s+product_resync\s+0 0 \* \* \* \(America\/Los_Angeles\)\s+enabled\s+3 keys \/ 3 batches\s+\d{4}-\d\d-\d\dT08:00:00Z?\S*\s+-\s+-$/);
 
     const [json] = JSON.parse((await taskpool("schedules", "list", "--json", "--db", db)).stdout);
-    expect(json).toMatchObject({ name: "resync", params: { full: true }, fanOut: { keys: [101, 102, "x-3"], batches: 3 }, concurrencyKey: "store:{key}", enabled: true, lastRunAt: null });
+    expect(json).toMatchObject({ name: "resync", params: { full: true }, fanOut: { keys: [101, 102, "x-3"], batches: 3 }, concurrencyKey: "store:{key}", uniqueKey: "resync:{key}", enabled: true, lastRunAt: null });
 
     expect((await taskpool("schedules", "pause", "resync", "--db", db)).stdout).toBe("Paused schedule resync (product_resync, 0 0 * * * America/Los_Angeles): paused\n");
     const resumed = JSON.parse((await taskpool("schedules", "resume", "resync", "--json", "--db", db)).stdout);
@@ -57,7 +57,7 @@ describe("taskpool schedules", () => {
     for (const failure of [badCron, unknown, badParams, badPolicy]) expect(failure.stderr).not.toMatch(/\n\s+at /);
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
     expect(help).toMatch(/Example \(seed 004's resync/);
-    expect(help).toMatch(/--batches 6 --concurrency-key 'store:\{key\}'/);
+    expect(help).toMatch(/--batches 6 --concurrency-key 'store:\{key\}' --unique-key 'resync:\{key\}'/);
     // An option left out is named as the option, before any database is opened: it was the library's
     // "Invalid schedule: taskType: Expected required property".
     const never = `sqlite:${path}.never`;

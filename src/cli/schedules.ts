@@ -81,6 +81,7 @@ function definitionOf(name: string, opts: Record<string, unknown>): ScheduleDefi
     timezone: opts.timezone,
     params: opts.params,
     concurrencyKey: opts.concurrencyKey,
+    uniqueKey: opts.uniqueKey,
     priority: opts.priority,
     missedTicks: opts.missedTicks,
     enabled: opts.paused ? false : undefined,
@@ -123,6 +124,7 @@ export function schedulesCommand(program: Command): void {
     .option("--batches <n>", "spread the keys over n staggered batches", positiveInteger)
     .option("--batch-interval <seconds>", "time between batches (default: the time to the next tick, shared out)", positiveInteger)
     .option("--concurrency-key <template>", "at most one active task per key, e.g. store:{key}")
+    .option("--unique-key <template>", "make no task of a key whose earlier task is still pending, e.g. resync:{key}")
     .option("--priority <n>", "the tasks' priority", integer)
     .addOption(new Option("--missed-ticks <policy>", "when the coordinator was down across ticks: skip them, or run once now").choices(MISSED_TICK_POLICIES))
     .option("--paused", "create it paused")
@@ -136,7 +138,7 @@ export function schedulesCommand(program: Command): void {
       "after",
       "\nExample (seed 004's resync: every store once a day, in 6 batches one every 4 hours):\n" +
         '  $ taskpool schedules add product_resync --type product_resync --cron "0 0 * * *" --timezone America/Los_Angeles \\\n' +
-        "      --keys 101,102,103,104,105,106 --batches 6 --concurrency-key 'store:{key}'",
+        "      --keys 101,102,103,104,105,106 --batches 6 --concurrency-key 'store:{key}' --unique-key 'resync:{key}'",
     )
     .action((name: string, opts) => {
       // Before the pool: a definition refused opens (and creates) nothing.

@@ -183,6 +183,7 @@ export const ScheduleRecordSchema = Type.Object(
     enabled: Type.Boolean(),
     fanOut: Type.Union([FanOutSchema, Type.Null()]),
     concurrencyKey: Nullable(Type.String()),
+    uniqueKey: Nullable(Type.String()),
     priority: Nullable(Type.Integer()),
     missedTicks: OneOf(MISSED_TICK_POLICIES),
     nextRunAt: Nullable(Type.Date()),

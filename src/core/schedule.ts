@@ -48,6 +48,7 @@ export interface ScheduleRecord {
   enabled: boolean;
   fanOut: FanOut | null;
   concurrencyKey: string | null;
+  uniqueKey: string | null;
   priority: number | null;
   missedTicks: MissedTickPolicy;
   /** When it fires next; null while paused. */
@@ -129,9 +130,13 @@ export function checkScheduleDefinition(definition: ScheduleDefinition, now: Dat
   checkFanOut(definition);
 }
 
-/** One source of keys, no placeholder but `{key}` and only where there are keys to put in it, no `params.key` for them to overwrite, and a concurrency key of each listed key that fits. */
-export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut; concurrencyKey?: string }): void {
-  const { params, fanOut, concurrencyKey } = input;
+/** The fields that take a `{key}` template: each task's own key made from its fan-out key. */
+const KEY_TEMPLATES = ["concurrencyKey", "uniqueKey"] as const;
+type KeyTemplates = { [F in (typeof KEY_TEMPLATES)[number]]?: string };
+
+/** One source of keys, no placeholder but `{key}` and only where there are keys to put in it, no `params.key` for them to overwrite, and keys made of each listed key that fit. */
+export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut } & KeyTemplates): void {
+  const { params, fanOut } = input;
   if (fanOut && params && Object.hasOwn(params, "key")) {
     throw new ValidationError("Invalid params.key: each task's params get its fan-out key as key, which would replace this value; rename it", [
       { path: "params.key", message: "taken by the fan-out key" },
@@ -142,18 +147,21 @@ export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut; concu
       { path: "fanOut", message: "needs exactly one of keys, fromResults" },
     ]);
   }
-  // The template's one placeholder is {key}; anything else in braces ({region}, {keys}) was meant as
-  // one, and taken literally it would put every task under the same key: one at a time, in silence.
-  const unknown = concurrencyKey?.match(/\{[^{}]*\}/g)?.find((placeholder) => placeholder !== "{key}");
-  if (unknown !== undefined) {
-    throw new ValidationError(`Invalid concurrencyKey: "${concurrencyKey}" has ${unknown}, and the only placeholder is {key} (each task's fan-out key); use {key}, or no braces`, [
-      { path: "concurrencyKey", message: `unknown placeholder ${unknown}` },
-    ]);
-  }
-  if (!fanOut && concurrencyKey?.includes("{key}")) {
-    throw new ValidationError("Invalid concurrencyKey: {key} stands for a fan-out key, and this schedule has no fan-out; add one or write the key out", [
-      { path: "concurrencyKey", message: "{key} without a fan-out" },
-    ]);
+  for (const field of KEY_TEMPLATES) {
+    const template = input[field];
+    // The template's one placeholder is {key}; anything else in braces ({region}, {keys}) was meant as
+    // one, and taken literally it would put every task under the same key, in silence.
+    const unknown = template?.match(/\{[^{}]*\}/g)?.find((placeholder) => placeholder !== "{key}");
+    if (unknown !== undefined) {
+      throw new ValidationError(`Invalid ${field}: "${template}" has ${unknown}, and the only placeholder is {key} (each task's fan-out key); use {key}, or no braces`, [
+        { path: field, message: `unknown placeholder ${unknown}` },
+      ]);
+    }
+    if (!fanOut && template?.includes("{key}")) {
+      throw new ValidationError(`Invalid ${field}: {key} stands for a fan-out key, and this schedule has no fan-out; add one or write the key out`, [
+        { path: field, message: "{key} without a fan-out" },
+      ]);
+    }
   }
   // 7 and "7" pass uniqueItems, and name one store: two tasks for it every run, under one concurrency key.
   const seen = new Map<string, FanOutKey>();
@@ -165,20 +173,25 @@ export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut; concu
       ]);
     }
     seen.set(String(key), key);
-    concurrencyKeyOf(concurrencyKey, key);
+    keysOf(input, key);
   }
 }
 
-/** The template with `{key}` filled in; refused when the key makes it longer than a producer's concurrency key may be. */
-function concurrencyKeyOf(template: string | undefined, key: FanOutKey): string | undefined {
-  const concurrencyKey = template?.replaceAll("{key}", String(key));
-  if (concurrencyKey !== undefined && concurrencyKey.length > MAX_KEY_LENGTH) {
-    throw new ValidationError(
-      `Invalid concurrencyKey: "${template}" with the key "${key}" is ${concurrencyKey.length} characters long, over ${MAX_KEY_LENGTH}; use a shorter template or shorter keys`,
-      [{ path: "concurrencyKey", message: `over ${MAX_KEY_LENGTH} characters with a key` }],
-    );
+/** A task's concurrency and unique keys, its fan-out key put in the templates; refused when one is longer than a producer's may be. */
+function keysOf(templates: KeyTemplates, key: FanOutKey): KeyTemplates {
+  const keys: KeyTemplates = {};
+  for (const field of KEY_TEMPLATES) {
+    const template = templates[field];
+    if (template === undefined) continue;
+    const made = template.replaceAll("{key}", String(key));
+    if (made.length > MAX_KEY_LENGTH) {
+      throw new ValidationError(`Invalid ${field}: "${template}" with the key "${key}" is ${made.length} characters long, over ${MAX_KEY_LENGTH}; use a shorter template or shorter keys`, [
+        { path: field, message: `over ${MAX_KEY_LENGTH} characters with a key` },
+      ]);
+    }
+    keys[field] = made;
   }
-  return concurrencyKey;
+  return keys;
 }
 
 /** A definition with its defaults, as a store writes it. `existing` keeps an update's state: paused stays paused, an unchanged cron keeps its next tick. */
@@ -195,6 +208,7 @@ export function resolveSchedule(definition: ScheduleDefinition, existing: Schedu
     enabled,
     fanOut: definition.fanOut ?? null,
     concurrencyKey: definition.concurrencyKey ?? null,
+    uniqueKey: definition.uniqueKey ?? null,
     priority: definition.priority ?? null,
     missedTicks: definition.missedTicks ?? "skip",
     nextRunAt: !enabled ? null : sameTicks ? existing.nextRunAt : nextRunAfter(definition.cron, timezone, now),
@@ -293,7 +307,8 @@ export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, start
   const base = { taskType: input.taskType, ...(input.priority === undefined ? {} : { priority: input.priority }) };
   const params = input.params ?? {};
   if (!input.fanOut || keys === null) {
-    const inputs = [{ ...base, params, scheduledFor: startAt, ...(input.concurrencyKey ? { concurrencyKey: input.concurrencyKey } : {}) }];
+    const keys = { ...(input.concurrencyKey ? { concurrencyKey: input.concurrencyKey } : {}), ...(input.uniqueKey ? { uniqueKey: input.uniqueKey } : {}) };
+    const inputs = [{ ...base, params, scheduledFor: startAt, ...keys }];
     return { inputs, batches: [{ batch: 1, scheduledFor: startAt, count: 1 }] };
   }
   const batches = input.fanOut.batches ?? 1;
@@ -321,8 +336,7 @@ export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, start
     const scheduledFor = new Date(startAt.getTime() + b * (interval ?? 0));
     plan.batches.push({ batch: b + 1, scheduledFor, count: slice.length });
     for (const key of slice) {
-      const concurrencyKey = concurrencyKeyOf(input.concurrencyKey, key);
-      plan.inputs.push({ ...base, params: { ...params, key }, scheduledFor, ...(concurrencyKey ? { concurrencyKey } : {}) });
+      plan.inputs.push({ ...base, params: { ...params, key }, scheduledFor, ...keysOf(input, key) });
     }
   }
   return plan;
@@ -334,13 +348,17 @@ export function batchesOf(plan: FanOutPlan, taskIds: number[]): GeneratedBatch[]
   return plan.batches.map(({ batch, scheduledFor, count }) => ({ batch, scheduledFor, taskIds: taskIds.slice(at, (at += count)) }));
 }
 
-/** "created 300 tasks in 6 batches, the first due 2030-01-01T00:00:00.000Z" */
-export function describeRun(plan: FanOutPlan): string {
+/**
+ * "created 300 tasks in 6 batches, the first due 2030-01-01T00:00:00.000Z", and with a unique key,
+ * "…; 3 not made: a task of their unique key is still pending". `created`: how many the store made.
+ */
+export function describeRun(plan: FanOutPlan, created = plan.inputs.length): string {
   const n = plan.inputs.length;
   const filled = plan.batches.filter((b) => b.count > 0);
   if (n === 0) return "created no task: the fan-out found no keys";
   const batches = filled.length > 1 ? ` in ${filled.length} batches` : "";
-  return `created ${counted(n, "task")}${batches}, the first due ${filled[0].scheduledFor.toISOString()}`;
+  const held = n - created > 0 ? `; ${n - created} not made: a task of their unique key is still pending` : "";
+  return `created ${counted(created, "task")}${batches}, the first due ${filled[0].scheduledFor.toISOString()}${held}`;
 }
 
 /** The default spread of a schedule's batches: the time to its next tick, shared out. */
@@ -368,6 +386,7 @@ export function resyncGeneration(input: ResyncInput): GenerateInput {
     params: input.params,
     fanOut: { keys: input.keys, fromResults: input.fromResults, batches, batchIntervalSeconds: Math.floor(86400 / batches) },
     concurrencyKey: input.concurrencyKey ?? "store:{key}",
+    uniqueKey: input.uniqueKey,
     priority: input.priority,
     ...(input.date ? { startAt: dayStart(input.date) } : {}),
   };

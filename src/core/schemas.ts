@@ -417,6 +417,8 @@ export type FanOut = Static<typeof FanOutSchema>;
 
 /** `{key}` in a concurrency key template is replaced by each fan-out key: "store:{key}". */
 const ConcurrencyKeyTemplate = Text({ minLength: 1, maxLength: MAX_KEY_LENGTH, description: "a concurrency key; {key} stands for the fan-out key, e.g. store:{key}" });
+/** The same for unique keys: a task is not made while one of its key is pending ("resync:{key}"). */
+const UniqueKeyTemplate = Text({ minLength: 1, maxLength: MAX_KEY_LENGTH, description: "a unique key; {key} stands for the fan-out key, e.g. resync:{key}: no task is made while one of the same key is pending" });
 
 export const ScheduleDefinitionSchema = Type.Object(
   {
@@ -430,6 +432,8 @@ export const ScheduleDefinitionSchema = Type.Object(
     enabled: Type.Optional(Type.Boolean()),
     fanOut: Type.Optional(FanOutSchema),
     concurrencyKey: Type.Optional(ConcurrencyKeyTemplate),
+    /** A run makes no task of a key whose previous task is still pending (workers behind: no pile of duplicates). */
+    uniqueKey: Type.Optional(UniqueKeyTemplate),
     priority: Type.Optional(Priority),
     /** When the coordinator was down across ticks: `skip` them (default) or `run_once` now. */
     missedTicks: Type.Optional(OneOf(MISSED_TICK_POLICIES)),
@@ -455,6 +459,7 @@ export const GenerateInputSchema = Type.Object(
     /** Omitted: one task. */
     fanOut: Type.Optional(FanOutSchema),
     concurrencyKey: Type.Optional(ConcurrencyKeyTemplate),
+    uniqueKey: Type.Optional(UniqueKeyTemplate),
     priority: Type.Optional(Priority),
     /** When the first batch is due (default now). */
     startAt: Type.Optional(StorableDate),
@@ -479,6 +484,7 @@ export const ResyncInputSchema = Type.Object(
     params: Type.Optional(JsonObjectValue),
     /** Default store:{key}: one active resync per store. */
     concurrencyKey: Type.Optional(ConcurrencyKeyTemplate),
+    uniqueKey: Type.Optional(UniqueKeyTemplate),
     priority: Type.Optional(Priority),
   },
   { additionalProperties: false },

@@ -31,9 +31,11 @@ export interface PassWrite {
 }
 
 /** A run: the pass, the tick's unique row and its tasks, in one transaction. */
-export interface RunWrite extends PassWrite {
+export interface RunWrite extends Omit<PassWrite, "result"> {
   tickAt: Date;
   inputs: EnqueueInput[];
+  /** The run's result, given how many tasks the store made (fewer than the inputs where a unique key was held). */
+  result(created: number): ScheduleRunResult;
 }
 
 /** What a store supplies to the pass. */
@@ -43,7 +45,7 @@ export interface ScheduleWriter {
   /** The results of the completed tasks of the schedule's latest run that has any, oldest task first. */
   lastRunResults(name: string): Promise<Json[]>;
   /**
-   * Writes a run: the task ids created; `[]` and no task when this tick already has its row (it fired
+   * Writes a run: the task ids created (not those of pending tasks holding a unique key); `[]` and no task when this tick already has its row (it fired
    * before: only the schedule moves on); null, writing nothing, when the schedule changed since it was read.
    */
   writeRun(run: RunWrite): Promise<number[] | null>;
@@ -91,7 +93,7 @@ async function passOne(w: ScheduleWriter, s: ScheduleRecord, now: Date, graceMs:
   }
   let ids: number[] | null;
   try {
-    ids = await w.writeRun({ ...run, inputs: made.inputs, result: result(describeRun(made), made.inputs.length) });
+    ids = await w.writeRun({ ...run, inputs: made.inputs, result: (created) => result(describeRun(made, created), created) });
   } catch (error) {
     // The tasks were refused (a registered params schema, requireRegistered): running again would fail the same way.
     if (!(error instanceof ValidationError)) throw error;
@@ -102,7 +104,7 @@ async function passOne(w: ScheduleWriter, s: ScheduleRecord, now: Date, graceMs:
 
 /** The tick is recorded with no task and the reason, so it is not retried every pass. */
 async function recordFailure(w: ScheduleWriter, run: Omit<RunWrite, "inputs" | "result">, result: (m: string, n?: number, e?: string | null) => ScheduleRunResult, error: Error) {
-  const ids = await w.writeRun({ ...run, inputs: [], result: result("created no task", 0, error.message) });
+  const ids = await w.writeRun({ ...run, inputs: [], result: () => result("created no task", 0, error.message) });
   return ids === null ? null : { name: run.name, tickAt: run.tickAt, taskIds: [], skippedTicks: 0, error: error.message };
 }
 
@@ -115,6 +117,7 @@ function asGeneration(s: ScheduleRecord): GenerateInput {
     params: s.params,
     ...(s.fanOut ? { fanOut: s.fanOut } : {}),
     ...(s.concurrencyKey ? { concurrencyKey: s.concurrencyKey } : {}),
+    ...(s.uniqueKey ? { uniqueKey: s.uniqueKey } : {}),
     ...(s.priority === null ? {} : { priority: s.priority }),
   };
 }
@@ -141,6 +144,8 @@ export async function generateTasks(
   const queried = input.fanOut?.fromResults?.schedule;
   if (queried !== undefined && (await w.getSchedule(queried)) === null) throw new ScheduleNotFoundError(queried);
   const plan = planFanOut(input, await fanOutKeys(w, input.fanOut, null), input.startAt ?? now, null);
-  const ids = plan.inputs.length === 0 ? [] : (await w.enqueueMany(plan.inputs)).map((r) => r.task.id);
-  return { created: ids.length, batches: batchesOf(plan, ids), message: describeRun(plan) };
+  // Each key's task, made now or (its unique key held) the one still pending.
+  const results = plan.inputs.length === 0 ? [] : await w.enqueueMany(plan.inputs);
+  const created = results.filter((r) => r.created).length;
+  return { created, batches: batchesOf(plan, results.map((r) => r.task.id)), message: describeRun(plan, created) };
 }

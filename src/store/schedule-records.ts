@@ -11,6 +11,7 @@ export interface ScheduleRow {
   enabled: boolean;
   fan_out: FanOut | null;
   concurrency_key: string | null;
+  unique_key: string | null;
   priority: number | null;
   missed_ticks: MissedTickPolicy;
   next_run_at: Date | null;
@@ -35,6 +36,7 @@ export function toSchedule(r: ScheduleRow): ScheduleRecord {
     enabled: r.enabled,
     fanOut: r.fan_out,
     concurrencyKey: r.concurrency_key,
+    uniqueKey: r.unique_key,
     priority: r.priority,
     missedTicks: r.missed_ticks,
     nextRunAt: r.next_run_at,

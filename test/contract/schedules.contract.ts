@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ScheduleNotFoundError, ValidationError } from "../../src/core/errors.js";
 import type { ScheduleDefinition } from "../../src/core/schedule.js";
+import type { ClaimedTask, Task } from "../../src/core/task.js";
 import type { StoreKind } from "../helpers/stores.js";
 import { claimOne, useStore } from "./context.js";
 
@@ -25,6 +26,7 @@ export function schedulesContract(kind: StoreKind) {
         enabled: true,
         fanOut: null,
         concurrencyKey: null,
+        uniqueKey: null,
         priority: null,
         missedTicks: "skip",
         nextRunAt: at("2030-01-01T04:00:00.000Z"),
@@ -61,6 +63,8 @@ export function schedulesContract(kind: StoreKind) {
       ["{key} without a fan-out", { ...RESYNC, concurrencyKey: "store:{key}" }, /\{key\} stands for a fan-out key, and this schedule has no fan-out/],
       ["a placeholder other than {key}", { ...RESYNC, fanOut: { keys: ["eu"] }, concurrencyKey: "store:{region}" }, /Invalid concurrencyKey: "store:\{region\}" has \{region\}, and the only placeholder is \{key\}/],
       ["{keys} for {key}", { ...RESYNC, fanOut: { keys: ["eu"] }, concurrencyKey: "{key}:{keys}" }, /has \{keys\}, and the only placeholder is \{key\}/],
+      ["a unique key with another placeholder", { ...RESYNC, fanOut: { keys: ["eu"] }, uniqueKey: "resync:{store}" }, /^Invalid uniqueKey: "resync:\{store\}" has \{store\}, and the only placeholder is \{key\}/],
+      ["a unique key's {key} without a fan-out", { ...RESYNC, uniqueKey: "resync:{key}" }, /^Invalid uniqueKey: \{key\} stands for a fan-out key, and this schedule has no fan-out/],
       ["zero batches", { ...RESYNC, fanOut: { keys: [1], batches: 0 } }, /fanOut\.batches/],
       ["one key written as a number and as text", { ...RESYNC, fanOut: { keys: [7, 8, "7"] } }, /^Invalid fanOut\.keys: 7 and "7" are one key written twice/],
       // Each tick made a task per listing: two of store 7 at once.
@@ -145,6 +149,32 @@ export function schedulesContract(kind: StoreKind) {
       ctx.clock.set(at("2030-01-02T01:00:00.000Z"));
       await ctx.store.fireDueSchedules(FIRE);
       expect((await tasks("t")).map((t) => t.scheduledFor.toISOString())).toEqual(["2030-01-02T01:00:00.000Z", "2030-01-02T01:01:00.000Z"]);
+    });
+
+    it("a unique key template makes no task of a key whose earlier task is still pending: workers behind gather no pile of duplicates", async () => {
+      await ctx.store.saveSchedule({ ...RESYNC, fanOut: { keys: [1, 2, 3] }, uniqueKey: "resync:{key}" });
+      expect((await ctx.store.getSchedule("resync"))?.uniqueKey).toBe("resync:{key}");
+      ctx.clock.set(at("2030-01-01T04:00:00.000Z"));
+      const [first] = await ctx.store.fireDueSchedules(FIRE);
+      expect(first.taskIds).toHaveLength(3);
+      // Store 2's task runs and completes; the others still wait at the next tick.
+      const done = (await tasks()).find((t) => t.params.key === 2) as Task;
+      const lease = (await ctx.store.claimById(done.id, { workerId: "w1" })) as ClaimedTask;
+      await ctx.store.complete(done.id, lease);
+      ctx.clock.set(at("2030-01-01T08:00:00.000Z"));
+      const [second] = await ctx.store.fireDueSchedules(FIRE);
+      expect(second.taskIds).toHaveLength(1);
+      expect((await ctx.store.get(second.taskIds[0]))?.params).toEqual({ full: false, key: 2 });
+      expect((await ctx.store.getSchedule("resync"))?.lastResult).toMatchObject({
+        tasksCreated: 1,
+        message: "created 1 task, the first due 2030-01-01T08:00:00.000Z; 2 not made: a task of their unique key is still pending",
+      });
+      expect((await tasks()).filter((t) => t.status === "pending").map((t) => t.params.key).sort()).toEqual([1, 2, 3]);
+      // A generation counts what it made; each key's batch names its task, made now or still pending.
+      const generated = await ctx.store.generateTasks({ taskType: "product_resync", params: { full: false }, fanOut: { keys: [3, 4] }, uniqueKey: "resync:{key}" });
+      expect(generated.created).toBe(1);
+      expect(generated.message).toMatch(/^created 1 task, the first due .*; 1 not made: a task of their unique key is still pending$/);
+      expect(generated.batches[0].taskIds).toHaveLength(2);
     });
 
     it("two concurrent passes on two stores create a tick's tasks once", async () => {

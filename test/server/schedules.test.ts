@@ -22,6 +22,7 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
         ...RESYNC,
         timezone: "UTC",
         enabled: true,
+        unique_key: null,
         priority: null,
         missed_ticks: "skip",
         next_run_at: "2030-01-02T00:00:00.000Z",

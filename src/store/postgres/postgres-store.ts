@@ -834,7 +834,7 @@ export class PostgresStore implements Store {
     return inTransaction(this.pool, async (client) => {
       const s = resolveSchedule(definition, await lockedSchedule(client, definition.name), now);
       checkScheduleTasks(s, (await this.latestTypes([s.taskType])).get(s.taskType), this.rules);
-      const values = [s.name, s.taskType, JSON.stringify(s.params), s.cron, s.timezone, s.enabled, s.fanOut === null ? null : JSON.stringify(s.fanOut), s.concurrencyKey, s.priority, s.missedTicks, s.nextRunAt, now];
+      const values = [s.name, s.taskType, JSON.stringify(s.params), s.cron, s.timezone, s.enabled, s.fanOut === null ? null : JSON.stringify(s.fanOut), s.concurrencyKey, s.priority, s.missedTicks, s.nextRunAt, now, s.uniqueKey];
       const { rows: [row] } = await client.query<ScheduleRow & { created: boolean }>({ name: "tp_upsert_schedule", text: scheduleSql.UPSERT_SCHEDULE, values });
       return { schedule: toSchedule(row), created: row.created };
     });
@@ -897,7 +897,7 @@ export class PostgresStore implements Store {
         await client.query({ name: "tp_set_tick_tasks", text: scheduleSql.SET_TICK_TASKS, values: [run.name, run.tickAt, ids] });
       }
       // A tick that fired before only moves the schedule on; its result stays the one of that run.
-      if ((await this.recordPass(client, run, fresh ? run.tickAt : null, fresh ? storedRunResult(run.result) : null, now)) === 0) {
+      if ((await this.recordPass(client, run, fresh ? run.tickAt : null, fresh ? storedRunResult(run.result(ids.length)) : null, now)) === 0) {
         await client.query("ROLLBACK");
         return null;
       }
@@ -917,7 +917,7 @@ export class PostgresStore implements Store {
    * before its transaction: reading the database clock inside it would wait for a second pooled
    * connection while holding one.
    */
-  private async recordPass(db: pg.Pool | pg.PoolClient, pass: PassWrite, ranTick: Date | null, result: string | null, now: Date): Promise<number> {
+  private async recordPass(db: pg.Pool | pg.PoolClient, pass: Omit<PassWrite, "result">, ranTick: Date | null, result: string | null, now: Date): Promise<number> {
     const values = [pass.name, pass.expectedNextRunAt, pass.nextRunAt, ranTick, result, now];
     return (await db.query({ name: "tp_record_schedule_pass", text: scheduleSql.RECORD_PASS, values })).rowCount ?? 0;
   }

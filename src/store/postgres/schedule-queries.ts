@@ -7,15 +7,16 @@
 
 /**
  * $1 name, $2 task type, $3 params, $4 cron, $5 timezone, $6 enabled, $7 fan-out (JSON), $8 concurrency
- * key template, $9 priority, $10 missed-tick policy, $11 next run, $12 now. `created`: the row is new.
+ * key template, $9 priority, $10 missed-tick policy, $11 next run, $12 now, $13 unique key template.
+ * `created`: the row is new.
  */
 export const UPSERT_SCHEDULE = `
   INSERT INTO schedules (name, task_type, params, cron, timezone, enabled, fan_out, concurrency_key, priority, missed_ticks,
-                         next_run_at, created_at, updated_at)
-  VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7::jsonb, $8, $9::int, $10, $11::timestamptz, $12::timestamptz, $12::timestamptz)
+                         next_run_at, created_at, updated_at, unique_key)
+  VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7::jsonb, $8, $9::int, $10, $11::timestamptz, $12::timestamptz, $12::timestamptz, $13)
   ON CONFLICT (name) DO UPDATE SET
     task_type = EXCLUDED.task_type, params = EXCLUDED.params, cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
-    enabled = EXCLUDED.enabled, fan_out = EXCLUDED.fan_out, concurrency_key = EXCLUDED.concurrency_key,
+    enabled = EXCLUDED.enabled, fan_out = EXCLUDED.fan_out, concurrency_key = EXCLUDED.concurrency_key, unique_key = EXCLUDED.unique_key,
     priority = EXCLUDED.priority, missed_ticks = EXCLUDED.missed_ticks, next_run_at = EXCLUDED.next_run_at,
     updated_at = EXCLUDED.updated_at
   RETURNING *, (xmax = 0) AS created`;

@@ -5,15 +5,15 @@
  */
 
 export const INSERT_SCHEDULE = `
-  INSERT INTO schedules (name, task_type, params, cron, timezone, enabled, fan_out, concurrency_key, priority, missed_ticks,
+  INSERT INTO schedules (name, task_type, params, cron, timezone, enabled, fan_out, concurrency_key, unique_key, priority, missed_ticks,
                          next_run_at, created_at, updated_at)
-  VALUES (@name, @taskType, @params, @cron, @timezone, @enabled, @fanOut, @concurrencyKey, @priority, @missedTicks,
+  VALUES (@name, @taskType, @params, @cron, @timezone, @enabled, @fanOut, @concurrencyKey, @uniqueKey, @priority, @missedTicks,
           @nextRunAt, @now, @now)
   RETURNING *`;
 
 export const UPDATE_SCHEDULE = `
   UPDATE schedules SET task_type = @taskType, params = @params, cron = @cron, timezone = @timezone, enabled = @enabled,
-      fan_out = @fanOut, concurrency_key = @concurrencyKey, priority = @priority, missed_ticks = @missedTicks,
+      fan_out = @fanOut, concurrency_key = @concurrencyKey, unique_key = @uniqueKey, priority = @priority, missed_ticks = @missedTicks,
       next_run_at = @nextRunAt, updated_at = @now
   WHERE name = @name
   RETURNING *`;

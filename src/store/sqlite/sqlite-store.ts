@@ -665,6 +665,7 @@ export class SqliteStore implements Store {
         enabled: s.enabled ? 1 : 0,
         fanOut: s.fanOut === null ? null : JSON.stringify(s.fanOut),
         concurrencyKey: s.concurrencyKey,
+        uniqueKey: s.uniqueKey,
         priority: s.priority,
         missedTicks: s.missedTicks,
         nextRunAt: s.nextRunAt?.toISOString() ?? null,
@@ -740,9 +741,10 @@ export class SqliteStore implements Store {
         return null;
       }
       const prepared = prepareNewTasks(run.inputs, this.clock.now(), this.latestTypes(run.inputs), this.rules);
-      const tasks = prepared.map((p) => this.insert(p, now).task);
+      // Those whose unique key a pending task holds are not made (insert answers that task instead).
+      const tasks = prepared.map((p) => this.insert(p, now)).flatMap((r) => (r.created ? [r.task] : []));
       this.conn.stmt(scheduleSql.SET_TICK_TASKS).run({ name: run.name, tickAt, taskIds: JSON.stringify(tasks.map((t) => t.id)) });
-      this.recordPass(run, tickAt, storedRunResult(run.result));
+      this.recordPass(run, tickAt, storedRunResult(run.result(tasks.length)));
       return tasks;
     });
     if (created && created.length > 0) notifyLocal(this.channel, [...new Set(created.map((t) => t.taskType))]);
@@ -750,7 +752,7 @@ export class SqliteStore implements Store {
   }
 
   /** The schedule's pass inside the caller's transaction; false when the schedule changed since it was read. A null result keeps the last one. */
-  private recordPass(pass: PassWrite, ranTick: string | null, result: string | null): boolean {
+  private recordPass(pass: Omit<PassWrite, "result">, ranTick: string | null, result: string | null): boolean {
     return (
       this.conn.stmt(scheduleSql.RECORD_PASS).run({
         name: pass.name,
