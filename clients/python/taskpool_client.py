@@ -109,6 +109,10 @@ class Cancelled(Exception):
     """Raised by ``TaskContext.check()`` when the worker is shutting down: the task is given back, checkpoint kept."""
 
 
+class TimedOut(Exception):
+    """Raised by ``TaskContext.check()`` past the task's ``timeout_seconds``: the attempt fails, and is retried as any failure."""
+
+
 class PermanentError(Exception):
     """Raise from a handler to fail the task at once, whatever attempts remain."""
 
@@ -310,6 +314,9 @@ class TaskContext:
         self._worker_id = worker_id
         self._lost = threading.Event()
         self._stopping = stopping
+        #: As the TypeScript worker does: the lease is renewed until timeout_seconds after the handler starts, no longer.
+        timeout = task.get("timeout_seconds")
+        self._deadline: Optional[float] = None if timeout is None else time.monotonic() + timeout
 
     @property
     def lost(self) -> bool:
@@ -317,14 +324,21 @@ class TaskContext:
         return self._lost.is_set()
 
     @property
+    def timed_out(self) -> bool:
+        """The task ran past its timeout_seconds: its lease is no longer renewed, and the coordinator takes it back."""
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    @property
     def cancelled(self) -> bool:
-        """Stop soon: the lease is lost, or the worker is shutting down (save a checkpoint first, then return or call check())."""
-        return self._lost.is_set() or self._stopping.is_set()
+        """Stop soon: the lease is lost, the task timed out, or the worker is shutting down (save a checkpoint first, then return or call check())."""
+        return self._lost.is_set() or self.timed_out or self._stopping.is_set()
 
     def check(self) -> None:
-        """Raises LeaseLost when the lease is gone, Cancelled when the worker is shutting down; else returns."""
+        """Raises LeaseLost when the lease is gone, TimedOut past the task's timeout, Cancelled when the worker is shutting down; else returns."""
         if self._lost.is_set():
             raise LeaseLost(409, "lease_lost", f"Task {self.id} is no longer leased to this worker")
+        if self.timed_out:
+            raise TimedOut(f"Timed out after {self.task['timeout_seconds']} s")
         if self._stopping.is_set():
             raise Cancelled(f"worker {self._worker_id} is shutting down")
 
@@ -526,7 +540,10 @@ class Worker:
 
     def _beat(self) -> None:
         ctx = self._current
-        leases = [{"task_id": ctx.id, "lease_token": ctx.lease_token}] if ctx is not None and not ctx.lost else None
+        # Past its timeout a task's lease is left to run out (a hung handler must not hold it for ever):
+        # the beat then lists no lease, and does not say it lists them all, or the server would take it back at once.
+        renewing = ctx is not None and not ctx.lost and not ctx.timed_out
+        leases = [{"task_id": ctx.id, "lease_token": ctx.lease_token}] if renewing else None
         try:
             answer = self.client.worker_heartbeat(
                 self.worker_id,
@@ -538,7 +555,7 @@ class Worker:
                 leases=leases,
                 # It holds one task at most, listed: the server puts back in the pool a task leased to this
                 # worker that it does not list, which it never heard of (its claim's answer was lost).
-                all_leases=True,
+                all_leases=ctx is None or not ctx.timed_out,
                 hostname=socket.gethostname()[:255],
                 pid=os.getpid(),
                 version=f"taskpool-python/{__version__}",

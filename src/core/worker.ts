@@ -64,10 +64,10 @@ export interface ReassignmentEvent {
 export const WORKER_DIED = "Worker died unexpectedly";
 export const LEASE_EXPIRED = "Lease expired: the worker stopped renewing it";
 /**
- * A task past its `timeout_seconds`: its lease is not renewed beyond that, whoever beats for it (a
- * worker in another language, a handler that never returns), and the sweep takes it back when it runs out.
+ * Why the sweep took back a task whose lease ran out past its `timeout_seconds`: the workers (the
+ * TypeScript and the Python ones) stop renewing a lease there, so a hung handler lets its task go.
  */
-export const timedOut = (seconds: number | "{seconds}") => `Timed out after ${seconds} s: its lease is not renewed past the task's timeout_seconds`;
+export const timedOut = (seconds: number | "{seconds}") => `Timed out after ${seconds} s: its lease ran out, not renewed past the task's timeout_seconds`;
 /**
  * Why a worker's beat put a task back in the pool: the beat said it lists every lease its worker holds
  * (`allLeases`), and it left out this one, leased over half its lease ago. The worker does not know it

@@ -502,6 +502,28 @@ class WorkerTest(unittest.TestCase):
             self.assertEqual(claimed, [("claimed", {"attempt": 1, "started": True})])
         self.assertEqual(self.client.get(ids[3])["task"]["status"], "pending")
 
+    def test_past_its_timeout_a_task_is_no_longer_renewed_and_check_fails_the_attempt(self):
+        kind = unique("hung")
+        task = self.client.enqueue(kind, timeout_seconds=1, max_attempts=1)
+        # It goes on a little past its timeout before it checks, as a handler between two checks would.
+        worker = self.worker({kind: lambda ctx: (wait_for(lambda: ctx.timed_out, what="the timeout"), time.sleep(0.3), ctx.check())})
+        beats = []
+        send = worker.client.worker_heartbeat
+
+        def recording(*args, **options):
+            beats.append(options)
+            return send(*args, **options)
+
+        worker.client.worker_heartbeat = recording
+        worker.run(max_tasks=1, handle_signals=False)
+        shown = self.client.get(task["id"])["task"]
+        self.assertEqual((shown["status"], shown["error_message"]), ("failed", "TimedOut: Timed out after 1 s"))
+        # Its heartbeats listed the lease until the timeout, then no more, without saying they listed them all.
+        kinds = [(b["leases"] is not None, b["all_leases"]) for b in beats]
+        self.assertIn((True, True), kinds)
+        self.assertIn((False, False), kinds)
+        self.assertLess(kinds.index((True, True)), kinds.index((False, False)))
+
     def test_a_lost_lease_stops_the_handler_and_its_result_is_never_reported(self):
         kind = unique("long")
         task = self.client.enqueue(kind)

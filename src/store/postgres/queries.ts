@@ -454,20 +454,11 @@ export const START = `
   ${ASYNC_COMMIT}
   SELECT started.* FROM started, async_commit`;
 
-/**
- * A lease renewed at `now` for `seconds`, unless the task ran past its timeout_seconds: then it keeps
- * its expiry, runs out, and the sweep takes the task back (core/worker.ts timedOut). The runtime stops
- * renewing there itself; this holds for every other client too.
- */
-export const RENEWED_LEASE = (now: string, seconds: string) => `
-  CASE WHEN t.timeout_seconds IS NOT NULL AND t.started_at + make_interval(secs => t.timeout_seconds) <= ${now}
-       THEN t.lease_expires_at ELSE ${now} + make_interval(secs => ${seconds}) END`;
-
 /** $1 id, $2 worker_id, $3 token, $4 now, $5 lease seconds or null (keep), $6 progress or null (keep). */
 export const HEARTBEAT = `
   WITH beat AS (
     UPDATE tasks t SET last_heartbeat_at = $4::timestamptz, lease_seconds = COALESCE($5::int, t.lease_seconds),
-        lease_expires_at = ${RENEWED_LEASE("$4::timestamptz", "COALESCE($5::int, t.lease_seconds)")},
+        lease_expires_at = $4::timestamptz + make_interval(secs => COALESCE($5::int, t.lease_seconds)),
         progress = COALESCE($6::float8, t.progress), updated_at = $4::timestamptz
     WHERE ${LEASE_HELD("heartbeat")}
     RETURNING t.*

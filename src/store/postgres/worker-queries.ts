@@ -3,7 +3,7 @@
  * Conventions as in queries.ts: "now" is a parameter, one statement per operation where possible.
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
-import { ISO_TIME, RENEWED_LEASE, TALLY_FINISHED } from "./queries.js";
+import { ISO_TIME, TALLY_FINISHED } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -82,7 +82,7 @@ export const WORKER_HEARTBEAT = `
   ),
   held AS (
     UPDATE tasks t SET last_heartbeat_at = $2::timestamptz,
-        lease_expires_at = ${RENEWED_LEASE("$2::timestamptz", "t.lease_seconds")}, updated_at = $2::timestamptz
+        lease_expires_at = $2::timestamptz + make_interval(secs => t.lease_seconds), updated_at = $2::timestamptz
     FROM unnest($3::text[], $4::bigint[], $5::text[]) AS l(worker_id, id, token)
     WHERE t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id AND t.status IN (${LEASED})
       AND ${AFTER_THE_WORKERS}

@@ -53,14 +53,9 @@ export const START = `
   WHERE ${LEASE_HELD("start")}
   RETURNING *`;
 
-/** A lease renewed at @now for `seconds`, unless the task ran past its timeout (PostgreSQL's RENEWED_LEASE says why). */
-export const RENEWED_LEASE = (seconds: string) => `
-  CASE WHEN timeout_seconds IS NOT NULL AND strftime('%Y-%m-%dT%H:%M:%fZ', started_at, '+' || timeout_seconds || ' seconds') <= @now
-       THEN lease_expires_at ELSE strftime('%Y-%m-%dT%H:%M:%fZ', @now, '+' || ${seconds} || ' seconds') END`;
-
 export const HEARTBEAT = `
   UPDATE tasks SET last_heartbeat_at = @now, lease_seconds = COALESCE(@leaseSeconds, lease_seconds),
-      lease_expires_at = ${RENEWED_LEASE("COALESCE(@leaseSeconds, lease_seconds)")},
+      lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', @now, '+' || COALESCE(@leaseSeconds, lease_seconds) || ' seconds'),
       progress = COALESCE(@progress, progress), updated_at = @now
   WHERE ${LEASE_HELD("heartbeat")}
   RETURNING *`;

@@ -3,7 +3,7 @@
  * inside the caller's BEGIN IMMEDIATE transaction; loops over rows happen in TypeScript (see queries.ts).
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
-import { GIVE_UP_HELD_UNIQUE_KEY, RENEWED_LEASE } from "./queries.js";
+import { GIVE_UP_HELD_UNIQUE_KEY } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -21,7 +21,8 @@ export const UPSERT_WORKER = `
     started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END`;
 
 export const RENEW_LEASE = `
-  UPDATE tasks SET last_heartbeat_at = @now, lease_expires_at = ${RENEWED_LEASE("lease_seconds")}, updated_at = @now
+  UPDATE tasks SET last_heartbeat_at = @now,
+      lease_expires_at = strftime('%Y-%m-%dT%H:%M:%fZ', @now, '+' || lease_seconds || ' seconds'), updated_at = @now
   WHERE id = @taskId AND lease_token = @leaseToken AND worker_id = @workerId AND status IN (${LEASED})
   RETURNING id`;
 
