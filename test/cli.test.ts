@@ -108,8 +108,9 @@ describe("taskpool CLI", () => {
       expect((await run({}, "tasks", "list", "--url", "http://127.0.0.1:9", "--schema", "other")).stderr).toMatch(/^taskpool: --schema is the server's setting/);
       expect(readdirSync(dir)).toEqual([]);
       expect((await run({ TASKPOOL_DATABASE_URL: "" }, "migrate", "--db", db)).stdout).toMatch(/^Migrated /);
-      // TASKPOOL_SCHEMA exported for the environment's PostgreSQL URLs does not stop a SQLite command.
+      // TASKPOOL_SCHEMA exported for the environment's PostgreSQL URLs does not stop a SQLite command, empty or not.
       expect((await run({ TASKPOOL_SCHEMA: "other" }, "status", "--db", db)).stdout).toMatch(/^Tasks/);
+      expect((await run({ TASKPOOL_SCHEMA: "" }, "status", "--db", db)).stdout).toMatch(/^Tasks/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -21,12 +21,22 @@ export const schemaOption = () => new Option("--schema <name>", "PostgreSQL sche
  * from the environment is for the PostgreSQL URLs of that environment, and passes.
  */
 export function refuseMisplacedSchema(command: Command): void {
-  if (command.getOptionValueSource("schema") !== "cli") return;
-  const { db, url } = command.opts<{ db?: string; url?: string }>();
-  const target = url ?? db ?? "";
-  if (isServerUrl(target)) throw new CliError("--schema is the server's setting (taskpool serve --schema …): leave it out when going through a server");
-  if (target.startsWith("sqlite:")) throw new CliError(`--schema names a PostgreSQL schema, and a SQLite database has none: leave it out, or keep another pool in another file (--db sqlite:./other.db)`);
+  if (command.getOptionValueSource("schema") !== "cli" || usesSchema(command)) return;
+  if (isServerUrl(targetOf(command))) throw new CliError("--schema is the server's setting (taskpool serve --schema …): leave it out when going through a server");
+  throw new CliError(`--schema names a PostgreSQL schema, and a SQLite database has none: leave it out, or keep another pool in another file (--db sqlite:./other.db)`);
 }
+
+/** What the command's --url or --db names. */
+const targetOf = (command: Command): string => {
+  const { db, url } = command.opts<{ db?: string; url?: string }>();
+  return url ?? db ?? "";
+};
+
+/** Whether the command works on a database that has schemas: neither a SQLite file nor a server. */
+export const usesSchema = (command: Command): boolean => {
+  const target = targetOf(command);
+  return !isServerUrl(target) && !target.startsWith("sqlite:");
+};
 
 /** --require-registered, a setting of the pool that enqueues (enqueue on a database; serve for its clients). */
 export const requireRegisteredOption = (description: string) => new Option("--require-registered", description).env("TASKPOOL_REQUIRE_REGISTERED");

@@ -3,7 +3,7 @@ import { TaskpoolError } from "../core/errors.js";
 import { VERSION } from "../version.js";
 import { capacityCommand } from "./capacity.js";
 import { coordinatorCommand } from "./coordinator.js";
-import { refuseMisplacedSchema } from "./database.js";
+import { refuseMisplacedSchema, usesSchema } from "./database.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
 import { CliError, explainAuthRefusal } from "./errors.js";
@@ -56,6 +56,8 @@ program.hook("preAction", (_, command) => {
   refuseMisplacedSchema(command);
   for (const option of command.options) {
     const name = option.attributeName();
+    // TASKPOOL_SCHEMA is left alone where no schema is read (a SQLite file, a server), empty or not.
+    if (name === "schema" && !usesSchema(command)) continue;
     if (option.envVar && command.getOptionValueSource(name) === "env" && command.getOptionValue(name) === "") {
       throw new CliError(`${option.envVar} is set but empty: set it to what ${option.flags} takes, or unset it (or pass ${option.long} …, which wins over it)`);
     }

@@ -300,8 +300,8 @@ export interface FanOutPlan {
 
 /**
  * One run's tasks. Without a fan-out: one task. With one: a task per key, params `{ ...params, key }`,
- * keys cut in order into `batches` runs as equal as they can be (seed 004's "stores 1-50, 51-100…"; the
- * larger first when they cannot), batch i due at `startAt + i × interval`. `intervalMs` is used when the fan-out sets none.
+ * keys cut in order into `batches` runs as equal as they can be (seed 004's "stores 1-50, 51-100…";
+ * sizes differ by one at most), batch i due at `startAt + i × interval`. `intervalMs` is used when the fan-out sets none.
  */
 export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, startAt: Date, intervalMs: number | null): FanOutPlan {
   const base = { taskType: input.taskType, ...(input.priority === undefined ? {} : { priority: input.priority }) };

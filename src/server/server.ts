@@ -148,7 +148,8 @@ const pathOf = (request: FastifyRequest) => request.url.split("?")[0];
  * takes that route's methods alone: `/api/tasks/claim` is POST, not also GET as an id "claim".
  */
 function otherMethods(request: FastifyRequest): string[] {
-  const path = pathOf(request);
+  // A trailing slash names the same route (ignoreTrailingSlash).
+  const path = pathOf(request).replace(/(.)\/$/, "$1");
   const matching = ROUTE_PATHS.filter((route) => route.path.test(path));
   const fixed = matching.filter((route) => route.fixed);
   const methods = new Set((fixed.length > 0 ? fixed : matching).map((route) => route.method));

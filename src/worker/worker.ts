@@ -61,8 +61,10 @@ interface Running {
   timeout: NodeJS.Timeout | null;
 }
 
+/** Resolves after `ms`, or at once when `signal` fires (or has fired). */
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
     const timer = setTimeout(resolve, ms);
     signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
   });
@@ -530,7 +532,8 @@ export class Worker {
         const fenced = abort.aborted && abort.reason === "lease_lost";
         if (fenced || last || monotonicMs() - failingSince >= this.options.leaseSeconds * 1000) {
           log().error({ err: (error as Error).message }, `Could not ${what}; its lease will expire and it will run again`);
-          if (this.state !== "running") this.leftBehind.push(task.id);
+          // Fenced, the task is no longer this worker's to give back.
+          if (this.state !== "running" && !fenced) this.leftBehind.push(task.id);
           return;
         }
         await sleep(Math.max(retryAfterMs(error), Math.min(10_000, 200 * 2 ** attempt)), this.lastTry.signal);
@@ -615,9 +618,10 @@ export class Worker {
     this.state = "stopping";
     this.stoppingSignal.abort(new WorkerStoppingError(`Worker ${this.id} is stopping: task given back for another worker`));
     this.wake();
-    // Full from now on (heartbeatState), told at once rather than at the next beat.
+    // Full from now on (heartbeatState), told at once rather than at the next beat; not waited for here
+    // (the database may hang), only before the last beat, which it must not land after.
     this.publishState();
-    await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {});
+    const toldFull = this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {});
     // A stop during start() waits for it: start went on to begin heartbeats after the shutdown had
     // passed them, and the worker beat for ever, shown active and keeping its process alive.
     await this.starting?.catch(() => {});
@@ -641,14 +645,17 @@ export class Worker {
     }
     // A handler still running is stopped and its task given back. One that has returned is not: its
     // outcome is being written, and released, the task would run again; it gets a last try now.
+    // Each is looked at as its turn comes: a handler may return while an earlier task is being released.
     const unfinished = [...this.running.values()];
-    for (const entry of unfinished.filter((e) => !e.returned)) {
+    for (const entry of unfinished) {
+      if (entry.returned) continue;
       entry.abort.abort("shutdown");
       await this.release(entry.task);
     }
     this.lastTry.abort();
     await Promise.all(unfinished.filter((e) => e.returned).map((e) => e.done));
     await this.heartbeats?.stop();
+    await toldFull;
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
     await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {});
     await this.store.shutdownWorker(this.id).then(

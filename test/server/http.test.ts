@@ -647,6 +647,9 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["GET", `/api/tasks/${task.id}/complete`, "POST"],
       ["DELETE", `/api/tasks/${task.id}`, "GET"],
       ["PUT", "/api/schedules/nightly", "DELETE or GET"],
+      // With a trailing slash, the same route.
+      ["DELETE", `/api/tasks/${task.id}/`, "GET"],
+      ["GET", "/api/tasks/claim/", "POST"],
     ];
     for (const [method, path, allowed] of wrongMethod) {
       const answer = await s.call(method, path);

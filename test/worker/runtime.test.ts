@@ -6,6 +6,7 @@ import { Taskpool } from "../../src/api/taskpool.js";
 import { HttpStore } from "../../src/client/http-store.js";
 import { buildServer } from "../../src/server/server.js";
 import { ServerUnreachableError } from "../../src/client/errors.js";
+import { RateLimitedError } from "../../src/core/errors.js";
 import type { Store } from "../../src/store/store.js";
 import { UNKNOWN_TO_ITS_WORKER } from "../../src/core/worker.js";
 import type { WorkerOptions } from "../../src/worker/options.js";
@@ -387,6 +388,58 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(await store.get(task.id)).toMatchObject({ status: "completed", result: { done: true } });
     expect((await store.events(task.id)).map((e) => e.event)).not.toContain("released");
     expect(worker.stoppedCleanly).toBe(true);
+  });
+
+  it("a handler returning while a stop releases another task is not released: its completion is written", async () => {
+    const slow = withOverrides(store, {
+      release: async (id, lease, options) => {
+        await new Promise((r) => setTimeout(r, 500));
+        return store.release(id, lease, options);
+      },
+    });
+    const logs = captureLogs();
+    let started = 0;
+    const worker = new Worker(slow, {
+      roles: ["h"], concurrency: 2, pollIntervalMs: 50, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: logs.logger,
+      handlers: {
+        // The first never returns; the second returns 200 ms after the grace ends, while the first is being released.
+        h: async () => {
+          if (++started === 1) await new Promise(() => {});
+          await new Promise((r) => setTimeout(r, 500));
+          return { done: true };
+        },
+      },
+    }, null);
+    workers.push(worker);
+    await worker.start();
+    const [, second] = await store.enqueueMany([{ taskType: "h", priority: 2 }, { taskType: "h", priority: 1 }]);
+    await eventually(async () => started === 2, 5000, "both running");
+    await worker.stop(300);
+    expect(await store.get(second.task.id)).toMatchObject({ status: "completed", result: { done: true } });
+    expect(worker.stoppedCleanly).toBe(true);
+  });
+
+  it("a stop beginning while a completion is being written gives it its last try at once, not after the rate limit's wait", async () => {
+    let writes = 0;
+    const limited = withOverrides(store, {
+      completeMany: async (items, options) => {
+        // The first is refused after 300 ms, asked to wait 5 s; the next goes through.
+        if (++writes === 1) {
+          await new Promise((r) => setTimeout(r, 300));
+          throw new RateLimitedError("Rate limit exceeded (simulated)", 5);
+        }
+        return store.completeMany(items, options);
+      },
+    });
+    const worker = new Worker(limited, { roles: ["quick"], pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: captureLogs().logger, handlers: { quick: async () => ({ done: true }) } }, null);
+    workers.push(worker);
+    await worker.start();
+    const { task } = await store.enqueue({ taskType: "quick" });
+    await eventually(async () => writes === 1, 5000, "the completion on its way");
+    const stoppingAt = performance.now();
+    await worker.stop(0);
+    expect(performance.now() - stoppingAt).toBeLessThan(3000);
+    expect(await store.get(task.id)).toMatchObject({ status: "completed" });
   });
 
   it("a stop that can write nothing leaves its task leased and says so: it is not stopped cleanly", async () => {
