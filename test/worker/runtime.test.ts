@@ -442,6 +442,29 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(await store.get(task.id)).toMatchObject({ status: "completed" });
   });
 
+  it("a stop's grace period starts at once, not after the beat that says the worker is full (the database may hang)", async () => {
+    let hanging = false;
+    const slowBeats = withOverrides(store, {
+      workerHeartbeat: async (beat) => {
+        if (hanging) await new Promise((r) => setTimeout(r, 3000));
+        return store.workerHeartbeat(beat);
+      },
+    });
+    let abortedAt = 0;
+    const worker = new Worker(slowBeats, {
+      roles: ["long"], pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: captureLogs().logger,
+      handlers: { long: (_params, ctx) => new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => ((abortedAt = performance.now()), resolve()))) },
+    }, null);
+    workers.push(worker);
+    await worker.start();
+    const { task } = await store.enqueue({ taskType: "long" });
+    await settled(task.id, "running");
+    hanging = true;
+    const stoppingAt = performance.now();
+    await worker.stop(300);
+    expect(abortedAt - stoppingAt).toBeLessThan(1500);
+  });
+
   it("a stop that can write nothing leaves its task leased and says so: it is not stopped cleanly", async () => {
     const { worker, logs, task } = await withCompletionsDown({ value: true });
     await worker.stop(200);
