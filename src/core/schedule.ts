@@ -307,8 +307,8 @@ export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, start
   const base = { taskType: input.taskType, ...(input.priority === undefined ? {} : { priority: input.priority }) };
   const params = input.params ?? {};
   if (!input.fanOut || keys === null) {
-    const keys = { ...(input.concurrencyKey ? { concurrencyKey: input.concurrencyKey } : {}), ...(input.uniqueKey ? { uniqueKey: input.uniqueKey } : {}) };
-    const inputs = [{ ...base, params, scheduledFor: startAt, ...keys }];
+    const own = { ...(input.concurrencyKey ? { concurrencyKey: input.concurrencyKey } : {}), ...(input.uniqueKey ? { uniqueKey: input.uniqueKey } : {}) };
+    const inputs = [{ ...base, params, scheduledFor: startAt, ...own }];
     return { inputs, batches: [{ batch: 1, scheduledFor: startAt, count: 1 }] };
   }
   const batches = input.fanOut.batches ?? 1;
