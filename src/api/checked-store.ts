@@ -55,19 +55,20 @@ import {
   type ThroughputQuery,
 } from "../core/schemas.js";
 import type { TaskEvent } from "../core/event.js";
-import type {
-  ClaimedTask,
-  ClaimOptions,
-  CompleteOptions,
-  EnqueueInput,
-  FailOptions,
-  Json,
-  Lease,
-  Page,
-  Task,
-  TaskCounts,
-  TaskFilter,
-  TaskPage,
+import {
+  type ClaimedTask,
+  type ClaimOptions,
+  type CompleteOptions,
+  type EnqueueInput,
+  type FailOptions,
+  inStateUnder,
+  type Json,
+  type Lease,
+  type Page,
+  type Task,
+  type TaskCounts,
+  type TaskFilter,
+  type TaskPage,
 } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { checkJson, validate } from "../core/validation.js";
@@ -206,8 +207,7 @@ export class CheckedStore implements Store {
       // The refusal compared the lease first: a lease it did not match is lease_lost, not this.
       if (!(error instanceof InvalidTransitionError && error.from === "running")) throw error;
       const task = await this.store.get(id);
-      // Over HTTP a read leaves the token out; the server answering has made this check itself.
-      if (task?.status !== "running" || task.workerId !== lease.workerId || (task.leaseToken !== null && task.leaseToken !== lease.leaseToken)) throw error;
+      if (!inStateUnder(task, "running", lease)) throw error;
       return task;
     }
   }

@@ -54,6 +54,14 @@ export interface Task {
 /** A claimed task: the lease token is what every later call must present. */
 export type ClaimedTask = Task & { workerId: string; leaseToken: string };
 
+/**
+ * Whether `task`, as a read answers it, is in `status` under `lease`: what a call refused as an invalid
+ * transition finds when an earlier try of it, whose answer was lost, was applied. The token is compared
+ * where the read answers one; over HTTP it does not (null), and the server that answered compared it.
+ */
+export const inStateUnder = (task: Task | null, status: TaskStatus, lease: { workerId: string; leaseToken: string }): task is Task =>
+  task?.status === status && task.workerId === lease.workerId && (task.leaseToken === null || task.leaseToken === lease.leaseToken);
+
 export const SORT_BY = ["priority", "created_at", "random"] as const;
 export type SortBy = (typeof SORT_BY)[number];
 export type SortOrder = "asc" | "desc";

@@ -22,7 +22,7 @@ import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, Taskpo
 import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
 import { cancelledTasks } from "../core/notices.js";
 import { processRuns } from "../core/process-alive.js";
-import type { ClaimedTask, EnqueueInput, Json, TaskStatus } from "../core/task.js";
+import { type ClaimedTask, type EnqueueInput, inStateUnder, type Json, type TaskStatus } from "../core/task.js";
 import { WriteBatcher } from "../api/write-batcher.js";
 import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
@@ -499,10 +499,8 @@ export class Worker {
    */
   private async writtenEarlier(task: ClaimedTask, error: unknown, status: TaskStatus): Promise<boolean> {
     if (!(error instanceof InvalidTransitionError)) return false;
-    const now = await this.store.get(task.id).catch(() => null);
-    // Refused as invalid_transition rather than lease_lost, the write met this very lease (store/refusal.ts);
-    // the token read back confirms it where the read answers one, which over HTTP it does not (null).
-    return now?.status === status && now.workerId === task.workerId && (now.leaseToken === null || now.leaseToken === task.leaseToken);
+    // Refused as invalid_transition rather than lease_lost, the write met this very lease (store/refusal.ts).
+    return inStateUnder(await this.store.get(task.id).catch(() => null), status, task);
   }
 
   /**
