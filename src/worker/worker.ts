@@ -101,8 +101,10 @@ export class Worker {
   private stopping: Promise<void> | null = null;
   /** Fired when a stop's grace period is over: outcomes still being written get one last try, now. */
   private readonly lastTry = new AbortController();
-  /** What a stop could neither record nor give back (task ids; null for the worker's own registration). */
-  private readonly leftBehind: (number | null)[] = [];
+  /** The tasks a stop could neither record nor give back: still leased to this worker. */
+  private readonly leftLeased = new Set<number>();
+  /** Whether a stop could not mark the worker inactive in the registry. */
+  private leftActive = false;
 
   /**
    * `store` is the pool's checked store. `heartbeatDatabase`, when given, is where the heartbeat
@@ -531,7 +533,7 @@ export class Worker {
         if (fenced || last || monotonicMs() - failingSince >= this.options.leaseSeconds * 1000) {
           log().error({ err: (error as Error).message }, `Could not ${what}; its lease will expire and it will run again`);
           // Fenced, the task is no longer this worker's to give back.
-          if (this.state !== "running" && !fenced) this.leftBehind.push(task.id);
+          if (this.state !== "running" && !fenced) this.leftLeased.add(task.id);
           return;
         }
         await sleep(Math.max(retryAfterMs(error), Math.min(10_000, 200 * 2 ** attempt)), this.lastTry.signal);
@@ -604,7 +606,7 @@ export class Worker {
       .then(() => this.logger.info({ taskId: task.id }, `Released task ${task.id} for another worker (checkpoint kept)`))
       .catch((error) => {
         this.logger.warn({ err: error.message }, `Could not release task ${task.id}`);
-        if (this.state !== "running") this.leftBehind.push(task.id);
+        if (this.state !== "running") this.leftLeased.add(task.id);
       });
   }
 
@@ -659,10 +661,10 @@ export class Worker {
     await this.store.shutdownWorker(this.id).then(
       // It gives back whatever the worker still held: an outcome that could not be written is lost, but
       // the task runs again now, not when its lease runs out.
-      (released) => this.leftBehind.splice(0, this.leftBehind.length, ...this.leftBehind.filter((id) => id === null || !released.includes(id))),
+      (released) => released.forEach((id) => this.leftLeased.delete(id)),
       (error) => {
         this.logger.warn({ err: error.message }, "Could not mark the worker inactive");
-        this.leftBehind.push(null);
+        this.leftActive = true;
       },
     );
     await this.unsubscribe?.().catch(() => {});
@@ -671,16 +673,16 @@ export class Worker {
       process.off("SIGINT", this.signalHandler);
     }
     this.state = "stopped";
-    const held = this.leftBehind.filter((id) => id !== null);
+    const held = [...this.leftLeased];
     if (held.length > 0) {
       this.logger.error(`Worker ${this.id} stopped with ${counted(held.length, "task")} still leased to it (${held.join(", ")}): the coordinator takes them back when their leases run out, an attempt each`);
-    } else if (this.leftBehind.length > 0) this.logger.error(`Worker ${this.id} stopped, but the registry still shows it active until the coordinator finds it silent`);
+    } else if (this.leftActive) this.logger.error(`Worker ${this.id} stopped, but the registry still shows it active until the coordinator finds it silent`);
     else this.logger.info(`Worker ${this.id} stopped`);
   }
 
   /** Whether the last stop recorded or gave back everything, and marked the worker inactive. */
   get stoppedCleanly(): boolean {
-    return this.state === "stopped" && this.leftBehind.length === 0;
+    return this.state === "stopped" && this.leftLeased.size === 0 && !this.leftActive;
   }
 }
 
