@@ -27,13 +27,14 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await handle.cleanup();
   });
 
-  const startWorker = async (options: Partial<WorkerOptions> & Pick<WorkerOptions, "handlers">) => {
+  /** A worker on the store, or on `through` (the store with some calls overridden, whose thread could not share them). */
+  const startWorker = async (options: Partial<WorkerOptions> & Pick<WorkerOptions, "handlers">, through = store) => {
     const logs = captureLogs();
     const worker = new Worker(
-      store,
+      through,
       // In-process heartbeats keep these tests fast; the heartbeat thread has its own tests (test/process/).
       { roles: Object.keys(options.handlers), pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: logs.logger, ...options },
-      { url: handle.url, schema: handle.schema },
+      through === store ? { url: handle.url, schema: handle.schema } : null,
     );
     workers.push(worker);
     await worker.start();
@@ -370,10 +371,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
       workerHeartbeat: (beat) => (down.value ? refused() : store.workerHeartbeat(beat)),
       shutdownWorker: (workerId) => (down.value ? refused() : store.shutdownWorker(workerId)),
     });
-    const logs = captureLogs();
-    const worker = new Worker(unreachable, { roles: ["quick"], pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: logs.logger, handlers: { quick: async () => ({ done: true }) } }, null);
-    workers.push(worker);
-    await worker.start();
+    const { worker, logs } = await startWorker({ handlers: { quick: async () => ({ done: true }) } }, unreachable);
     const task = (await store.enqueue({ taskType: "quick" })).task;
     await eventually(async () => tries >= 2, 5000, "the completion failing");
     return { worker, logs, task };
@@ -397,21 +395,16 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
         return store.release(id, lease, options);
       },
     });
-    const logs = captureLogs();
     let started = 0;
-    const worker = new Worker(slow, {
-      roles: ["h"], concurrency: 2, pollIntervalMs: 50, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: logs.logger,
-      handlers: {
-        // The first never returns; the second returns 200 ms after the grace ends, while the first is being released.
-        h: async () => {
-          if (++started === 1) await new Promise(() => {});
-          await new Promise((r) => setTimeout(r, 500));
-          return { done: true };
-        },
+    const handlers = {
+      // The first never returns; the second returns 200 ms after the grace ends, while the first is being released.
+      h: async () => {
+        if (++started === 1) await new Promise(() => {});
+        await new Promise((r) => setTimeout(r, 500));
+        return { done: true };
       },
-    }, null);
-    workers.push(worker);
-    await worker.start();
+    };
+    const { worker } = await startWorker({ concurrency: 2, pollIntervalMs: 50, handlers }, slow);
     const [, second] = await store.enqueueMany([{ taskType: "h", priority: 2 }, { taskType: "h", priority: 1 }]);
     await eventually(async () => started === 2, 5000, "both running");
     await worker.stop(300);
@@ -431,9 +424,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
         return store.completeMany(items, options);
       },
     });
-    const worker = new Worker(limited, { roles: ["quick"], pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: captureLogs().logger, handlers: { quick: async () => ({ done: true }) } }, null);
-    workers.push(worker);
-    await worker.start();
+    const { worker } = await startWorker({ handlers: { quick: async () => ({ done: true }) } }, limited);
     const { task } = await store.enqueue({ taskType: "quick" });
     await eventually(async () => writes === 1, 5000, "the completion on its way");
     const stoppingAt = performance.now();
@@ -451,12 +442,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
       },
     });
     let abortedAt = 0;
-    const worker = new Worker(slowBeats, {
-      roles: ["long"], pollIntervalMs: 100, heartbeatIntervalMs: 100, handleSignals: false, heartbeatThread: false, logger: captureLogs().logger,
-      handlers: { long: (_params, ctx) => new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => ((abortedAt = performance.now()), resolve()))) },
-    }, null);
-    workers.push(worker);
-    await worker.start();
+    const { worker } = await startWorker({ handlers: { long: (_params, ctx) => new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => ((abortedAt = performance.now()), resolve()))) } }, slowBeats);
     const { task } = await store.enqueue({ taskType: "long" });
     await settled(task.id, "running");
     hanging = true;
