@@ -254,6 +254,25 @@ describe("network partitions on postgres", () => {
     report("partition: scrapes while the database hangs", { seconds: scrapes.map((s) => s.seconds) });
   });
 
+  it("a sweep on a connection gone silent fails at the statement timeout, not hangs, and does not wait again for its rollback", { timeout: 40_000 }, async () => {
+    handle = await createPostgres();
+    const { proxy, url } = await proxyToPostgres();
+    const pool = await connect(url, { schema: handle.schema, migrate: false });
+    cleanups.push(() => pool.close());
+    cleanups.push(() => proxy.thaw());
+    const sweep = { staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds: 30 };
+    // A connection in the pool, idle: the next sweep takes it and sends its BEGIN into the silence.
+    await pool.protocol.sweep(sweep);
+    proxy.freeze();
+    const sweptAt = Date.now();
+    const outcome = await pool.protocol.sweep(sweep).then(() => "answered", (error: Error) => error.message);
+    const seconds = (Date.now() - sweptAt) / 1000;
+    expect(outcome).toMatch(/timeout/i);
+    // One statement's 10 s: a ROLLBACK queued behind the silent statement waited as long again.
+    expect(seconds).toBeLessThan(13);
+    report("partition: sweep on a silent connection", { seconds });
+  });
+
   it("a server closing while its database hangs stops its coordinator at once, beside the requests in flight, not after them", { timeout: 60_000 }, async () => {
     handle = await createPostgres();
     const { proxy, url } = await proxyToPostgres();

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { DatabaseNotFoundError, SchemaTooNewError } from "../../core/errors.js";
 import { loadMigrations, type Migration } from "../migrations.js";
+import { UNTIMED } from "./timeouts.js";
 import { inTransaction } from "./transaction.js";
 
 const MIGRATIONS = new URL("./migrations/", import.meta.url);
@@ -20,16 +21,16 @@ export async function migratePostgres(pool: pg.Pool, schema: string, create = tr
   if (!create && applied.size === 0) throw new DatabaseNotFoundError(`PostgreSQL schema ${schema}`, schema, await taskpoolSchemas(pool));
   if (pendingMigrations(schema, migrations, applied).length === 0) return [];
   return inTransaction(pool, async (client) => {
-    await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`taskpool:migrate:${schema}`]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS taskpool_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
-    );
-    const applied = new Set((await client.query<{ version: number }>("SELECT version FROM taskpool_migrations")).rows.map((r) => r.version));
+    // Waiting for another process's migration, and building an index on a large table, rightly take long.
+    const run = (text: string, values?: unknown[]) => client.query({ text, values, ...UNTIMED });
+    await run("SELECT pg_advisory_xact_lock(hashtext($1))", [`taskpool:migrate:${schema}`]);
+    await run(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    await run(`CREATE TABLE IF NOT EXISTS taskpool_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const applied = new Set((await run("SELECT version FROM taskpool_migrations")).rows.map((r: { version: number }) => r.version));
     const pending = pendingMigrations(schema, migrations, applied);
     for (const m of pending) {
-      await client.query(m.sql);
-      await client.query("INSERT INTO taskpool_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
+      await run(m.sql);
+      await run("INSERT INTO taskpool_migrations (version, name) VALUES ($1, $2)", [m.version, m.name]);
     }
     return pending.map((m) => m.version);
   });

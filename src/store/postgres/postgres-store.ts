@@ -54,6 +54,7 @@ import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
+import { QUERY_TIMEOUT_MS, UNTIMED } from "./timeouts.js";
 import { inTransaction } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -123,15 +124,8 @@ const types = {
   }) as typeof pg.types.getTypeParser,
 };
 
-/**
- * How long a store call waits for its answer. A connection can go silent without closing (a network
- * partition, a half-open proxy, a failover that leaves the old socket open); without a limit the call,
- * and the worker or server waiting on it, hangs for good although new connections would work. Past
- * it the call fails and its connection is discarded: the caller retries on a fresh one (a write that
- * did land is then refused by its lease, never applied twice). Every call here is an indexed
- * statement or a small batch; migrations, sweeps and schedule runs hold their own connections.
- */
-const QUERY_TIMEOUT_MS = 10_000;
+/** A run's pass found its schedule changed since it was read: the run's writes are rolled back. */
+class RunOvertaken extends Error {}
 
 /** The PostgreSQL store: many processes on many machines share one database. */
 /** A statement by name on some connection: the pool's, or one a transaction holds. */
@@ -176,6 +170,7 @@ export class PostgresStore implements Store {
       // never answers) otherwise held every call, and readiness checks, until the kernel gave up
       // (minutes) or for good.
       connectionTimeoutMillis: QUERY_TIMEOUT_MS,
+      query_timeout: QUERY_TIMEOUT_MS,
       allowExitOnIdle: true,
       types,
     });
@@ -208,7 +203,7 @@ export class PostgresStore implements Store {
   }
 
   private async rows<R>(name: string, text: string, values: unknown[]): Promise<R[]> {
-    const result = await this.pool.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig);
+    const result = await this.pool.query({ name, text, values });
     return result.rows as R[];
   }
 
@@ -264,7 +259,7 @@ export class PostgresStore implements Store {
 
   /** `work` in a transaction on one of the pool's connections, which `query` runs statements on; rolled back on any error. */
   private transaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
-    return inTransaction(this.pool, (client) => work(async (name, text, values) => (await client.query({ name, text, values, query_timeout: QUERY_TIMEOUT_MS } as pg.QueryConfig)).rows));
+    return inTransaction(this.pool, (client) => work(async (name, text, values) => (await client.query({ name, text, values })).rows));
   }
 
   /**
@@ -639,10 +634,10 @@ export class PostgresStore implements Store {
   /** See RECOUNT_LOCK for why completions go on meanwhile and the result is exact. No query timeout: it reads every completed task. */
   async recount({ dryRun = false }: RecountOptions = {}): Promise<RecountResult> {
     type Row = { task_type: string; before: number; after: number };
-    if (dryRun) return recountResult((await this.pool.query<Row>(sql.RECOUNT_PREVIEW)).rows, true);
+    if (dryRun) return recountResult((await this.pool.query<Row>({ text: sql.RECOUNT_PREVIEW, ...UNTIMED })).rows, true);
     return inTransaction(this.pool, async (client) => {
-      await client.query(sql.RECOUNT_LOCK);
-      return recountResult((await client.query<Row>(sql.RECOUNT)).rows, false);
+      await client.query({ text: sql.RECOUNT_LOCK, ...UNTIMED });
+      return recountResult((await client.query<Row>({ text: sql.RECOUNT, ...UNTIMED })).rows, false);
     });
   }
 
@@ -885,29 +880,23 @@ export class PostgresStore implements Store {
   private async writeRun(run: RunWrite): Promise<number[] | null> {
     const now = await this.now();
     const prepared = prepareNewTasks(run.inputs, now, run.inputs.length > 0 ? await this.latestTypes(typeNames(run.inputs)) : new Map(), this.rules);
-    const client = await this.pool.connect();
     try {
-      await client.query("BEGIN");
-      const tick = await client.query({ name: "tp_insert_tick", text: scheduleSql.INSERT_TICK, values: [run.name, run.tickAt, now] });
-      const fresh = (tick.rowCount ?? 0) > 0;
-      let ids: number[] = [];
-      if (fresh && prepared.length > 0) {
-        const tasks = await client.query<TaskRow>({ name: "tp_enqueue", text: sql.ENQUEUE, values: [newTasksJson(prepared), now, this.channel] });
-        ids = tasks.rows.map((r) => r.id);
-        await client.query({ name: "tp_set_tick_tasks", text: scheduleSql.SET_TICK_TASKS, values: [run.name, run.tickAt, ids] });
-      }
-      // A tick that fired before only moves the schedule on; its result stays the one of that run.
-      if ((await this.recordPass(client, run, fresh ? run.tickAt : null, fresh ? storedRunResult(run.result(ids.length)) : null, now)) === 0) {
-        await client.query("ROLLBACK");
-        return null;
-      }
-      await client.query("COMMIT");
-      return fresh ? ids : null;
+      return await inTransaction(this.pool, async (client) => {
+        const tick = await client.query({ name: "tp_insert_tick", text: scheduleSql.INSERT_TICK, values: [run.name, run.tickAt, now] });
+        const fresh = (tick.rowCount ?? 0) > 0;
+        let ids: number[] = [];
+        if (fresh && prepared.length > 0) {
+          const tasks = await client.query<TaskRow>({ name: "tp_enqueue", text: sql.ENQUEUE, values: [newTasksJson(prepared), now, this.channel] });
+          ids = tasks.rows.map((r) => r.id);
+          await client.query({ name: "tp_set_tick_tasks", text: scheduleSql.SET_TICK_TASKS, values: [run.name, run.tickAt, ids] });
+        }
+        // A tick that fired before only moves the schedule on; its result stays the one of that run.
+        if ((await this.recordPass(client, run, fresh ? run.tickAt : null, fresh ? storedRunResult(run.result(ids.length)) : null, now)) === 0) throw new RunOvertaken();
+        return fresh ? ids : null;
+      });
     } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
+      if (error instanceof RunOvertaken) return null;
       throw error;
-    } finally {
-      client.release();
     }
   }
 

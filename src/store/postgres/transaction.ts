@@ -7,11 +7,19 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
     await client.query("BEGIN");
     const result = await work(client);
     await client.query("COMMIT");
+    client.release();
     return result;
   } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
+    // A statement past its timeout still holds the connection: pg queues anything after it until its
+    // answer comes, and on a link gone silent a ROLLBACK would wait out a timeout of its own. Dropping
+    // the connection rolls back as surely, and keeps it out of the pool.
+    const usable = !timedOut(error) && (await client.query("ROLLBACK").then(() => true, () => false));
+    client.release(usable ? undefined : true);
     throw error;
-  } finally {
-    client.release();
   }
+}
+
+/** pg's error for a statement that passed its query_timeout. */
+function timedOut(error: unknown): boolean {
+  return error instanceof Error && error.message === "Query read timeout";
 }

@@ -1,0 +1,18 @@
+/**
+ * How long any statement waits for its answer, set on the pool so that none is left without one
+ * (transactions' BEGIN, COMMIT and ROLLBACK, sweeps, schedule runs). A connection can go silent
+ * without closing (a network partition, a half-open proxy, a failover that leaves the old socket
+ * open); without a limit the call, and the worker, server or coordinator waiting on it, hangs for
+ * good although new connections would work. Past it the call fails and its connection is discarded:
+ * the caller retries on a fresh one (a write that did land is then refused by its lease, never
+ * applied twice). Every call is an indexed statement or a small batch, a sweep's or a run's too.
+ */
+export const QUERY_TIMEOUT_MS = 10_000;
+
+/**
+ * For the statements that may rightly run long (a migration building an index on a large table, a
+ * recount reading every completed task, waiting for another process's migration): pg cannot lift
+ * the pool's limit for one statement (0 means "the pool's"), so they ask for the longest a Node.js
+ * timer waits, 24.8 days.
+ */
+export const UNTIMED = { query_timeout: 2_147_483_647 };
