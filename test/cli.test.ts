@@ -36,6 +36,8 @@ describe("taskpool CLI", () => {
     expect(bad.code).toBe(1);
     // JSON.parse's reason (its wording varies with Node), and the likely cause: the shell ate the quotes.
     expect(bad.stderr).toMatch(/^taskpool: params is not valid JSON \(.+\): \{not json; quote it for the shell, e\.g\. '\{"storeId":42\}'\n$/);
+    const rounded = await taskpool("enqueue", "product_resync", '{"storeId":12345678901234567890}', "--db", db).catch((e) => e);
+    expect(rounded.stderr).toMatch(/^taskpool: params\.storeId: 12345678901234567890 is an integer beyond ±9007199254740991, .*stored as 12345678901234567000: send it as a string\n$/);
     const badType = await taskpool("enqueue", "bad type", "--db", db).catch((e) => e);
     expect(badType.stderr).toMatch(/taskpool: Invalid task: taskType: must be a letter, then letters/);
     // Named as the flag typed, not as the library's field (maxAttempts, delaySeconds); --limit by its option.

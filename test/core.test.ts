@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { retryDelayMs } from "../src/core/backoff.js";
 import { InvalidTransitionError } from "../src/core/errors.js";
+import { inexactInteger } from "../src/core/exact-integers.js";
 import { assertCanPerform, canPerform, TRANSITIONS } from "../src/core/state-machine.js";
 import { TASK_STATUSES } from "../src/core/task.js";
 
@@ -46,5 +47,32 @@ describe("retry backoff", () => {
   it("jitters downwards by at most the jitter fraction", () => {
     expect(retryDelayMs(policy, 1, () => 0.999999)).toBe(1000);
     expect(retryDelayMs({ ...policy, jitter: 0 }, 1, () => 0.9)).toBe(2000);
+  });
+});
+
+describe("integers JSON numbers cannot hold exactly", () => {
+  const check = (text: string, root = "") => inexactInteger(text, JSON.parse(text), root);
+
+  it("refuses one beyond 2^53 − 1, naming where it is and what it would become", () => {
+    expect(check('{"order":{"ids":[1,12345678901234567890]}}', "params")).toBe(
+      "params.order.ids.1: 12345678901234567890 is an integer beyond ±9007199254740991, the largest a JSON number keeps exactly here; it would be stored as 12345678901234567000: send it as a string",
+    );
+    expect(check('{"n":-9007199254740993}')).toMatch(/^n: -9007199254740993 is an integer beyond/);
+    expect(check("[9007199254740992]")).toMatch(/^0: 9007199254740992 /);
+  });
+
+  it("passes what is kept exactly, and what was written as an approximation", () => {
+    for (const text of [
+      '{"n":9007199254740991,"m":-9007199254740991}',
+      '{"id":"12345678901234567890"}', // a string, as advised
+      '{"x":"a \\" 12345678901234567890"}', // digits inside a string with an escaped quote
+      '{"f":1234567890123456789.5}',
+      '{"f":0.12345678901234567890}',
+      '{"e":1e12345678901234567}',
+      '{"e":1E-12345678901234567}',
+      '{"e":12345678901234567890e0}',
+    ]) {
+      expect(check(text), text).toBeNull();
+    }
   });
 });

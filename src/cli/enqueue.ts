@@ -4,7 +4,7 @@ import type { Task } from "../core/task.js";
 import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, urlOption, withPool } from "./database.js";
 import { ValidationError } from "../core/errors.js";
 import { namedAsFlags } from "./errors.js";
-import { integer } from "./parse.js";
+import { exactIntegers, integer } from "./parse.js";
 import { jsonOption } from "./table.js";
 
 /** The flag that sets each field of the task: a refusal names the flag the operator typed. */
@@ -33,6 +33,7 @@ export function enqueueCommand(program: Command): void {
         // Unquoted, the shell strips the JSON's own quotes: {"storeId":42} arrives as {storeId:42}.
         throw new InvalidArgumentError(`params is not valid JSON (${(error as Error).message}): ${params}; quote it for the shell, e.g. '{"storeId":42}'`);
       }
+      if (params !== undefined) exactIntegers(params, parsed, "params");
       const requireRegistered = requiresRegistered(opts.requireRegistered);
       await withPool(
         opts,

@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { InvalidArgumentError } from "commander";
+import { inexactInteger } from "../core/exact-integers.js";
 
 /**
  * A whole number. Commander prefixes the option and the value ("option '--delay <seconds>' argument
@@ -76,3 +77,10 @@ function idOf(what: string, hint: string): (value: string) => number {
 
 export const taskId = idOf("task", "pass the number `taskpool tasks list` shows, e.g. 42");
 export const keyId = idOf("key", "pass the number `taskpool keys list` shows first, e.g. 3");
+
+/** `value`, parsed from `text`, unless it holds an integer JSON numbers would round (see exact-integers.ts). */
+export function exactIntegers<T>(text: string, value: T, root = ""): T {
+  const inexact = inexactInteger(text, value, root);
+  if (inexact !== null) throw new InvalidArgumentError(inexact);
+  return value;
+}

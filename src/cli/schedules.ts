@@ -3,7 +3,7 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import { MISSED_TICK_POLICIES, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import type { JsonObject } from "../core/task.js";
 import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
-import { integer, positiveInteger } from "./parse.js";
+import { exactIntegers, integer, positiveInteger } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
 const fanOutText = (s: ScheduleRecord) => {
@@ -53,18 +53,21 @@ function jsonObject(value: string): JsonObject {
     throw new InvalidArgumentError(`not valid JSON (${(error as Error).message}); quote it for the shell, e.g. '{"full": true}'`);
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) throw new InvalidArgumentError(`expected a JSON object, e.g. '{"full": true}'`);
-  return parsed as JsonObject;
+  return exactIntegers(value, parsed as JsonObject);
 }
 
 /** The definition the options describe, over the one in --file if given. */
 function definitionOf(name: string, opts: Record<string, unknown>): ScheduleDefinition {
   let base: Partial<ScheduleDefinition> = {};
   if (typeof opts.file === "string") {
+    let text: string;
     try {
-      base = JSON.parse(readFileSync(opts.file, "utf8"));
+      text = readFileSync(opts.file, "utf8");
+      base = JSON.parse(text);
     } catch (error) {
       throw new InvalidArgumentError(`cannot read a JSON schedule definition from ${opts.file}: ${(error as Error).message}`);
     }
+    exactIntegers(text, base);
   }
   const fanOut = opts.keys || opts.fromResults || opts.batches || opts.batchInterval
     ? {

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { exactIntegers } from "./parse.js";
 
 const summary = (t: TaskTypeRecord) =>
   `${t.name} v${t.version}  priority ${t.priority}, ${t.maxAttempts} attempts, recovery ${t.recoveryPolicy}` +
@@ -48,11 +49,14 @@ export function typesCommand(program: Command): void {
     .action((file: string, opts) =>
       withPool(opts, async (pool) => {
         let definition: TaskTypeDefinition;
+        let text: string;
         try {
-          definition = JSON.parse(readFileSync(file, "utf8"));
+          text = readFileSync(file, "utf8");
+          definition = JSON.parse(text);
         } catch (error) {
           throw new InvalidArgumentError(`cannot read a JSON definition from ${file}: ${(error as Error).message}`);
         }
+        exactIntegers(text, definition);
         const { taskType, created } = await pool.protocol.registerTaskType(definition);
         console.log(created ? `Registered ${summary(taskType)}` : `Unchanged: ${summary(taskType)}`);
       }, {}, true),

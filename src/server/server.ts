@@ -20,6 +20,7 @@ import type { Taskpool } from "../api/taskpool.js";
 import { BeatBatcher, ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
 import type { CoordinatorOptions } from "../coordinator/coordinator.js";
 import { ValidationError } from "../core/errors.js";
+import { inexactInteger } from "../core/exact-integers.js";
 import { validate } from "../core/validation.js";
 import { VERSION } from "../version.js";
 import { installAuth } from "./auth.js";
@@ -209,7 +210,10 @@ function installJsonParser(app: FastifyInstance): void {
     const text = bytes.toString("utf8");
     if (text === "") return done(null, null);
     parse(request, text, (error, value) => {
-      if (error === null) return done(null, value);
+      if (error === null) {
+        const inexact = inexactInteger(text, value);
+        return inexact === null ? done(null, value) : done(new HttpError("bad_request", `Request body refused: ${inexact}`), undefined);
+      }
       let reason: string;
       try {
         JSON.parse(text);

@@ -619,6 +619,8 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["{not json", {}, 400, "bad_request", /^Request body is not usable JSON: .*JSON.*; send JSON$/],
       ['{"task_type":"crawl","params":{"__proto__":{"x":1}}}', {}, 400, "bad_request", /it has a "__proto__" key.*rename the key$/],
       ['{"task_type":"crawl","constructor":{"prototype":{"x":1}}}', {}, 400, "bad_request", /"constructor" key holding "prototype"/],
+      // Stored, it would have read back as 12345678901234567000.
+      ['{"task_type":"crawl","params":{"id":12345678901234567890}}', {}, 400, "bad_request", /^Request body refused: params\.id: 12345678901234567890 is an integer beyond ±9007199254740991, .*: send it as a string$/],
       ["task_type=crawl", { "content-type": "application/x-www-form-urlencoded" }, 415, "unsupported_media_type", /^Request body must be JSON/],
       ['{"task_type":"crawl"}', { "content-type": "text/plain" }, 415, "unsupported_media_type", /^Request body must be JSON, sent with content-type: application\/json$/],
     ];
