@@ -289,6 +289,10 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       issues: [{ path: "tasks.1.task_type", message: 'must be a letter, then letters, digits, _ . : - (128 at most), e.g. product_resync (got "1bad")' }],
     });
     expect((await s.call("GET", "/api/tasks/counts")).body.by_status.pending).toBe(2);
+    // Nothing made, as a single create of a held unique key says: 200, not 201 Created.
+    expect(await s.call("POST", "/api/tasks/batch", { tasks: [] })).toMatchObject({ status: 200, body: { results: [] } });
+    const held = await s.call("POST", "/api/tasks/batch", { tasks: [{ task_type: "b", unique_key: "k" }] });
+    expect([held.status, held.body.results[0].created]).toEqual([200, false]);
   });
 
   it("an item refused for its registered params schema is named by its path in the body, in a batch and in follow-ups", async () => {

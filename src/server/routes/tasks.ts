@@ -65,6 +65,7 @@ export const taskRoutes = [
     tag: TAG,
     summary: "Create many tasks, all or nothing",
     description:
+      "201 when it created a task; 200 when it created none (an empty list, or every item's unique_key already pending). " +
       "One bad item refuses the batch (400 naming its index) and creates nothing. With an Idempotency-Key the first call's key covers the whole batch: " +
       `the same batch sent again within ${KEY_LIFETIME} creates nothing and answers 200 with the first call's tasks (each created: false, replayed: true; header Idempotent-Replayed: true); ` +
       "422 idempotency_key_reused when the key came with a different batch.",
@@ -80,7 +81,9 @@ export const taskRoutes = [
         if (error instanceof ValidationError) issuesUnder(error, "tasks");
         throw error;
       });
-      if (results.some((r) => r.replayed)) reply.code(200).header(REPLAYED_HEADER, "true");
+      // As a single create: 201 when the call made a task; an empty list, or one whose every task existed, made none.
+      if (!results.some((r) => r.created)) reply.code(200);
+      if (results.some((r) => r.replayed)) reply.header(REPLAYED_HEADER, "true");
       return { results };
     },
   }),
