@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { connect } from "../src/api/taskpool.js";
 import { eventually } from "./helpers/logs.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 import { CLI, envWith, taskpool, taskpoolIn } from "./helpers/cli.js";
@@ -32,6 +33,22 @@ describe("taskpool schedules", () => {
     expect(resumed).toMatchObject({ name: "resync", enabled: true, nextRunAt: json.nextRunAt });
     expect((await taskpool("schedules", "remove", "resync", "--db", db)).stdout).toMatch(/^Removed schedule resync \([^)]*\)\n$/);
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
+  }, 60_000);
+
+  it("pause --cancel-pending stops a schedule and its later batches; cancel-pending alone, and with --json", async () => {
+    await taskpool("schedules", "add", "resync", "--type", "product_resync", "--cron", "* * * * * *", "--keys", "1,2,3", "--batches", "3", "--batch-interval", "3600", "--db", db);
+    // One run, as the coordinator makes it: batch 1 due now, the others in 1 and 2 hours.
+    const pool = await connect(db);
+    try {
+      await eventually(async () => (await pool.coordinator().fireSchedules()).length === 1, 5000, "the schedule to fire");
+    } finally {
+      await pool.close();
+    }
+    const paused = await taskpool("schedules", "pause", "resync", "--cancel-pending", "--db", db);
+    expect(paused.stdout).toBe("Paused schedule resync (product_resync, * * * * * *): paused\nCancelled 3 pending tasks of schedule resync: 1, 2, 3\n");
+    expect((await taskpool("tasks", "list", "--status", "cancelled", "--json", "--db", db)).stdout).toMatch(/"id": 3/);
+    expect(JSON.parse((await taskpool("schedules", "cancel-pending", "resync", "--json", "--db", db)).stdout)).toEqual({ cancelled: [] });
+    expect((await taskpool("schedules", "remove", "resync", "--cancel-pending", "--db", db)).stdout).toMatch(/^Removed schedule resync \([^)]*\)\nCancelled 0 pending tasks of schedule resync\n$/);
   }, 60_000);
 
   it("keeps each --keys key as written: only a whole number written as JSON writes it becomes an integer", async () => {

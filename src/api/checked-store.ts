@@ -464,6 +464,11 @@ export class CheckedStore implements Store {
     return this.store.setScheduleEnabled(name, enabled);
   }
 
+  async cancelScheduleTasks(name: string): Promise<number[]> {
+    validate(ScheduleName, name, "schedule name");
+    return this.store.cancelScheduleTasks(name);
+  }
+
   async removeSchedule(name: string): Promise<ScheduleRecord> {
     validate(ScheduleName, name, "schedule name");
     return this.store.removeSchedule(name);

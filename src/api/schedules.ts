@@ -11,7 +11,13 @@ export interface ScheduleOperations {
   pause(name: string): Promise<ScheduleRecord>;
   /** Fires it again from its next tick after now; the ticks while it was paused are not caught up. */
   resume(name: string): Promise<ScheduleRecord>;
-  /** Deletes it and its tick history; the tasks it created stay. */
+  /**
+   * Cancels the tasks its runs made that are still pending (a fan-out's later batches, due tasks not
+   * yet claimed); the ids, in order. Tasks workers hold run on. To stop a schedule and its work:
+   * pause, cancelPending, then remove if wanted (removing forgets which tasks were its own).
+   */
+  cancelPending(name: string): Promise<number[]>;
+  /** Deletes it and its tick history; the tasks it created stay (cancelPending first to cancel those not yet claimed). */
   remove(name: string): Promise<ScheduleRecord>;
 }
 
@@ -22,6 +28,7 @@ export function scheduleOperations(store: () => CheckedStore): ScheduleOperation
     get: (name) => store().getSchedule(name),
     pause: (name) => store().setScheduleEnabled(name, false),
     resume: (name) => store().setScheduleEnabled(name, true),
+    cancelPending: (name) => store().cancelScheduleTasks(name),
     remove: (name) => store().removeSchedule(name),
   };
 }

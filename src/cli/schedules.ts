@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError, Option } from "commander";
+import { counted } from "../core/counted.js";
 import { MISSED_TICK_POLICIES, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import type { JsonObject } from "../core/task.js";
 import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
@@ -151,8 +152,8 @@ export function schedulesCommand(program: Command): void {
         emit(opts.json, schedule, () => [`${created ? "Created" : "Updated"} schedule ${summary(schedule)}`]);
       }, {}, true);
     });
-  const act = (verb: "pause" | "resume" | "remove", description: string, done: string) =>
-    schedules
+  const act = (verb: "pause" | "resume" | "remove", description: string, done: string) => {
+    const command = schedules
       .command(`${verb} <name>`)
       .description(description)
       .addOption(jsonOption())
@@ -160,15 +161,45 @@ export function schedulesCommand(program: Command): void {
       .addOption(urlOption())
       .addOption(apiKeyOption())
       .addOption(schemaOption())
-      .addHelpText("after", `\nExample:\n  $ taskpool schedules ${verb} product_resync`)
-      .action((name: string, opts) =>
-        withPool(opts, async (pool) => {
-          const schedule = await pool.schedules[verb](name);
-          // A removed schedule has no next run to speak of.
-          emit(opts.json, schedule, () => [`${done} schedule ${verb === "remove" ? identity(schedule) : summary(schedule)}`]);
-        }),
-      );
+      .addHelpText("after", `\nExample:\n  $ taskpool schedules ${verb} product_resync${verb === "resume" ? "" : " --cancel-pending"}`);
+    if (verb !== "resume") command.option("--cancel-pending", "also cancel the tasks its runs made that are still pending (paused first, so no run is made meanwhile)");
+    command.action((name: string, opts) =>
+      withPool(opts, async (pool) => {
+        let cancelled: number[] | undefined;
+        if (opts.cancelPending) {
+          await pool.schedules.pause(name);
+          cancelled = await pool.schedules.cancelPending(name);
+        }
+        const schedule = await pool.schedules[verb](name);
+        // A removed schedule has no next run to speak of.
+        const lines = [`${done} schedule ${verb === "remove" ? identity(schedule) : summary(schedule)}`];
+        if (cancelled) lines.push(cancelledLine(name, cancelled));
+        emit(opts.json, cancelled ? { ...schedule, cancelledTaskIds: cancelled } : schedule, () => lines);
+      }),
+    );
+  };
   act("pause", "stop firing a schedule until it is resumed", "Paused");
   act("resume", "fire a paused schedule again, from its next tick after now (paused ticks are not caught up)", "Resumed");
-  act("remove", "delete a schedule and its tick history (the tasks it made stay)", "Removed");
+  act("remove", "delete a schedule and its tick history (the tasks it made stay, unless --cancel-pending)", "Removed");
+  schedules
+    .command("cancel-pending <name>")
+    .description("cancel the tasks a schedule's runs made that are still pending (a fan-out's later batches, due tasks not yet claimed); tasks workers hold run on")
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
+    .addOption(schemaOption())
+    .addHelpText("after", "\nTo stop a schedule and its work: `taskpool schedules pause NAME --cancel-pending` (or `remove NAME --cancel-pending`).")
+    .action((name: string, opts) =>
+      withPool(opts, async (pool) => {
+        const cancelled = await pool.schedules.cancelPending(name);
+        emit(opts.json, { cancelled }, () => [cancelledLine(name, cancelled)]);
+      }),
+    );
+}
+
+/** "Cancelled 3 pending tasks of schedule product_resync: 12, 13, 14", the ids cut short past 20. */
+function cancelledLine(name: string, ids: number[]): string {
+  const shown = ids.length > 20 ? `${ids.slice(0, 20).join(", ")} and ${ids.length - 20} more` : ids.join(", ");
+  return `Cancelled ${counted(ids.length, "pending task")} of schedule ${name}${ids.length > 0 ? `: ${shown}` : ""}`;
 }

@@ -354,6 +354,10 @@ export class HttpStore implements Store {
     return (await this.call<{ schedule: ScheduleRecord }>(`POST /api/schedules/:name/${enabled ? "resume" : "pause"}`, { params: { name } }, { repeatable: "yes", subject: { scheduleName: name } })).schedule;
   }
 
+  async cancelScheduleTasks(name: string): Promise<number[]> {
+    return (await this.call<{ cancelled: number[] }>("POST /api/schedules/:name/cancel-pending", { params: { name } }, { repeatable: "yes", subject: { scheduleName: name } })).cancelled;
+  }
+
   async removeSchedule(name: string): Promise<ScheduleRecord> {
     return (await this.call<{ schedule: ScheduleRecord }>("DELETE /api/schedules/:name", { params: { name } }, { repeatable: "yes", subject: { scheduleName: name } })).schedule;
   }

@@ -409,3 +409,6 @@ function dayStart(day: string): Date {
   }
   return date;
 }
+
+/** The message of the event of a task cancelled with its schedule's pending tasks (Store.cancelScheduleTasks). */
+export const scheduleCancelled = (name: string): string => `cancelled with the pending tasks of schedule ${name}`;

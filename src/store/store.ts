@@ -278,6 +278,12 @@ export interface Store {
   listSchedules(): Promise<ScheduleRecord[]>;
   /** Pauses (no next run) or resumes (next run: the first tick after now) a schedule. ScheduleNotFoundError for an unknown name. */
   setScheduleEnabled(name: string, enabled: boolean): Promise<ScheduleRecord>;
+  /**
+   * Cancels the pending tasks the schedule's runs made (a fan-out's later batches, due tasks not yet
+   * claimed), with an event each saying why; those held by workers run on. The ids cancelled, in order.
+   * ScheduleNotFoundError for an unknown name. Paused first, a schedule makes no run meanwhile.
+   */
+  cancelScheduleTasks(name: string): Promise<number[]>;
   /** Deletes a schedule and its ticks; its tasks stay. ScheduleNotFoundError for an unknown name. */
   removeSchedule(name: string): Promise<ScheduleRecord>;
   /**

@@ -151,6 +151,32 @@ export function schedulesContract(kind: StoreKind) {
       expect((await tasks("t")).map((t) => t.scheduledFor.toISOString())).toEqual(["2030-01-02T01:00:00.000Z", "2030-01-02T01:01:00.000Z"]);
     });
 
+    it("cancels the pending tasks of a schedule's runs (a fan-out's later batches), not those held or finished, nor another schedule's", async () => {
+      await ctx.store.saveSchedule({ ...RESYNC, cron: "0 0 * * *", fanOut: { keys: [1, 2, 3, 4], batches: 4 } });
+      await ctx.store.saveSchedule({ name: "other", taskType: "analytics_refresh", cron: "0 0 * * *" });
+      ctx.clock.set(at("2030-01-02T00:01:00.000Z"));
+      const fired = await ctx.store.fireDueSchedules(FIRE);
+      const ids = fired.find((f) => f.name === "resync")?.taskIds ?? [];
+      const [otherId] = fired.find((f) => f.name === "other")?.taskIds ?? [];
+      // Batch 1 is due: one worker holds key 1. The 06:00, 12:00 and 18:00 batches wait.
+      const held = await claimOne(ctx.store, "w1", { taskTypes: ["product_resync"], limit: 1 });
+      expect(held.id).toBe(ids[0]);
+      const plain = await ctx.store.enqueue({ taskType: "product_resync" });
+
+      expect(await ctx.store.setScheduleEnabled("resync", false)).toMatchObject({ enabled: false });
+      const cancelled = await ctx.store.cancelScheduleTasks("resync");
+      expect(cancelled).toEqual(ids.slice(1));
+      const byId = new Map((await tasks()).map((t) => [t.id, t.status]));
+      expect([...byId.entries()].filter(([, status]) => status === "cancelled").map(([id]) => id)).toEqual(ids.slice(1));
+      expect([byId.get(held.id), byId.get(otherId), byId.get(plain.task.id)]).toEqual(["claimed", "pending", "pending"]);
+      expect((await ctx.store.events(ids[3])).at(-1)).toMatchObject({ event: "cancelled", message: "cancelled with the pending tasks of schedule resync", createdAt: ctx.clock.now() });
+      // Nothing left to cancel; the held task still completes under its lease.
+      expect(await ctx.store.cancelScheduleTasks("resync")).toEqual([]);
+      expect((await ctx.store.complete(held.id, held)).task.status).toBe("completed");
+      const error = await ctx.store.cancelScheduleTasks("nope").catch((e) => e);
+      expect(error).toBeInstanceOf(ScheduleNotFoundError);
+    });
+
     it("a unique key template makes no task of a key whose earlier task is still pending: workers behind gather no pile of duplicates", async () => {
       await ctx.store.saveSchedule({ ...RESYNC, fanOut: { keys: [1, 2, 3] }, uniqueKey: "resync:{key}" });
       expect((await ctx.store.getSchedule("resync"))?.uniqueKey).toBe("resync:{key}");

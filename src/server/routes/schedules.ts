@@ -80,10 +80,26 @@ export const scheduleRoutes = [
     },
   }),
   defineRoute({
+    method: "POST",
+    url: "/api/schedules/:name/cancel-pending",
+    tag: TAG,
+    summary: "Cancel the schedule's tasks that are still pending",
+    description:
+      "Its runs' tasks not yet claimed (a fan-out's later batches, due tasks waiting) are cancelled, each with an event; tasks workers hold run on. " +
+      "To stop a schedule and its work: pause it first (no run is made meanwhile), then this, then DELETE it if wanted: removed, it no longer knows its tasks.",
+    access: ["admin"],
+    params: NameParams,
+    reply: { cancelled: Type.Array(Type.Integer(), { description: "the ids of the tasks cancelled, in order" }) },
+    errors: [404],
+    async handler({ params }, { pool }) {
+      return { cancelled: await pool.schedules.cancelPending(params.name) };
+    },
+  }),
+  defineRoute({
     method: "DELETE",
     url: "/api/schedules/:name",
     tag: TAG,
-    summary: "Remove a schedule and its tick history; the tasks it made stay",
+    summary: "Remove a schedule and its tick history; the tasks it made stay (cancel-pending first cancels those not yet claimed)",
     access: ["admin"],
     params: NameParams,
     reply: { schedule: ScheduleRecordSchema },

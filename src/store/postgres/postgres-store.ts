@@ -65,7 +65,7 @@ import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
 import * as scheduleSql from "./schedule-queries.js";
 import { parseTimestamptz } from "./timestamptz.js";
-import { checkScheduleTasks, nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
+import { checkScheduleTasks, nextRunWhen, resolveSchedule, scheduleCancelled, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 import { DEFAULT_SCHEMA } from "../open-store.js";
@@ -853,6 +853,12 @@ export class PostgresStore implements Store {
       const { rows: [row] } = await client.query<ScheduleRow>({ name: "tp_set_schedule_enabled", text: scheduleSql.SET_SCHEDULE_ENABLED, values });
       return toSchedule(row);
     });
+  }
+
+  async cancelScheduleTasks(name: string): Promise<number[]> {
+    const [row] = await this.rows<{ found: boolean; ids: number[] }>("tp_cancel_schedule_tasks", scheduleSql.CANCEL_SCHEDULE_TASKS, [name, await this.now(), scheduleCancelled(name)]);
+    if (!row.found) throw new ScheduleNotFoundError(name);
+    return row.ids.map(Number);
   }
 
   async removeSchedule(name: string): Promise<ScheduleRecord> {

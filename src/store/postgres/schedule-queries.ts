@@ -36,6 +36,20 @@ export const LIST_SCHEDULES = `SELECT * FROM schedules ORDER BY name`;
 export const SET_SCHEDULE_ENABLED = `
   UPDATE schedules SET enabled = $2, next_run_at = $3::timestamptz, updated_at = $4::timestamptz WHERE name = $1 RETURNING *`;
 
+/**
+ * $1 name, $2 now, $3 the events' message. The pending tasks of the schedule's runs (future batches
+ * of a fan-out, due tasks not yet claimed) cancelled, with an event each; `found` false for no such
+ * schedule. A task claimed meanwhile is no longer pending when the update reaches it, and stays.
+ */
+export const CANCEL_SCHEDULE_TASKS = `
+  WITH cancelled AS (
+    UPDATE tasks t SET status = 'cancelled', completed_at = $2::timestamptz, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
+    WHERE t.id IN (SELECT unnest(k.task_ids) FROM schedule_ticks k WHERE k.schedule_name = $1) AND t.status = 'pending'
+    RETURNING t.id
+  ),
+  logged AS (INSERT INTO task_events (task_id, event, message, created_at) SELECT id, 'cancelled', $3, $2::timestamptz FROM cancelled)
+  SELECT EXISTS (SELECT 1 FROM schedules WHERE name = $1) AS found, coalesce((SELECT array_agg(id ORDER BY id) FROM cancelled), '{}') AS ids`;
+
 /** $1 name. Its ticks go with it. */
 export const DELETE_SCHEDULE = `DELETE FROM schedules WHERE name = $1 RETURNING *`;
 

@@ -25,6 +25,12 @@ export const LIST_SCHEDULES = `SELECT * FROM schedules ORDER BY name`;
 export const SET_SCHEDULE_ENABLED = `
   UPDATE schedules SET enabled = @enabled, next_run_at = @nextRunAt, updated_at = @now WHERE name = @name RETURNING *`;
 
+/** The pending tasks of the schedule's runs, cancelled (see the PostgreSQL statement); the caller logs their events. */
+export const CANCEL_SCHEDULE_TASKS = `
+  UPDATE tasks SET status = 'cancelled', completed_at = @now, reserved_for = NULL, reserved_until = NULL, updated_at = @now
+  WHERE id IN (SELECT j.value FROM schedule_ticks k, json_each(k.task_ids) j WHERE k.schedule_name = @name) AND status = 'pending'
+  RETURNING id`;
+
 /** Its ticks go with it (foreign_keys is on). */
 export const DELETE_SCHEDULE = `DELETE FROM schedules WHERE name = ? RETURNING *`;
 

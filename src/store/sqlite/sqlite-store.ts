@@ -71,7 +71,7 @@ import * as typeSql from "./task-type-queries.js";
 import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
 import * as scheduleSql from "./schedule-queries.js";
-import { checkScheduleTasks, nextRunWhen, resolveSchedule, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
+import { checkScheduleTasks, nextRunWhen, resolveSchedule, scheduleCancelled, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 
@@ -700,6 +700,16 @@ export class SqliteStore implements Store {
         now: now.toISOString(),
       }) as SqliteScheduleRow;
       return decodeSchedule(row);
+    });
+  }
+
+  async cancelScheduleTasks(name: string): Promise<number[]> {
+    return await this.conn.tx(true, () => {
+      if (!this.scheduleNamed(name)) throw new ScheduleNotFoundError(name);
+      const now = this.clock.now().toISOString();
+      const ids = (this.conn.stmt(scheduleSql.CANCEL_SCHEDULE_TASKS).all({ name, now }) as { id: number }[]).map((r) => r.id).sort((a, b) => a - b);
+      for (const taskId of ids) this.conn.logEvent({ taskId, event: "cancelled", message: scheduleCancelled(name) }, now);
+      return ids;
     });
   }
 
