@@ -74,6 +74,30 @@ describe("PostgreSQL: a worker's heartbeat and shutdown take their locks in the 
     expect(await handle.store.get(task.id)).toMatchObject({ status: task.status, workerId: "w1", leaseToken: task.leaseToken });
   });
 
+  it("a batch of beats from a dead worker and a stale one, arriving as the sweep marks them, does not deadlock with it", async () => {
+    handle = await createPostgres();
+    const [acting, sweeper] = await Promise.all([handle.another({ poolSize: 1 }), handle.another({ poolSize: 1 })]);
+    await handle.store.workerHeartbeatMany([{ workerId: "a", roles: ["crawl"] }, { workerId: "b", roles: ["crawl"] }]);
+    // a silent past dead_after (120 s), b only past stale_after (60 s): the sweep marks b, then a.
+    await handle.execute("UPDATE workers SET last_seen_at = now() - CASE worker_id WHEN 'a' THEN interval '1 hour' ELSE interval '90 seconds' END");
+    holder = new pg.Client({ connectionString: PG_URL });
+    watcher = new pg.Client({ connectionString: PG_URL });
+    await Promise.all([holder.connect(), watcher.connect()]);
+    await holder.query("BEGIN");
+    await holder.query(`SELECT 1 FROM "${handle.schema}".workers WHERE worker_id = 'a' FOR UPDATE`);
+    // The batch waits for a's row, holding none; the sweep then waits for a's row too, having marked b stale.
+    const beats = acting.workerHeartbeatMany([{ workerId: "a", roles: ["crawl"] }, { workerId: "b", roles: ["crawl"] }]);
+    await waitingOnLocks(1);
+    const sweep = sweeper.sweep(SWEEP);
+    await waitingOnLocks(2);
+    await holder.query("COMMIT");
+    const [outcome, swept] = await Promise.allSettled([beats, sweep]);
+    expect(outcome).toMatchObject({ status: "fulfilled" });
+    // The beats came first: both workers are alive.
+    expect(swept).toMatchObject({ status: "fulfilled", value: { staleWorkers: [], deadWorkers: [] } });
+    expect((await handle.store.listWorkers()).map((w) => [w.workerId, w.status])).toEqual([["a", "active"], ["b", "active"]]);
+  });
+
   it("a worker shutting down as it is declared dead neither deadlocks nor leaves its task leased", async () => {
     const { task, outcome, swept } = await declaredDeadAsItActs((store) => store.shutdownWorker("w1"));
     // The shutdown came first: the task is back in the pool, released, and the worker inactive, not dead.

@@ -22,6 +22,7 @@ export async function sweepPostgres(pool: pg.Pool, now: Date, options: SweepOpti
   const staleBefore = new Date(now.getTime() - options.staleAfterSeconds * 1000);
   const deadBefore = new Date(now.getTime() - options.deadAfterSeconds * 1000);
   return inTransaction(pool, async (client) => {
+    await client.query({ name: "tp_lock_silent_workers", text: sql.LOCK_SILENT_WORKERS, values: [staleBefore] });
     const stale = await client.query<{ worker_id: string }>({ name: "tp_mark_stale", text: sql.MARK_STALE, values: [staleBefore, deadBefore] });
     const dead = await client.query<{ worker_id: string }>({ name: "tp_mark_dead", text: sql.MARK_DEAD, values: [deadBefore, now] });
     const deadWorkers = dead.rows.map((r) => r.worker_id);

@@ -150,6 +150,17 @@ export const LIST_WORKERS = `
   ORDER BY w.worker_id`;
 
 /**
+ * $1 stale-before. The workers MARK_STALE and MARK_DEAD may write, locked in worker_id order before
+ * either runs. A batch of beats locks its workers in that order (WORKER_HEARTBEAT); the two updates
+ * lock theirs in scan order, one after the other, so the sweep could hold a stale worker's row that a
+ * batch waited for while waiting for a dead one's that the batch held: a deadlock, which PostgreSQL
+ * broke after a second by aborting one of them (when the sweep, no dead worker's task was recovered
+ * until its next pass).
+ */
+export const LOCK_SILENT_WORKERS = `
+  SELECT worker_id FROM workers WHERE status IN ('active', 'stale') AND last_seen_at < $1::timestamptz ORDER BY worker_id FOR UPDATE`;
+
+/**
  * $1 stale-before, $2 dead-before. A worker silent past both is left to MARK_DEAD: reported stale as
  * well, one silent worker read as two ("1 dead and 1 stale workers") in the sweep's answer and metrics.
  */
