@@ -58,6 +58,8 @@ export class ValidationError extends TaskpoolError {
   constructor(
     message: string,
     readonly issues: FieldIssue[] = [],
+    /** More fields were refused than `issues` lists (see MAX_ISSUES in validation.ts). */
+    readonly unlisted = false,
   ) {
     super("validation_error", message);
   }

@@ -22,12 +22,15 @@ export function inexactInteger(text: string, value: unknown, root = ""): string 
   return null;
 }
 
-function pathTo(value: unknown, target: number, path: string): string {
-  if (value === target) return path;
-  if (typeof value !== "object" || value === null) return "";
-  for (const [key, child] of Object.entries(value)) {
-    const found = pathTo(child, target, path === "" ? key : `${path}.${key}`);
-    if (found !== "") return found;
+/** Where `target` is in `value` (dotted, under `root`); "" at the root or when not found. Iterative: a body is walked before its depth is checked. */
+function pathTo(value: unknown, target: number, root: string): string {
+  const stack: [unknown, string][] = [[value, root]];
+  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+    const [node, path] = entry;
+    if (node === target) return path;
+    if (typeof node !== "object" || node === null) continue;
+    // Pushed last first: the first match in document order is found first.
+    for (const [key, child] of Object.entries(node).reverse()) stack.push([child, path === "" ? key : `${path}.${key}`]);
   }
   return "";
 }

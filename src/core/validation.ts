@@ -5,6 +5,9 @@ import { isStorableText, TEXT_FORMAT } from "./schemas.js";
 
 const TEXT_RULE = "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate";
 
+/** The most fields a refusal names. */
+const MAX_ISSUES = 20;
+
 const compiled = new WeakMap<TSchema, ReturnType<typeof TypeCompiler.Compile>>();
 
 /** Checks `value` against `schema`; throws a ValidationError naming every bad field. */
@@ -15,9 +18,22 @@ export function validate<T>(schema: TSchema, value: unknown, what: string): T {
     compiled.set(schema, check);
   }
   if (check.Check(value)) return value as T;
-  const issues = [...check.Errors(value)].map((e) => ({ path: e.path === "" ? what : e.path.slice(1).replaceAll("/", "."), message: explain(e) }));
-  // The first issue of each field says it: a missing one was also reported as "Expected string".
-  throw invalid(what, issues.filter((issue, n) => issues.findIndex((i) => i.path === issue.path) === n));
+  // The first issue of each field says it: a missing one was also reported as "Expected string". The
+  // errors are read as they come, up to MAX_ISSUES fields: a body of 120,000 unknown fields, all
+  // listed and sifted, held the server for 34 s and was answered with 40 MB.
+  const issues = new Map<string, FieldIssue>();
+  let more = false;
+  for (const e of check.Errors(value)) {
+    const path = e.path === "" ? what : e.path.slice(1).replaceAll("/", ".");
+    if (issues.has(path)) continue;
+    if (issues.size === MAX_ISSUES) {
+      more = true;
+      break;
+    }
+    issues.set(path, { path, message: explain(e) });
+  }
+  const listed = [...issues.values()];
+  throw new ValidationError(invalidMessage(what, listed, ": ", more), listed, more);
 }
 
 /**
@@ -109,8 +125,9 @@ function invalid(what: string, issues: FieldIssue[], separator = ": "): Validati
 }
 
 /** "Invalid request body: task_type: Expected required property; …": what a ValidationError says. */
-export function invalidMessage(what: string, issues: FieldIssue[], separator = ": "): string {
-  return `Invalid ${what}: ${issues.map((i) => `${i.path}${separator}${i.message}`).join("; ")}`;
+export function invalidMessage(what: string, issues: FieldIssue[], separator = ": ", unlisted = false): string {
+  const more = unlisted ? `; and more, not listed (the first ${MAX_ISSUES} fields refused are)` : "";
+  return `Invalid ${what}: ${issues.map((i) => `${i.path}${separator}${i.message}`).join("; ")}${more}`;
 }
 
 function describe(value: unknown): string {

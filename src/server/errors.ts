@@ -68,7 +68,7 @@ export class RequestValidationError extends ValidationError {
       const sent = issue.message.replace(`; did you mean ${wireName}?`, "").replace(/; the fields are .*$/, "");
       return { ...issue, message: `${sent}; the API's fields are snake_case: ${wireName}` };
     });
-    super(invalidMessage(what, issues), issues);
+    super(invalidMessage(what, issues, ": ", error.unlisted), issues, error.unlisted);
   }
 }
 
