@@ -7,6 +7,12 @@
 export const DEFAULT_RATE_LIMIT_PER_MINUTE = 100;
 /** Largest request body, in bytes (4 MiB: a 1 MiB params or checkpoint fits with room to spare). */
 export const DEFAULT_BODY_LIMIT = 4 * 1024 * 1024;
+/**
+ * How long a client has to send a whole request, headers and body (a 4 MiB body at 70 KB/s). A client
+ * sending a byte every few seconds otherwise held its connection for good; a few hundred such, with
+ * no key, used up the server's file descriptors and every other request was reset.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 /** How long a looked-up key is trusted before it is looked up again (and so how late a revocation made elsewhere applies). */
 export const DEFAULT_KEY_CACHE_MS = 5000;
 /** Failed authentications allowed per client address and minute before it is refused without a lookup. */

@@ -26,7 +26,7 @@ import { VERSION } from "../version.js";
 import { installAuth } from "./auth.js";
 import type { ServerContext } from "./context.js";
 import { dashboard } from "./dashboard.js";
-import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "./defaults.js";
+import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, DEFAULT_REQUEST_TIMEOUT_MS } from "./defaults.js";
 import { errorReply, HttpError, RequestValidationError } from "./errors.js";
 import { LongPoll } from "./long-poll.js";
 import { type MetricsAccess, ServerMetrics } from "./metrics.js";
@@ -73,6 +73,8 @@ export interface ServerOptions {
   loopbackOnly?: boolean;
   /** Largest request body, in bytes (default 4 MiB: a 1 MiB params or checkpoint fits with room to spare). */
   bodyLimit?: number;
+  /** Milliseconds a client has to send a whole request (answered 408 past it); default DEFAULT_REQUEST_TIMEOUT_MS. The answer, a long-poll claim's wait included, is not counted. */
+  requestTimeoutMs?: number;
   /** What a worker heartbeat answers as `next_heartbeat_in`, in seconds (default 30). */
   heartbeatIntervalSeconds?: number;
   /** Thresholds of `POST /api/tasks/recover-stale`'s sweep, and of the coordinator `runCoordinator` starts. */
@@ -250,6 +252,7 @@ function answerUnparsable(error: Error & { code?: string }, socket: Socket): voi
 /** The app, ready to listen; closing it ends waiting claims, stops its coordinator, and leaves the pool open (the caller owns it). */
 export async function buildServer(pool: Taskpool, options: ServerOptions = {}): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const perMinute = options.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
   const logger = options.logger ?? pino({ level: "silent" });
   // While closing, requests still arriving on open connections are answered normally (a waiting
@@ -260,6 +263,10 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     // scrape. One line per request, at debug (LOG_LEVEL=debug), is the access log; errors say themselves.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit,
+    requestTimeout,
+    // Node arms the timeout only when the server is made with it (Fastify sets it after), and looks for
+    // requests past their time every 30 s by default: a slow client held on up to that much longer.
+    http: { requestTimeout, connectionsCheckingInterval: Math.min(5000, Math.ceil(requestTimeout / 4)) },
     // `GET /api/tasks/` is the list, not a task whose id is "".
     routerOptions: { ignoreTrailingSlash: true },
     trustProxy: options.trustProxy ?? false,

@@ -953,3 +953,24 @@ describe("readiness while the database does not answer", () => {
     expect(said.filter((l) => l.level === 20)).toHaveLength(4);
   });
 });
+
+describe("a client slow to send its request", () => {
+  const s = useServer(sqliteKind, { auth: "none", requestTimeoutMs: 1000 });
+
+  it("is answered 408 and cut off once the request timeout passes; a long-poll claim waiting longer is not", async () => {
+    const { hostname, port } = new URL(s.url);
+    // A byte of a 100-byte body, then nothing: without a request timeout, the connection was held for good.
+    const socket = connect(Number(port), hostname);
+    await new Promise((resolve) => socket.once("connect", resolve));
+    socket.write(`POST /api/tasks HTTP/1.1\r\nhost: ${hostname}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{`);
+    const chunks: Buffer[] = [];
+    const closed = (async () => {
+      for await (const chunk of socket) chunks.push(chunk as Buffer);
+    })();
+    // The claim's answer comes after the timeout: only receiving the request is timed.
+    const claim = s.call("POST", "/api/tasks/claim", { worker_id: "w1", wait_ms: 2500 });
+    await closed;
+    expect(Buffer.concat(chunks).toString()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n[\s\S]*"error":"request_timeout"/);
+    expect((await claim).status).toBe(404);
+  });
+});
