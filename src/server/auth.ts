@@ -184,12 +184,25 @@ function bearerToken(header: string | undefined): string | undefined {
  * keys none of this is needed: another site cannot add X-API-Key without the server's consent (CORS,
  * which it does not give).
  */
+/** Whether the origin a browser sent names `host` (with its port), as its own pages' requests do; "null" (a sandboxed or file page) does not. */
+function sameHost(origin: string, host: string): boolean {
+  try {
+    return new URL(origin).host === host;
+  } catch {
+    return false;
+  }
+}
+
 function refuseOtherSites(app: FastifyInstance, loopbackOnly: boolean): void {
   app.addHook("onRequest", async (request: FastifyRequest) => {
     const { access } = request.routeOptions.config as Partial<RouteConfig>;
     if (access === undefined || access === "public") return;
     const site = request.headers["sec-fetch-site"];
     if (site === "cross-site" || site === "same-site") throw new HttpError("forbidden", `A page on another site may not call this server's API (Sec-Fetch-Site: ${site})`);
+    // Browsers without Sec-Fetch-Site (Safari before 16.4, and plain-HTTP pages on a network address)
+    // still say the page's origin on a POST: one that is not this server's own is another site's.
+    const origin = request.headers.origin;
+    if (origin !== undefined && !sameHost(origin, request.host)) throw new HttpError("forbidden", `A page on another site may not call this server's API (Origin: ${origin})`);
     const host = request.headers.host ?? "";
     if (loopbackOnly && !isLoopback(hostOf(host))) {
       throw new HttpError(

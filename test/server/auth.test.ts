@@ -252,8 +252,15 @@ describe("a server without keys", () => {
       const refused = await s.call("POST", `/api/tasks/${task.id}/cancel`, undefined, { headers: { "sec-fetch-site": site, origin: "http://evil.example" } });
       expect(refused).toMatchObject({ status: 403, body: { success: false, error: "forbidden", message: `A page on another site may not call this server's API (Sec-Fetch-Site: ${site})` } });
     }
+    // A browser that sends no Sec-Fetch-Site still says where the page is from.
+    for (const origin of ["http://evil.example", "null", "http://127.0.0.1:1"]) {
+      const refused = await s.call("POST", `/api/tasks/${task.id}/cancel`, undefined, { headers: { origin } });
+      expect(refused).toMatchObject({ status: 403, body: { success: false, error: "forbidden", message: `A page on another site may not call this server's API (Origin: ${origin})` } });
+    }
     expect((await s.pool.get(task.id))?.status).toBe("pending");
     expect((await s.call("GET", "/healthz", undefined, { headers: { "sec-fetch-site": "cross-site" } })).status).toBe(200);
+    // The dashboard's own POSTs carry its origin: this server's.
+    expect((await s.call("POST", `/api/tasks/${task.id}/retry`, undefined, { headers: { origin: new URL(s.url).origin } })).status).not.toBe(403);
     expect((await s.call("GET", "/api/tasks/counts", undefined, { headers: { "sec-fetch-site": "same-origin" } })).status).toBe(200);
     expect((await s.call("POST", `/api/tasks/${task.id}/cancel`)).body.task.status).toBe("cancelled");
   });
