@@ -1,6 +1,9 @@
-import type pg from "pg";
+import pg from "pg";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { createPostgres, type TestStore } from "./helpers/stores.js";
+import { errorReply } from "../src/server/errors.js";
+import { createPostgres, PG_URL, type TestStore } from "./helpers/stores.js";
+
+const { Client } = pg;
 
 let handle: TestStore;
 beforeEach(async () => {
@@ -27,4 +30,25 @@ it("a connection dropped while a transaction holds it fails that transaction, no
   // The pool dropped the dead client: the store goes on with a fresh connection.
   await handle.store.enqueue({ taskType: "after_the_drop" });
   expect((await handle.store.counts()).byStatus.pending).toBe(1);
+});
+
+it("a statement past 10 s is cancelled by the database, rolled back, and answered 503 by the HTTP layer, not left running", { timeout: 30_000 }, async () => {
+  const { task } = await handle.store.enqueue({ taskType: "locked" });
+  // Another session holds the task's row: the cancel waits for it, past the statement timeout.
+  const holder = new Client({ connectionString: PG_URL });
+  await holder.connect();
+  try {
+    await holder.query("BEGIN");
+    await holder.query(`SELECT 1 FROM "${handle.schema}".tasks WHERE id = $1 FOR UPDATE`, [task.id]);
+    const error = await handle.store.cancel(task.id).catch((e) => e);
+    // The database's cancel (57014), not pg's client-side read timeout, whose outcome is unknown.
+    expect(error).toMatchObject({ code: "57014" });
+    expect(errorReply(error)).toMatchObject({ status: 503, body: { error: "database_unavailable", message: expect.stringMatching(/^The database cancelled the statement .*nothing was written/) } });
+    const { rows } = await holder.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()");
+    expect(rows[0].n).toBe(0);
+  } finally {
+    await holder.query("ROLLBACK");
+    await holder.end();
+  }
+  expect((await handle.store.get(task.id))?.status).toBe("pending");
 });

@@ -132,6 +132,10 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
           : (e.message ?? "Bad request");
     return { status: STATUS_BY_CODE[code], body: { success: false, error: code, message } };
   }
+  if (e.code === CANCELLED_STATEMENT) {
+    const message = "The database cancelled the statement (past its time limit of 10 s, or cancelled by an operator); nothing was written: send the request again shortly, or ask for less (a narrower search)";
+    return { status: STATUS_BY_CODE.database_unavailable, body: { success: false, error: "database_unavailable", message, retry_after: DATABASE_RETRY_SECONDS } };
+  }
   if (unreachableDatabase(e)) {
     const message = `The database cannot be reached (${e.message ?? e.code}); nothing was written: send the request again shortly`;
     return { status: STATUS_BY_CODE.database_unavailable, body: { success: false, error: "database_unavailable", message, retry_after: DATABASE_RETRY_SECONDS } };
@@ -144,6 +148,9 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
  * shutting down or in recovery (57P03, a restart or a failover), or out of connection slots (53300).
  */
 const REFUSED_CONNECTION_STATES = new Set(["57P03", "53300"]);
+
+/** query_canceled: the statement timeout (the store sets one on every connection) or pg_cancel_backend. Its transaction is rolled back. */
+const CANCELLED_STATEMENT = "57014";
 
 /** pg's words for no connection within the store's time limit (pg-pool's, then the client's): nothing was sent. */
 const CONNECT_TIMEOUT = /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/;

@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { DatabaseNotFoundError, SchemaTooNewError } from "../../core/errors.js";
 import { loadMigrations, type Migration } from "../migrations.js";
-import { UNTIMED } from "./timeouts.js";
+import { LIFT_STATEMENT_TIMEOUT, UNTIMED } from "./timeouts.js";
 import { inTransaction } from "./transaction.js";
 
 const MIGRATIONS = new URL("./migrations/", import.meta.url);
@@ -23,6 +23,7 @@ export async function migratePostgres(pool: pg.Pool, schema: string, create = tr
   return inTransaction(pool, async (client) => {
     // Waiting for another process's migration, and building an index on a large table, rightly take long.
     const run = (text: string, values?: unknown[]) => client.query({ text, values, ...UNTIMED });
+    await run(LIFT_STATEMENT_TIMEOUT);
     await run("SELECT pg_advisory_xact_lock(hashtext($1))", [`taskpool:migrate:${schema}`]);
     await run(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
     await run(`CREATE TABLE IF NOT EXISTS taskpool_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);

@@ -54,7 +54,7 @@ import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
-import { QUERY_TIMEOUT_MS, UNTIMED } from "./timeouts.js";
+import { LIFT_STATEMENT_TIMEOUT, QUERY_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, UNTIMED } from "./timeouts.js";
 import { inTransaction } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -74,9 +74,10 @@ import { DEFAULT_SCHEMA } from "../open-store.js";
  * The settings of every connection of the store. Every statement is unqualified; the schema is chosen
  * once per connection. Generic plans: re-planning the claim for each call's parameters cost more than
  * running it (and the auto mode never switched). No JIT: compiling a plan costs far more than any
- * query here runs.
+ * query here runs. The statement timeout: see STATEMENT_TIMEOUT_MS.
  */
-export const sessionSettings = (schema: string) => `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off`;
+export const sessionSettings = (schema: string) =>
+  `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off -c statement_timeout=${STATEMENT_TIMEOUT_MS}`;
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
@@ -634,8 +635,9 @@ export class PostgresStore implements Store {
   /** See RECOUNT_LOCK for why completions go on meanwhile and the result is exact. No query timeout: it reads every completed task. */
   async recount({ dryRun = false }: RecountOptions = {}): Promise<RecountResult> {
     type Row = { task_type: string; before: number; after: number };
-    if (dryRun) return recountResult((await this.pool.query<Row>({ text: sql.RECOUNT_PREVIEW, ...UNTIMED })).rows, true);
     return inTransaction(this.pool, async (client) => {
+      await client.query(LIFT_STATEMENT_TIMEOUT);
+      if (dryRun) return recountResult((await client.query<Row>({ text: sql.RECOUNT_PREVIEW, ...UNTIMED })).rows, true);
       await client.query({ text: sql.RECOUNT_LOCK, ...UNTIMED });
       return recountResult((await client.query<Row>({ text: sql.RECOUNT, ...UNTIMED })).rows, false);
     });

@@ -7,12 +7,23 @@
  * the caller retries on a fresh one (a write that did land is then refused by its lease, never
  * applied twice). Every call is an indexed statement or a small batch, a sweep's or a run's too.
  */
-export const QUERY_TIMEOUT_MS = 10_000;
+export const QUERY_TIMEOUT_MS = 11_000;
+
+/**
+ * The same limit on the database's side (each connection's statement_timeout), a second sooner. A
+ * call the client gave up on otherwise ran on in PostgreSQL: a burst of slow searches left scans
+ * running 55 s after their callers had gone, on connections beyond the pool's. Cancelled there, the
+ * statement is rolled back, so the caller is told nothing was written (503), where a call timed out
+ * by the client alone may have committed.
+ */
+export const STATEMENT_TIMEOUT_MS = 10_000;
 
 /**
  * For the statements that may rightly run long (a migration building an index on a large table, a
  * recount reading every completed task, waiting for another process's migration): pg cannot lift
  * the pool's limit for one statement (0 means "the pool's"), so they ask for the longest a Node.js
- * timer waits, 24.8 days.
+ * timer waits, 24.8 days. They run in a transaction that lifts the database's limit first (LIFT_STATEMENT_TIMEOUT).
  */
 export const UNTIMED = { query_timeout: 2_147_483_647 };
+
+export const LIFT_STATEMENT_TIMEOUT = "SET LOCAL statement_timeout = 0";
