@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { PassThrough } from "node:stream";
@@ -210,6 +211,8 @@ describe("taskpool dev and the dispensary-crawl example", () => {
 
     // The user's own (here the example's real cadence): dev neither puts it on a 20-s day nor deletes it when it stops.
     await taskpool("schedules", "add", "product_resync", "--type", "product_resync", "--cron", "0 0 * * *", "--db", db);
+    // A killed dev's key (no process has that pid: above pid_max) is revoked even by a dev that is then refused.
+    await taskpool("keys", "create", "--scope", "admin", "--name", `taskpool dev on ${hostname()}, pid 4194305`, "--db", db);
     const refused = await taskpoolIn(".", envWith({}), "dev", "--db", db).catch((e) => e);
     expect([refused.code, refused.stderr]).toEqual([
       1,
@@ -218,6 +221,8 @@ describe("taskpool dev and the dispensary-crawl example", () => {
         "or remove it first (taskpool schedules remove product_resync)\n",
     ]);
     expect(JSON.parse((await taskpool("schedules", "list", "--json", "--db", db)).stdout)).toEqual([expect.objectContaining({ name: "product_resync", cron: "0 0 * * *", timezone: "UTC", fanOut: null })]);
+    const left = JSON.parse((await taskpool("keys", "list", "--json", "--db", db)).stdout).find((k: { name: string }) => k.name.endsWith("pid 4194305"));
+    expect(left.revokedAt).not.toBeNull();
   }, 60_000);
 
   it.skipIf(!existsSync("/usr/bin/script"))("dev on a terminal redraws a live status in place below the banner, and shows the cursor again on Ctrl-C", async () => {

@@ -5,7 +5,7 @@ import { sqlitePathOf } from "../store/open-store.js";
 import { consoleLogger } from "./console-log.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
 import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
-import { createDevKey } from "./dev-key.js";
+import { createDevKey, revokeDeadDevKeys } from "./dev-key.js";
 import { removeDevSchedules, saveDevSchedules } from "./dev-schedules.js";
 import { LiveStatus } from "./dev-status.js";
 import { redactUrl } from "./errors.js";
@@ -79,6 +79,7 @@ export function devCommand(program: Command): void {
       const url = await listenOrExplain(app, pool, "127.0.0.1", opts.port);
       // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.
       const definitions = schedulesAt(new Date());
+      await revokeDeadDevKeys(pool);
       const saved = await saveDevSchedules(pool, definitions);
       // The crash is the example's: staged when its pipeline runs, on a database another process can open.
       const noCrash = !opts.crash
