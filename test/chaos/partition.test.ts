@@ -222,6 +222,39 @@ describe("network partitions on postgres", () => {
     report("partition: silent LISTEN connection", { resumedAfterMs: Date.now() - frozenAt });
   });
 
+  it("a LISTEN left unanswered holds neither a worker's start nor its wake-ups for good, and a silent LISTEN connection does not hold its close", { timeout: 60_000 }, async () => {
+    handle = await createPostgres();
+    const { proxy, url } = await proxyToPostgres();
+    cleanups.push(() => proxy.thaw());
+    const pool = await connect(url, { schema: handle.schema, migrate: false });
+    let closed = false;
+    cleanups.push(() => (closed ? undefined : pool.close()));
+    const ran: number[] = [];
+    // Polling once a minute: a task run within seconds was woken by a notification.
+    const worker = pool.worker({ roles: ["probe"], handlers: { probe: async (_params, ctx) => void ran.push(ctx.task.id) }, pollIntervalMs: 60_000, heartbeatThread: false, logger: captureLogs().logger });
+    proxy.freezeOn("LISTEN");
+    const startedAt = Date.now();
+    await worker.start();
+    const startSeconds = (Date.now() - startedAt) / 1000;
+    expect(startSeconds).toBeLessThan(15);
+    // The route heals for new connections: the listener, retrying, listens again, and says so to the
+    // worker, which claims what came meanwhile (enqueued before it listened: no notification reaches it).
+    proxy.freezeOn(null);
+    const task = await pool.enqueue("probe", {});
+    const enqueuedAt = Date.now();
+    await eventually(() => ran.includes(task.id), 40_000, "the task to run, woken by the listener once it listens again");
+    const wokenSeconds = (Date.now() - enqueuedAt) / 1000;
+    expect(wokenSeconds).toBeLessThan(30);
+    // Its connection goes silent just before the close: ending it waited for a goodbye that never came.
+    proxy.freeze({ existingOnly: true });
+    const closingAt = Date.now();
+    closed = true;
+    await pool.close();
+    const closeSeconds = (Date.now() - closingAt) / 1000;
+    expect(closeSeconds).toBeLessThan(30);
+    report("partition: unanswered LISTEN", { startSeconds, wokenSeconds, closeSeconds });
+  });
+
   // Opening a connection had no time limit: behind an address that swallows packets every request
   // (readiness checks included) hung until the client gave up, and went on hanging.
   it("a scrape while the database hangs answers taskpool_database_up 0 within Prometheus' 10 s, with a key whose cached lookup ran out", { timeout: 40_000 }, async () => {

@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import pg from "pg";
 
 type Listener = (taskTypes: string[]) => void;
@@ -13,8 +14,9 @@ const PING_MS = 5_000;
 
 /**
  * One LISTEN connection per store, shared by every subscriber. If the connection drops, or stops
- * answering its pings, it reconnects with backoff; a notification missed meanwhile only delays work
- * until the next poll.
+ * answering its pings, it reconnects with backoff; once it listens again, subscribers hear an empty
+ * list (anything may have come meanwhile), so a notification missed in between does not wait for the
+ * next poll (a worker polling once a minute waited that long).
  */
 export class PgListener {
   /** The connection being opened or listening; events of an older one are ignored. */
@@ -51,14 +53,18 @@ export class PgListener {
     client.on("end", () => this.reconnectLater(client));
     try {
       await client.connect();
-      await client.query(`LISTEN "${this.channel}"`);
+      // Bounded like the pings: a LISTEN left unanswered held the worker's start (and its close) for
+      // good, and once met on a reconnect, no ping ever ran again and no wake-up ever came.
+      await client.query({ text: `LISTEN "${this.channel}"`, query_timeout: PING_MS } as pg.QueryConfig);
       // Closed or left by its last subscriber meanwhile (disconnect() let go of it).
       if (this.client !== client) {
         client.removeAllListeners("end");
-        await client.end().catch(() => {});
+        await endWithin(client, PING_MS);
         return;
       }
+      const recovered = this.retryMs > 100;
       this.retryMs = 100;
+      if (recovered) for (const l of this.listeners) l([]);
       this.ping = setInterval(() => {
         client.query({ text: "SELECT 1", query_timeout: PING_MS } as pg.QueryConfig).catch(() => this.reconnectLater(client));
       }, PING_MS);
@@ -72,7 +78,7 @@ export class PgListener {
     if (this.client !== client) return;
     this.client = null;
     this.stopPing();
-    client.end().catch(() => {});
+    void endWithin(client, PING_MS);
     if (this.closed || this.timer || this.listeners.size === 0) return;
     this.timer = setTimeout(() => {
       this.timer = null;
@@ -103,7 +109,19 @@ export class PgListener {
       client.removeAllListeners("end");
       client.removeAllListeners("error");
       client.on("error", () => {});
-      await client.end().catch(() => {});
+      await endWithin(client, PING_MS);
     }
   }
+}
+
+/**
+ * Ends `client`, or drops its socket past `ms`: pg's end() says goodbye and waits for the socket to
+ * close, which on a connection gone silent never happens (a worker's SIGTERM waited for it for good).
+ */
+async function endWithin(client: pg.Client, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([client.end().catch(() => {}), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+  // pg has no public way to drop a connection; its socket is on the Connection.
+  (client as unknown as { connection: { stream: Socket } }).connection.stream.destroy();
 }
