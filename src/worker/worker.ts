@@ -69,6 +69,23 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
   });
 
+/**
+ * How long a stop waits, once its grace period is over, for its last calls: releases, the outcomes'
+ * last try, the last beat, marking the worker inactive. A store that does not answer (over HTTP a
+ * server gone silent, each call retried for three minutes, one after another) held a SIGTERM for 9
+ * minutes; what is left undone is said (stoppedCleanly false).
+ */
+const LAST_CALLS_MS = 10_000;
+
+/** Whether `work` settled before the monotonic `deadline`; it is not awaited past it. */
+async function settledBy(deadline: number, work: Promise<unknown> | undefined): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, deadline - monotonicMs()))));
+  const settled = await Promise.race([Promise.resolve(work).then(() => true, () => true), late]);
+  clearTimeout(timer);
+  return settled;
+}
+
 export class Worker {
   readonly id: string;
   readonly options: ResolvedWorkerOptions;
@@ -647,18 +664,22 @@ export class Worker {
     // outcome is being written, and released, the task would run again; it gets a last try now.
     // Each is looked at as its turn comes: a handler may return while an earlier task is being released.
     const unfinished = [...this.running.values()];
+    const lastCallsBy = monotonicMs() + LAST_CALLS_MS;
     for (const entry of unfinished) {
       if (entry.returned) continue;
       entry.abort.abort("shutdown");
-      await this.release(entry.task);
+      if (!(await settledBy(lastCallsBy, this.release(entry.task)))) this.leftLeased.add(entry.task.id);
     }
     this.lastTry.abort();
-    await Promise.all(unfinished.filter((e) => e.returned).map((e) => e.done));
-    await this.heartbeats?.stop();
-    await toldFull;
+    const returned = unfinished.filter((e) => e.returned);
+    const written = new Set<number>();
+    await settledBy(lastCallsBy, Promise.all(returned.map((e) => e.done.then(() => written.add(e.task.id)))));
+    for (const e of returned) if (!written.has(e.task.id)) this.leftLeased.add(e.task.id);
+    await settledBy(lastCallsBy, this.heartbeats?.stop());
+    await settledBy(lastCallsBy, toldFull);
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
-    await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {});
-    await this.store.shutdownWorker(this.id).then(
+    await settledBy(lastCallsBy, this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {}));
+    const markedInactive = this.store.shutdownWorker(this.id).then(
       // It gives back whatever the worker still held: an outcome that could not be written is lost, but
       // the task runs again now, not when its lease runs out.
       (released) => released.forEach((id) => this.leftLeased.delete(id)),
@@ -667,7 +688,11 @@ export class Worker {
         this.leftActive = true;
       },
     );
-    await this.unsubscribe?.().catch(() => {});
+    if (!(await settledBy(lastCallsBy, markedInactive))) {
+      this.logger.warn(`Could not mark the worker inactive: no answer within ${LAST_CALLS_MS / 1000} s of the grace period's end`);
+      this.leftActive = true;
+    }
+    await settledBy(monotonicMs() + LAST_CALLS_MS, this.unsubscribe?.().catch(() => {}));
     if (this.signalHandler) {
       process.off("SIGTERM", this.signalHandler);
       process.off("SIGINT", this.signalHandler);

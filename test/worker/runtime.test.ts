@@ -460,6 +460,29 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(logs.messages()).toContain(`Worker ${worker.id} stopped with 1 task still leased to it (${task.id}): the coordinator takes them back when their leases run out, an attempt each`);
   });
 
+  it("a stop whose store stops answering gives up on its last calls 10 s after the grace period, saying what it left", { timeout: 30_000 }, async () => {
+    // Over HTTP a server gone silent: each call retried for three minutes, one after another (9 minutes in all).
+    let silent = false;
+    const never = new Promise<never>(() => {});
+    const hangs = withOverrides(store, {
+      release: async (...args) => (silent ? never : store.release(...args)),
+      workerHeartbeat: async (beat) => (silent ? never : store.workerHeartbeat(beat)),
+      shutdownWorker: async (id) => (silent ? never : store.shutdownWorker(id)),
+    });
+    const { worker, logs } = await startWorker({ handlers: { long: (_params, ctx) => new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve())) } }, hangs);
+    const { task } = await store.enqueue({ taskType: "long" });
+    await settled(task.id, "running");
+    silent = true;
+    const stoppingAt = performance.now();
+    await worker.stop(200);
+    const seconds = (performance.now() - stoppingAt) / 1000;
+    expect(seconds).toBeGreaterThanOrEqual(10);
+    expect(seconds).toBeLessThan(20);
+    expect(worker.stoppedCleanly).toBe(false);
+    expect(logs.messages()).toContain("Could not mark the worker inactive: no answer within 10 s of the grace period's end");
+    expect(logs.messages()).toContain(`Worker ${worker.id} stopped with 1 task still leased to it (${task.id}): the coordinator takes them back when their leases run out, an attempt each`);
+  });
+
   it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
     await outcomesWhoseAnswersAreLost(store);
   });
