@@ -94,7 +94,7 @@ describe("taskpool operator CLI", () => {
     expect(page.nextCursor).toBeNull();
 
     expect(firstPage.stdout).toMatch(new RegExp(`\\n\\s*${running.id}  product_resync\\s+running`));
-    const cursor = firstPage.stdout.match(/More: run again with --cursor (\S+)/)?.[1];
+    const cursor = firstPage.stdout.match(/More: run the same command \(its filters and --order too\) with --cursor (\S+)/)?.[1];
     expect(cursor).toBeDefined();
     const secondPage = JSON.parse((await taskpool("tasks", "list", "--status", "pending,running", "--order", "oldest", "--limit", "1", "--cursor", cursor!, "--json", "--db", db)).stdout);
     expect(secondPage.tasks.map((t: { id: number }) => t.id)).toEqual([pending.id]);

@@ -152,7 +152,7 @@ export function tasksCommand(program: Command): void {
     .option("--status <status>", `only these statuses, repeatable or comma-separated: ${TASK_STATUSES.join(", ")}`, statuses)
     .option("--type <taskType>", "only this task type")
     .option("--worker <workerId>", "only tasks held (or last held) by this worker")
-    .option("--search <text>", "only tasks whose params contain this text (case-insensitive)")
+    .option("--search <text>", "only tasks whose params' keys or values contain this text (case-insensitive; not across a key and its value)")
     .option("--limit <n>", "at most this many (1-1000, default 100)", integerFrom(1, 1000))
     .option("--cursor <cursor>", "the next page: the cursor the previous page printed")
     .addOption(new Option("--order <order>", "newest or oldest first").choices(LIST_ORDERS))
@@ -167,7 +167,8 @@ export function tasksCommand(program: Command): void {
         const page = await pool.list({ status: opts.status, taskType: opts.type, workerId: opts.worker, search: opts.search }, { limit: opts.limit, cursor: opts.cursor, order: opts.order });
         emit(opts.json, page, () => {
           if (page.tasks.length === 0) return ["No tasks match"];
-          const more = page.nextCursor === null ? [] : [`More: run again with --cursor ${page.nextCursor}`];
+          // The cursor is a position in this listing: followed with another --order or other filters, it reads another.
+          const more = page.nextCursor === null ? [] : [`More: run the same command (its filters and --order too) with --cursor ${page.nextCursor}`];
           return [...formatTable(TASK_COLUMNS, page.tasks), ...more];
         });
       }),
