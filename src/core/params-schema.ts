@@ -25,13 +25,17 @@ addFormats.default(ajv);
  */
 function re2() {
   const engine = (pattern: string) => {
-    const compiled = RE2JS.compile(pattern);
+    const compiled = RE2JS.compile(inRe2Spelling(pattern));
     // Ajv keeps one compiled pattern per toString() for the life of the instance.
     return { test: (text: string) => compiled.matcher(text).find(), toString: () => `/${pattern}/ (RE2)` };
   };
   // `code` names the engine in standalone code, which taskpool does not generate.
   return Object.assign(engine, { code: "re2js" });
 }
+
+/** JavaScript's `\uXXXX` and `\u{…}` escapes (a Cyrillic range, `[\u0400-\u04FF]`) as RE2 spells them, `\x{…}`; an escaped backslash stays. */
+const inRe2Spelling = (pattern: string) =>
+  pattern.replace(/\\\\|\\u\{([0-9a-fA-F]+)\}|\\u([0-9a-fA-F]{4})/g, (escape, braced?: string, four?: string) => (escape === "\\\\" ? escape : `\\x{${braced ?? four}}`));
 
 /** Compiles a params schema; throws ValidationError saying what is wrong with an invalid one. */
 export function compileParamsSchema(schema: JsonObject, typeName: string): ValidateFunction {
@@ -90,7 +94,7 @@ function slowCheck(node: unknown, path: string): FieldIssue | null {
       return { path: at, message: `the pattern ${JSON.stringify(pattern)} is no regular expression: ${(error as Error).message}` };
     }
     try {
-      RE2JS.compile(pattern as string);
+      RE2JS.compile(inRe2Spelling(pattern as string));
     } catch (error) {
       return {
         path: at,

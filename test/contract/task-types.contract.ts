@@ -112,6 +112,11 @@ export function taskTypesContract(kind: StoreKind) {
         await expect(ctx.store.enqueue({ taskType: "redos", params: { xxxx: "a" } })).rejects.toThrow(/params\.xxxx: must be integer/);
         expect(performance.now() - started).toBeLessThan(5000);
         expect(await ctx.store.enqueue({ taskType: "redos", params: { sku: "a1", note: "done ", xx: 1 } })).toMatchObject({ created: true });
+        // JavaScript's \u escapes are read as RE2 spells them; an escaped backslash before a u stays a backslash.
+        await ctx.store.registerTaskType({ name: "cyrillic", paramsSchema: { type: "object", properties: { city: { type: "string", pattern: "^[\\u0400-\\u04FF]+$" }, raw: { type: "string", pattern: "^\\\\u0041$" } } } });
+        expect(await ctx.store.enqueue({ taskType: "cyrillic", params: { city: "Москва", raw: "\\u0041" } })).toMatchObject({ created: true });
+        await expect(ctx.store.enqueue({ taskType: "cyrillic", params: { city: "Moscow" } })).rejects.toThrow(/params\.city: must match pattern/);
+        await expect(ctx.store.enqueue({ taskType: "cyrillic", params: { raw: "A" } })).rejects.toThrow(/params\.raw: must match pattern/);
       });
 
       it("takes patterns without nested repetition and uniqueItems over scalar items", async () => {
