@@ -315,13 +315,27 @@ describe("dev's live status on a terminal", () => {
     expect(renderStatus({ ...frame, byType: {}, workers: [], events: [] }, 100, 40).slice(2, 5)).toEqual(["  No tasks yet", "", "  No workers yet"]);
   });
 
-  it("fits the terminal: lines cut to its width, the oldest events dropped first when it is short", () => {
+  it("fits the terminal: lines cut to its width; when it is short, the tables become a line each before the last events give way", () => {
     const narrow = renderStatus(frame, 30, 40);
     expect(Math.max(...narrow.map((line) => line.length))).toBe(30);
     expect(narrow[9]).toBe("  dev-product_discovery-crash…");
     const short = renderStatus(frame, 100, 13);
     expect(short).toHaveLength(13);
-    expect(short.slice(11)).toEqual(["  LAST EVENTS", "  12:00:03 ✖ Dead worker detected"]);
+    expect(short[7]).toBe("  Workers: 2 (1 active, 1 dead); taskpool workers lists them");
+    expect(short.slice(9)).toEqual(["  LAST EVENTS", "  12:00:01 ! Simulating a worker crash", "  12:00:02 Claimed task 7 [2J (product_resync)", "  12:00:03 ✖ Dead worker detected"]);
+    // 80×24 leaves 11 lines below dev's banner: the events were cut first, and the crash went unseen.
+    const events = Array.from({ length: 8 }, (_, i) => `12:00:0${i} event ${i}`);
+    const standard = renderStatus({ ...frame, events }, 80, 11);
+    expect(standard.slice(0, 7)).toEqual([
+      "  2030-01-07T12:00:05Z  live status, redrawn every second; Ctrl-C stops",
+      "",
+      "  Tasks of 3 roles: 4 pending, 1 running, 32 completed",
+      "",
+      "  Workers: 2 (1 active, 1 dead); taskpool workers lists them",
+      "",
+      "  LAST EVENTS",
+    ]);
+    expect(standard.slice(7)).toEqual(events.slice(-4).map((e) => `  ${e}`));
   });
   it("a terminal that reports a size of 0×0 (a pty nobody sized) gets the frame at 80×24, not every line cut to '…'", async () => {
     const pool = await connect("sqlite::memory:");

@@ -35,27 +35,43 @@ const WORKER_COLUMNS: Column<StatusFrame["workers"][number]>[] = [
 /** A line cut to `width` characters, the cut marked. */
 const fit = (line: string, width: number) => (line.length <= width ? line : `${line.slice(0, Math.max(0, width - 1))}…`);
 
+/** Lines the last events keep however short the terminal: the crash and its recovery are what dev is watched for. */
+const EVENTS_KEPT = 3;
+
 /**
  * The frame as at most `height` lines of at most `width` characters: a heading with the time, a table
  * of task counts (a row per role, a column per status some task is in), the workers, then as many of
- * the last events as fit, newest last.
+ * the last events as fit, newest last. On a short terminal (80×24 leaves 11 lines below the banner)
+ * the tables become a line each, workers first, so that the last events keep EVENTS_KEPT lines: they
+ * were the first thing cut, and the crash and its recovery went unseen.
  */
 export function renderStatus(frame: StatusFrame, width: number, height: number): string[] {
   const roles = Object.entries(frame.byType).sort(([a], [b]) => a.localeCompare(b));
   const statuses = TASK_STATUSES.filter((s) => roles.some(([, counts]) => (counts[s] ?? 0) > 0));
   const countColumns: Column<(typeof roles)[number]>[] = [{ header: "role", value: ([role]) => role }, ...statuses.map((s) => ({ header: s, value: ([, c]: (typeof roles)[number]) => c[s] ?? 0 }))];
-  const head = [
-    `${time(frame.now)}  live status, redrawn every second; Ctrl-C stops`,
-    "",
-    ...(roles.length === 0 ? ["No tasks yet"] : formatTable(countColumns, roles)),
-    "",
-    ...(frame.workers.length === 0 ? ["No workers yet"] : formatTable(WORKER_COLUMNS, frame.workers)),
-    "",
-    "LAST EVENTS",
-  ];
+  let roleLines = roles.length === 0 ? ["No tasks yet"] : formatTable(countColumns, roles);
+  let workerLines = frame.workers.length === 0 ? ["No workers yet"] : formatTable(WORKER_COLUMNS, frame.workers);
+  // The heading, three blank lines and "LAST EVENTS" take 5.
+  const over = () => 5 + roleLines.length + workerLines.length + Math.min(frame.events.length, EVENTS_KEPT) - height;
+  if (over() > 0 && frame.workers.length > 0) {
+    const byStatus = tally(frame.workers.map((w) => w.status));
+    workerLines = [`Workers: ${frame.workers.length} (${byStatus}); taskpool workers lists them`];
+  }
+  if (over() > 0 && roles.length > 0) {
+    const total = (s: string) => roles.reduce((n, [, c]) => n + (c[s as keyof typeof c] ?? 0), 0);
+    roleLines = [`Tasks of ${roles.length} roles: ${statuses.map((s) => `${total(s)} ${s}`).join(", ")}`];
+  }
+  const head = [`${time(frame.now)}  live status, redrawn every second; Ctrl-C stops`, "", ...roleLines, "", ...workerLines, "", "LAST EVENTS"];
   const room = height - head.length;
   const events = room > 0 ? frame.events.slice(-room).map((e) => cell(e)) : [];
   return [...head, ...events].slice(0, height).map((line) => (line === "" ? "" : fit(`  ${line}`, width)));
+}
+
+/** "5 active, 1 dead": how many of each, in the order first met. */
+function tally(values: string[]): string {
+  const counts = new Map<string, number>();
+  for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+  return [...counts].map(([v, n]) => `${n} ${v}`).join(", ");
 }
 
 /**
