@@ -74,7 +74,7 @@ import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { checkJson, validate } from "../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
-import { type EventsQuery, EventsQuerySchema, FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName } from "../core/schemas.js";
+import { type EventsQuery, EventsQuerySchema, FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName, truncatedMessage } from "../core/schemas.js";
 import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { type RecountOptions, RecountOptionsSchema, type RecountResult } from "../core/recount.js";
@@ -247,13 +247,15 @@ export class CheckedStore implements Store {
   }
 
   async failMany(items: Failure[], options?: BatchOptions): Promise<BatchOutcome[]> {
-    return this.batch(items, (item) => validate(FailureSchema, item, "failure"), (valid) => this.store.failMany(valid, options));
+    const cut = Array.isArray(items) ? items.map(cutFailure) : items;
+    return this.batch(cut, (item) => validate(FailureSchema, item, "failure"), (valid) => this.store.failMany(valid, options));
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
     checkLease(id, lease);
-    validate(FailOptionsSchema, options, "failure");
-    return this.store.fail(id, lease, options);
+    const cut = cutFailure(options);
+    validate(FailOptionsSchema, cut, "failure");
+    return this.store.fail(id, lease, cut);
   }
 
   async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
@@ -585,4 +587,11 @@ function closedStore(store: Store): Store {
       return () => Promise.reject(new PoolClosedError(`${String(name)}()`));
     },
   });
+}
+
+/** A failure's message and stack as stored, cut to MAX_MESSAGE_LENGTH (see truncatedMessage); checked after, so what is no text is left as it came. */
+function cutFailure<F>(failure: F): F {
+  if (typeof failure !== "object" || failure === null) return failure;
+  const { error, stack } = failure as { error?: unknown; stack?: unknown };
+  return { ...failure, ...(typeof error === "string" ? { error: truncatedMessage(error) } : {}), ...(typeof stack === "string" ? { stack: truncatedMessage(stack) } : {}) };
 }

@@ -190,8 +190,19 @@ export type HeartbeatOptions = Static<typeof HeartbeatOptionsSchema>;
 
 export const ProgressSchema = Type.Number({ minimum: 0, maximum: 1, description: "0 to 1" });
 
-/** Longest failure message or reason stored; the worker runtime truncates handler errors to it. */
+/** Longest failure message or stack stored; longer ones are cut to it (truncatedMessage), not refused. */
 export const MAX_MESSAGE_LENGTH = 10_000;
+
+/**
+ * The longest failure message or stack a call may send. Cut to MAX_MESSAGE_LENGTH when stored: a
+ * failure refused for a long stack (a Java trace passes 10,000 characters easily) was not recorded at
+ * all, and its task stayed leased until its lease ran out.
+ */
+const MAX_FAILURE_TEXT_SENT = 1_000_000;
+
+/** `text` cut to MAX_MESSAGE_LENGTH, said so, and still well-formed where the cut falls in a surrogate pair. */
+export const truncatedMessage = (text: string): string =>
+  text.length <= MAX_MESSAGE_LENGTH ? text : `${text.slice(0, MAX_MESSAGE_LENGTH - 20).toWellFormed()}… (truncated)`;
 
 export const CompleteOptionsSchema = Type.Object(
   {
@@ -205,10 +216,10 @@ export type CompleteOptions = Static<typeof CompleteOptionsSchema>;
 
 export const FailOptionsSchema = Type.Object(
   {
-    error: Text({ maxLength: MAX_MESSAGE_LENGTH, description: "what went wrong" }),
+    error: Text({ maxLength: MAX_FAILURE_TEXT_SENT, description: `what went wrong; stored cut to ${MAX_MESSAGE_LENGTH} characters` }),
     /** false = go straight to `failed`, whatever attempts remain. */
     retryable: Type.Optional(Type.Boolean()),
-    stack: Type.Optional(Text({ maxLength: MAX_MESSAGE_LENGTH, description: "where it went wrong: the error's stack trace (with its causes), kept in the failure's event as data.stack" })),
+    stack: Type.Optional(Text({ maxLength: MAX_FAILURE_TEXT_SENT, description: `where it went wrong: the error's stack trace (with its causes), kept in the failure's event as data.stack, cut to ${MAX_MESSAGE_LENGTH} characters` })),
   },
   { additionalProperties: false },
 );

@@ -19,7 +19,7 @@ import { pino, type Logger } from "pino";
 import { monotonicMs } from "../core/clock.js";
 import { counted } from "../core/counted.js";
 import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskpoolError, ValidationError } from "../core/errors.js";
-import { MAX_MESSAGE_LENGTH } from "../core/schemas.js";
+import { truncatedMessage } from "../core/schemas.js";
 import { cancelledTasks } from "../core/notices.js";
 import { processRuns } from "../core/process-alive.js";
 import { type ClaimedTask, type EnqueueInput, inStateUnder, type Json, type TaskStatus } from "../core/task.js";
@@ -713,8 +713,7 @@ export class Worker {
 
 /** A message the store accepts whatever the handler threw: no NUL, well-formed, not too long. */
 function storable(message: string): string {
-  const clean = String(message).replaceAll("\0", "\\0").toWellFormed();
-  return clean.length <= MAX_MESSAGE_LENGTH ? clean : `${clean.slice(0, MAX_MESSAGE_LENGTH - 20)}… (truncated)`;
+  return truncatedMessage(String(message).replaceAll("\0", "\\0").toWellFormed());
 }
 
 /**

@@ -256,8 +256,13 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const released = await s.call("POST", `/api/tasks/${task.id}/release`, { ...held.lease, checkpoint: { page: 4 }, reason: "shutting down" });
     expect(released.body.task).toMatchObject({ status: "pending", attempts: 1, checkpoint: { page: 4 }, worker_id: null });
     held = await claim("w1");
-    const dead = await s.call("POST", `/api/tasks/${task.id}/fail`, { ...held.lease, error: "bad params", retryable: false });
+    // A Java trace passes 10,000 characters easily: the failure is stored cut, not refused (its task then waited out its lease).
+    const longError = `bad params: ${"x".repeat(20_000)}`;
+    const dead = await s.call("POST", `/api/tasks/${task.id}/fail`, { ...held.lease, error: longError, retryable: false, stack: `at ${"Frame.call\n".repeat(3000)}` });
     expect(dead.body.task.status).toBe("failed");
+    expect(dead.body.task.error_message).toBe(`${longError.slice(0, 9980)}… (truncated)`);
+    const failedEvent = (await s.call("GET", `/api/tasks/${task.id}`)).body.events.at(-1);
+    expect([failedEvent.event, failedEvent.data.stack.length, failedEvent.data.stack.endsWith("… (truncated)")]).toEqual(["failed", 9993, true]);
     expect((await s.call("GET", "/api/tasks?status=failed")).body.tasks.map((t: { id: number }) => t.id)).toEqual([task.id]);
 
     const retried = await s.call("POST", `/api/tasks/${task.id}/retry`);
@@ -563,7 +568,7 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
       ["POST", "/api/tasks", { task_type: "crawl", scheduled_for: "0001-01-01T00:00:00Z" }, null],
       ["POST", `/api/tasks/${task.id}/complete`, { worker_id: "w1", lease_token: held.lease.lease_token, result: { ok: 1 }, extra: 1 }, { path: "extra", message: "Unexpected property (got 1); the fields are worker_id, lease_token, result, follow_ups, claim_next" }],
       ["POST", `/api/tasks/${task.id}/checkpoint`, { worker_id: "w1", lease_token: held.lease.lease_token }, { path: "checkpoint", message: "Expected required property" }],
-      ["POST", `/api/tasks/${task.id}/fail`, { worker_id: "w1", lease_token: held.lease.lease_token, error: "x".repeat(10_001) }, null],
+      ["POST", `/api/tasks/${task.id}/fail`, { worker_id: "w1", lease_token: held.lease.lease_token, error: "x".repeat(1_000_001) }, null], // past what a call may send; up to it, cut when stored
       ["POST", `/api/tasks/${task.id}/heartbeat`, { worker_id: "w 1", lease_token: held.lease.lease_token }, null],
       ["POST", `/api/tasks/${task.id}/progress`, { worker_id: "w1", lease_token: held.lease.lease_token, progress: 2 }, null],
       ["POST", "/api/tasks/claim", { worker_id: "w1", wait_ms: 30_001 }, { path: "wait_ms", message: "Expected integer to be less or equal to 30000 (got 30001)" }],
