@@ -4,6 +4,7 @@ import { RE2JS } from "re2js";
 import { type FieldIssue, ValidationError } from "./errors.js";
 import type { JsonObject } from "./task.js";
 import type { TaskTypeRecord } from "./task-type.js";
+import { invalidMessage, MAX_ISSUES } from "./validation.js";
 
 /**
  * Params schemas are JSON Schema draft-07, checked by Ajv. Strict mode refuses unknown keywords, so a
@@ -153,8 +154,12 @@ export class ParamsValidators {
       const message = `the params schema of ${type.name} v${type.version} refers to itself without end on these params; register a version that does not`;
       throw new ValidationError(`Invalid params for ${type.name} v${type.version}: ${message}`, [{ path: "params", message }]);
     }
-    const issues = (validate.errors ?? []).map(toIssue);
-    throw new ValidationError(`Invalid params for ${type.name} v${type.version}: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`, issues);
+    // Named up to MAX_ISSUES, as a request body's refusal: params with 16,000 fields a schema refuses
+    // made a message the server then took 24 s to answer.
+    const errors = validate.errors ?? [];
+    const issues = errors.slice(0, MAX_ISSUES).map(toIssue);
+    const unlisted = errors.length > MAX_ISSUES;
+    throw new ValidationError(invalidMessage(`params for ${type.name} v${type.version}`, issues, ": ", unlisted), issues, unlisted);
   }
 }
 

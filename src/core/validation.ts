@@ -6,7 +6,7 @@ import { isStorableText, TEXT_FORMAT } from "./schemas.js";
 const TEXT_RULE = "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate";
 
 /** The most fields a refusal names. */
-const MAX_ISSUES = 20;
+export const MAX_ISSUES = 20;
 
 const compiled = new WeakMap<TSchema, ReturnType<typeof TypeCompiler.Compile>>();
 

@@ -5,7 +5,7 @@
  */
 import { Type } from "@sinclair/typebox";
 import { TaskpoolError, ValidationError } from "../core/errors.js";
-import { invalidMessage } from "../core/validation.js";
+import { invalidMessage, MAX_ISSUES } from "../core/validation.js";
 import { toSnake, toWire, wirePath } from "../core/wire.js";
 
 /** The status each error code answers with; an unlisted code is a bug (500). */
@@ -111,7 +111,8 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
       // The library names fields as it does (camelCase): the HTTP caller sent them in snake_case.
       body.issues = error.issues.map((i) => ({ path: wirePath(i.path), message: i.message }));
       // The message names a batch item's field as the item has it ("item 1: …: maxAttempts: …"), not by its whole path.
-      body.message = error.issues.reduce((m, i) => {
+      // The first issues only: the message names no more (MAX_ISSUES), and each is a pass over it.
+      body.message = error.issues.slice(0, 2 * MAX_ISSUES).reduce((m, i) => {
         const local = i.path.replace(ITEM_PREFIX, "");
         return [i.path, local].reduce((text, path) => text.replaceAll(`${path}:`, `${wirePath(path)}:`).replaceAll(`${path} `, `${wirePath(path)} `), m);
       }, error.message);

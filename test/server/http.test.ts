@@ -713,6 +713,15 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await bundle.text()).length).toBeGreaterThan(100_000);
   });
 
+  it("a refusal of params by their registered schema names 20 fields at most: 16,000 took 24 s to answer", async () => {
+    await s.call("POST", "/api/task-types", { name: "strict", params_schema: { type: "object", additionalProperties: false } });
+    // 60,000 (under params' 1 MiB): about 15 minutes before.
+    const params = Object.fromEntries(Array.from({ length: 60_000 }, (_, i) => [`p${i}`, 0]));
+    const refusedParams = await s.call("POST", "/api/tasks", { task_type: "strict", params });
+    expect([refusedParams.status, refusedParams.body.issues.length]).toEqual([400, 20]);
+    expect(refusedParams.body.message).toMatch(/^Invalid params for strict v1: params\.p0: is not allowed; .*params\.p19: is not allowed; and more, not listed \(the first 20 fields refused are\)$/);
+  });
+
   it("an empty body sent as JSON is no body: a call that needs none works with curl's usual content-type", async () => {
     const task = await create({ task_type: "crawl" });
     const answer = await s.call("POST", `/api/tasks/${task.id}/cancel`, undefined, { raw: "" });
