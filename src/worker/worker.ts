@@ -70,15 +70,15 @@ const sleep = (ms: number, signal?: AbortSignal) =>
   });
 
 /**
- * How long a stop waits, once its grace period is over, for its last calls: releases, the outcomes'
- * last try, the last beat, marking the worker inactive. A store that does not answer (over HTTP a
- * server gone silent, each call retried for three minutes, one after another) held a SIGTERM for 9
- * minutes; what is left undone is said (stoppedCleanly false).
+ * How long a stop waits, once its grace period is over, for its last calls: releases (of the tasks
+ * it never started too), the outcomes' last try, the last beat, marking the worker inactive. A store
+ * that does not answer (over HTTP a server gone silent, each call retried for three minutes, one after
+ * another) held a SIGTERM for 9 minutes; what is left undone is said (stoppedCleanly false).
  */
 const LAST_CALLS_MS = 10_000;
 
 /** Whether `work` settled before the monotonic `deadline`; it is not awaited past it. */
-async function settledBy(deadline: number, work: Promise<unknown> | undefined): Promise<boolean> {
+async function settledBy(deadline: number, work: Promise<unknown> | null | undefined): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, deadline - monotonicMs()))));
   const settled = await Promise.race([Promise.resolve(work).then(() => true, () => true), late]);
@@ -640,14 +640,18 @@ export class Worker {
     this.publishState();
     const toldFull = this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {});
     // A stop during start() waits for it: start went on to begin heartbeats after the shutdown had
-    // passed them, and the worker beat for ever, shown active and keeping its process alive.
-    await this.starting?.catch(() => {});
-    await this.loop;
+    // passed them, and the worker beat for ever, shown active and keeping its process alive. Neither
+    // it nor a claim under way waits past the time the whole stop has (a claim over HTTP to a server
+    // gone silent is retried for minutes).
+    const stopBy = monotonicMs() + graceMs + LAST_CALLS_MS;
+    await settledBy(stopBy, this.starting);
+    await settledBy(stopBy, this.loop);
     // Tasks that never started go back at once, for other workers: together, as a buffer of short
-    // tasks can hold hundreds.
+    // tasks can hold hundreds. Awaited with the last calls, not before the grace period.
     const unstarted = this.ready.splice(0);
     for (const entry of unstarted) this.forget(entry);
-    await Promise.all(unstarted.map((entry) => this.release(entry.task)));
+    const given = new Set<number>();
+    const givingBack = Promise.all(unstarted.map((entry) => this.release(entry.task).then(() => given.add(entry.task.id))));
     const inFlight = [...this.running.values()];
     if (inFlight.length > 0 && !this.graceCut) {
       let timer: NodeJS.Timeout | undefined;
@@ -675,6 +679,8 @@ export class Worker {
     const written = new Set<number>();
     await settledBy(lastCallsBy, Promise.all(returned.map((e) => e.done.then(() => written.add(e.task.id)))));
     for (const e of returned) if (!written.has(e.task.id)) this.leftLeased.add(e.task.id);
+    await settledBy(lastCallsBy, givingBack);
+    for (const entry of unstarted) if (!given.has(entry.task.id)) this.leftLeased.add(entry.task.id);
     await settledBy(lastCallsBy, this.heartbeats?.stop());
     await settledBy(lastCallsBy, toldFull);
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
@@ -692,7 +698,8 @@ export class Worker {
       this.logger.warn(`Could not mark the worker inactive: no answer within ${LAST_CALLS_MS / 1000} s of the grace period's end`);
       this.leftActive = true;
     }
-    await settledBy(monotonicMs() + LAST_CALLS_MS, this.unsubscribe?.().catch(() => {}));
+    // The LISTEN connection's goodbye waits 5 s at most (PgListener).
+    await settledBy(lastCallsBy + 5000, this.unsubscribe?.().catch(() => {}));
     if (this.signalHandler) {
       process.off("SIGTERM", this.signalHandler);
       process.off("SIGINT", this.signalHandler);

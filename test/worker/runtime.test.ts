@@ -469,9 +469,17 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
       workerHeartbeat: async (beat) => (silent ? never : store.workerHeartbeat(beat)),
       shutdownWorker: async (id) => (silent ? never : store.shutdownWorker(id)),
     });
-    const { worker, logs } = await startWorker({ handlers: { long: (_params, ctx) => new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve())) } }, hangs);
-    const { task } = await store.enqueue({ taskType: "long" });
+    const long = (_params: unknown, ctx: { signal: AbortSignal }) => new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve()));
+    const { worker, logs } = await startWorker({ concurrency: 1, handlers: { quick: async () => {}, long } }, hangs);
+    // Short tasks first: the worker then keeps a buffer of claimed tasks (Prefetch).
+    const quick = await store.enqueueMany(Array.from({ length: 20 }, () => ({ taskType: "quick" })));
+    await settled(quick[19].task.id);
+    // Three claimed together: one runs, two wait in the buffer (their release is bounded too).
+    const [{ task }, ...buffered] = await store.enqueueMany([{ taskType: "long" }, { taskType: "long" }, { taskType: "long" }]);
+    const ids = buffered.map((b) => b.task.id);
     await settled(task.id, "running");
+    // A worker claims with start: for the store, buffered tasks are running already.
+    await eventually(async () => (await Promise.all(ids.map((id) => store.get(id)))).every((t) => t?.workerId === worker.id), 10_000, "the buffer to fill");
     silent = true;
     const stoppingAt = performance.now();
     await worker.stop(200);
@@ -480,7 +488,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(seconds).toBeLessThan(20);
     expect(worker.stoppedCleanly).toBe(false);
     expect(logs.messages()).toContain("Could not mark the worker inactive: no answer within 10 s of the grace period's end");
-    expect(logs.messages()).toContain(`Worker ${worker.id} stopped with 1 task still leased to it (${task.id}): the coordinator takes them back when their leases run out, an attempt each`);
+    expect(logs.messages()).toContain(`Worker ${worker.id} stopped with 3 tasks still leased to it (${[task.id, ...ids].join(", ")}): the coordinator takes them back when their leases run out, an attempt each`);
   });
 
   it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
