@@ -355,7 +355,8 @@ export class HttpStore implements Store {
   }
 
   async cancelScheduleTasks(name: string): Promise<number[]> {
-    return (await this.call<{ cancelled: number[] }>("POST /api/schedules/:name/cancel-pending", { params: { name } }, { repeatable: "yes", subject: { scheduleName: name } })).cancelled;
+    // Sent again after a lost answer, it would answer [] and the ids cancelled would be lost.
+    return (await this.call<{ cancelled: number[] }>("POST /api/schedules/:name/cancel-pending", { params: { name } }, { repeatable: "only-if-unsent", subject: { scheduleName: name } })).cancelled;
   }
 
   async removeSchedule(name: string): Promise<ScheduleRecord> {

@@ -17,7 +17,9 @@ export function inexactInteger(text: string, value: unknown, root = ""): string 
   for (const [token] of text.matchAll(TOKENS)) {
     if (token.startsWith('"') || Number.isSafeInteger(Number(token))) continue;
     const where = pathTo(value, Number(token), root);
-    return `${where === "" ? "" : `${where}: `}${token} is an integer beyond ±${Number.MAX_SAFE_INTEGER}, the largest a JSON number keeps exactly here; it would be stored as ${Number(token)}: send it as a string`;
+    // Some (2^53, 10^19) happen to be kept; past the range most are not, so all are refused alike.
+    const stored = String(Number(token)) === token ? "" : `; it would be stored as ${Number(token)}`;
+    return `${where === "" ? "" : `${where}: `}${token} is an integer beyond ±${Number.MAX_SAFE_INTEGER}, the largest a JSON number keeps exactly here${stored}: send it as a string`;
   }
   return null;
 }

@@ -266,7 +266,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     requestTimeout,
     // Node arms the timeout only when the server is made with it (Fastify sets it after), and looks for
     // requests past their time every 30 s by default: a slow client held on up to that much longer.
-    http: { requestTimeout, connectionsCheckingInterval: Math.min(5000, Math.ceil(requestTimeout / 4)) },
+    http: { requestTimeout, connectionsCheckingInterval: requestTimeout > 0 ? Math.min(5000, Math.ceil(requestTimeout / 4)) : 30_000 },
     // `GET /api/tasks/` is the list, not a task whose id is "".
     routerOptions: { ignoreTrailingSlash: true },
     trustProxy: options.trustProxy ?? false,
