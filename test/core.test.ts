@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { retryDelayMs } from "../src/core/backoff.js";
 import { InvalidTransitionError } from "../src/core/errors.js";
 import { inexactInteger } from "../src/core/exact-integers.js";
+import { compileParamsSchema } from "../src/core/params-schema.js";
 import { assertCanPerform, canPerform, TRANSITIONS } from "../src/core/state-machine.js";
 import { TASK_STATUSES } from "../src/core/task.js";
 
@@ -78,6 +79,26 @@ describe("integers JSON numbers cannot hold exactly", () => {
       '{"e":12345678901234567890e0}',
     ]) {
       expect(check(text), text).toBeNull();
+    }
+  });
+});
+
+describe("params schema patterns on RE2", () => {
+  it("match what JavaScript's engine matches, for the escapes and classes the two spell or read differently", () => {
+    const cases: [string, string[]][] = [
+      ["^\\uD83D\\uDE00$", ["😀", "x"]], // a surrogate pair's two escapes: one code point
+      ["^[\\u0400-\\u04FF]+$", ["Москва", "Moscow"]],
+      ["^\\u{1F600}$", ["😀", "x"]],
+      ["^\\S+$", ["a\u00a0b", "ab", "a b"]], // JavaScript's \s is Unicode whitespace
+      ["^\\s$", ["\u2028", "\u000b", " ", "x"]],
+      ["^[\\s,]+$", ["\u00a0,", "a"]],
+      ["^a.b$", ["a\rb", "a\u2028b", "a\nb", "axb"]], // . stops at every line terminator
+      ["^[.]$", [".", "x"]],
+      ["^\\\\u0041$", ["\\u0041", "A"]], // an escaped backslash before a u stays one
+    ];
+    for (const [pattern, texts] of cases) {
+      const validate = compileParamsSchema({ type: "object", properties: { v: { type: "string", pattern } } }, "t");
+      for (const text of texts) expect(validate({ v: text }), `${pattern} on ${JSON.stringify(text)}`).toBe(new RegExp(pattern, "u").test(text));
     }
   });
 });

@@ -34,9 +34,53 @@ function re2() {
   return Object.assign(engine, { code: "re2js" });
 }
 
-/** JavaScript's `\uXXXX` and `\u{…}` escapes (a Cyrillic range, `[\u0400-\u04FF]`) as RE2 spells them, `\x{…}`; an escaped backslash stays. */
-const inRe2Spelling = (pattern: string) =>
-  pattern.replace(/\\\\|\\u\{([0-9a-fA-F]+)\}|\\u([0-9a-fA-F]{4})/g, (escape, braced?: string, four?: string) => (escape === "\\\\" ? escape : `\\x{${braced ?? four}}`));
+/** What JavaScript's \s matches (ECMA-262 WhiteSpace and LineTerminator); RE2's is ASCII only. */
+const JS_SPACE = "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}";
+const SURROGATE_PAIR = /\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})/iy;
+const CODE_POINT = /\\u\{([0-9a-f]+)\}|\\u([0-9a-f]{4})/iy;
+
+/**
+ * A pattern written for JavaScript (as JSON Schema's are) spelled so that RE2 matches what JavaScript
+ * would: `\uXXXX`, `\u{…}` and a surrogate pair's two escapes as one `\x{…}`; `\s` and `\S` with
+ * JavaScript's Unicode whitespace; `.` not matching \r, U+2028 or U+2029 either. Read as written
+ * otherwise; what RE2 cannot read is refused when the type is registered (slowCheck).
+ */
+function inRe2Spelling(pattern: string): string {
+  let out = "";
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === "\\") {
+      SURROGATE_PAIR.lastIndex = i;
+      const pair = SURROGATE_PAIR.exec(pattern);
+      if (pair) {
+        const codePoint = 0x10000 + ((parseInt(pair[1], 16) - 0xd800) << 10) + (parseInt(pair[2], 16) - 0xdc00);
+        out += `\\x{${codePoint.toString(16)}}`;
+        i += pair[0].length - 1;
+        continue;
+      }
+      CODE_POINT.lastIndex = i;
+      const escape = CODE_POINT.exec(pattern);
+      if (escape) {
+        out += `\\x{${escape[1] ?? escape[2]}}`;
+        i += escape[0].length - 1;
+        continue;
+      }
+      const next = pattern[i + 1] ?? "";
+      if (next === "s") out += inClass ? JS_SPACE : `[${JS_SPACE}]`;
+      else if (next === "S" && !inClass) out += `[^${JS_SPACE}]`;
+      else out += c + next;
+      i++;
+    } else if (inClass) {
+      if (c === "]") inClass = false;
+      out += c;
+    } else if (c === "[") {
+      inClass = true;
+      out += c;
+    } else out += c === "." ? "[^\\n\\r\\x{2028}\\x{2029}]" : c;
+  }
+  return out;
+}
 
 /** Compiles a params schema; throws ValidationError saying what is wrong with an invalid one. */
 export function compileParamsSchema(schema: JsonObject, typeName: string): ValidateFunction {
@@ -99,7 +143,7 @@ function slowCheck(node: unknown, path: string): FieldIssue | null {
     } catch (error) {
       return {
         path: at,
-        message: `the pattern ${JSON.stringify(pattern)} is not one this server runs (${(error as Error).message}): patterns are matched by RE2, in time linear in the text, which has no lookahead, lookbehind or backreferences`,
+        message: `the pattern ${JSON.stringify(pattern)} is not one this server runs (${(error as Error).message}): patterns are matched by RE2, in time linear in the text, which lacks some of JavaScript's syntax: lookahead, lookbehind, backreferences, \\c escapes, [^] and long Unicode property names (\\p{Letter}; write \\pL)`,
       };
     }
   }
