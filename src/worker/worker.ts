@@ -303,6 +303,11 @@ export class Worker {
           failures = 0;
           failingSince = null;
           claimed = tasks.length;
+          if (this.state !== "running") {
+            // Answered as the worker stopped (a stop waits for a claim only so long): given back, never run.
+            await Promise.all(tasks.map((task) => this.release(task)));
+            break;
+          }
           for (const task of tasks) this.admit(task);
           // The heartbeat thread learns the new leases before any handler runs: a handler that
           // blocks the event loop must not keep its own lease from being renewed.

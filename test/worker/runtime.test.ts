@@ -491,6 +491,27 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(logs.messages()).toContain(`Worker ${worker.id} stopped with 3 tasks still leased to it (${[task.id, ...ids].join(", ")}): the coordinator takes them back when their leases run out, an attempt each`);
   });
 
+  it("a claim answered after its worker's stop gave up waiting for it is given back, never run", { timeout: 30_000 }, async () => {
+    let gate: (() => void) | null = null;
+    let held = false;
+    const slowClaims = withOverrides(store, {
+      claim: async (options) => {
+        if (held) await new Promise<void>((resolve) => (gate = resolve));
+        return store.claim(options);
+      },
+    });
+    let ran = 0;
+    const { worker } = await startWorker({ handlers: { late: async () => void ran++ } }, slowClaims);
+    held = true;
+    await eventually(() => gate !== null, 5000, "a claim to hang");
+    const { task } = await store.enqueue({ taskType: "late" });
+    await worker.stop(100);
+    (gate as unknown as () => void)();
+    await eventually(async () => (await store.events(task.id)).some((e) => e.event === "released"), 10_000, "the late claim's task given back");
+    expect(ran).toBe(0);
+    expect(await store.get(task.id)).toMatchObject({ status: "pending", workerId: null });
+  });
+
   it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
     await outcomesWhoseAnswersAreLost(store);
   });
