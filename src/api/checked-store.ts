@@ -247,15 +247,13 @@ export class CheckedStore implements Store {
   }
 
   async failMany(items: Failure[], options?: BatchOptions): Promise<BatchOutcome[]> {
-    const cut = Array.isArray(items) ? items.map(cutFailure) : items;
-    return this.batch(cut, (item) => validate(FailureSchema, item, "failure"), (valid) => this.store.failMany(valid, options));
+    return this.batch(items, (item) => validate(FailureSchema, item, "failure"), (valid) => this.store.failMany(valid.map(cutFailure), options));
   }
 
   async fail(id: number, lease: Lease, options: FailOptions): Promise<Task> {
     checkLease(id, lease);
-    const cut = cutFailure(options);
-    validate(FailOptionsSchema, cut, "failure");
-    return this.store.fail(id, lease, cut);
+    validate(FailOptionsSchema, options, "failure");
+    return this.store.fail(id, lease, cutFailure(options));
   }
 
   async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
@@ -589,9 +587,7 @@ function closedStore(store: Store): Store {
   });
 }
 
-/** A failure's message and stack as stored, cut to MAX_MESSAGE_LENGTH (see truncatedMessage); checked after, so what is no text is left as it came. */
-function cutFailure<F>(failure: F): F {
-  if (typeof failure !== "object" || failure === null) return failure;
-  const { error, stack } = failure as { error?: unknown; stack?: unknown };
-  return { ...failure, ...(typeof error === "string" ? { error: truncatedMessage(error) } : {}), ...(typeof stack === "string" ? { stack: truncatedMessage(stack) } : {}) };
+/** A checked failure's message and stack as stored: cut to MAX_MESSAGE_LENGTH (see truncatedMessage). */
+function cutFailure<F extends { error: string; stack?: string }>(failure: F): F {
+  return { ...failure, error: truncatedMessage(failure.error), ...(failure.stack === undefined ? {} : { stack: truncatedMessage(failure.stack) }) };
 }

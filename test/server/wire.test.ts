@@ -150,6 +150,7 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "POST /api/schedules": { body: schemas.ScheduleDefinitionSchema },
   "GET /api/schedules/{name}": { params: Type.Object({ name: schemas.ScheduleName }) },
   "POST /api/schedules/{name}/pause": { params: Type.Object({ name: schemas.ScheduleName }) },
+  "POST /api/schedules/{name}/cancel-pending": { params: Type.Object({ name: schemas.ScheduleName }) },
   "POST /api/schedules/{name}/resume": { params: Type.Object({ name: schemas.ScheduleName }) },
   "DELETE /api/schedules/{name}": { params: Type.Object({ name: schemas.ScheduleName }) },
   "POST /api/tasks/generate/resync": { body: schemas.ResyncInputSchema },
