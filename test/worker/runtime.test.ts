@@ -709,7 +709,9 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     // Before, neither the task, its events nor the log had more than the message: no file, no line.
     expect(data.stack).toMatch(/^Error: upstream returned 502\n\s+at fetchPage \(.*runtime\.test\.ts:\d+:\d+\)/);
     expect(data.stack).toMatch(/\[cause\]: Error: socket hang up/);
-    expect(logs.lines().find((l) => l.msg === `Task ${task.id} failed for good`)).toMatchObject({ err: "upstream returned 502", stack: data.stack });
+    // Logged once the failure's write has answered: the database may show it a moment before.
+    const line = await eventually(() => logs.lines().find((l) => l.msg === `Task ${task.id} failed for good`), 5000, "the failure's log line");
+    expect(line).toMatchObject({ err: "upstream returned 502", stack: data.stack });
   });
 
   it("records a handler error whose message the database could not store as such (NUL, lone surrogate, huge)", async () => {
