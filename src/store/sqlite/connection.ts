@@ -49,12 +49,33 @@ export class SqliteConnection {
     this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     this.tryWait = this.db.prepare(`PRAGMA busy_timeout = ${LOCK_TRY_MS}`);
     this.usualWait = this.db.prepare(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
-    this.db.pragma("journal_mode = WAL");
+    this.enterWal();
     this.db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT}`);
     this.db.pragma("foreign_keys = ON");
     // Lower case as JavaScript has it: SQLite's lower() changes ASCII letters only, so a search for
     // "zürich" missed "ZÜRICH" (the params search, queries.ts).
     this.db.function("tp_lower", { deterministic: true }, (text: unknown) => (typeof text === "string" ? text.toLowerCase() : text));
+  }
+
+  /**
+   * Puts the file in WAL mode (a no-op once it is: the mode is kept in the file). On a file still in
+   * rollback mode, a new one, this needs the exclusive lock, and SQLite fails at once, without its busy
+   * wait, when another connection is taking the same lock for the same reason (it would deadlock):
+   * processes opening one new file together failed with "database is locked". So the switch is tried
+   * again, a few milliseconds apart, for up to the busy timeout. The constructor is synchronous, and so
+   * is this wait; it happens at most once per file.
+   */
+  private enterWal(): void {
+    const deadline = performance.now() + this.busyTimeoutMs;
+    for (;;) {
+      try {
+        this.db.pragma("journal_mode = WAL");
+        return;
+      } catch (error) {
+        if (!isBusy(error) || performance.now() >= deadline) throw error;
+      }
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, LOCK_TRY_MS * Math.random());
+    }
   }
 
   stmt(text: string): Database.Statement {
