@@ -35,6 +35,13 @@ export interface WorkerOptions {
   /** On shutdown, how long in-flight tasks may finish before they are released. Default 25000. */
   shutdownGraceMs?: number;
   /**
+   * Once the grace period is over, how long the stop's last calls may take in all (releases, the
+   * outcomes' last try, the last beat, marking the worker inactive) against a store that does not
+   * answer; a claim under way at the stop waits no longer either. Default 10000. A stop takes at most
+   * shutdownGraceMs + lastCallsMs + 5 s (the LISTEN connection's goodbye).
+   */
+  lastCallsMs?: number;
+  /**
    * Install SIGTERM/SIGINT handlers that stop the worker gracefully and then exit the process (a
    * second signal exits at once). Default false: an application embedding a worker owns its process
    * and calls stop() itself; `taskpool worker` turns this on.
@@ -62,6 +69,11 @@ export interface ResolvedWorkerOptions extends Required<Omit<WorkerOptions, "log
  * before the SIGKILL that ends it, not left leased until the coordinator finds the worker dead.
  */
 const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
+/**
+ * A store that does not answer (over HTTP a server gone silent, each call retried for three minutes,
+ * one after another) held a SIGTERM for 9 minutes; what is left undone is said (stoppedCleanly false).
+ */
+const DEFAULT_LAST_CALLS_MS = 10_000;
 /** The longest delay a Node timer keeps: a longer one fires after 1 ms, and a poll or a grace period would become a busy loop or none. */
 const MAX_TIMER_MS = 2_147_483_647;
 /** The longest lease a claim takes (24 h); heartbeats come at least twice per lease. */
@@ -80,6 +92,7 @@ const KNOWN: Record<keyof WorkerOptions, true> = {
   heartbeatIntervalMs: true,
   leaseSeconds: true,
   shutdownGraceMs: true,
+  lastCallsMs: true,
   handleSignals: true,
   heartbeatThread: true,
   logger: true,
@@ -149,6 +162,7 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     heartbeatIntervalMs,
     leaseSeconds,
     shutdownGraceMs: whole("shutdownGraceMs", options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, 0, MAX_TIMER_MS),
+    lastCallsMs: whole("lastCallsMs", options.lastCallsMs ?? DEFAULT_LAST_CALLS_MS, 0, MAX_TIMER_MS),
     handleSignals: flag("handleSignals", options.handleSignals) ?? false,
     heartbeatThread: flag("heartbeatThread", options.heartbeatThread),
     version: options.version ?? VERSION,

@@ -69,14 +69,6 @@ const sleep = (ms: number, signal?: AbortSignal) =>
     signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
   });
 
-/**
- * How long a stop waits, once its grace period is over, for its last calls: releases (of the tasks
- * it never started too), the outcomes' last try, the last beat, marking the worker inactive. A store
- * that does not answer (over HTTP a server gone silent, each call retried for three minutes, one after
- * another) held a SIGTERM for 9 minutes; what is left undone is said (stoppedCleanly false).
- */
-const LAST_CALLS_MS = 10_000;
-
 /** Whether `work` settled before the monotonic `deadline`; it is not awaited past it. */
 async function settledBy(deadline: number, work: Promise<unknown> | null | undefined): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
@@ -648,7 +640,7 @@ export class Worker {
     // passed them, and the worker beat for ever, shown active and keeping its process alive. Neither
     // it nor a claim under way waits past the time the whole stop has (a claim over HTTP to a server
     // gone silent is retried for minutes).
-    const stopBy = monotonicMs() + graceMs + LAST_CALLS_MS;
+    const stopBy = monotonicMs() + graceMs + this.options.lastCallsMs;
     await settledBy(stopBy, this.starting);
     await settledBy(stopBy, this.loop);
     // Tasks that never started go back at once, for other workers: together, as a buffer of short
@@ -673,7 +665,7 @@ export class Worker {
     // outcome is being written, and released, the task would run again; it gets a last try now.
     // Each is looked at as its turn comes: a handler may return while an earlier task is being released.
     const unfinished = [...this.running.values()];
-    const lastCallsBy = monotonicMs() + LAST_CALLS_MS;
+    const lastCallsBy = monotonicMs() + this.options.lastCallsMs;
     for (const entry of unfinished) {
       if (entry.returned) continue;
       entry.abort.abort("shutdown");
@@ -700,7 +692,7 @@ export class Worker {
       },
     );
     if (!(await settledBy(lastCallsBy, markedInactive))) {
-      this.logger.warn(`Could not mark the worker inactive: no answer within ${LAST_CALLS_MS / 1000} s of the grace period's end`);
+      this.logger.warn(`Could not mark the worker inactive: no answer within ${this.options.lastCallsMs / 1000} s of the grace period's end`);
       this.leftActive = true;
     }
     // The LISTEN connection's goodbye waits 5 s at most (PgListener).
