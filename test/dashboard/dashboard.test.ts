@@ -149,6 +149,29 @@ describe("the dashboard in a real browser", () => {
     expect(await server.pool.get(task.id)).toMatchObject({ status: "completed", result: { ok: true } });
   });
 
+  it("an admin who cancels a task from its page is told it was, and why not when it could not be", async () => {
+    const [task, raced] = await Promise.all([server.pool.enqueue("nobody-runs-this", {}), server.pool.enqueue("nobody-runs-this", {})]);
+    const page = await open(server.keys.admin, `#/tasks/${task.id}`);
+    page.on("dialog", (dialog) => dialog.accept());
+    await page.click("#cancel");
+    await page.locator("h2 .status-cancelled").waitFor();
+    // A cancelled task has no action left; what was done still shows, past the reload that found it cancelled.
+    expect(await page.locator(".actions [role=status]").allTextContents()).toEqual(["Cancelled."]);
+    expect(await server.pool.get(task.id)).toMatchObject({ status: "cancelled" });
+
+    // Someone else cancelled it first: the server's refusal shows beside the status it left.
+    await page.route((url) => url.pathname === `/api/tasks/${raced.id}/cancel`, async (route) => {
+      await server.pool.cancel(raced.id, { reason: "from a script" });
+      await route.continue();
+    });
+    await page.evaluate(`location.hash = '#/tasks/${raced.id}'`);
+    await page.locator("h2", { hasText: `Task #${raced.id}` }).waitFor();
+    expect(await page.locator(".actions [role=status]").count()).toBe(0); // the last task's outcome is not this one's (its page starts over)
+    await page.click("#cancel");
+    await page.locator("h2 .status-cancelled").waitFor();
+    expect(await page.locator(".actions [role=status]").allTextContents()).toEqual([expect.stringMatching(/only pending, claimed or running tasks can be cancelled/)]);
+  });
+
   it("the overview shows the throughput of every role, or of the one picked", async () => {
     const worker = server.pool.worker({
       roles: ["crawl", "parse"],

@@ -27,7 +27,8 @@ function Actions({ task, session, reload }) {
   };
   const canRetry = task.status === "failed";
   const canCancel = UNFINISHED.includes(task.status);
-  if (!canRetry && !canCancel) return null;
+  // The reload after a cancel finds the task with no action left; what was done, or why not, must still show.
+  if (!canRetry && !canCancel && !outcome) return null;
   return html`<div class="actions">
     ${canRetry && html`<button id="retry" class="primary" disabled=${busy} onClick=${() => act("retry")}>Retry</button>`}
     ${canCancel && html`<button id="cancel" class="danger" disabled=${busy} onClick=${() => confirm(`Cancel task #${task.id}?`) && act("cancel", { reason: "Cancelled from the dashboard" })}>Cancel</button>`}
