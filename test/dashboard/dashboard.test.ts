@@ -351,6 +351,36 @@ describe("the dashboard in a real browser", () => {
     await page.locator("h2", { hasText: "Workers" }).first().waitFor();
   });
 
+  it("an error the header shows goes with the page whose poll met it", async () => {
+    const page = await open(server.keys.producer, "#/workers");
+    await page.locator("#live", { hasText: "live" }).waitFor();
+    await page.route((url) => url.pathname === "/api/workers", (route) => route.abort());
+    await page.locator("#live", { hasText: "The server cannot be reached" }).waitFor();
+    // A page that polls nothing: no answer would ever clear the error.
+    await page.evaluate("location.hash = '#/no-such-page'");
+    await page.locator(".alert", { hasText: 'No page "no-such-page"' }).waitFor();
+    await expect.poll(() => page.locator("#live").textContent(), { timeout: 2000 }).toMatch(/^live · updated/);
+
+    // Nor does a request still out when its page is left, failing after.
+    let asked = () => {};
+    let fail = () => {};
+    const out = new Promise<void>((resolve) => (asked = resolve));
+    const failing = new Promise<void>((resolve) => (fail = resolve));
+    await page.route((url) => url.pathname === "/api/workers", async (route) => {
+      asked();
+      await failing;
+      await route.abort();
+    });
+    await page.evaluate("location.hash = '#/workers'");
+    await out;
+    await page.evaluate("location.hash = '#/no-such-page'");
+    const failed = page.waitForEvent("requestfailed");
+    fail();
+    await failed;
+    await page.waitForTimeout(200); // for the page to hear it
+    expect(await page.locator("#live").textContent()).toMatch(/^live · updated/);
+  });
+
   it("a wrong key, and a worker's key, get a clear message and no data", async () => {
     const page = await open("tp_not-a-real-key-at-all");
     await page.locator("#key-message", { hasText: 'Wrong API key: the server answered "Invalid or revoked API key"' }).waitFor();

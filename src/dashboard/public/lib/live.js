@@ -40,6 +40,7 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
     let stopped = false;
     let running = false;
     let timer = null;
+    let failed = null; // the last error this poll put in the header
     const schedule = (ms) => {
       clearTimeout(timer);
       timer = setTimeout(tick, ms);
@@ -56,7 +57,10 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         if (!stopped) setResult({ data, error: null });
         publish({ mode: "live", at: Date.now(), error: null });
       } catch (error) {
-        if (!stopped) setResult((r) => ({ data: r.data, error }));
+        // Its page was left while the request was out: no later answer of this poll would clear the error.
+        if (stopped) return;
+        setResult((r) => ({ data: r.data, error }));
+        failed = error;
         publish({ mode: "error", error });
         if (error.status === 429) wait = Math.max(wait, (error.retryAfter ?? 10) * 1000);
       } finally {
@@ -83,6 +87,8 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
       stopped = true;
       clearTimeout(timer);
       document.removeEventListener("visibilitychange", onVisibility);
+      // Only this poll's next answer would clear its error: left for a page that polls nothing, the header kept it for good.
+      if (state.mode === "error" && state.error === failed) publish({ mode: "live", error: null });
     };
   }, deps);
   return { ...result, reload: () => reloadRef.current() };
