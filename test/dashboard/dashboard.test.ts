@@ -473,4 +473,38 @@ describe("the dashboard in a real browser", () => {
     await row.getByText("paused").waitFor();
     expect(await server.pool.schedules.get("nightly_resync")).toMatchObject({ enabled: false, nextRunAt: null });
   });
+
+  it("an admin cancels a schedule's pending tasks from the page and is told how many; a refusal shows the server's message", async () => {
+    // Every second, three keys in hourly batches: the first run's tasks stay pending (no worker), and the unique key makes later runs add none.
+    await server.pool.schedule({ name: "resync", taskType: "product_resync", cron: "* * * * * *", fanOut: { keys: [1, 2, 3], batches: 3, batchIntervalSeconds: 3600 }, uniqueKey: "resync:{key}" });
+    await eventually(async () => (await server.pool.schedules.get("resync"))?.lastRunAt != null, 10_000, "the schedule to run");
+    const page = await open(server.keys.admin, "#/schedules");
+    const row = page.locator("#schedules tbody tr", { hasText: "resync" });
+    await row.getByText("running").waitFor();
+    const cancelPending = row.getByRole("button", { name: "cancel pending" });
+    expect(await cancelPending.count()).toBe(1);
+    const asked: string[] = [];
+    let accept = false;
+    page.on("dialog", (dialog) => {
+      asked.push(dialog.message());
+      return accept ? dialog.accept() : dialog.dismiss();
+    });
+    // Still running, it is said that its next run makes more; declined, nothing is cancelled.
+    await cancelPending.click();
+    await expect.poll(() => asked).toEqual(["Cancel the tasks of schedule resync that are still pending? Tasks workers hold run on. It is running: pause it first, or its next run makes more."]);
+    expect((await server.pool.list({ status: "pending" })).tasks).toHaveLength(3);
+
+    await row.getByRole("button", { name: "pause" }).click();
+    await row.getByText("paused").waitFor();
+    accept = true;
+    await cancelPending.click();
+    await row.getByRole("status").getByText("Cancelled 3 pending tasks").waitFor();
+    expect(asked.at(-1)).toBe("Cancel the tasks of schedule resync that are still pending? Tasks workers hold run on.");
+    expect((await server.pool.list({ status: "cancelled" })).tasks).toHaveLength(3);
+
+    // A key that may read but not act (as if the admin key had been swapped for a producer's): the server's 403, as it said it.
+    await page.route((url) => url.pathname === "/api/schedules/resync/cancel-pending", (route) => route.continue({ headers: { ...route.request().headers(), "x-api-key": server.keys.producer } }));
+    await cancelPending.click();
+    await row.getByRole("status").getByText("This API key's scope is producer; POST /api/schedules/:name/cancel-pending needs admin").waitFor();
+  });
 });

@@ -1,5 +1,5 @@
-// Recurring schedules: next and last run, what the last run did, pause and resume (admin). Listed in
-// the header only when the server answers GET /api/schedules (app.js).
+// Recurring schedules: next and last run, what the last run did, pause, resume and cancelling their
+// pending tasks (admin). Listed in the header only when the server answers GET /api/schedules (app.js).
 import { useState } from "preact/hooks";
 import { api } from "../lib/api.js";
 import { ErrorBox, Loading } from "../lib/components.js";
@@ -22,6 +22,23 @@ function Toggle({ schedule, reload }) {
   return html`<button type="button" onClick=${run}>${action}</button>${failure && html` <span class="status-failed small">${failure}</span>`}`;
 }
 
+/** Cancels the tasks the schedule's runs made that no worker holds yet (a fan-out's later batches). */
+function CancelPending({ schedule }) {
+  const [outcome, setOutcome] = useState(null);
+  const run = async () => {
+    // A running schedule's next run makes pending tasks again: the docs' order is pause, then cancel.
+    const question = `Cancel the tasks of schedule ${schedule.name} that are still pending? Tasks workers hold run on.${schedule.enabled ? " It is running: pause it first, or its next run makes more." : ""}`;
+    if (!confirm(question)) return;
+    try {
+      const { cancelled } = await api("POST", `api/schedules/${encodeURIComponent(schedule.name)}/cancel-pending`);
+      setOutcome({ ok: true, text: `Cancelled ${cancelled.length} pending task${cancelled.length === 1 ? "" : "s"}` });
+    } catch (error) {
+      setOutcome({ ok: false, text: error.message });
+    }
+  };
+  return html`<button type="button" class="danger" onClick=${run}>cancel pending</button>${outcome && html` <span class="small ${outcome.ok ? "status-completed" : "status-failed"}" role="status">${outcome.text}</span>`}`;
+}
+
 export function Schedules({ session }) {
   const { data, error, reload } = usePoll(() => api("GET", "api/schedules"), []);
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
@@ -34,13 +51,13 @@ export function Schedules({ session }) {
           <thead><tr><th>name</th><th>task type</th><th>cron</th><th>state</th><th>next run</th><th>last run</th><th>last result</th>${session.scope === "admin" && html`<th></th>`}</tr></thead>
           <tbody>
             ${schedules.map(
-              (s) => html`<tr>
+              (s) => html`<tr key=${s.name}>
                 <td>${s.name}</td><td>${s.task_type}</td><td><code>${s.cron}</code> <span class="muted small">${s.timezone}</span></td>
                 <td class=${s.enabled ? "status-active" : "status-inactive"}>${s.enabled ? "running" : "paused"}</td>
                 <td>${s.next_run_at ? time(s.next_run_at) : "—"}</td>
                 <td>${s.last_run_at ? ago(s.last_run_at) : "never"}</td>
                 <td class="small ${s.last_result?.error ? "status-failed" : ""}">${s.last_result ? (s.last_result.error ?? s.last_result.message) : "—"}</td>
-                ${session.scope === "admin" && html`<td><${Toggle} schedule=${s} reload=${reload} /></td>`}
+                ${session.scope === "admin" && html`<td><${Toggle} schedule=${s} reload=${reload} /> <${CancelPending} schedule=${s} /></td>`}
               </tr>`,
             )}
           </tbody>
