@@ -1,6 +1,7 @@
 import pg from "pg";
-import { afterEach, beforeEach, expect, it } from "vitest";
+import { afterEach, beforeEach, expect, it, onTestFinished } from "vitest";
 import { errorReply } from "../src/server/errors.js";
+import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { createPostgres, PG_URL, type TestStore } from "./helpers/stores.js";
 
 const { Client } = pg;
@@ -32,15 +33,22 @@ it("a connection dropped while a transaction holds it fails that transaction, no
   expect((await handle.store.counts()).byStatus.pending).toBe(1);
 });
 
-it("a statement past 10 s is cancelled by the database, rolled back, and answered 503 by the HTTP layer, not left running", { timeout: 30_000 }, async () => {
+it("a statement past its timeout is cancelled by the database, rolled back, and answered 503 by the HTTP layer, not left running", { timeout: 30_000 }, async () => {
   const { task } = await handle.store.enqueue({ taskType: "locked" });
+  // The default limit is 10 s; the store's option sets another, here 1.5 s.
+  const store = new PostgresStore({ url: PG_URL, schema: handle.schema, statementTimeoutMs: 1500 });
+  onTestFinished(() => store.close());
   // Another session holds the task's row: the cancel waits for it, past the statement timeout.
   const holder = new Client({ connectionString: PG_URL });
   await holder.connect();
   try {
     await holder.query("BEGIN");
     await holder.query(`SELECT 1 FROM "${handle.schema}".tasks WHERE id = $1 FOR UPDATE`, [task.id]);
-    const error = await handle.store.cancel(task.id).catch((e) => e);
+    const cancellingAt = performance.now();
+    const error = await store.cancel(task.id).catch((e) => e);
+    const seconds = (performance.now() - cancellingAt) / 1000;
+    expect(seconds).toBeGreaterThanOrEqual(1.4);
+    expect(seconds).toBeLessThan(2.4);
     // The database's cancel (57014), not pg's client-side read timeout, whose outcome is unknown.
     expect(error).toMatchObject({ code: "57014" });
     expect(errorReply(error)).toMatchObject({ status: 503, body: { error: "database_unavailable", message: expect.stringMatching(/^The database cancelled the statement .*nothing was written/) } });
@@ -51,4 +59,12 @@ it("a statement past 10 s is cancelled by the database, rolled back, and answere
     await holder.end();
   }
   expect((await handle.store.get(task.id))?.status).toBe("pending");
+});
+
+it("refuses a statement timeout out of range, saying the range", () => {
+  for (const statementTimeoutMs of [50, 1500.5, 4_000_000]) {
+    expect(() => new PostgresStore({ url: PG_URL, schema: handle.schema, statementTimeoutMs })).toThrow(
+      `Invalid statementTimeoutMs ${statementTimeoutMs}: a whole number of milliseconds from 100 to 3600000`,
+    );
+  }
 });

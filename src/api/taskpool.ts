@@ -56,6 +56,13 @@ export interface ConnectOptions {
   limits?: Partial<Limits>;
   /** Refuse to enqueue tasks of task types that were never registered (default false: typos wait forever). */
   requireRegistered?: boolean;
+  /**
+   * On PostgreSQL, how long the database runs one statement before it cancels it (default 10000, from
+   * 100 to 3,600,000 ms); the call then fails (pg's error, code 57014; a server answers 503), rolled
+   * back. On a connection gone silent the client gives up a second later. Migrations and recount are
+   * not limited. Ignored on other URLs, as `apiKey` is on a database's.
+   */
+  statementTimeoutMs?: number;
 }
 
 /** Pool.inTransaction's producer: enqueue and enqueueMany as the pool has them, written in your transaction. */
@@ -356,7 +363,7 @@ const MAX_RETRY_FOR_MS = 86_400_000;
  * same calls go over its HTTP API (the server migrates, checks the limits it was given, and runs
  * the coordinator).
  */
-const CONNECT_OPTIONS: Record<keyof ConnectOptions, true> = { schema: true, apiKey: true, retryForMs: true, clock: true, migrate: true, create: true, limits: true, requireRegistered: true };
+const CONNECT_OPTIONS: Record<keyof ConnectOptions, true> = { schema: true, apiKey: true, retryForMs: true, clock: true, migrate: true, create: true, limits: true, requireRegistered: true, statementTimeoutMs: true };
 
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
   refuseUnknownOptions(options, CONNECT_OPTIONS, "connect option");
@@ -365,7 +372,7 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
       throw new ValidationError(`Invalid connect option ${flag}: ${JSON.stringify(options[flag])} (must be true or false)`, [{ path: flag, message: "not a boolean" }]);
     }
   }
-  const { schema, clock, migrate, requireRegistered, apiKey, retryForMs, create } = options;
+  const { schema, clock, migrate, requireRegistered, apiKey, retryForMs, create, statementTimeoutMs } = options;
   const remote = isServerUrl(url);
   if (remote && (clock !== undefined || requireRegistered !== undefined || schema !== undefined)) {
     throw new ValidationError(`clock, requireRegistered and schema are the server's settings: they cannot be given to connect("${url}")`);
@@ -380,8 +387,8 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   }
   const limits = resolveLimits(options.limits);
   // Over HTTP "migrating" is asking the server whether it is ready: done even with migrate: false.
-  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey, retryForMs, create: remote ? true : create });
+  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey, retryForMs, create: remote ? true : create, statementTimeoutMs });
   // A heartbeat thread opens the same database with the same settings; it has the system clock only.
   const threadable = url !== "sqlite::memory:" && (options.clock ?? systemClock) === systemClock;
-  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema, apiKey, retryForMs } : null);
+  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema, apiKey, retryForMs, statementTimeoutMs } : null);
 }

@@ -3,11 +3,11 @@ import { type Command, Option } from "commander";
 import { isLoopback } from "../core/loopback.js";
 import { serviceLogger } from "./service-log.js";
 import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "../server/defaults.js";
-import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered } from "./database.js";
+import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered, usesSchema } from "./database.js";
 import { DEFAULT_SCHEMA } from "../store/open-store.js";
 import { CliError, redactUrl } from "./errors.js";
 import { listenOrExplain } from "./listen.js";
-import { nonNegativeInteger, port, positiveInteger, trustedProxies } from "./parse.js";
+import { integerFrom, nonNegativeInteger, port, positiveInteger, trustedProxies } from "./parse.js";
 import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
 import { addSweepOptions, sweepFrom } from "./sweep-options.js";
@@ -37,6 +37,11 @@ export function serveCommand(program: Command): void {
       nonNegativeInteger,
       0,
     )
+    .option(
+      "--statement-timeout <seconds>",
+      "PostgreSQL: how long the database runs one statement (a slow search, say) before cancelling it, answered 503 (default 10)",
+      integerFrom(1, 3600),
+    )
     .addOption(requireRegisteredOption("refuse tasks (and schedules' tasks) of a type never registered, whoever enqueues them (catches typos)"));
   addSweepOptions(command);
   addDatabaseOnlyOptions(command, (server) => `serve is the server: give it a database (sqlite:./taskpool.db or postgres://…), not ${server}`);
@@ -45,7 +50,11 @@ export function serveCommand(program: Command): void {
       const retention = retentionFrom(opts);
       // Bad settings are refused before the database is opened.
       if (retention) resolveRetention(retention);
-      const pool = await openPool(opts, { requireRegistered: requiresRegistered(opts.requireRegistered) });
+      if (opts.statementTimeout !== undefined && !usesSchema(command)) {
+        throw new CliError("--statement-timeout is PostgreSQL's setting; a SQLite database has no limit to set: leave it out");
+      }
+      const statementTimeoutMs = opts.statementTimeout === undefined ? undefined : opts.statementTimeout * 1000;
+      const pool = await openPool(opts, { requireRegistered: requiresRegistered(opts.requireRegistered), statementTimeoutMs });
       // Whether keys are required is decided here, once: keys created later apply after a restart.
       let auth: "keys" | "none" = "keys";
       if (!opts.auth) {

@@ -15,6 +15,8 @@ export interface DatabaseConfig {
   apiKey?: string;
   /** How long a call to a taskpool server is retried (ConnectOptions.retryForMs). */
   retryForMs?: number;
+  /** PostgreSQL's limit on one statement (ConnectOptions.statementTimeoutMs). */
+  statementTimeoutMs?: number;
 }
 
 export interface OpenStoreOptions {
@@ -32,6 +34,8 @@ export interface OpenStoreOptions {
   migrate?: boolean;
   /** Set up a database taskpool never set up (default true); false refuses it (ConnectOptions.create). */
   create?: boolean;
+  /** PostgreSQL's limit on one statement (ConnectOptions.statementTimeoutMs). */
+  statementTimeoutMs?: number;
 }
 
 /** The file a `sqlite:` URL names (`:memory:` for the in-memory database), or null for any other URL. */
@@ -72,7 +76,15 @@ async function createStore(url: string, options: OpenStoreOptions): Promise<Stor
   }
   if (/^postgres(ql)?:\/\//.test(url)) {
     const { PostgresStore } = await import("./postgres/postgres-store.js");
-    return new PostgresStore({ url, schema: options.schema, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered, create: options.create });
+    return new PostgresStore({
+      url,
+      schema: options.schema,
+      clock: options.clock,
+      random: options.random,
+      requireRegistered: options.requireRegistered,
+      create: options.create,
+      statementTimeoutMs: options.statementTimeoutMs,
+    });
   }
   if (isServerUrl(url)) {
     const { HttpStore } = await import("../client/http-store.js");

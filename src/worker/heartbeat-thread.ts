@@ -10,7 +10,7 @@ const post = (msg: FromThread) => port.postMessage(msg);
 
 // The beats it sends were built by the worker from options the checked store already accepted at
 // registration, so this raw store is enough (and the thread stays small).
-const store = await openStore(database.url, { schema: database.schema, apiKey: database.apiKey, retryForMs: database.retryForMs, migrate: false });
+const store = await openStore(database.url, { ...database, migrate: false });
 const loop = new BeatLoop(store, () => state, {
   onLost: (leases) => post({ type: "lost", leases }),
   onError: (error, sentAt) => post({ type: "error", message: error.message, sentAt }),

@@ -3,10 +3,11 @@ import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { type AddressInfo, connect as connectSocket, createServer } from "node:net";
 import { promisify } from "node:util";
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { isLoopback } from "../../src/core/loopback.js";
 import { eventually } from "../helpers/logs.js";
-import { removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
+import { createPostgres, removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
 import { request } from "./harness.js";
 import { CLI, taskpool } from "../helpers/cli.js";
 
@@ -231,6 +232,31 @@ describe("taskpool keys and serve", () => {
       expect([client.code, client.stderr]).toEqual([1, expect.stringMatching(/^taskpool: --require-registered .* start the server with `taskpool serve --require-registered`/)]);
     } finally {
       await stop();
+    }
+  }, 60_000);
+
+  it("serve --statement-timeout sets how long PostgreSQL runs a statement before the request is answered 503; SQLite has none to set", async () => {
+    const refused = await taskpool("serve", "--statement-timeout", "5", "--db", db).catch((e) => e);
+    expect([refused.code, refused.stderr]).toEqual([1, "taskpool: --statement-timeout is PostgreSQL's setting; a SQLite database has no limit to set: leave it out\n"]);
+    const handle = await createPostgres();
+    const { url, stop } = await startServe("--statement-timeout", "1", "--no-coordinator", "--db", handle.url, "--schema", handle.schema as string);
+    const holder = new pg.Client({ connectionString: handle.url });
+    await holder.connect();
+    try {
+      const { task } = await handle.store.enqueue({ taskType: "locked" });
+      // Another session holds the task's row: the cancel waits for it, past the server's 1 s.
+      await holder.query("BEGIN");
+      await holder.query(`SELECT 1 FROM "${handle.schema}".tasks WHERE id = $1 FOR UPDATE`, [task.id]);
+      const cancellingAt = performance.now();
+      const reply = await request(url, "POST", `/api/tasks/${task.id}/cancel`, {}, null);
+      const seconds = (performance.now() - cancellingAt) / 1000;
+      expect([reply.status, reply.body.error]).toEqual([503, "database_unavailable"]);
+      expect(seconds).toBeGreaterThanOrEqual(0.9);
+      expect(seconds).toBeLessThan(5);
+    } finally {
+      await holder.end();
+      await stop();
+      await handle.cleanup();
     }
   }, 60_000);
 

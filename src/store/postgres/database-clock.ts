@@ -9,7 +9,7 @@ export const RESYNC_MS = 60_000;
  * (the monotonic clock stands still while suspended), so the reading may no longer tell the time.
  */
 const STEP_MS = 1000;
-/** Like any store call (QUERY_TIMEOUT_MS in timeouts.ts): a connection gone silent must not hold every call. */
+/** Like any store call (clientTimeoutMs in timeouts.ts): a connection gone silent must not hold every call. */
 const READ_TIMEOUT_MS = 10_000;
 /** clock_timestamp(), not now(): now() is the start of the transaction. Text, to keep the microseconds' digits. */
 const READ_CLOCK = `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::text AS ms`;

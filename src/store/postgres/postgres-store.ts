@@ -54,7 +54,7 @@ import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
-import { LIFT_STATEMENT_TIMEOUT, QUERY_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, UNTIMED } from "./timeouts.js";
+import { clientTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
 import { inTransaction } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -74,10 +74,10 @@ import { DEFAULT_SCHEMA } from "../open-store.js";
  * The settings of every connection of the store. Every statement is unqualified; the schema is chosen
  * once per connection. Generic plans: re-planning the claim for each call's parameters cost more than
  * running it (and the auto mode never switched). No JIT: compiling a plan costs far more than any
- * query here runs. The statement timeout: see STATEMENT_TIMEOUT_MS.
+ * query here runs. The statement timeout: see DEFAULT_STATEMENT_TIMEOUT_MS.
  */
-export const sessionSettings = (schema: string) =>
-  `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off -c statement_timeout=${STATEMENT_TIMEOUT_MS}`;
+export const sessionSettings = (schema: string, statementTimeoutMs = DEFAULT_STATEMENT_TIMEOUT_MS) =>
+  `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off -c statement_timeout=${statementTimeoutMs}`;
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
@@ -97,6 +97,11 @@ export interface PostgresStoreOptions {
   requireRegistered?: boolean;
   /** Whether migrate() may set up a schema that holds no taskpool tables (default true; see migratePostgres). */
   create?: boolean;
+  /**
+   * How long PostgreSQL runs one statement before cancelling it (default 10000; 100 to 3,600,000).
+   * On a connection gone silent the client gives up a second later. Migrations and recount are not limited.
+   */
+  statementTimeoutMs?: number;
 }
 
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -124,6 +129,14 @@ const types = {
     return pg.types.getTypeParser(oid, format as "text");
   }) as typeof pg.types.getTypeParser,
 };
+
+/** The option's value, or a ValidationError saying the range: a wrong one would fail every statement, later. */
+function checkStatementTimeout(ms: unknown): number {
+  const { min, max } = STATEMENT_TIMEOUT_RANGE;
+  if (typeof ms === "number" && Number.isInteger(ms) && ms >= min && ms <= max) return ms;
+  const why = `a whole number of milliseconds from ${min} to ${max}`;
+  throw new ValidationError(`Invalid statementTimeoutMs ${typeof ms === "string" ? JSON.stringify(ms) : String(ms)}: ${why}`, [{ path: "statementTimeoutMs", message: why }]);
+}
 
 /** A run's pass found its schedule changed since it was read: the run's writes are rolled back. */
 class RunOvertaken extends Error {}
@@ -160,18 +173,19 @@ export class PostgresStore implements Store {
     }
     this.random = options.random ?? Math.random;
     this.rules = { validators: new ParamsValidators(), requireRegistered: options.requireRegistered ?? false };
+    const statementTimeoutMs = checkStatementTimeout(options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS);
     this.pool = new pg.Pool({
       connectionString: options.url,
       max: options.poolSize ?? 10,
-      options: sessionSettings(this.schema),
+      options: sessionSettings(this.schema, statementTimeoutMs),
       // Keep connections (and their prepared statements) across a coordinator's 60 s sweeps.
       idleTimeoutMillis: 300_000,
       // Opening a connection (or waiting for a free one) is bounded like a call: a server address
       // that swallows packets (a failover that left the old address dead, a host that accepts and
       // never answers) otherwise held every call, and readiness checks, until the kernel gave up
       // (minutes) or for good.
-      connectionTimeoutMillis: QUERY_TIMEOUT_MS,
-      query_timeout: QUERY_TIMEOUT_MS,
+      connectionTimeoutMillis: clientTimeoutMs(statementTimeoutMs),
+      query_timeout: clientTimeoutMs(statementTimeoutMs),
       allowExitOnIdle: true,
       types,
     });

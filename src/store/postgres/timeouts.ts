@@ -1,22 +1,25 @@
 /**
- * How long any statement waits for its answer, set on the pool so that none is left without one
- * (transactions' BEGIN, COMMIT and ROLLBACK, sweeps, schedule runs). A connection can go silent
- * without closing (a network partition, a half-open proxy, a failover that leaves the old socket
- * open); without a limit the call, and the worker, server or coordinator waiting on it, hangs for
- * good although new connections would work. Past it the call fails and its connection is discarded:
- * the caller retries on a fresh one (a write that did land is then refused by its lease, never
- * applied twice). Every call is an indexed statement or a small batch, a sweep's or a run's too.
+ * How long any statement waits for its answer on the client's side, set on the pool so that none is
+ * left without one (transactions' BEGIN, COMMIT and ROLLBACK, sweeps, schedule runs). A connection can
+ * go silent without closing (a network partition, a half-open proxy, a failover that leaves the old
+ * socket open); without a limit the call, and the worker, server or coordinator waiting on it, hangs
+ * for good although new connections would work. Past it the call fails and its connection is
+ * discarded: the caller retries on a fresh one (a write that did land is then refused by its lease,
+ * never applied twice). Every call is an indexed statement or a small batch, a sweep's or a run's too.
+ * A second past the database's own limit, which answers first on a connection that still works.
  */
-export const QUERY_TIMEOUT_MS = 11_000;
+export const clientTimeoutMs = (statementTimeoutMs: number) => statementTimeoutMs + 1000;
 
 /**
- * The same limit on the database's side (each connection's statement_timeout), a second sooner. A
- * call the client gave up on otherwise ran on in PostgreSQL: a burst of slow searches left scans
- * running 55 s after their callers had gone, on connections beyond the pool's. Cancelled there, the
- * statement is rolled back, so the caller is told nothing was written (503), where a call timed out
- * by the client alone may have committed.
+ * The limit on the database's side (each connection's statement_timeout), unless the store is given
+ * another (PostgresStoreOptions.statementTimeoutMs). A call the client gave up on otherwise ran on in
+ * PostgreSQL: a burst of slow searches left scans running 55 s after their callers had gone, on
+ * connections beyond the pool's. Cancelled there, the statement is rolled back, so the caller is told
+ * nothing was written (503), where a call timed out by the client alone may have committed.
  */
-export const STATEMENT_TIMEOUT_MS = 10_000;
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
+/** The range statementTimeoutMs may take: a tenth of a second to an hour. */
+export const STATEMENT_TIMEOUT_RANGE = { min: 100, max: 3_600_000 };
 
 /**
  * For the statements that may rightly run long (a migration building an index on a large table, a
