@@ -57,4 +57,4 @@ export {
   ValidationError,
   WorkerNotFoundError,
 } from "./core/errors.js";
-export { HttpApiError, NotOverHttpError, ServerUnreachableError } from "./client/errors.js";
+export { HttpApiError, NotOverHttpError, ServerTimeoutError, ServerUnreachableError } from "./client/errors.js";

@@ -158,7 +158,7 @@ it("options are checked where they are given: a misspelt or mistyped connect, co
   // A misspelt schema was ignored in silence: the default schema was opened, or created.
   const misspelt = await connect("sqlite::memory:", { shema: "audit" } as never).catch((e) => e);
   expect(misspelt).toBeInstanceOf(ValidationError);
-  expect(misspelt.message).toBe("Invalid connect option shema: unknown option (the options are schema, apiKey, retryForMs, clock, migrate, create, limits, requireRegistered, statementTimeoutMs)");
+  expect(misspelt.message).toBe("Invalid connect option shema: unknown option (the options are schema, apiKey, retryForMs, callTimeoutMs, clock, migrate, create, limits, requireRegistered, statementTimeoutMs)");
   expect((await connect("sqlite::memory:", { create: "no" } as never).catch((e) => e)).message).toBe('Invalid connect option create: "no" (must be true or false)');
   const pool = await connect("sqlite::memory:");
   try {

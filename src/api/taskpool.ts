@@ -35,6 +35,14 @@ export interface ConnectOptions {
    */
   retryForMs?: number;
   /**
+   * Over HTTP: the longest one call may take, its attempts and the pauses between them together; no
+   * attempt starts after it, and one under way is cut off at it, failing with `ServerTimeoutError`
+   * (code `server_unreachable`). Default: none, each attempt waiting up to 30 s for an answer, as a
+   * worker riding out an outage wants; a one-shot tool (the CLI: 30 s) wants an answer, or a clear
+   * failure, within seconds. Ignored on a database URL.
+   */
+  callTimeoutMs?: number;
+  /**
    * Where "now" comes from (tests). Default: the database server's clock on PostgreSQL, the host's on
    * SQLite (docs/reliability.md#clocks). Workers on a custom clock beat from their own event loop.
    */
@@ -363,7 +371,7 @@ const MAX_RETRY_FOR_MS = 86_400_000;
  * same calls go over its HTTP API (the server migrates, checks the limits it was given, and runs
  * the coordinator).
  */
-const CONNECT_OPTIONS: Record<keyof ConnectOptions, true> = { schema: true, apiKey: true, retryForMs: true, clock: true, migrate: true, create: true, limits: true, requireRegistered: true, statementTimeoutMs: true };
+const CONNECT_OPTIONS: Record<keyof ConnectOptions, true> = { schema: true, apiKey: true, retryForMs: true, callTimeoutMs: true, clock: true, migrate: true, create: true, limits: true, requireRegistered: true, statementTimeoutMs: true };
 
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
   refuseUnknownOptions(options, CONNECT_OPTIONS, "connect option");
@@ -372,7 +380,7 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
       throw new ValidationError(`Invalid connect option ${flag}: ${JSON.stringify(options[flag])} (must be true or false)`, [{ path: flag, message: "not a boolean" }]);
     }
   }
-  const { schema, clock, migrate, requireRegistered, apiKey, retryForMs, create, statementTimeoutMs } = options;
+  const { schema, clock, migrate, requireRegistered, apiKey, retryForMs, callTimeoutMs, create, statementTimeoutMs } = options;
   const remote = isServerUrl(url);
   if (remote && (clock !== undefined || requireRegistered !== undefined || schema !== undefined)) {
     throw new ValidationError(`clock, requireRegistered and schema are the server's settings: they cannot be given to connect("${url}")`);
@@ -385,10 +393,14 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
     const why = `a whole number of milliseconds from 0 (no retries) to ${MAX_RETRY_FOR_MS} (a day)`;
     throw new ValidationError(`Invalid retryForMs ${typeof retryForMs === "string" ? JSON.stringify(retryForMs) : String(retryForMs)}: ${why}`, [{ path: "retryForMs", message: why }]);
   }
+  if (callTimeoutMs !== undefined && (typeof callTimeoutMs !== "number" || !Number.isInteger(callTimeoutMs) || callTimeoutMs < 1 || callTimeoutMs > MAX_RETRY_FOR_MS)) {
+    const why = `a whole number of milliseconds from 1 to ${MAX_RETRY_FOR_MS} (a day)`;
+    throw new ValidationError(`Invalid callTimeoutMs ${typeof callTimeoutMs === "string" ? JSON.stringify(callTimeoutMs) : String(callTimeoutMs)}: ${why}`, [{ path: "callTimeoutMs", message: why }]);
+  }
   const limits = resolveLimits(options.limits);
   // Over HTTP "migrating" is asking the server whether it is ready: done even with migrate: false.
-  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey, retryForMs, create: remote ? true : create, statementTimeoutMs });
+  const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey, retryForMs, callTimeoutMs, create: remote ? true : create, statementTimeoutMs });
   // A heartbeat thread opens the same database with the same settings; it has the system clock only.
   const threadable = url !== "sqlite::memory:" && (options.clock ?? systemClock) === systemClock;
-  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema, apiKey, retryForMs, statementTimeoutMs } : null);
+  return new Taskpool(new CheckedStore(store, limits), threadable ? { url, schema, apiKey, retryForMs, callTimeoutMs, statementTimeoutMs } : null);
 }

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import type { CapacityRow } from "../core/monitoring.js";
-import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { CliError } from "./errors.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
@@ -26,6 +26,7 @@ export function capacityCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nA - means no throughput in the last hour to estimate from, or, with tasks\nwaiting, no active worker of the role: nothing drains them then. Under\n\"oldest ready (s)\", it means no task of the role is ready (due) now.\n\nExample:\n  $ taskpool capacity\n  $ taskpool capacity product_resync --json")
     .action((role: string | undefined, opts) =>

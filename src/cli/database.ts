@@ -2,6 +2,7 @@ import { type Command, Option } from "commander";
 import type { ConnectOptions, Taskpool } from "../api/taskpool.js";
 import { isServerUrl } from "../store/open-store.js";
 import { CliError, explainConnectError, redactUrl } from "./errors.js";
+import { integerFrom } from "./parse.js";
 
 /** The --db option every command shares: a flag, else $TASKPOOL_DATABASE_URL, else the embedded file. */
 export const dbOption = () =>
@@ -12,6 +13,12 @@ export const dbOption = () =>
 /** A taskpool server instead of a database: the same commands over its HTTP API. */
 export const urlOption = () => new Option("--url <url>", "a taskpool server (http://host:port) instead of --db; with --api-key").env("TASKPOOL_URL");
 export const apiKeyOption = () => new Option("--api-key <key>", "the server's API key (taskpool keys create)").env("TASKPOOL_API_KEY");
+
+/** How long a one-shot command waits for a server by default: an operator wants an answer, or to hear it is stuck, within seconds. */
+const SERVER_TIMEOUT_SECONDS = 30;
+/** --timeout, for the one-shot commands that take --url (not `worker`, which rides out an outage). */
+export const timeoutOption = () =>
+  new Option("--timeout <seconds>", `with --url: how long each call may wait for the server, retries included (default ${SERVER_TIMEOUT_SECONDS})`).argParser(integerFrom(1, 86_400));
 
 export const schemaOption = () => new Option("--schema <name>", "PostgreSQL schema (default taskpool)").env("TASKPOOL_SCHEMA");
 
@@ -87,6 +94,8 @@ export interface ConnectionOptions {
   schema?: string;
   url?: string;
   apiKey?: string;
+  /** --timeout: seconds a call to the server may take, for a one-shot command (withPool). */
+  timeout?: number;
 }
 
 /** Connects to the database or server the options name; a failure becomes one line saying what to fix. */
@@ -94,6 +103,7 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
   const target = opts.url ?? opts.db;
   const remote = isServerUrl(target);
   if (opts.url !== undefined && !remote) throw new CliError(`--url takes a taskpool server's address (http://host:port), not "${redactUrl(opts.url)}"; a database goes in --db`);
+  if (opts.timeout !== undefined && !remote) throw new CliError("--timeout is how long to wait for a taskpool server (--url); leave it out with --db, whose statements have their own limits");
   if (remote && options.requireRegistered) {
     throw new CliError(
       "--require-registered (or TASKPOOL_REQUIRE_REGISTERED) is the server's setting, not a client's: start the server with `taskpool serve --require-registered` and leave it out here; enqueue over --url follows the server",
@@ -116,7 +126,8 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
  * --schema, reported an empty pool and left a stray file or schema behind.
  */
 export async function withPool(opts: ConnectionOptions, fn: (pool: Taskpool) => Promise<void>, options: ConnectOptions = {}, creates = false): Promise<void> {
-  const pool = await openPool(opts, { ...options, create: creates });
+  // Each call of a one-shot command is bounded; a worker's (openPool alone) keeps its patient retries.
+  const pool = await openPool(opts, { ...options, create: creates, callTimeoutMs: (opts.timeout ?? SERVER_TIMEOUT_SECONDS) * 1000 });
   try {
     await fn(pool);
   } finally {

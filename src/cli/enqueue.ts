@@ -1,9 +1,9 @@
 import { type Command, InvalidArgumentError } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
 import type { Task } from "../core/task.js";
-import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, urlOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { ValidationError } from "../core/errors.js";
-import { namedAsFlags } from "./errors.js";
+import { explainServerTimeout, namedAsFlags } from "./errors.js";
 import { exactIntegers, integer } from "./parse.js";
 import { jsonOption } from "./table.js";
 
@@ -23,6 +23,7 @@ export function enqueueCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addOption(jsonOption())
     .action(async (taskType: string, params: string | undefined, opts) => {
@@ -49,7 +50,9 @@ export function enqueueCommand(program: Command): void {
               // Counted by the store's clock: this host's may be off the database's.
               delaySeconds: opts.delay,
             })
-            .catch((error: unknown) => Promise.reject(error instanceof ValidationError ? namedAsFlags(error, FLAGS) : error));
+            .catch((error: unknown) =>
+              Promise.reject(error instanceof ValidationError ? namedAsFlags(error, FLAGS) : explainServerTimeout(error, { what: "the task was enqueued", check: `taskpool tasks list --type ${taskType}` })),
+            );
           const { task, created } = answer;
           if (opts.json) console.log(JSON.stringify(answer, null, 2));
           else console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);

@@ -1,5 +1,5 @@
 import { dirname, resolve } from "node:path";
-import { HttpApiError } from "../client/errors.js";
+import { HttpApiError, seconds, ServerTimeoutError } from "../client/errors.js";
 import { DatabaseNotFoundError, TaskpoolError, type ValidationError } from "../core/errors.js";
 import { sqlitePathOf } from "../store/open-store.js";
 
@@ -106,4 +106,25 @@ export function explainAuthRefusal(error: unknown): unknown {
   return /^Missing API key/.test(error.message)
     ? new CliError("the taskpool server asks for an API key: pass --api-key K (or set TASKPOOL_API_KEY); `taskpool keys create --scope admin --db …` on its database makes one")
     : new CliError("the taskpool server refused the API key (not one of its keys, or revoked): check --api-key or TASKPOOL_API_KEY; `taskpool keys list --db …` on its database shows its keys");
+}
+
+/** A write a command sent, for the message when the server took it and never answered: what may have happened, and how to look. */
+export interface SentWrite {
+  /** "task 3 was cancelled" */
+  what: string;
+  /** "taskpool tasks show 3" */
+  check: string;
+}
+
+/**
+ * A server that took a call and gave no answer within --timeout, in one line: its URL, how long, and
+ * whether anything may have been done. A read changed nothing; a write's outcome is unknown, so it
+ * says to look before repeating it (no command's write carries an idempotency key of the user's).
+ */
+export function explainServerTimeout(error: unknown, write?: SentWrite): unknown {
+  if (!(error instanceof ServerTimeoutError)) return error;
+  const silent = `the taskpool server at ${error.origin} did not answer within ${seconds(error.waitedMs)} s`;
+  if (!error.maybeApplied) return new CliError(`${silent} (a read: nothing was changed); is it overloaded or stuck? Check its logs, or wait longer with --timeout <seconds>`);
+  const { what, check } = write ?? { what: "the change was made", check: "taskpool tasks show, tasks list or schedules list" };
+  return new CliError(`${silent} to a change it was sent: whether ${what} is unknown; check with \`${check}\` before repeating it, and the server's logs for why it is stuck (--timeout <seconds> waits longer)`);
 }

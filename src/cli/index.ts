@@ -6,7 +6,7 @@ import { coordinatorCommand } from "./coordinator.js";
 import { refuseMisplacedSchema, usesSchema } from "./database.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
-import { CliError, explainAuthRefusal } from "./errors.js";
+import { CliError, explainAuthRefusal, explainServerTimeout } from "./errors.js";
 import { keysCommand } from "./keys.js";
 import { migrateCommand } from "./migrate.js";
 import { reassignmentsCommand } from "./reassignments.js";
@@ -66,7 +66,7 @@ program.hook("preAction", (_, command) => {
 
 program.parseAsync().catch((thrown: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.
-  const error = explainAuthRefusal(thrown);
+  const error = explainServerTimeout(explainAuthRefusal(thrown));
   const known = error instanceof TaskpoolError || error instanceof CommanderError;
   console.error(`taskpool: ${error instanceof Error ? error.message : String(error)}`);
   if (program.opts().verbose && thrown instanceof Error) console.error(thrown.stack);

@@ -1,7 +1,7 @@
 import { type Command, Option } from "commander";
 import type { ReassignmentStats } from "../core/monitoring.js";
 import type { ReassignmentEvent } from "../core/worker.js";
-import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { CliError } from "./errors.js";
 import { integerFrom, taskId } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
@@ -47,6 +47,7 @@ export function reassignmentsCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nExample:\n  $ taskpool reassignments --limit 20\n  $ taskpool reassignments --task 42\n  $ taskpool reassignments --stats --json")
     .action((opts) =>

@@ -3,7 +3,7 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import { counted } from "../core/counted.js";
 import { MISSED_TICK_POLICIES, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import type { JsonObject } from "../core/task.js";
-import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { exactIntegers, integer, positiveInteger } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
@@ -108,6 +108,7 @@ export function schedulesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nExample:\n  $ taskpool schedules list\n  $ taskpool schedules list --json | jq '.[] | {name, nextRunAt, lastResult}'")
     .action((opts) =>
@@ -137,6 +138,7 @@ export function schedulesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText(
       "after",
@@ -160,6 +162,7 @@ export function schedulesCommand(program: Command): void {
       .addOption(dbOption())
       .addOption(urlOption())
       .addOption(apiKeyOption())
+      .addOption(timeoutOption())
       .addOption(schemaOption())
       .addHelpText("after", `\nExample:\n  $ taskpool schedules ${verb} product_resync${verb === "resume" ? "" : " --cancel-pending"}`);
     if (verb !== "resume") command.option("--cancel-pending", "also cancel the tasks its runs made that are still pending (paused first, so no run is made meanwhile)");
@@ -188,6 +191,7 @@ export function schedulesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nTo stop a schedule and its work: `taskpool schedules pause NAME --cancel-pending` (or `remove NAME --cancel-pending`).")
     .action((name: string, opts) =>

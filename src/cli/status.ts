@@ -3,7 +3,7 @@ import type { Taskpool } from "../api/taskpool.js";
 import { COORDINATOR_LEADERSHIP, sweepOverdue } from "../coordinator/coordinator.js";
 import type { LeadershipStatus } from "../store/store.js";
 import { TASK_STATUSES, type TaskStatus } from "../core/task.js";
-import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { type Column, formatTable, jsonOption } from "./table.js";
 import { WORKER_COLUMNS } from "./workers.js";
 
@@ -56,6 +56,7 @@ export function statusCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addOption(jsonOption())
     .action((opts: { db: string; schema?: string; json?: boolean }) => withPool(opts, (pool) => printStatus(pool, console.log, opts.json === true)));

@@ -1,10 +1,10 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
-import { TaskpoolError } from "../core/errors.js";
+import { isRefusal } from "../core/errors.js";
 import type { TaskEvent } from "../core/event.js";
 import { LIST_ORDERS } from "../core/schemas.js";
 import { TASK_STATUSES, type Task, type TaskStatus } from "../core/task.js";
-import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
-import { CliError } from "./errors.js";
+import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { CliError, explainServerTimeout } from "./errors.js";
 import { integerFrom, taskId } from "./parse.js";
 import { type Cell, type Column, emit, formatFields, formatTable, jsonOption } from "./table.js";
 import { counted } from "../core/counted.js";
@@ -118,28 +118,34 @@ type Outcome = { id: number; task: Task } | { id: number; error: { code: string;
  * refused and why, so a script sees the failure and an operator sees what did happen.
  */
 async function actOnEach(ids: number[], action: "retry" | "cancel", json: boolean | undefined, act: (id: number) => Promise<Task>): Promise<void> {
+  const done = action === "retry" ? "retried" : "cancelled";
   const outcomes: Outcome[] = [];
+  const report = () =>
+    emit(json, outcomes, () =>
+      formatTable<Outcome>(
+        [
+          { header: "id", value: (o) => o.id },
+          { header: "type", value: (o) => ("task" in o ? o.task.taskType : null) },
+          { header: "status", value: (o) => ("task" in o ? o.task.status : null) },
+          { header: "outcome", value: (o) => ("task" in o ? done : `not ${done}: ${o.error.message}`) },
+        ],
+        outcomes,
+      ),
+    );
   for (const id of ids) {
     try {
       outcomes.push({ id, task: await act(id) });
     } catch (error) {
-      // Only refusals taskpool raised on purpose are reported per id; anything else (a lost connection) stops the command.
-      if (!(error instanceof TaskpoolError)) throw error;
+      // Only refusals are reported per id; anything else (the server out of reach, or silent) stops the
+      // command after showing what was done: each further id would wait for it as long again.
+      if (!isRefusal(error)) {
+        if (outcomes.length > 0) report();
+        throw explainServerTimeout(error, { what: `task ${id} was ${done}`, check: `taskpool tasks show ${id}` });
+      }
       outcomes.push({ id, error: { code: error.code, message: error.message } });
     }
   }
-  const done = action === "retry" ? "retried" : "cancelled";
-  emit(json, outcomes, () =>
-    formatTable<Outcome>(
-      [
-        { header: "id", value: (o) => o.id },
-        { header: "type", value: (o) => ("task" in o ? o.task.taskType : null) },
-        { header: "status", value: (o) => ("task" in o ? o.task.status : null) },
-        { header: "outcome", value: (o) => ("task" in o ? done : `not ${done}: ${o.error.message}`) },
-      ],
-      outcomes,
-    ),
-  );
+  report();
   const refused = outcomes.flatMap((o) => ("error" in o ? [`${o.id} (${o.error.message})`] : []));
   if (refused.length > 0) throw new CliError(`${refused.length} of ${counted(ids.length, "task")} not ${done}: ${refused.join("; ")}`);
 }
@@ -160,6 +166,7 @@ export function tasksCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nExample:\n  $ taskpool tasks list --status failed,cancelled --type product_resync --limit 20\n  $ taskpool tasks list --worker resync-1 --json")
     .action((opts) =>
@@ -180,6 +187,7 @@ export function tasksCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nExample:\n  $ taskpool tasks show 42\n  $ taskpool tasks show 42 --json | jq .task.checkpoint")
     .action((value: string, opts) => {
@@ -199,6 +207,7 @@ export function tasksCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nExample:\n  $ taskpool tasks retry 17 18 21\n  $ taskpool tasks list --status failed --json | jq -r '.tasks[].id' | xargs taskpool tasks retry")
     .action((values: string[], opts) => {
@@ -214,6 +223,7 @@ export function tasksCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", '\nExample:\n  $ taskpool tasks cancel 17 18 --reason "store closed"')
     .action((values: string[], opts) => {

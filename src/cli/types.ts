@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError } from "commander";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { exactIntegers } from "./parse.js";
 
 const summary = (t: TaskTypeRecord) =>
@@ -17,6 +17,7 @@ export function typesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .action((opts) =>
       withPool(opts, async (pool) => {
@@ -31,6 +32,7 @@ export function typesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .action((name: string, opts) =>
       withPool(opts, async (pool) => {
@@ -45,6 +47,7 @@ export function typesCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .action((file: string, opts) =>
       withPool(opts, async (pool) => {

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import type { WorkerRecord } from "../core/worker.js";
-import { apiKeyOption, dbOption, schemaOption, urlOption, withPool } from "./database.js";
+import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
 /** The worker registry as table columns (also what `taskpool status` prints). */
@@ -24,6 +24,7 @@ export function workersCommand(program: Command): void {
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
+    .addOption(timeoutOption())
     .addOption(schemaOption())
     .addHelpText("after", "\nExample:\n  $ taskpool workers\n  $ taskpool workers --json | jq '.[] | select(.status != \"active\") | .workerId'")
     .action((opts) =>

@@ -54,12 +54,35 @@ export class ServerUnreachableError extends UnavailableError {
   }
 }
 
+/**
+ * The server took the connection but gave no answer, and the call's time (ConnectOptions.callTimeoutMs)
+ * ran out: `waitedMs` from its first attempt. `maybeApplied`: a change was sent, so it may have been
+ * applied; a read (a GET) changes nothing.
+ */
+export class ServerTimeoutError extends ServerUnreachableError {
+  constructor(
+    readonly origin: string,
+    readonly waitedMs: number,
+    readonly maybeApplied: boolean,
+    idempotencyKey?: string,
+  ) {
+    super(origin, `no answer within ${seconds(waitedMs)} s`, "resent", idempotencyKey);
+    const silent = `The taskpool server at ${origin} gave no answer within ${seconds(waitedMs)} s`;
+    this.message = maybeApplied ? `${silent} to a call it was sent: the call may have been applied${againWith(idempotencyKey)}` : `${silent}; is it overloaded or stuck?`;
+  }
+}
+
+/** A wait in seconds as a person reads it: 1.2, 30. */
+export const seconds = (ms: number): number => Number((ms / 1000).toFixed(ms < 10_000 ? 1 : 0));
+
 function unreachableMessage(origin: string, reason: string, fate: "unsent" | "not-resent" | "resent", idempotencyKey: string | undefined): string {
   if (fate === "unsent") return `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`;
   if (fate === "not-resent") return `Lost the connection to the taskpool server at ${origin} before it answered (${reason}): the call may have been applied, so it was not sent again; check before repeating it`;
-  const again = idempotencyKey === undefined ? "" : `; make it again with idempotencyKey "${idempotencyKey}" to have it applied at most once`;
-  return `The taskpool server at ${origin} gave no answer (${reason}) to a call it was sent, on every try: the call may have been applied${again}`;
+  return `The taskpool server at ${origin} gave no answer (${reason}) to a call it was sent, on every try: the call may have been applied${againWith(idempotencyKey)}`;
 }
+
+const againWith = (idempotencyKey: string | undefined): string =>
+  idempotencyKey === undefined ? "" : `; make it again with idempotencyKey "${idempotencyKey}" to have it applied at most once`;
 
 /** A call the HTTP transport does not make: it belongs next to the database. */
 export class NotOverHttpError extends TaskpoolError {

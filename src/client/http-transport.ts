@@ -13,7 +13,7 @@
 import http from "node:http";
 import https from "node:https";
 import { monotonicMs } from "../core/clock.js";
-import { errorFromReply, ServerUnreachableError, type Subject } from "./errors.js";
+import { errorFromReply, ServerTimeoutError, ServerUnreachableError, type Subject } from "./errors.js";
 
 export interface TransportOptions {
   /** Sent as X-API-Key. */
@@ -26,6 +26,13 @@ export interface TransportOptions {
   retryForMs?: number;
   /** Per-request time limit beyond a long-poll's own wait (default 30 s). */
   timeoutMs?: number;
+  /**
+   * The longest one call may take, its attempts and pauses together (ConnectOptions.callTimeoutMs):
+   * an attempt's time limit is cut to what is left, and none starts after. Default: none, each
+   * attempt having `timeoutMs`, as a worker riding out an outage wants; a one-shot command (the
+   * CLI's) wants an answer within seconds.
+   */
+  callTimeoutMs?: number;
 }
 
 /** Whether a call may be sent again when it is unknown whether the server received it. */
@@ -89,16 +96,22 @@ export class HttpTransport {
   /** Sends the request (retrying as the module comment says) and answers the 2xx reply; anything else throws the library's error for it. */
   async send(method: string, path: string, body: unknown, options: RequestOptions): Promise<Reply> {
     const started = monotonicMs();
+    const { callTimeoutMs } = this.options;
+    const deadline = callTimeoutMs === undefined ? Infinity : started + callTimeoutMs;
     for (let attempt = 1; ; attempt++) {
       let reply: Reply;
       try {
-        reply = await this.once(method, path, body, options);
+        reply = await this.once(method, path, body, options, deadline);
       } catch (error) {
         const failure = error as NetworkFailure;
         const fate = failure.unsent === true ? "unsent" : options.repeatable === "yes" ? "resent" : "not-resent";
         const key = options.subject !== undefined && "idempotencyKey" in options.subject ? options.subject.idempotencyKey : undefined;
-        const unreachable = () => new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), fate, key);
-        const pause = !options.signal?.aborted && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, options) : null;
+        // A call with a time of its own that ends waiting for an answer says so, and whether it sent a change (a GET is none).
+        const unreachable = () =>
+          callTimeoutMs !== undefined && failure.code === "ETIMEDOUT"
+            ? new ServerTimeoutError(this.baseUrl.origin, monotonicMs() - started, method !== "GET", key)
+            : new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), fate, key);
+        const pause = !options.signal?.aborted && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, deadline, options) : null;
         if (pause === null) throw unreachable();
         if (!(await this.backoff(pause, options.signal))) throw unreachable();
         continue;
@@ -107,7 +120,7 @@ export class HttpTransport {
       // 502/503/504 come before any work was done (a proxy, or a server not ready); another 5xx may
       // have come after a write, so only a repeatable call goes again.
       const unsent = reply.status === 502 || reply.status === 503 || reply.status === 504;
-      const pause = reply.status >= 500 && (options.repeatable === "yes" || unsent) ? this.pause(attempt, started, options) : null;
+      const pause = reply.status >= 500 && (options.repeatable === "yes" || unsent) ? this.pause(attempt, started, deadline, options) : null;
       if (pause === null || !(await this.backoff(pause, options.signal))) throw errorFromReply(reply.status, reply.body, options.subject);
     }
   }
@@ -118,9 +131,10 @@ export class HttpTransport {
     this.agent.destroy();
   }
 
-  /** The pause before attempt `attempt + 1` of a call begun at `started`, or null when its retries are spent. */
-  private pause(attempt: number, started: number, options: RequestOptions): number | null {
+  /** The pause before attempt `attempt + 1` of a call begun at `started`, or null when its retries or its time (`deadline`) are spent. */
+  private pause(attempt: number, started: number, deadline: number, options: RequestOptions): number | null {
     const ms = Math.min(2000, 100 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2);
+    if (monotonicMs() + ms >= deadline) return null;
     const { retryForMs } = this.options;
     if (retryForMs === undefined) return attempt < Math.max(DEFAULT_ATTEMPTS, options.minAttempts ?? 0) ? ms : null;
     // A pause that would end past the time allowed is cut short: the last attempt goes out as it ends.
@@ -148,7 +162,7 @@ export class HttpTransport {
     });
   }
 
-  private once(method: string, path: string, body: unknown, options: RequestOptions): Promise<Reply> {
+  private once(method: string, path: string, body: unknown, options: RequestOptions, deadline: number): Promise<Reply> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers: Record<string, string | number> = { accept: "application/json" };
     if (payload !== undefined) {
@@ -157,9 +171,15 @@ export class HttpTransport {
     }
     if (this.options.apiKey) headers["x-api-key"] = this.options.apiKey;
     Object.assign(headers, options.headers);
+    const limit = this.timeoutMs + (options.waitMs ?? 0);
+    const left = Math.max(1, deadline - monotonicMs());
     return new Promise<Reply>((resolve, reject) => {
-      const req = this.request(new URL(path, this.baseUrl), { method, headers, agent: this.agent, signal: options.signal, timeout: this.timeoutMs + (options.waitMs ?? 0) });
-      req.on("timeout", () => req.destroy(Object.assign(new Error(`no answer within ${this.timeoutMs + (options.waitMs ?? 0)} ms`), { code: "ETIMEDOUT" })));
+      const req = this.request(new URL(path, this.baseUrl), { method, headers, agent: this.agent, signal: options.signal, timeout: limit });
+      const timedOut = (ms: number) => req.destroy(Object.assign(new Error(`no answer within ${ms} ms`), { code: "ETIMEDOUT" }));
+      req.on("timeout", () => timedOut(limit));
+      // `timeout` counts the socket's silence only: the call's deadline holds however the server trickles.
+      const cutoff = left < limit ? setTimeout(() => timedOut(left), left) : undefined;
+      req.on("close", () => clearTimeout(cutoff));
       req.on("error", (error: NetworkFailure) => {
         // Only a connection never made is certainly unsent. A reset of a kept-alive socket is not,
         // though Node documents retrying it for the race where the server closed the idle socket

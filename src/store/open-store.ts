@@ -15,6 +15,8 @@ export interface DatabaseConfig {
   apiKey?: string;
   /** How long a call to a taskpool server is retried (ConnectOptions.retryForMs). */
   retryForMs?: number;
+  /** The longest a call to a taskpool server may take, retries included (ConnectOptions.callTimeoutMs). */
+  callTimeoutMs?: number;
   /** PostgreSQL's limit on one statement (ConnectOptions.statementTimeoutMs). */
   statementTimeoutMs?: number;
 }
@@ -26,6 +28,8 @@ export interface OpenStoreOptions {
   apiKey?: string;
   /** How long a call to a taskpool server is retried (ConnectOptions.retryForMs). */
   retryForMs?: number;
+  /** The longest a call to a taskpool server may take, retries included (ConnectOptions.callTimeoutMs). */
+  callTimeoutMs?: number;
   /** Refuse tasks of unregistered types. */
   requireRegistered?: boolean;
   clock?: Clock;
@@ -88,7 +92,7 @@ async function createStore(url: string, options: OpenStoreOptions): Promise<Stor
   }
   if (isServerUrl(url)) {
     const { HttpStore } = await import("../client/http-store.js");
-    return new HttpStore(url, { apiKey: options.apiKey, retryForMs: options.retryForMs });
+    return new HttpStore(url, { apiKey: options.apiKey, retryForMs: options.retryForMs, callTimeoutMs: options.callTimeoutMs });
   }
   throw new UnsupportedUrlError(url);
 }

@@ -1,8 +1,10 @@
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { connect, Taskpool } from "../../src/api/taskpool.js";
 import { ValidationError } from "../../src/core/errors.js";
-import { ServerUnreachableError } from "../../src/client/errors.js";
+import { ServerTimeoutError, ServerUnreachableError } from "../../src/client/errors.js";
+import { monotonicMs } from "../../src/core/clock.js";
 import { buildServer } from "../../src/server/server.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 
@@ -136,5 +138,29 @@ describe("connect(http://…, { retryForMs })", () => {
     const refusal = connect("http://127.0.0.1:1", { retryForMs: value as number });
     await expect(refusal).rejects.toBeInstanceOf(ValidationError);
     await expect(refusal).rejects.toThrow(/^Invalid retryForMs .*: a whole number of milliseconds from 0 \(no retries\) to 86400000/);
+  });
+});
+
+describe("connect(http://…, { callTimeoutMs })", () => {
+  it("ends a call to a server that takes the connection and never answers at its time, saying a read changed nothing", async () => {
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const origin = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    try {
+      const started = monotonicMs();
+      // Connecting asks GET /readyz: without a time, six tries of 30 s each.
+      const error = await connect(origin, { callTimeoutMs: 700 }).catch((e: unknown) => e);
+      expect(monotonicMs() - started).toBeLessThan(3000);
+      expect(error).toBeInstanceOf(ServerTimeoutError);
+      expect(error).toMatchObject({ code: "server_unreachable", origin, maybeApplied: false, message: `The taskpool server at ${origin} gave no answer within 0.7 s; is it overloaded or stuck?` });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it.each([0, 1.5, "30s", 86_400_001])("refuses %s, naming the option, before any request", async (value) => {
+    await expect(connect("http://127.0.0.1:1", { callTimeoutMs: value as number })).rejects.toThrow(/^Invalid callTimeoutMs .*: a whole number of milliseconds from 1 to 86400000/);
   });
 });

@@ -1,0 +1,79 @@
+import http from "node:http";
+import net from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { monotonicMs } from "../src/core/clock.js";
+import { envWith, taskpoolIn } from "./helpers/cli.js";
+
+/** A command run against the server, with how long it took to end; killed after 20 s (taskpoolIn). */
+async function timed(...args: string[]): Promise<{ code: number | string; stderr: string; seconds: number }> {
+  const started = monotonicMs();
+  const ended = await taskpoolIn(process.cwd(), envWith({}), ...args).then(
+    ({ stderr }) => ({ code: 0, stderr }),
+    (e: { code: number | string; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
+  );
+  return { ...ended, seconds: (monotonicMs() - started) / 1000 };
+}
+
+/** Well under the 3 minutes a call took before (6 tries of 30 s), with room for starting node on a loaded machine. */
+const BOUND_S = 8;
+
+describe("a CLI command against a server that never answers", () => {
+  const sockets = new Set<net.Socket>();
+  let close: () => Promise<void> = async () => {};
+  afterEach(async () => {
+    for (const socket of sockets) socket.destroy();
+    sockets.clear();
+    await close();
+  });
+
+  /** Listens on a free port; each connection is kept, for afterEach to end. */
+  async function listen(server: net.Server): Promise<string> {
+    server.on("connection", (socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    close = () => new Promise((resolve) => server.close(() => resolve()));
+    return `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  }
+
+  it("fails a read within --timeout, in one line naming the server and saying nothing was changed", async () => {
+    // Takes the connection and never says a word, as a stuck server or a half-open proxy does.
+    const url = await listen(net.createServer());
+    for (const command of [["status"], ["tasks", "list"]]) {
+      const run = await timed(...command, "--url", url, "--timeout", "1");
+      expect(run.code).toBe(1);
+      expect(run.seconds).toBeLessThan(BOUND_S);
+      expect(run.stderr).toBe(
+        `taskpool: the taskpool server at ${url} did not answer within 1 s (a read: nothing was changed); is it overloaded or stuck? Check its logs, or wait longer with --timeout <seconds>\n`,
+      );
+    }
+  });
+
+  it("says a write's outcome is unknown, and how to look, and stops there", async () => {
+    // Ready, then silent on everything else: the write is sent, and its answer never comes.
+    const writes: string[] = [];
+    const server = http.createServer((request, response) => {
+      if (request.url !== "/readyz") return void writes.push(`${request.method} ${request.url}`);
+      const coordinator = { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null, sweep_interval_seconds: null, sweep_overdue: false };
+      response.setHeader("content-type", "application/json").end(JSON.stringify({ success: true, status: "ready", database: "sqlite", coordinator }));
+    });
+    const url = await listen(server);
+
+    const cancel = await timed("tasks", "cancel", "7", "8", "--url", url, "--timeout", "1");
+    expect(cancel.code).toBe(1);
+    expect(cancel.seconds).toBeLessThan(BOUND_S);
+    expect(cancel.stderr).toMatch(
+      new RegExp(`^taskpool: the taskpool server at ${url} did not answer within 1 s to a change it was sent: whether task 7 was cancelled is unknown; check with \`taskpool tasks show 7\` before repeating it, .*\\n$`),
+    );
+    // Task 8 would have waited as long again, for the same silence.
+    expect(writes).toEqual(["POST /api/tasks/7/cancel"]);
+
+    const enqueue = await timed("enqueue", "crawl", "--url", url, "--timeout", "1");
+    expect(enqueue.code).toBe(1);
+    expect(enqueue.seconds).toBeLessThan(BOUND_S);
+    expect(enqueue.stderr).toMatch(/^taskpool: .* did not answer within 1 s to a change it was sent: whether the task was enqueued is unknown; check with `taskpool tasks list --type crawl` before repeating it, [^\n]*\n$/);
+  });
+
+  it("refuses --timeout with a database, which it would not bound", async () => {
+    const run = await timed("status", "--db", "sqlite::memory:", "--timeout", "5");
+    expect(run).toMatchObject({ code: 1, stderr: expect.stringMatching(/^taskpool: --timeout is how long to wait for a taskpool server \(--url\); leave it out with --db/) });
+  });
+});
