@@ -56,7 +56,7 @@ export class ServerUnreachableError extends UnavailableError {
 
 /**
  * The server took the connection but gave no answer, and the call's time (ConnectOptions.callTimeoutMs)
- * ran out: `waitedMs` from its first attempt. `maybeApplied`: a change was sent, so it may have been
+ * ran out: `waitedMs`, from its first attempt (at most that time). `maybeApplied`: a change was sent, so it may have been
  * applied; a read (a GET) changes nothing.
  */
 export class ServerTimeoutError extends ServerUnreachableError {

@@ -107,9 +107,10 @@ export class HttpTransport {
         const fate = failure.unsent === true ? "unsent" : options.repeatable === "yes" ? "resent" : "not-resent";
         const key = options.subject !== undefined && "idempotencyKey" in options.subject ? options.subject.idempotencyKey : undefined;
         // A call with a time of its own that ends waiting for an answer says so, and whether it sent a change (a GET is none).
+        // Its time, when that is what ended it: a timer fires a little late on a busy event loop.
         const unreachable = () =>
           callTimeoutMs !== undefined && failure.code === "ETIMEDOUT"
-            ? new ServerTimeoutError(this.baseUrl.origin, monotonicMs() - started, method !== "GET", key)
+            ? new ServerTimeoutError(this.baseUrl.origin, Math.min(monotonicMs() - started, callTimeoutMs), method !== "GET", key)
             : new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), fate, key);
         const pause = !options.signal?.aborted && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, deadline, options) : null;
         if (pause === null) throw unreachable();
