@@ -1,9 +1,9 @@
-import { afterEach, beforeEach } from "vitest";
+import { afterAll, afterEach, beforeEach } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { ManualClock } from "../../src/core/clock.js";
 import type { TaskCounts } from "../../src/core/task.js";
 import type { Store } from "../../src/store/store.js";
-import type { StoreKind, TestStore } from "../helpers/stores.js";
+import { SpareSchemas, type StoreKind, type TestStore } from "../helpers/stores.js";
 
 /** What each contract test gets: a fresh checked store on a manual clock with a fixed jitter draw. */
 export interface ContractContext {
@@ -19,9 +19,12 @@ export interface ContractContext {
 export function useStore(kind: StoreKind): ContractContext {
   const ctx = { jitter: { value: 0.5 } } as ContractContext;
   let handle: TestStore;
+  // The contract's tests change rows only: each PostgreSQL test takes the schema the last one emptied.
+  const spares = new SpareSchemas();
+  afterAll(() => spares.dropAll());
   beforeEach(async () => {
     ctx.clock = new ManualClock();
-    handle = await kind.create({ clock: ctx.clock, random: () => ctx.jitter.value });
+    handle = await kind.create({ clock: ctx.clock, random: () => ctx.jitter.value, spares });
     // The contract is what users get: the checked API layer in front of each store.
     ctx.store = new CheckedStore(handle.store);
     ctx.another = async () => new CheckedStore(await handle.another());
