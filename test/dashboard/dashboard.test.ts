@@ -337,6 +337,40 @@ describe("the dashboard in a real browser", () => {
     expect(await row.locator("td").nth(3).textContent()).toMatch(/^[\d.]+ s ago$/);
   });
 
+  it("an admin who retries a dead-letter group is told what it did, and what the server refused, after the row goes", async () => {
+    const fail = async (error: string, count: number) => {
+      await Promise.all(Array.from({ length: count }, () => server.pool.enqueue("dl", {}, { maxAttempts: 1 })));
+      const leases = await server.pool.protocol.claim({ workerId: "w1", limit: count });
+      for (const lease of leases) await server.pool.protocol.fail(lease.id, lease, { error });
+      return leases.map((lease) => lease.id);
+    };
+    await fail("upstream 503", 3);
+    const [raced] = await fail("timeout", 2);
+    const page = await open(server.keys.admin, "#/dead-letter");
+    page.on("dialog", (dialog) => dialog.accept());
+    const outcomes = page.locator("section.panel [role=status]");
+
+    const row = page.locator("#dead-letter tr.dead-group", { hasText: "upstream 503" });
+    await row.getByRole("button", { name: "Retry 3" }).click();
+    // The reload finds the group's tasks pending: its row goes, and with it anything said there.
+    await row.waitFor({ state: "detached" });
+    expect(await outcomes.allTextContents()).toEqual(['Retried 3 dl tasks ("upstream 503"): back in the pool.']);
+
+    // Someone else retried one first: the server's refusal is said, though the row goes as both are pending.
+    await page.route((url) => url.pathname === `/api/tasks/${raced}/retry`, async (route) => {
+      await server.pool.retry(raced);
+      await route.continue();
+    });
+    const racedRow = page.locator("#dead-letter tr.dead-group", { hasText: "timeout" });
+    await racedRow.getByRole("button", { name: "Retry 2" }).click();
+    await racedRow.waitFor({ state: "detached" });
+    expect(await outcomes.allTextContents()).toEqual([
+      'Retried 3 dl tasks ("upstream 503"): back in the pool.',
+      `Retried 1 of 2 dl tasks ("timeout"); 1 refused: #${raced}: Cannot retry task ${raced}: it is pending (only failed tasks can be retried)`,
+    ]);
+    expect((await server.pool.list({ status: "pending" })).tasks).toHaveLength(5);
+  });
+
   it("the Tasks page's role picker shows the role filtered on, even one with no task yet (a link from Capacity)", async () => {
     await server.pool.enqueue("crawl", {});
     const page = await open(server.keys.producer, "#/tasks?task_type=registered_only");

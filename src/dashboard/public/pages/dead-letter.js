@@ -50,12 +50,22 @@ async function retryAll(ids, progress) {
   return refused;
 }
 
-function Group({ g, admin, reload }) {
-  const [state, setState] = useState(null);
+/** An error as a group's name in a sentence: a failure's message may run to 10,000 characters. */
+const cut = (text, length = 100) => (text.length > length ? `${text.slice(0, length)}…` : text);
+
+function Group({ g, admin, reload, report }) {
+  const [progress, setProgress] = useState(null);
   const run = async () => {
     if (!confirm(`Retry ${g.tasks.length} failed ${g.taskType} task(s)?`)) return;
-    const refused = await retryAll(g.tasks.map((t) => t.id), (text) => setState({ busy: true, text }));
-    setState({ busy: false, text: refused.length ? `${refused.length} refused: ${refused.slice(0, 3).join("; ")}` : `retried ${g.tasks.length}` });
+    const refused = await retryAll(g.tasks.map((t) => t.id), setProgress);
+    setProgress(null);
+    // Said above the table, not in this row: the reload finds the retried tasks no longer failed and the row goes.
+    const what = `${g.tasks.length} ${g.taskType} task${g.tasks.length === 1 ? "" : "s"}${g.error ? ` ("${cut(g.error)}")` : ""}`;
+    report(
+      refused.length
+        ? { ok: false, text: `Retried ${g.tasks.length - refused.length} of ${what}; ${refused.length} refused: ${refused.slice(0, 3).join("; ")}` }
+        : { ok: true, text: `Retried ${what}: back in the pool.` },
+    );
     reload();
   };
   return html`<tr class="dead-group">
@@ -64,23 +74,27 @@ function Group({ g, admin, reload }) {
     <td class="num">${num(g.tasks.length)}</td>
     <td>${ago(g.latest)}</td>
     <td>${g.tasks.slice(0, 5).map((t) => html`<a href="#/tasks/${t.id}">#${t.id}</a> `)}${g.tasks.length > 5 ? "…" : ""}</td>
-    <td>${admin && html`<button class="primary retry-group" disabled=${state?.busy} onClick=${run}>Retry ${g.tasks.length}</button>`}
-      ${state && html` <span class="small">${state.text}</span>`}</td>
+    <td>${admin && html`<button class="primary retry-group" disabled=${progress !== null} onClick=${run}>Retry ${g.tasks.length}</button>`}
+      ${progress && html` <span class="small">${progress}</span>`}</td>
   </tr>`;
 }
 
 export function DeadLetter({ session }) {
+  // Every retry's outcome, until the page is left: groups retried at once each get theirs.
+  const [outcomes, setOutcomes] = useState([]);
+  const report = (outcome) => setOutcomes((earlier) => [...earlier, outcome]);
   const { data, error, reload } = usePoll(() => api("GET", `api/tasks${query({ status: "failed", limit: READ })}`), [], Math.max(POLL_MS, 10_000));
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
   const groups = group(data.tasks);
   return html`<${ErrorBox} error=${error} />
     <section class="panel">
       <h2>Dead letter: ${num(data.tasks.length)}${data.next_cursor ? "+" : ""} failed task${data.tasks.length === 1 ? "" : "s"}</h2>
+      ${outcomes.map((o) => html`<p class="small ${o.ok ? "status-completed" : "status-failed"}" role="status">${o.text}</p>`)}
       ${data.next_cursor && html`<p class="small muted">Grouping the newest ${READ}; <a href="#/tasks?status=failed">all failed tasks</a>.</p>`}
       <div class="scroll">
         <table id="dead-letter">
           <thead><tr><th>type</th><th>error</th><th class="num">tasks</th><th>latest</th><th>examples</th><th></th></tr></thead>
-          <tbody>${groups.map((g) => html`<${Group} key=${g.key} g=${g} admin=${session.scope === "admin"} reload=${reload} />`)}</tbody>
+          <tbody>${groups.map((g) => html`<${Group} key=${g.key} g=${g} admin=${session.scope === "admin"} reload=${reload} report=${report} />`)}</tbody>
         </table>
         ${groups.length === 0 && html`<p class="muted">Nothing failed.</p>`}
       </div>
