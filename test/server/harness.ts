@@ -1,10 +1,10 @@
 import type { FastifyInstance } from "fastify";
-import { afterEach, beforeEach } from "vitest";
+import { afterAll, afterEach, beforeEach } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { Taskpool } from "../../src/api/taskpool.js";
 import { ManualClock } from "../../src/core/clock.js";
 import { buildServer, type ServerOptions } from "../../src/server/server.js";
-import type { StoreKind, TestStore } from "../helpers/stores.js";
+import { SpareSchemas, type StoreKind, type TestStore } from "../helpers/stores.js";
 
 /** An answer: status, parsed JSON body and headers. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- answers are read loosely, field by field
@@ -48,9 +48,12 @@ export async function request(url: string, method: string, path: string, body: u
 export function useServer(kind: StoreKind, options: ServerOptions = { auth: "none" }): ServerContext {
   const ctx = { key: null } as ServerContext;
   let handle: TestStore;
+  // Requests change rows only: each PostgreSQL test takes the schema the last one emptied.
+  const spares = new SpareSchemas();
+  afterAll(() => spares.dropAll());
   beforeEach(async () => {
     ctx.clock = new ManualClock();
-    handle = await kind.create({ clock: ctx.clock, random: () => 0.5 });
+    handle = await kind.create({ clock: ctx.clock, random: () => 0.5, spares });
     Object.assign(ctx, await startServer(handle, ctx.clock, options));
     ctx.key = null;
     ctx.call = (method, path, body, o = {}) => request(ctx.url, method, path, body, o.key === undefined ? ctx.key : o.key, o.headers, o.raw) as never;
