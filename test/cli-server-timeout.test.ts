@@ -50,7 +50,9 @@ describe("a CLI command against a server that never answers", () => {
   it("says a write's outcome is unknown, and how to look, and stops there", async () => {
     // Ready, then silent on everything else: the write is sent, and its answer never comes.
     const writes: string[] = [];
+    const sentKeys: string[] = [];
     const server = http.createServer((request, response) => {
+      if (request.url === "/api/tasks") sentKeys.push(String(request.headers["idempotency-key"]));
       if (request.url !== "/readyz") return void writes.push(`${request.method} ${request.url}`);
       const coordinator = { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null, sweep_interval_seconds: null, sweep_overdue: false };
       response.setHeader("content-type", "application/json").end(JSON.stringify({ success: true, status: "ready", database: "sqlite", coordinator }));
@@ -69,7 +71,24 @@ describe("a CLI command against a server that never answers", () => {
     const enqueue = await timed("enqueue", "crawl", "--url", url, "--timeout", "1");
     expect(enqueue.code).toBe(1);
     expect(enqueue.seconds).toBeLessThan(BOUND_S);
-    expect(enqueue.stderr).toMatch(/^taskpool: .* did not answer within 1 s to a change it was sent: whether the task was enqueued is unknown; check with `taskpool tasks list --type crawl` before repeating it, [^\n]*\n$/);
+    // The key the client made for the call, which makes a repeat as safe as one of the user's would have.
+    const sent = [...new Set(sentKeys)];
+    expect(sent).toHaveLength(1);
+    expect(enqueue.stderr).toBe(
+      `taskpool: the taskpool server at ${url} did not answer within 1 s to a change it was sent: whether the task was enqueued is unknown; check with \`taskpool tasks list --type crawl\` before repeating it, ` +
+        `or repeat it adding --idempotency-key ${sent[0]} (the key it was sent with: the change is made at most once); pass --idempotency-key <key> next time to make repeating it safe, ` +
+        "and see the server's logs for why it is stuck (--timeout <seconds> waits longer)\n",
+    );
+
+    const earlier = sentKeys.length;
+    const keyed = await timed("enqueue", "crawl", "--idempotency-key", "crawl-1", "--url", url, "--timeout", "1");
+    expect(keyed.code).toBe(1);
+    expect(keyed.seconds).toBeLessThan(BOUND_S);
+    expect(new Set(sentKeys.slice(earlier))).toEqual(new Set(["crawl-1"]));
+    expect(keyed.stderr).toBe(
+      `taskpool: the taskpool server at ${url} did not answer within 1 s to a change it was sent: whether the task was enqueued is unknown; ` +
+        "repeating the same command with the same --idempotency-key is safe (the change is made at most once); see the server's logs for why it is stuck (--timeout <seconds> waits longer)\n",
+    );
   });
 
   it("refuses --timeout with a database, which it would not bound", async () => {

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -12,7 +12,7 @@ import { printStatus } from "../src/cli/status.js";
 import { ManualClock } from "../src/core/clock.js";
 import { eventually } from "./helpers/logs.js";
 import { createPostgres, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { CLI, envWith, taskpool, taskpoolIn } from "./helpers/cli.js";
+import { CLI, envWith, taskpool, taskpoolIn, taskpoolRun } from "./helpers/cli.js";
 
 describe("taskpool CLI", () => {
   const path = sqlitePath();
@@ -169,6 +169,29 @@ describe("taskpool CLI", () => {
     expect(strict.code).toBe(1);
     expect(strict.stderr).toMatch(/^taskpool: Task type "prodcut_resync" is not registered, and this pool requires registered types/);
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/prodcut_resync\s+pending 1\n/);
+  }, 60_000);
+
+  it("enqueue --idempotency-key: the same command again creates nothing and prints the first task; the key with other params, or a bad key, is refused in one line", async () => {
+    const first = await taskpoolRun("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", "--db", db);
+    expect([first.code, first.stdout]).toEqual([0, "Enqueued task 1 (crawl)\n"]);
+    // A repeat after an answer lost (a timeout), written the other way round: the same request.
+    const again = await taskpoolRun("enqueue", "crawl", '{ "page": 1 }', "--idempotency-key", "crawl-page-1", "--db", db);
+    expect([again.code, again.stdout]).toEqual([0, 'Task 1 (crawl) already enqueued by an earlier call with idempotency key "crawl-page-1": nothing new created; it is pending now\n']);
+    const json = JSON.parse((await taskpool("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", "--json", "--db", db)).stdout);
+    expect(json).toMatchObject({ created: false, replayed: true, task: { id: 1, params: { page: 1 } } });
+    const reused = await taskpoolRun("enqueue", "crawl", '{"page":2}', "--idempotency-key", "crawl-page-1", "--db", db);
+    expect([reused.code, reused.stdout, reused.stderr]).toEqual([
+      1,
+      "",
+      'taskpool: Idempotency key "crawl-page-1" was already used for a different enqueue request; a key may only be sent again with the same request (a retry): use a new key for new tasks\n',
+    ]);
+    // Refused as the library and the server refuse it, before the database is opened: no file appears.
+    const fresh = `${path}.fresh.db`;
+    const bad = await taskpoolRun("enqueue", "crawl", "--idempotency-key", "crawl page 1", "--db", `sqlite:${fresh}`);
+    expect([bad.code, bad.stderr]).toEqual([1, 'taskpool: Invalid options: --idempotency-key: must be 1 to 255 visible ASCII characters, no spaces (a UUID is the usual choice) (got "crawl page 1")\n']);
+    expect(existsSync(fresh)).toBe(false);
+    const tasks = JSON.parse((await taskpool("tasks", "list", "--json", "--db", db)).stdout).tasks;
+    expect(tasks.map((t: { id: number; params: unknown }) => [t.id, t.params])).toEqual([[1, { page: 1 }]]);
   }, 60_000);
 
   it("types register, list and show the registry; enqueue then checks params against it", async () => {

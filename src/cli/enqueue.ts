@@ -3,12 +3,21 @@ import type { Taskpool } from "../api/taskpool.js";
 import type { Task } from "../core/task.js";
 import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { ValidationError } from "../core/errors.js";
+import { type EnqueueCallOptions, EnqueueCallOptionsSchema } from "../core/schemas.js";
+import { validate } from "../core/validation.js";
 import { explainServerTimeout, namedAsFlags } from "./errors.js";
 import { exactIntegers, integer } from "./parse.js";
 import { jsonOption } from "./table.js";
 
 /** The flag that sets each field of the task: a refusal names the flag the operator typed. */
-const FLAGS = { priority: "--priority", maxAttempts: "--max-attempts", concurrencyKey: "--concurrency-key", uniqueKey: "--unique-key", delaySeconds: "--delay" };
+const FLAGS = {
+  priority: "--priority",
+  maxAttempts: "--max-attempts",
+  concurrencyKey: "--concurrency-key",
+  uniqueKey: "--unique-key",
+  delaySeconds: "--delay",
+  idempotencyKey: "--idempotency-key",
+};
 
 export function enqueueCommand(program: Command): void {
   program
@@ -19,6 +28,7 @@ export function enqueueCommand(program: Command): void {
     .option("--concurrency-key <key>", "at most one claimed/running task per key")
     .option("--unique-key <key>", "return the pending task holding this key instead of adding another")
     .option("--delay <seconds>", "not claimable before this many seconds from now", integer)
+    .option("--idempotency-key <key>", "the same command repeated with the same key (within 24 hours) creates the task once and prints it again: safe to repeat after a timeout")
     .addOption(requireRegisteredOption("refuse a task type that was never registered (catches typos)"))
     .addOption(dbOption())
     .addOption(urlOption())
@@ -35,28 +45,47 @@ export function enqueueCommand(program: Command): void {
         throw new InvalidArgumentError(`params is not valid JSON (${(error as Error).message}): ${params}; quote it for the shell, e.g. '{"storeId":42}'`);
       }
       if (params !== undefined) exactIntegers(params, parsed, "params");
+      // Checked as the library and the server check it, before anything is opened: a bad key creates no database either.
+      const key: string | undefined = opts.idempotencyKey;
+      const call: EnqueueCallOptions = key === undefined ? {} : { idempotencyKey: key };
+      try {
+        validate(EnqueueCallOptionsSchema, call, "options");
+      } catch (error) {
+        throw error instanceof ValidationError ? namedAsFlags(error, FLAGS) : error;
+      }
       const requireRegistered = requiresRegistered(opts.requireRegistered);
       await withPool(
         opts,
         async (pool) => {
           const answer = await pool.protocol
-            .enqueue({
-              taskType,
-              params: parsed as Record<string, never>,
-              priority: opts.priority,
-              maxAttempts: opts.maxAttempts,
-              concurrencyKey: opts.concurrencyKey,
-              uniqueKey: opts.uniqueKey,
-              // Counted by the store's clock: this host's may be off the database's.
-              delaySeconds: opts.delay,
-            })
+            .enqueue(
+              {
+                taskType,
+                params: parsed as Record<string, never>,
+                priority: opts.priority,
+                maxAttempts: opts.maxAttempts,
+                concurrencyKey: opts.concurrencyKey,
+                uniqueKey: opts.uniqueKey,
+                // Counted by the store's clock: this host's may be off the database's.
+                delaySeconds: opts.delay,
+              },
+              call,
+            )
             .catch((error: unknown) =>
-              Promise.reject(error instanceof ValidationError ? namedAsFlags(error, FLAGS) : explainServerTimeout(error, { what: "the task was enqueued", check: `taskpool tasks list --type ${taskType}` })),
+              Promise.reject(
+                error instanceof ValidationError
+                  ? namedAsFlags(error, FLAGS)
+                  : explainServerTimeout(error, { what: "the task was enqueued", check: `taskpool tasks list --type ${taskType}`, keyed: { flag: "--idempotency-key", key } }),
+              ),
             );
-          const { task, created } = answer;
+          const { task, created, replayed } = answer;
           if (opts.json) console.log(JSON.stringify(answer, null, 2));
-          else console.log(created ? `Enqueued task ${task.id} (${task.taskType})` : `Task ${task.id} already pending with unique key ${task.uniqueKey}`);
-          const warning = await nobodyServes(pool, task);
+          else if (created) console.log(`Enqueued task ${task.id} (${task.taskType})`);
+          // The first call's task, as it is now: it may have run since.
+          else if (replayed) console.log(`Task ${task.id} (${task.taskType}) already enqueued by an earlier call with idempotency key "${key}": nothing new created; it is ${task.status} now`);
+          else console.log(`Task ${task.id} already pending with unique key ${task.uniqueKey}`);
+          // A task the earlier call made that has finished since waits for no worker.
+          const warning = task.status === "pending" ? await nobodyServes(pool, task) : null;
           if (warning) console.error(`warning: ${warning}`);
         },
         { requireRegistered },

@@ -114,17 +114,33 @@ export interface SentWrite {
   what: string;
   /** "taskpool tasks show 3" */
   check: string;
+  /**
+   * For a write that takes an idempotency key of the user's: its option ("--idempotency-key") and the
+   * key given, if one was. The same command repeated with the same key makes the change at most once.
+   */
+  keyed?: { flag: string; key: string | undefined };
 }
 
 /**
  * A server that took a call and gave no answer within --timeout, in one line: its URL, how long, and
- * whether anything may have been done. A read changed nothing; a write's outcome is unknown, so it
- * says to look before repeating it (no command's write carries an idempotency key of the user's).
+ * whether anything may have been done. A read changed nothing; a write's outcome is unknown. Sent
+ * with the user's idempotency key, the command is safe to repeat with it; otherwise it says to look
+ * before repeating it, or to repeat it with the key the client made for the call (every enqueue over
+ * HTTP carries one), and to pass a key of one's own next time.
  */
 export function explainServerTimeout(error: unknown, write?: SentWrite): unknown {
   if (!(error instanceof ServerTimeoutError)) return error;
   const silent = `the taskpool server at ${error.origin} did not answer within ${seconds(error.waitedMs)} s`;
   if (!error.maybeApplied) return new CliError(`${silent} (a read: nothing was changed); is it overloaded or stuck? Check its logs, or wait longer with --timeout <seconds>`);
-  const { what, check } = write ?? { what: "the change was made", check: "taskpool tasks show, tasks list or schedules list" };
-  return new CliError(`${silent} to a change it was sent: whether ${what} is unknown; check with \`${check}\` before repeating it, and the server's logs for why it is stuck (--timeout <seconds> waits longer)`);
+  const { what, check, keyed } = write ?? { what: "the change was made", check: "taskpool tasks show, tasks list or schedules list" };
+  const stuck = "the server's logs for why it is stuck (--timeout <seconds> waits longer)";
+  const flag = keyed?.flag;
+  if (flag !== undefined && keyed?.key !== undefined) {
+    return new CliError(`${silent} to a change it was sent: whether ${what} is unknown; repeating the same command with the same ${flag} is safe (the change is made at most once); see ${stuck}`);
+  }
+  if (flag !== undefined) {
+    const sentWith = error.idempotencyKey === undefined ? "" : `, or repeat it adding ${flag} ${error.idempotencyKey} (the key it was sent with: the change is made at most once)`;
+    return new CliError(`${silent} to a change it was sent: whether ${what} is unknown; check with \`${check}\` before repeating it${sentWith}; pass ${flag} <key> next time to make repeating it safe, and see ${stuck}`);
+  }
+  return new CliError(`${silent} to a change it was sent: whether ${what} is unknown; check with \`${check}\` before repeating it, and ${stuck}`);
 }

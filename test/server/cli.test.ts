@@ -9,7 +9,7 @@ import { isLoopback } from "../../src/core/loopback.js";
 import { eventually } from "../helpers/logs.js";
 import { createPostgres, removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
 import { request } from "./harness.js";
-import { CLI, taskpool } from "../helpers/cli.js";
+import { CLI, taskpool, taskpoolRun } from "../helpers/cli.js";
 
 const run = promisify(execFile);
 
@@ -322,6 +322,33 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
   const path = sqlitePath();
   const db = `sqlite:${path}`;
   afterEach(() => removeSqliteFiles(path));
+
+  it("enqueue --idempotency-key through a server: the same command again creates nothing and prints the first task; the key with other params (422), or a bad key, is refused in one line", async () => {
+    const producer = (await taskpool("keys", "create", "--scope", "producer", "--quiet", "--db", db)).stdout.trim();
+    const { url, stop } = await startServe("--no-coordinator", "--db", db);
+    try {
+      const remote = ["--url", url, "--api-key", producer];
+      const first = await taskpoolRun("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", ...remote);
+      expect([first.code, first.stdout]).toEqual([0, "Enqueued task 1 (crawl)\n"]);
+      const again = await taskpoolRun("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", ...remote);
+      expect([again.code, again.stdout]).toEqual([0, 'Task 1 (crawl) already enqueued by an earlier call with idempotency key "crawl-page-1": nothing new created; it is pending now\n']);
+      const json = JSON.parse((await taskpool("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", "--json", ...remote)).stdout);
+      expect(json).toMatchObject({ created: false, replayed: true, task: { id: 1, params: { page: 1 } } });
+      const reused = await taskpoolRun("enqueue", "crawl", '{"page":2}', "--idempotency-key", "crawl-page-1", ...remote);
+      expect([reused.code, reused.stdout, reused.stderr]).toEqual([
+        1,
+        "",
+        'taskpool: Idempotency key "crawl-page-1" was already used for a different enqueue request; a key may only be sent again with the same request (a retry): use a new key for new tasks\n',
+      ]);
+      const bad = await taskpoolRun("enqueue", "crawl", "--idempotency-key", "x".repeat(256), ...remote);
+      expect([bad.code, bad.stderr]).toEqual([1, `taskpool: Invalid options: --idempotency-key: Expected string length less or equal to 255 (got "${"x".repeat(56)}...)\n`]);
+      // Read from the database, not the server: one task, the first call's.
+      const tasks = JSON.parse((await taskpool("tasks", "list", "--json", "--db", db)).stdout).tasks;
+      expect(tasks.map((t: { id: number; params: unknown }) => [t.id, t.params])).toEqual([[1, { page: 1 }]]);
+    } finally {
+      await stop();
+    }
+  }, 60_000);
 
   it("enqueues, lists, shows and reports status through a server; a bad URL or key is one clear line", async () => {
     const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
