@@ -2,6 +2,7 @@ import pg from "pg";
 import { afterEach, beforeEach, expect, it, onTestFinished } from "vitest";
 import { errorReply } from "../src/server/errors.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
+import { connectTimeoutMs } from "../src/store/postgres/timeouts.js";
 import { createPostgres, PG_URL, type TestStore } from "./helpers/stores.js";
 
 const { Client } = pg;
@@ -67,4 +68,8 @@ it("refuses a statement timeout out of range, saying the range", () => {
       `Invalid statementTimeoutMs ${statementTimeoutMs}: a whole number of milliseconds from 100 to 3600000`,
     );
   }
+});
+
+it("opens connections, and waits for a free one, within the statement's limit and a second, at most 11 s", () => {
+  expect([100, 2000, 10_000, 30_000, 3_600_000].map(connectTimeoutMs)).toEqual([1100, 3000, 11_000, 11_000, 11_000]);
 });

@@ -67,8 +67,9 @@ export interface ConnectOptions {
   /**
    * On PostgreSQL, how long the database runs one statement before it cancels it (default 10000, from
    * 100 to 3,600,000 ms); the call then fails (pg's error, code 57014; a server answers 503), rolled
-   * back. On a connection gone silent the client gives up a second later. Migrations and recount are
-   * not limited. Ignored on other URLs, as `apiKey` is on a database's.
+   * back. On a connection gone silent the client gives up a second later, and opening a connection, or
+   * waiting for a free one, gives up then too (at 11 s at most). Migrations and recount are not
+   * limited. Ignored on other URLs, as `apiKey` is on a database's.
    */
   statementTimeoutMs?: number;
 }

@@ -132,7 +132,8 @@ export function explainServerTimeout(error: unknown, write?: SentWrite): unknown
   if (!(error instanceof ServerTimeoutError)) return error;
   const silent = `the taskpool server at ${error.origin} did not answer within ${seconds(error.waitedMs)} s`;
   if (!error.maybeApplied) return new CliError(`${silent} (a read: nothing was changed); is it overloaded or stuck? Check its logs, or wait longer with --timeout <seconds>`);
-  const { what, check, keyed } = write ?? { what: "the change was made", check: "taskpool tasks show, tasks list or schedules list" };
+  // A command without its own words (types register, schedules pause…): its own list or show command tells.
+  const { what, check, keyed } = write ?? { what: "the change was made", check: "taskpool <what you changed> list" };
   const stuck = "the server's logs for why it is stuck (--timeout <seconds> waits longer)";
   const flag = keyed?.flag;
   if (flag !== undefined && keyed?.key !== undefined) {

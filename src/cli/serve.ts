@@ -39,8 +39,8 @@ export function serveCommand(program: Command): void {
     )
     .option(
       "--statement-timeout <seconds>",
-      "PostgreSQL: how long the database runs one statement (a slow search, say) before cancelling it, answered 503 (default 10)",
-      integerFrom(1, 3600),
+      "PostgreSQL: how long the database runs one statement (a slow search, say) before cancelling it, answered 503 (default 10; at most 25, under the 30 s an HTTP client waits for an answer)",
+      integerFrom(1, 25),
     )
     .addOption(requireRegisteredOption("refuse tasks (and schedules' tasks) of a type never registered, whoever enqueues them (catches typos)"));
   addSweepOptions(command);

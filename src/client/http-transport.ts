@@ -97,7 +97,8 @@ export class HttpTransport {
   async send(method: string, path: string, body: unknown, options: RequestOptions): Promise<Reply> {
     const started = monotonicMs();
     const { callTimeoutMs } = this.options;
-    const deadline = callTimeoutMs === undefined ? Infinity : started + callTimeoutMs;
+    // A long-poll's wait is the server's to take, beyond the call's own time (a worker's 25 s wake-up wait).
+    const deadline = callTimeoutMs === undefined ? Infinity : started + callTimeoutMs + (options.waitMs ?? 0);
     for (let attempt = 1; ; attempt++) {
       let reply: Reply;
       try {
@@ -109,8 +110,8 @@ export class HttpTransport {
         // A call with a time of its own that ends waiting for an answer says so, and whether it sent a change (a GET is none).
         // Its time, when that is what ended it: a timer fires a little late on a busy event loop.
         const unreachable = () =>
-          callTimeoutMs !== undefined && failure.code === "ETIMEDOUT"
-            ? new ServerTimeoutError(this.baseUrl.origin, Math.min(monotonicMs() - started, callTimeoutMs), method !== "GET", key)
+          callTimeoutMs !== undefined && failure.code === "ETIMEDOUT" && failure.unsent !== true
+            ? new ServerTimeoutError(this.baseUrl.origin, Math.min(monotonicMs() - started, deadline - started), method !== "GET", key)
             : new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), fate, key);
         const pause = !options.signal?.aborted && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, deadline, options) : null;
         if (pause === null) throw unreachable();
@@ -173,10 +174,12 @@ export class HttpTransport {
     if (this.options.apiKey) headers["x-api-key"] = this.options.apiKey;
     Object.assign(headers, options.headers);
     const limit = this.timeoutMs + (options.waitMs ?? 0);
-    const left = Math.max(1, deadline - monotonicMs());
+    const left = Math.max(1, Math.round(deadline - monotonicMs()));
     return new Promise<Reply>((resolve, reject) => {
       const req = this.request(new URL(path, this.baseUrl), { method, headers, agent: this.agent, signal: options.signal, timeout: limit });
-      const timedOut = (ms: number) => req.destroy(Object.assign(new Error(`no answer within ${ms} ms`), { code: "ETIMEDOUT" }));
+      // Timed out before the connection was made (a host that swallows packets), nothing was sent.
+      const timedOut = (ms: number) =>
+        req.destroy(Object.assign(new Error(`no answer within ${ms} ms`), { code: "ETIMEDOUT", unsent: !req.socket || req.socket.connecting }));
       req.on("timeout", () => timedOut(limit));
       // `timeout` counts the socket's silence only: the call's deadline holds however the server trickles.
       const cutoff = left < limit ? setTimeout(() => timedOut(left), left) : undefined;
@@ -190,7 +193,7 @@ export class HttpTransport {
         // of 150 tasks doubled, every producer call answered "ok"); enqueues now carry an
         // idempotency key and are repeated as safe calls.
         // A TLS handshake refused (an https:// URL for a plain-HTTP server) comes before any request.
-        error.unsent = UNSENT_CODES.has(error.code ?? "") || /wrong version number/.test(error.message);
+        error.unsent = error.unsent === true || UNSENT_CODES.has(error.code ?? "") || /wrong version number/.test(error.message);
         reject(error);
       });
       req.on("response", (res) => {

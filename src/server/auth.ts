@@ -44,7 +44,7 @@ class KeyCache {
     let key: ApiKeyRecord | null;
     try {
       // A key accepted before is looked up again only to hear of a revocation: not worth waiting the
-      // statement's 10 s for when the database hangs.
+      // statement's timeout (10 s by default) for when the database hangs.
       key = await (hit?.key ? within(pool.authenticate(presented), KNOWN_KEY_LOOKUP_WITHIN_MS) : pool.authenticate(presented));
     } catch (error) {
       // The database out of reach: a key accepted before is accepted still, however long ago. Every

@@ -1,7 +1,7 @@
 /**
  * `work`'s answer, or a rejection once `ms` have passed without one. A database that accepts
  * connections and never answers (frozen, a half-open link) is otherwise heard from only when the
- * statement times out, 10 s on; load balancers' probes and Prometheus' scrapes give up before.
+ * statement times out (10 s by default); load balancers' probes and Prometheus' scrapes give up before.
  */
 export async function within<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

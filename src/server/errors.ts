@@ -134,7 +134,7 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
     return { status: STATUS_BY_CODE[code], body: { success: false, error: code, message } };
   }
   if (e.code === CANCELLED_STATEMENT) {
-    const message = "The database cancelled the statement (past its time limit of 10 s, or cancelled by an operator); nothing was written: send the request again shortly, or ask for less (a narrower search)";
+    const message = "The database cancelled the statement (past its time limit, 10 s unless the server was started with --statement-timeout, or cancelled by an operator); nothing was written: send the request again shortly, or ask for less (a narrower search)";
     return { status: STATUS_BY_CODE.database_unavailable, body: { success: false, error: "database_unavailable", message, retry_after: DATABASE_RETRY_SECONDS } };
   }
   if (unreachableDatabase(e)) {

@@ -37,7 +37,7 @@ export interface WorkerOptions {
   /**
    * Once the grace period is over, how long the stop's last calls may take in all (releases, the
    * outcomes' last try, the last beat, marking the worker inactive) against a store that does not
-   * answer; a claim under way at the stop waits no longer either. Default 10000. A stop takes at most
+   * answer; a claim under way at the stop waits no longer either. Default 10000, at least 100. A stop takes at most
    * shutdownGraceMs + lastCallsMs + 5 s (the LISTEN connection's goodbye).
    */
   lastCallsMs?: number;
@@ -74,6 +74,8 @@ const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
  * one after another) held a SIGTERM for 9 minutes; what is left undone is said (stoppedCleanly false).
  */
 const DEFAULT_LAST_CALLS_MS = 10_000;
+/** Below it even a healthy store's answers come too late, and every stop would be unclean. */
+const MIN_LAST_CALLS_MS = 100;
 /** The longest delay a Node timer keeps: a longer one fires after 1 ms, and a poll or a grace period would become a busy loop or none. */
 const MAX_TIMER_MS = 2_147_483_647;
 /** The longest lease a claim takes (24 h); heartbeats come at least twice per lease. */
@@ -162,7 +164,7 @@ export function resolveWorkerOptions(options: WorkerOptions): ResolvedWorkerOpti
     heartbeatIntervalMs,
     leaseSeconds,
     shutdownGraceMs: whole("shutdownGraceMs", options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS, 0, MAX_TIMER_MS),
-    lastCallsMs: whole("lastCallsMs", options.lastCallsMs ?? DEFAULT_LAST_CALLS_MS, 0, MAX_TIMER_MS),
+    lastCallsMs: whole("lastCallsMs", options.lastCallsMs ?? DEFAULT_LAST_CALLS_MS, MIN_LAST_CALLS_MS, MAX_TIMER_MS),
     handleSignals: flag("handleSignals", options.handleSignals) ?? false,
     heartbeatThread: flag("heartbeatThread", options.heartbeatThread),
     version: options.version ?? VERSION,

@@ -1,9 +1,11 @@
+import { spawn } from "node:child_process";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { connect, Taskpool } from "../../src/api/taskpool.js";
 import { ValidationError } from "../../src/core/errors.js";
 import { ServerTimeoutError, ServerUnreachableError } from "../../src/client/errors.js";
+import { HttpStore } from "../../src/client/http-store.js";
 import { monotonicMs } from "../../src/core/clock.js";
 import { buildServer } from "../../src/server/server.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
@@ -141,6 +143,21 @@ describe("connect(http://…, { retryForMs })", () => {
   });
 });
 
+/** Listens on a free port with a backlog of 0, fills the queue, never accepts; prints the port. */
+const BACKLOG_FULL = `
+import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(0)
+port = s.getsockname()[1]
+fill = []
+for i in range(3):
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(("127.0.0.1", port))
+    except BlockingIOError: pass
+    fill.append(c)
+print(port, flush=True)
+time.sleep(60)
+`;
+
 describe("connect(http://…, { callTimeoutMs })", () => {
   it("ends a call to a server that takes the connection and never answers at its time, saying a read changed nothing", async () => {
     const sockets: Socket[] = [];
@@ -157,6 +174,46 @@ describe("connect(http://…, { callTimeoutMs })", () => {
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  // A port whose queue of connections is full: SYNs go unanswered, as from a host that swallows
+  // packets. The call timed out before it was sent, and said it "may have been applied".
+  it("says a call whose connection was never made was not sent, not that it may have been applied", async () => {
+    const filler = spawn("python3", ["-c", BACKLOG_FULL], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      const port = await new Promise<string>((resolve) => filler.stdout.once("data", (line: Buffer) => resolve(line.toString().trim())));
+      const origin = `http://127.0.0.1:${port}`;
+      const http = new HttpStore(origin, { callTimeoutMs: 700 });
+      const error = await http.cancel(7).catch((e: unknown) => e);
+      await http.close();
+      expect(error).not.toBeInstanceOf(ServerTimeoutError);
+      expect(error).toBeInstanceOf(ServerUnreachableError);
+      expect((error as Error).message).toMatch(/^Cannot reach the taskpool server at http:\/\/127\.0\.0\.1:\d+ \(no answer within \d+ ms\)/);
+    } finally {
+      filler.kill();
+    }
+  });
+
+  // A worker's wake-up wait is a long-poll the server holds up to 25 s: a call time under that cut it
+  // every callTimeoutMs, and the worker asked again and again.
+  it("leaves a worker's wake-up long-poll its wait, beyond the call's time", async () => {
+    const store = new SqliteStore({ path: ":memory:" });
+    await store.migrate();
+    const app = await buildServer(new Taskpool(new CheckedStore(store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
+    let waits = 0;
+    app.addHook("onRequest", async (request) => void (request.url === "/api/tasks/wait" && waits++));
+    const pool = await connect(await app.listen({ host: "127.0.0.1", port: 0 }), { callTimeoutMs: 500 });
+    try {
+      const worker = pool.worker({ roles: ["probe"], handlers: { probe: async () => {} }, pollIntervalMs: 60_000, heartbeatThread: false });
+      await worker.start();
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      // The subscription's first wait, of 0 ms, then one long-poll, still held.
+      expect(waits).toBe(2);
+    } finally {
+      await pool.close();
+      await app.close();
+      await store.close();
     }
   });
 

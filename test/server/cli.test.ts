@@ -238,6 +238,9 @@ describe("taskpool keys and serve", () => {
   it("serve --statement-timeout sets how long PostgreSQL runs a statement before the request is answered 503; SQLite has none to set", async () => {
     const refused = await taskpool("serve", "--statement-timeout", "5", "--db", db).catch((e) => e);
     expect([refused.code, refused.stderr]).toEqual([1, "taskpool: --statement-timeout is PostgreSQL's setting; a SQLite database has no limit to set: leave it out\n"]);
+    // An HTTP client waits 30 s for an answer: a statement allowed longer would be started again beside itself.
+    const tooLong = await taskpool("serve", "--statement-timeout", "26", "--db", db).catch((e) => e);
+    expect(tooLong.stderr).toMatch(/--statement-timeout <seconds>' argument '26' is invalid\. expected a whole number from 1 to 25/);
     const handle = await createPostgres();
     const { url, stop } = await startServe("--statement-timeout", "1", "--no-coordinator", "--db", handle.url, "--schema", handle.schema as string);
     const holder = new pg.Client({ connectionString: handle.url });

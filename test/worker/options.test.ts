@@ -25,7 +25,7 @@ describe("worker options", () => {
     [{ leaseSeconds: 100_000 }, "leaseSeconds: 100000 (must be a whole number from 1 to 86400)"],
     [{ pollIntervalMs: 3e9 }, "pollIntervalMs: 3000000000 (must be a whole number from 10 to 2147483647)"],
     [{ shutdownGraceMs: 1e10 }, "shutdownGraceMs: 10000000000 (must be a whole number from 0 to 2147483647)"],
-    [{ lastCallsMs: -1 }, "lastCallsMs: -1 (must be a whole number from 0 to 2147483647)"],
+    [{ lastCallsMs: 0 }, "lastCallsMs: 0 (must be a whole number from 100 to 2147483647)"],
     [{ heartbeatIntervalMs: 3e9 }, "heartbeatIntervalMs: 3000000000 (must be a whole number from 10 to 43200000)"],
   ])("refuses %j at the call, saying the range", (options, message) => {
     expect(refusal(options)).toBe(`Invalid worker option ${message}`);

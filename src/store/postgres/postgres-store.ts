@@ -54,7 +54,7 @@ import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
-import { clientTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
+import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
 import { inTransaction } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -184,7 +184,7 @@ export class PostgresStore implements Store {
       // that swallows packets (a failover that left the old address dead, a host that accepts and
       // never answers) otherwise held every call, and readiness checks, until the kernel gave up
       // (minutes) or for good.
-      connectionTimeoutMillis: clientTimeoutMs(statementTimeoutMs),
+      connectionTimeoutMillis: connectTimeoutMs(statementTimeoutMs),
       query_timeout: clientTimeoutMs(statementTimeoutMs),
       allowExitOnIdle: true,
       types,

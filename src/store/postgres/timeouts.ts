@@ -11,6 +11,13 @@
 export const clientTimeoutMs = (statementTimeoutMs: number) => statementTimeoutMs + 1000;
 
 /**
+ * How long opening a connection, or waiting for a free one of the pool, may take: the client's limit,
+ * at most the default's. A longer statement limit, set for slow searches, must not leave every call
+ * waiting minutes on a database address that swallows packets.
+ */
+export const connectTimeoutMs = (statementTimeoutMs: number) => Math.min(clientTimeoutMs(statementTimeoutMs), clientTimeoutMs(DEFAULT_STATEMENT_TIMEOUT_MS));
+
+/**
  * The limit on the database's side (each connection's statement_timeout), unless the store is given
  * another (PostgresStoreOptions.statementTimeoutMs). A call the client gave up on otherwise ran on in
  * PostgreSQL: a burst of slow searches left scans running 55 s after their callers had gone, on
