@@ -15,7 +15,7 @@ export default tseslint.config(
     files: ["src/dashboard/public/**/*.js"],
     languageOptions: {
       globals: Object.fromEntries(
-        ["addEventListener", "clearInterval", "clearTimeout", "confirm", "document", "fetch", "localStorage", "location", "removeEventListener", "setInterval", "setTimeout", "URLSearchParams"].map((name) => [name, "readonly"]),
+        ["AbortController", "addEventListener", "clearInterval", "clearTimeout", "confirm", "document", "fetch", "localStorage", "location", "removeEventListener", "setInterval", "setTimeout", "URLSearchParams"].map((name) => [name, "readonly"]),
       ),
     },
   },

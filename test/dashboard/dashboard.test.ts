@@ -41,6 +41,31 @@ describe("the dashboard in a real browser", () => {
     return p;
   };
 
+  /** `count` tasks of type dl failed for good with `error`: a dead-letter group. */
+  const failDl = async (error: string, count: number) => {
+    await Promise.all(Array.from({ length: count }, () => server.pool.enqueue("dl", {}, { maxAttempts: 1 })));
+    const leases = await server.pool.protocol.claim({ workerId: "w1", limit: count });
+    for (const lease of leases) await server.pool.protocol.fail(lease.id, lease, { error });
+    return leases.map((lease) => lease.id);
+  };
+  /** Holds the page's retry calls from the `from`-th on (0: all) until `release()`, a slow server, noting each task sent, in order; `before` runs as each call arrives. */
+  const holdRetries = async (page: Page, { from = 0, before = async () => {} }: { from?: number; before?: (id: number) => Promise<unknown> } = {}) => {
+    const sent: number[] = [];
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route(
+      (url) => /^\/api\/tasks\/\d+\/retry$/.test(url.pathname),
+      async (route) => {
+        const id = Number(new URL(route.request().url()).pathname.split("/")[3]);
+        sent.push(id);
+        await before(id);
+        if (sent.length > from) await released;
+        await route.continue();
+      },
+    );
+    return { sent, release: () => release() };
+  };
+
   it("a worker appears; SIGKILLed, it turns dead and its task is reassigned to the survivor, on the page", async () => {
     const task = await server.pool.enqueue("crawl", { pages: 100 });
     const victim = await workerProcess("victim", { WORKER_ROLE: "crawl", PAGE_MS: "200" });
@@ -338,14 +363,8 @@ describe("the dashboard in a real browser", () => {
   });
 
   it("an admin who retries a dead-letter group is told what it did, and what the server refused, after the row goes", async () => {
-    const fail = async (error: string, count: number) => {
-      await Promise.all(Array.from({ length: count }, () => server.pool.enqueue("dl", {}, { maxAttempts: 1 })));
-      const leases = await server.pool.protocol.claim({ workerId: "w1", limit: count });
-      for (const lease of leases) await server.pool.protocol.fail(lease.id, lease, { error });
-      return leases.map((lease) => lease.id);
-    };
-    await fail("upstream 503", 3);
-    const [raced] = await fail("timeout", 2);
+    await failDl("upstream 503", 3);
+    const [raced] = await failDl("timeout", 2);
     const page = await open(server.keys.admin, "#/dead-letter");
     page.on("dialog", (dialog) => dialog.accept());
     const outcomes = page.locator("section.panel [role=status]");
@@ -369,6 +388,66 @@ describe("the dashboard in a real browser", () => {
       `Retried 1 of 2 dl tasks ("timeout"); 1 refused: #${raced}: Cannot retry task ${raced}: it is pending (only failed tasks can be retried)`,
     ]);
     expect((await server.pool.list({ status: "pending" })).tasks).toHaveLength(5);
+  });
+
+  it("a dead-letter group's Retry is disabled once confirmed: clicked again while its calls are slow, it asks and retries nothing twice", async () => {
+    const ids = await failDl("timeout", 2);
+    const page = await open(server.keys.admin, "#/dead-letter");
+    const asked: string[] = [];
+    page.on("dialog", (dialog) => {
+      asked.push(dialog.message());
+      return dialog.accept();
+    });
+    const held = await holdRetries(page);
+    const row = page.locator("#dead-letter tr.dead-group", { hasText: "timeout" });
+    const button = row.getByRole("button", { name: "Retry 2" });
+    await button.click();
+    await eventually(() => held.sent.length > 0, 10_000, "the first retry call");
+    const disabled = await button.isDisabled();
+    // Forced: Playwright would wait for the button to be enabled; a user's click on a disabled one does nothing.
+    await button.click({ force: true });
+    held.release();
+    await row.waitFor({ state: "detached" });
+    await page.waitForTimeout(500); // no second retry may follow
+    expect(await page.locator("section.panel [role=status]").allTextContents()).toEqual(['Retried 2 dl tasks ("timeout"): back in the pool.']);
+    expect(asked).toEqual(["Retry 2 failed dl task(s)? Leaving this page stops the retry."]);
+    expect(held.sent.toSorted((a, b) => a - b)).toEqual(ids.toSorted((a, b) => a - b));
+    expect(disabled).toBe(true);
+  });
+
+  it("a dead-letter group's retry stops when its page is left: the tasks it had not sent stay failed, and show there on coming back", async () => {
+    const ids = await failDl("timeout", 5);
+    const page = await open(server.keys.admin, "#/dead-letter");
+    page.on("dialog", (dialog) => dialog.accept());
+    const held = await holdRetries(page);
+    await page.locator("#dead-letter tr.dead-group").getByRole("button", { name: "Retry 5" }).click();
+    await eventually(() => held.sent.length > 0, 10_000, "the first retry call");
+    await page.click('nav a[href="#/overview"]');
+    await page.locator("#dead-letter").waitFor({ state: "detached" });
+    held.release();
+    const [first] = held.sent;
+    await eventually(async () => (await server.pool.get(first))?.status === "pending", 10_000, "the call under way to be answered");
+    await page.waitForTimeout(1000); // no further call may follow
+    expect(held.sent).toEqual([first]);
+    expect((await server.pool.list({ status: "failed" })).tasks.map((t) => t.id).sort((a, b) => a - b)).toEqual(ids.filter((id) => id !== first));
+    await page.click('nav a[href="#/dead-letter"]');
+    await page.locator("#dead-letter tr.dead-group").getByRole("button", { name: "Retry 4" }).waitFor();
+  });
+
+  it("a dead-letter group's progress counts the calls sent and the refusals, not every call as a task retried", async () => {
+    const ids = await failDl("timeout", 3);
+    const page = await open(server.keys.admin, "#/dead-letter");
+    page.on("dialog", (dialog) => dialog.accept());
+    // Someone else retries each task first; the third call waits, so the row shows its progress after two refusals.
+    const held = await holdRetries(page, { from: 2, before: (id) => server.pool.retry(id) });
+    const row = page.locator("#dead-letter tr.dead-group", { hasText: "timeout" });
+    await row.getByRole("button", { name: "Retry 3" }).click();
+    await eventually(() => held.sent.length === 3, 10_000, "the third retry call");
+    await expect.poll(() => row.locator("td:last-child span.small").textContent()).toBe("2 of 3 sent, 2 refused");
+    held.release();
+    await row.waitFor({ state: "detached" });
+    expect(await page.locator("section.panel [role=status]").textContent()).toMatch(/^Retried 0 of 3 dl tasks \("timeout"\); 3 refused: /);
+    expect(held.sent.toSorted((a, b) => a - b)).toEqual(ids.toSorted((a, b) => a - b));
   });
 
   it("the Tasks page's role picker shows the role filtered on, even one with no task yet (a link from Capacity)", async () => {

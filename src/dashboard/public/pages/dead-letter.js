@@ -1,5 +1,5 @@
 // The dead letter: failed tasks grouped by type and error, each group retried in one go (admin).
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, query } from "../lib/api.js";
 import { ErrorBox, Loading } from "../lib/components.js";
 import { ago, num } from "../lib/format.js";
@@ -24,28 +24,44 @@ function group(tasks) {
   return [...groups.values()].sort((a, b) => b.tasks.length - a.tasks.length || (b.latest > a.latest ? 1 : b.latest < a.latest ? -1 : 0));
 }
 
-const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`, or less if `signal` aborts first. */
+const pause = (ms, signal) =>
+  new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done);
+  });
 
-/** Retries one by one (the API retries one task a call), waiting out a 429 as the API asks. */
-async function retryAll(ids, progress) {
-  let done = 0;
+/**
+ * Retries one by one (the API retries one task a call), waiting out a 429 as the API asks, until
+ * `signal` aborts (the page is left): then it sends no further call and returns null; the tasks not
+ * sent stay failed, in the dead letter.
+ */
+async function retryAll(ids, signal, progress) {
+  let sent = 0;
   const refused = [];
   for (const id of ids) {
     for (;;) {
+      if (signal.aborted) return null;
       try {
         await api("POST", `api/tasks/${id}/retry`);
         break;
       } catch (error) {
         if (error.status === 429) {
           progress(`rate limited; waiting ${error.retryAfter ?? 10} s`);
-          await pause((error.retryAfter ?? 10) * 1000);
+          await pause((error.retryAfter ?? 10) * 1000, signal);
           continue;
         }
         refused.push(`#${id}: ${error.message}`);
         break;
       }
     }
-    progress(`retried ${++done} of ${ids.length}`);
+    // Sent, not retried: a refusal is counted apart.
+    progress(`${++sent} of ${ids.length} sent${refused.length ? `, ${refused.length} refused` : ""}`);
   }
   return refused;
 }
@@ -53,11 +69,14 @@ async function retryAll(ids, progress) {
 /** An error as a group's name in a sentence: a failure's message may run to 10,000 characters. */
 const cut = (text, length = 100) => (text.length > length ? `${text.slice(0, length)}…` : text);
 
-function Group({ g, admin, reload, report }) {
+function Group({ g, admin, reload, report, left }) {
   const [progress, setProgress] = useState(null);
   const run = async () => {
-    if (!confirm(`Retry ${g.tasks.length} failed ${g.taskType} task(s)?`)) return;
-    const refused = await retryAll(g.tasks.map((t) => t.id), setProgress);
+    if (!confirm(`Retry ${g.tasks.length} failed ${g.taskType} task(s)? Leaving this page stops the retry.`)) return;
+    // Busy from here: a second click while the first call is out would retry the group again.
+    setProgress(`0 of ${g.tasks.length} sent`);
+    const refused = await retryAll(g.tasks.map((t) => t.id), left, setProgress);
+    if (refused === null) return; // the page was left: nobody to tell
     setProgress(null);
     // Said above the table, not in this row: the reload finds the retried tasks no longer failed and the row goes.
     const what = `${g.tasks.length} ${g.taskType} task${g.tasks.length === 1 ? "" : "s"}${g.error ? ` ("${cut(g.error)}")` : ""}`;
@@ -83,6 +102,10 @@ export function DeadLetter({ session }) {
   // Every retry's outcome, until the page is left: groups retried at once each get theirs.
   const [outcomes, setOutcomes] = useState([]);
   const report = (outcome) => setOutcomes((earlier) => [...earlier, outcome]);
+  // Aborted when the page is left, as its polls stop: a group's retry then sends no further call.
+  // Kept by the page, not the row: a row may go while its retry runs (its tasks no longer among the newest READ).
+  const [left] = useState(() => new AbortController());
+  useEffect(() => () => left.abort(), []);
   const { data, error, reload } = usePoll(() => api("GET", `api/tasks${query({ status: "failed", limit: READ })}`), [], Math.max(POLL_MS, 10_000));
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
   const groups = group(data.tasks);
@@ -94,7 +117,7 @@ export function DeadLetter({ session }) {
       <div class="scroll">
         <table id="dead-letter">
           <thead><tr><th>type</th><th>error</th><th class="num">tasks</th><th>latest</th><th>examples</th><th></th></tr></thead>
-          <tbody>${groups.map((g) => html`<${Group} key=${g.key} g=${g} admin=${session.scope === "admin"} reload=${reload} report=${report} />`)}</tbody>
+          <tbody>${groups.map((g) => html`<${Group} key=${g.key} g=${g} admin=${session.scope === "admin"} reload=${reload} report=${report} left=${left.signal} />`)}</tbody>
         </table>
         ${groups.length === 0 && html`<p class="muted">Nothing failed.</p>`}
       </div>
