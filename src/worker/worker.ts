@@ -640,7 +640,9 @@ export class Worker {
     // passed them, and the worker beat for ever, shown active and keeping its process alive. Neither
     // it nor a claim under way waits past the time the whole stop has (a claim over HTTP to a server
     // gone silent is retried for minutes).
-    const stopBy = monotonicMs() + graceMs + this.options.lastCallsMs;
+    // Both deadlines count from here: a claim that hangs eats into them, it does not push them back.
+    const graceEnds = monotonicMs() + graceMs;
+    const stopBy = graceEnds + this.options.lastCallsMs;
     await settledBy(stopBy, this.starting);
     await settledBy(stopBy, this.loop);
     // Tasks that never started go back at once, for other workers: together, as a buffer of short
@@ -653,7 +655,7 @@ export class Worker {
     if (inFlight.length > 0 && !this.graceCut) {
       let timer: NodeJS.Timeout | undefined;
       const graceOver = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, graceMs);
+        timer = setTimeout(resolve, Math.max(0, graceEnds - monotonicMs()));
         this.endGrace = resolve;
       });
       await Promise.race([Promise.all(inFlight.map((r) => r.done)), graceOver]);
@@ -665,23 +667,22 @@ export class Worker {
     // outcome is being written, and released, the task would run again; it gets a last try now.
     // Each is looked at as its turn comes: a handler may return while an earlier task is being released.
     const unfinished = [...this.running.values()];
-    const lastCallsBy = monotonicMs() + this.options.lastCallsMs;
     for (const entry of unfinished) {
       if (entry.returned) continue;
       entry.abort.abort("shutdown");
-      if (!(await settledBy(lastCallsBy, this.release(entry.task)))) this.leftLeased.add(entry.task.id);
+      if (!(await settledBy(stopBy, this.release(entry.task)))) this.leftLeased.add(entry.task.id);
     }
     this.lastTry.abort();
     const returned = unfinished.filter((e) => e.returned);
     const written = new Set<number>();
-    await settledBy(lastCallsBy, Promise.all(returned.map((e) => e.done.then(() => written.add(e.task.id)))));
+    await settledBy(stopBy, Promise.all(returned.map((e) => e.done.then(() => written.add(e.task.id)))));
     for (const e of returned) if (!written.has(e.task.id)) this.leftLeased.add(e.task.id);
-    await settledBy(lastCallsBy, givingBack);
+    await settledBy(stopBy, givingBack);
     for (const entry of unstarted) if (!given.has(entry.task.id)) this.leftLeased.add(entry.task.id);
-    await settledBy(lastCallsBy, this.heartbeats?.stop());
-    await settledBy(lastCallsBy, toldFull);
+    await settledBy(stopBy, this.heartbeats?.stop());
+    await settledBy(stopBy, toldFull);
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
-    await settledBy(lastCallsBy, this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {}));
+    await settledBy(stopBy, this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {}));
     const markedInactive = this.store.shutdownWorker(this.id).then(
       // It gives back whatever the worker still held: an outcome that could not be written is lost, but
       // the task runs again now, not when its lease runs out.
@@ -691,12 +692,12 @@ export class Worker {
         this.leftActive = true;
       },
     );
-    if (!(await settledBy(lastCallsBy, markedInactive))) {
+    if (!(await settledBy(stopBy, markedInactive))) {
       this.logger.warn(`Could not mark the worker inactive: no answer within ${this.options.lastCallsMs / 1000} s of the grace period's end`);
       this.leftActive = true;
     }
     // The LISTEN connection's goodbye waits 5 s at most (PgListener).
-    await settledBy(lastCallsBy + 5000, this.unsubscribe?.().catch(() => {}));
+    await settledBy(stopBy + 5000, this.unsubscribe?.().catch(() => {}));
     if (this.signalHandler) {
       process.off("SIGTERM", this.signalHandler);
       process.off("SIGINT", this.signalHandler);

@@ -512,6 +512,29 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(await store.get(task.id)).toMatchObject({ status: "pending", workerId: null });
   });
 
+  // The grace period and the last calls counted from after the claim's wait: a stop took twice its bound.
+  it("a stop takes at most its grace period and lastCallsMs in all, a claim that hangs included", { timeout: 30_000 }, async () => {
+    let silent = false;
+    let claiming = false;
+    const never = new Promise<never>(() => {});
+    const hangs = withOverrides(store, {
+      claim: async (options) => (silent ? ((claiming = true), never) : store.claim(options)),
+      release: async (...args) => (silent ? never : store.release(...args)),
+    });
+    const { worker } = await startWorker({ concurrency: 2, prefetch: 0, lastCallsMs: 1000, handlers: { long: () => never } }, hangs);
+    const { task } = await store.enqueue({ taskType: "long" });
+    await settled(task.id, "running");
+    // The free slot's next claim, woken by a second task, hangs.
+    silent = true;
+    await store.enqueue({ taskType: "long" });
+    await eventually(() => claiming, 5000, "a claim to hang");
+    const stoppingAt = performance.now();
+    await worker.stop(300);
+    const seconds = (performance.now() - stoppingAt) / 1000;
+    expect(seconds).toBeGreaterThanOrEqual(1.2);
+    expect(seconds).toBeLessThan(2);
+  });
+
   it("an outcome whose answer was lost is sent again and taken as written, not reported as refused", async () => {
     await outcomesWhoseAnswersAreLost(store);
   });
