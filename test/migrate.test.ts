@@ -85,20 +85,26 @@ describe("migrations", () => {
     expect((await store.enqueue({ taskType: "a" })).created).toBe(true);
   });
 
+  /** A new file whose write lock another process takes, after `setup` (JavaScript on its `db`), and holds `ms`. */
+  const holdWriteLock = async (setup: string, ms: number) => {
+    const path = sqlitePath();
+    cleanups.push(() => removeSqliteFiles(path));
+    const holder = spawn(
+      process.execPath,
+      ["-e", `const db = new (require("better-sqlite3"))(${JSON.stringify(path)}); ${setup}; db.exec("BEGIN IMMEDIATE"); console.log("locked"); setTimeout(() => db.exec("COMMIT"), ${ms});`],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    cleanups.push(() => void holder.kill());
+    await new Promise((resolve) => holder.stdout.once("data", resolve));
+    return path;
+  };
+
   // The race behind the test above failing now and then ("database is locked"): switching a new file to
   // WAL takes the exclusive lock, and SQLite refuses at once, without waiting, while another connection
   // holds the write lock of a rollback-mode file (as one does for an instant while it switches).
   // Here another process holds that lock 300 ms.
   it("SQLite: opening a new file waits while another process holds its write lock before WAL", async () => {
-    const path = sqlitePath();
-    cleanups.push(() => removeSqliteFiles(path));
-    const holder = spawn(
-      process.execPath,
-      ["-e", `const db = new (require("better-sqlite3"))(${JSON.stringify(path)}); db.exec("CREATE TABLE t (x)"); db.exec("BEGIN IMMEDIATE"); console.log("locked"); setTimeout(() => db.exec("COMMIT"), 300);`],
-      { stdio: ["ignore", "pipe", "inherit"] },
-    );
-    cleanups.push(() => void holder.kill());
-    await new Promise((resolve) => holder.stdout.once("data", resolve));
+    const path = await holdWriteLock(`db.exec("CREATE TABLE t (x)")`, 300);
     const store = new SqliteStore({ path });
     cleanups.push(() => store.close());
     expect(store.db.pragma("journal_mode", { simple: true })).toBe("wal");
@@ -108,15 +114,7 @@ describe("migrations", () => {
   // writes wait on a busy machine: a process opening the file meanwhile must wait for them, not fail
   // with "stayed locked". Here another process holds the lock 2 s against a 100 ms busy timeout.
   it("SQLite: opening waits for another process's migration past the busy timeout", async () => {
-    const path = sqlitePath();
-    cleanups.push(() => removeSqliteFiles(path));
-    const holder = spawn(
-      process.execPath,
-      ["-e", `const db = new (require("better-sqlite3"))(${JSON.stringify(path)}); db.pragma("journal_mode = WAL"); db.exec("BEGIN IMMEDIATE"); console.log("locked"); setTimeout(() => db.exec("COMMIT"), 2000);`],
-      { stdio: ["ignore", "pipe", "inherit"] },
-    );
-    cleanups.push(() => void holder.kill());
-    await new Promise((resolve) => holder.stdout.once("data", resolve));
+    const path = await holdWriteLock(`db.pragma("journal_mode = WAL")`, 2000);
     const store = new SqliteStore({ path, busyTimeoutMs: 100 });
     cleanups.push(() => store.close());
     await store.migrate();

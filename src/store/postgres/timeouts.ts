@@ -1,4 +1,15 @@
 /**
+ * The limit on the database's side (each connection's statement_timeout), unless the store is given
+ * another (PostgresStoreOptions.statementTimeoutMs). A call the client gave up on otherwise ran on in
+ * PostgreSQL: a burst of slow searches left scans running 55 s after their callers had gone, on
+ * connections beyond the pool's. Cancelled there, the statement is rolled back, so the caller is told
+ * nothing was written (503), where a call timed out by the client alone may have committed.
+ */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
+/** The range statementTimeoutMs may take: a tenth of a second to an hour. */
+export const STATEMENT_TIMEOUT_RANGE = { min: 100, max: 3_600_000 };
+
+/**
  * How long any statement waits for its answer on the client's side, set on the pool so that none is
  * left without one (transactions' BEGIN, COMMIT and ROLLBACK, sweeps, schedule runs). A connection can
  * go silent without closing (a network partition, a half-open proxy, a failover that leaves the old
@@ -16,17 +27,6 @@ export const clientTimeoutMs = (statementTimeoutMs: number) => statementTimeoutM
  * waiting minutes on a database address that swallows packets.
  */
 export const connectTimeoutMs = (statementTimeoutMs: number) => Math.min(clientTimeoutMs(statementTimeoutMs), clientTimeoutMs(DEFAULT_STATEMENT_TIMEOUT_MS));
-
-/**
- * The limit on the database's side (each connection's statement_timeout), unless the store is given
- * another (PostgresStoreOptions.statementTimeoutMs). A call the client gave up on otherwise ran on in
- * PostgreSQL: a burst of slow searches left scans running 55 s after their callers had gone, on
- * connections beyond the pool's. Cancelled there, the statement is rolled back, so the caller is told
- * nothing was written (503), where a call timed out by the client alone may have committed.
- */
-export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
-/** The range statementTimeoutMs may take: a tenth of a second to an hour. */
-export const STATEMENT_TIMEOUT_RANGE = { min: 100, max: 3_600_000 };
 
 /**
  * For the statements that may rightly run long (a migration building an index on a large table, a
