@@ -5,7 +5,7 @@ import { ValidationError } from "../src/core/errors.js";
 import { Coordinator } from "../src/coordinator/coordinator.js";
 import type { Store } from "../src/store/store.js";
 import { captureLogs, eventually } from "./helpers/logs.js";
-import { createPostgres, createSqlite, type TestStore } from "./helpers/stores.js";
+import { createPostgres, createSqlite, type TestStore, withOverrides } from "./helpers/stores.js";
 
 describe("coordinator", () => {
   let handle: TestStore;
@@ -62,6 +62,27 @@ describe("coordinator", () => {
       "Leading: this coordinator sweeps",
       "Coordinator stopped; leadership handed back: another coordinator leads from its next tick",
     ]);
+  });
+
+  // A database gone silent: each statement waits out its timeout (here 1 s). The stop waited for the
+  // whole tick, one such wait per step (the sweep, the schedules), not for the step under way.
+  it("stops after the step under way, not after the rest of its tick", async () => {
+    let silent = false;
+    const slow = <T>(answer: () => Promise<T>) => (silent ? new Promise((resolve) => setTimeout(resolve, 1000)).then(() => Promise.reject(new Error("timeout"))) : answer());
+    const store = withOverrides(handle.store, {
+      sweep: (options) => slow(() => handle.store.sweep(options)),
+      recordSweep: (...args) => slow(() => handle.store.recordSweep(...args)),
+      fireDueSchedules: (options) => slow(() => handle.store.fireDueSchedules(options)),
+    });
+    let sweeping = false;
+    const coordinator = new Coordinator(withOverrides(store, { sweep: (options) => ((sweeping = silent), store.sweep(options)) }), { sweepIntervalMs: 50, logger });
+    coordinator.start();
+    await eventually(() => coordinator.isLeader, 5000, "the coordinator to lead");
+    silent = true;
+    await eventually(() => sweeping, 5000, "a sweep to hang");
+    const stoppingAt = performance.now();
+    await coordinator.stop();
+    expect(performance.now() - stoppingAt).toBeLessThan(1600);
   });
 
   it("raises the alarm after 3 failed ticks in a row, and says when it recovers", async () => {

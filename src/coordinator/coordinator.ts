@@ -98,6 +98,12 @@ export class Coordinator {
   private readonly logger: Logger;
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> = Promise.resolve();
+  /**
+   * Set by stop(): the tick under way takes no further step. Each step is a statement, and against a
+   * database gone silent each waits out its timeout: a stop that waited for the whole tick (its lead,
+   * sweep, schedules and pruning, one after another) took a multiple of it.
+   */
+  private stopping = false;
   private leading = false;
   /** Ticks that reached the database. */
   private ticks = 0;
@@ -150,6 +156,7 @@ export class Coordinator {
 
   start(): void {
     if (this.timer) return;
+    this.stopping = false;
     this.logger.info({ sweepIntervalMs: this.sweepIntervalMs, ...this.sweepOptions }, "Coordinator started");
     let busy = false;
     const tick = () => {
@@ -167,6 +174,7 @@ export class Coordinator {
     const started = this.timer !== null;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.stopping = true;
     await this.ticking;
     if (this.leading) {
       // A courtesy (otherwise the next leader waits out the lease): not worth holding a stop for long.
@@ -226,28 +234,31 @@ export class Coordinator {
       const ttlSeconds = Math.max(1, (LEASE_INTERVALS * this.sweepIntervalMs) / 1000);
       // A standby reads the lease it stands behind, so that taking over it knows when the last sweep was.
       const behind = this.leading ? null : await this.store.leadershipStatus(COORDINATOR_LEADERSHIP);
+      if (this.stopping) return;
       const leading = await this.store.tryLead(COORDINATOR_LEADERSHIP, this.id, ttlSeconds);
       // Said at the first tick too: a standby that said nothing after "Coordinator started" looked stuck.
       if (leading !== this.leading || this.ticks === 0) this.logger.info(leading ? "Leading: this coordinator sweeps" : "Standing by: another coordinator leads");
       this.leading = leading;
       this.ticks++;
+      if (this.stopping) return;
       if (leading) {
         // Taking over from a leader seen at the previous tick: the ticks since its last sweep fell during the failover.
         const failover = this.leaderSeen && behind !== null ? (behind.secondsSinceSweep ?? 0) : 0;
         // The schedules fire even when the sweep fails: a sweep fault (a lock timeout, a row it cannot
         // write) made every tick meanwhile count as missed, as if no coordinator had run.
         const sweepFailed = await this.sweepOnce()
-          .then(() => this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id, this.sweepIntervalMs / 1000))
+          .then(() => (this.stopping ? undefined : this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id, this.sweepIntervalMs / 1000)))
           .then(
             () => null,
             (error: unknown) => error as Error,
           );
+        if (this.stopping) return;
         await this.fireSchedules(failover);
         if (sweepFailed) throw sweepFailed;
       }
       this.leaderSeen = !leading && behind !== null && behind.holder !== null && behind.holder !== this.id;
       this.tickSucceeded();
-      if (leading) await this.pruneFinished();
+      if (leading && !this.stopping) await this.pruneFinished();
     } catch (error) {
       this.tickFailed(error as Error);
     }
@@ -263,7 +274,7 @@ export class Coordinator {
     const { prune, batchesPerSweep } = this.retention;
     const total: PruneResult = { tasks: 0, events: 0, reassignments: 0, workers: 0, scheduleTicks: 0, idempotencyKeys: 0 };
     try {
-      for (let batch = 0; batch < batchesPerSweep; batch++) {
+      for (let batch = 0; batch < batchesPerSweep && !this.stopping; batch++) {
         const r = await this.store.prune(prune);
         total.tasks += r.tasks;
         total.events += r.events;
