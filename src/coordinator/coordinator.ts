@@ -247,7 +247,7 @@ export class Coordinator {
         // The schedules fire even when the sweep fails: a sweep fault (a lock timeout, a row it cannot
         // write) made every tick meanwhile count as missed, as if no coordinator had run.
         const sweepFailed = await this.sweepOnce()
-          .then(() => (this.stopping ? undefined : this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id, this.sweepIntervalMs / 1000)))
+          .then(() => this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id, this.sweepIntervalMs / 1000))
           .then(
             () => null,
             (error: unknown) => error as Error,
