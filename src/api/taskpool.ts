@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type ApiKeyRecord, generateApiKey, hashApiKey } from "../core/api-key.js";
 import { type Clock, systemClock } from "../core/clock.js";
+import { checkedMs } from "../core/milliseconds.js";
 import type { TaskEvent } from "../core/event.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
@@ -390,14 +391,8 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   if (schema !== undefined && url.startsWith("sqlite:")) {
     throw new ValidationError(`Invalid connect option schema: a SQLite database has no schemas (it is PostgreSQL's option); use another file for another pool`, [{ path: "schema", message: "not for SQLite" }]);
   }
-  if (retryForMs !== undefined && (typeof retryForMs !== "number" || !Number.isInteger(retryForMs) || retryForMs < 0 || retryForMs > MAX_RETRY_FOR_MS)) {
-    const why = `a whole number of milliseconds from 0 (no retries) to ${MAX_RETRY_FOR_MS} (a day)`;
-    throw new ValidationError(`Invalid retryForMs ${typeof retryForMs === "string" ? JSON.stringify(retryForMs) : String(retryForMs)}: ${why}`, [{ path: "retryForMs", message: why }]);
-  }
-  if (callTimeoutMs !== undefined && (typeof callTimeoutMs !== "number" || !Number.isInteger(callTimeoutMs) || callTimeoutMs < 1 || callTimeoutMs > MAX_RETRY_FOR_MS)) {
-    const why = `a whole number of milliseconds from 1 to ${MAX_RETRY_FOR_MS} (a day)`;
-    throw new ValidationError(`Invalid callTimeoutMs ${typeof callTimeoutMs === "string" ? JSON.stringify(callTimeoutMs) : String(callTimeoutMs)}: ${why}`, [{ path: "callTimeoutMs", message: why }]);
-  }
+  if (retryForMs !== undefined) checkedMs("retryForMs", retryForMs, 0, MAX_RETRY_FOR_MS, `from 0 (no retries) to ${MAX_RETRY_FOR_MS} (a day)`);
+  if (callTimeoutMs !== undefined) checkedMs("callTimeoutMs", callTimeoutMs, 1, MAX_RETRY_FOR_MS, `from 1 to ${MAX_RETRY_FOR_MS} (a day)`);
   const limits = resolveLimits(options.limits);
   // Over HTTP "migrating" is asking the server whether it is ready: done even with migrate: false.
   const store: Store = await openStore(url, { schema, clock, migrate: remote ? true : migrate, requireRegistered, apiKey, retryForMs, callTimeoutMs, create: remote ? true : create, statementTimeoutMs });

@@ -54,6 +54,7 @@ import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
+import { checkedMs } from "../../core/milliseconds.js";
 import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
 import { inTransaction } from "./transaction.js";
 import * as keySql from "./key-queries.js";
@@ -130,14 +131,6 @@ const types = {
   }) as typeof pg.types.getTypeParser,
 };
 
-/** The option's value, or a ValidationError saying the range: a wrong one would fail every statement, later. */
-function checkStatementTimeout(ms: unknown): number {
-  const { min, max } = STATEMENT_TIMEOUT_RANGE;
-  if (typeof ms === "number" && Number.isInteger(ms) && ms >= min && ms <= max) return ms;
-  const why = `a whole number of milliseconds from ${min} to ${max}`;
-  throw new ValidationError(`Invalid statementTimeoutMs ${typeof ms === "string" ? JSON.stringify(ms) : String(ms)}: ${why}`, [{ path: "statementTimeoutMs", message: why }]);
-}
-
 /** A run's pass found its schedule changed since it was read: the run's writes are rolled back. */
 class RunOvertaken extends Error {}
 
@@ -173,7 +166,8 @@ export class PostgresStore implements Store {
     }
     this.random = options.random ?? Math.random;
     this.rules = { validators: new ParamsValidators(), requireRegistered: options.requireRegistered ?? false };
-    const statementTimeoutMs = checkStatementTimeout(options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS);
+    const { min, max } = STATEMENT_TIMEOUT_RANGE;
+    const statementTimeoutMs = checkedMs("statementTimeoutMs", options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, min, max);
     this.pool = new pg.Pool({
       connectionString: options.url,
       max: options.poolSize ?? 10,
