@@ -8,9 +8,11 @@
 import { type Static, type TComposite, type TObject, type TProperties, type TSchema, Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ApiKeyScope } from "../core/api-key.js";
+import { ValidationError } from "../core/errors.js";
+import { validate } from "../core/validation.js";
 import { fromWire, toWire, wireSchema } from "../core/wire.js";
 import type { ServerContext } from "./context.js";
-import { ErrorEnvelope } from "./errors.js";
+import { ErrorEnvelope, RequestValidationError } from "./errors.js";
 
 /** Who may call a route: nobody needs a key (`public`), or these scopes (admin always may). */
 export type Access = "public" | readonly ApiKeyScope[];
@@ -99,6 +101,13 @@ export function registerRoute(app: FastifyInstance, route: RouteDefinition, ctx:
       response,
     },
     handler: async (request, reply) => {
+      // A route that takes no body or query string refuses one, as the others refuse a field they do not
+      // take: `GET /api/workers?status=active` listed every worker, and `recover-stale` with
+      // {"dry_run": true} swept. Probes (public) may carry a prober's query string.
+      if (route.access !== "public") {
+        if (!route.body) refuseAny(request.body, "body", "request body", route);
+        if (!route.query) refuseAny(request.query, "querystring", "query string", route);
+      }
       const input = {
         body: route.body ? fromWire(route.body, request.body) : undefined,
         query: route.query ? fromWire(route.query, request.query) : undefined,
@@ -110,4 +119,19 @@ export function registerRoute(app: FastifyInstance, route: RouteDefinition, ctx:
       return toWire(success, { success: true, ...result });
     },
   });
+}
+
+/** What a route without a body or query string takes: nothing, or an empty object. */
+const NOTHING = Type.Object({}, { additionalProperties: false });
+
+function refuseAny(value: unknown, part: string, what: string, route: RouteDefinition): void {
+  if (value === undefined || value === null) return;
+  try {
+    validate(NOTHING, value, what);
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    const takesNone = `; ${route.method} ${route.url} takes no ${what}`;
+    const issues = error.issues.map((issue) => (issue.message.startsWith("Unexpected property") ? { ...issue, message: issue.message + takesNone } : issue));
+    throw new RequestValidationError(new ValidationError(error.message, issues, error.unlisted), part, what);
+  }
 }

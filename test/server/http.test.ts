@@ -699,6 +699,28 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(refused.body.message).toMatch(/Unexpected property/);
   });
 
+  it("a route that takes no body or no query string refuses one rather than ignoring it, and acts on nothing", async () => {
+    await s.call("POST", "/api/workers/heartbeat", { worker_id: "w1" });
+    await s.call("POST", "/api/workers/w1/shutdown");
+    // Read as a filter that was not applied, this listed every worker, the inactive one included.
+    const filtered = await s.call("GET", "/api/workers?status=active");
+    expect(filtered).toMatchObject({ status: 400, body: { success: false, error: "validation_error", issues: [{ path: "status" }] } });
+    expect(filtered.body.message).toBe("Invalid query string: status: Unexpected property (got \"active\"); GET /api/workers takes no query string");
+    expect((await s.call("GET", "/api/tasks/counts?task_type=crawl")).status).toBe(400);
+    // A sweep asked for as a dry run swept.
+    const swept = await s.call("POST", "/api/tasks/recover-stale", { dry_run: true });
+    expect(swept).toMatchObject({ status: 400, body: { error: "validation_error", issues: [{ path: "dry_run" }] } });
+    expect(swept.body.message).toBe("Invalid request body: dry_run: Unexpected property (got true); POST /api/tasks/recover-stale takes no request body");
+    expect((await s.call("POST", "/api/workers/w1/shutdown", [1])).body.message).toBe("Invalid request body: request body: Expected object (got a list of 1)");
+    // No body, an empty one, or {} is what such a route takes, as before.
+    expect((await s.call("POST", "/api/tasks/recover-stale")).status).toBe(200);
+    expect((await s.call("POST", "/api/tasks/recover-stale", undefined, { raw: "" })).status).toBe(200);
+    expect((await s.call("POST", "/api/tasks/recover-stale", {})).status).toBe(200);
+    expect((await s.call("GET", "/api/workers")).body.workers).toHaveLength(1);
+    // Probes are public and may carry a prober's query string.
+    expect((await s.call("GET", "/healthz?probe=lb")).status).toBe(200);
+  });
+
   it("health, readiness, the OpenAPI document and the docs page", async () => {
     expect(await s.call("GET", "/healthz")).toMatchObject({ status: 200, body: { success: true, status: "ok", version: expect.any(String) } });
     expect((await s.call("GET", "/readyz")).body).toEqual({ success: true, status: "ready", database: kind.name, coordinator: { holder: null, lease_expires_at: null, last_swept_by: null, last_swept_at: null, seconds_since_sweep: null, sweep_interval_seconds: null, sweep_overdue: false } });
