@@ -407,6 +407,10 @@ function dayStart(day: string): Date {
   if (Number.isNaN(date.getTime()) || date.toISOString().slice(0, 10) !== day) {
     throw new ValidationError(`Invalid date: "${day}" is not a day of the calendar (YYYY-MM-DD)`, [{ path: "date", message: "not a calendar day" }]);
   }
+  // Said here, of the field sent: the generation's own check named its start_at, which the request does not have.
+  if (date.getTime() < 0) {
+    throw new ValidationError(`Invalid date: "${day}" is before 1970-01-01, the earliest day a task may be due`, [{ path: "date", message: "before 1970-01-01" }]);
+  }
   return date;
 }
 

@@ -112,6 +112,8 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
       [{}, /give the stores either as keys/],
       [{ keys: [1], date: "2030-02-30" }, /"2030-02-30" is not a day of the calendar/],
       [{ keys: [1], date: "tomorrow" }, /date: must be a day as YYYY-MM-DD/],
+      // Named by the field sent, not by the generation's start_at it becomes.
+      [{ keys: [1], date: "1969-12-31" }, /^Invalid date: "1969-12-31" is before 1970-01-01, the earliest day a task may be due$/],
       [{ keys: [], batches: 6 }, /keys: Expected array length to be greater or equal to 1/],
       [{ from_results: { field: "ids" } }, /name the schedule whose last run's results hold the keys/],
     ];
