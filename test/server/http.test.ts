@@ -159,6 +159,22 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect(missing.body).toEqual({ success: false, error: "not_found", message: "Task 999999 does not exist" });
   });
 
+  it("a cancelled task's holder is told so as the cancel route's description says: 409 invalid_transition, and lost on a worker heartbeat", async () => {
+    const task = await create({ task_type: "crawl" });
+    const held = await claim("w1", { start: true });
+    expect((await s.call("POST", `/api/tasks/${task.id}/cancel`, { reason: "not needed" })).status).toBe(200);
+    const refused = await s.call("POST", `/api/tasks/${task.id}/heartbeat`, held.lease);
+    expect(refused).toMatchObject({ status: 409, body: { error: "invalid_transition", message: `Cannot heartbeat task ${task.id}: it is cancelled` } });
+    const beat = await s.call("POST", "/api/workers/heartbeat", { worker_id: "w1", leases: [{ task_id: task.id, lease_token: held.lease.lease_token }] });
+    expect(beat.body.lost).toEqual([task.id]);
+    // The OpenAPI document told a worker of its own to expect lease_lost, which never comes for a cancel.
+    const doc = (await s.call("GET", "/openapi.json")).body;
+    const description: string = doc.paths["/api/tasks/{id}/cancel"].post.description;
+    expect(description).toContain("409 invalid_transition");
+    expect(description).toContain("`lost`");
+    expect(description).not.toContain("lease_lost");
+  });
+
   it("a stale lease is refused over HTTP with 409 lease_lost and changes nothing", async () => {
     const task = await create({ task_type: "crawl" });
     const old = await claim("w1", { lease_seconds: 30 });

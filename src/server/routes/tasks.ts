@@ -178,7 +178,10 @@ export const taskRoutes = [
     url: "/api/tasks/:id/cancel",
     tag: TAG,
     summary: "Cancel a task that has not finished",
-    description: "A worker holding it loses its lease (its next call gets 409 lease_lost).",
+    description:
+      "A worker holding it must stop: its lease calls are refused with 409 invalid_transition (\"it is cancelled\"), a worker heartbeat " +
+      "listing its lease names it in `lost`, and a wait (`POST /api/tasks/wait`) hears `!cancelled:<id>`. 409 invalid_transition " +
+      "for a task already finished.",
     access: ["admin"],
     params: IdParams,
     body: CancelOptionsSchema,
