@@ -363,6 +363,19 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await s.call("GET", "/api/tasks/counts")).body.by_status).toMatchObject({ pending: 2, claimed: 1 });
   });
 
+  it("Idempotency-Key: a repeat after retention deleted the first call's task is a 404 naming it, as the OpenAPI document says", async () => {
+    const key = { "idempotency-key": "order-9" };
+    const first = await s.call("POST", "/api/tasks", { task_type: "mail" }, { headers: key });
+    const { task, lease } = await claim("w1");
+    await s.call("POST", `/api/tasks/${task.id}/complete`, lease);
+    s.clock.advance(3600_000);
+    await s.pool.protocol.prune({ completedAfterSeconds: 60, cancelledAfterSeconds: 60, failedAfterSeconds: null, batchSize: 500 });
+    const again = await s.call("POST", "/api/tasks", { task_type: "mail" }, { headers: key });
+    expect(again).toMatchObject({ status: 404, body: { error: "not_found", message: expect.stringMatching(new RegExp(`^Task ${first.body.task.id}, created by the first call with idempotency key "order-9", was deleted by retention since`)) } });
+    const doc = (await s.call("GET", "/openapi.json")).body;
+    for (const path of ["/api/tasks", "/api/tasks/batch"]) expect(Object.keys(doc.paths[path].post.responses), path).toContain("404");
+  });
+
   it("a bad Idempotency-Key is a 400 naming the header and what it may hold, and creates nothing", async () => {
     for (const [path, body] of [
       ["/api/tasks", { task_type: "a" }],

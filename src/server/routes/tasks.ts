@@ -44,13 +44,14 @@ export const taskRoutes = [
     description:
       "201 with the new task; 200 with the pending task already holding the unique_key (created: false), or with the task of the first call " +
       `that sent the same Idempotency-Key within ${KEY_LIFETIME} (created: false, replayed: true, header Idempotent-Replayed: true), whatever became of it. ` +
-      "422 idempotency_key_reused: the key came with a different request before.",
+      "422 idempotency_key_reused: the key came with a different request before. 404 not_found: the first call's task was deleted by retention since " +
+      "(a --retain-completed shorter than a day), so it cannot be answered.",
     access: ["producer"],
     body: EnqueueInputSchema,
     headers: EnqueueHeaders,
     status: [201, 200],
     reply: EnqueueResultRecord.properties,
-    errors: [422],
+    errors: [404, 422],
     async handler({ body, headers }, { pool, reply }) {
       // Through the pool's batcher: concurrent producers share inserts and commits, keyed or not.
       const result = await pool.enqueueOne(body, callOptions(headers));
@@ -68,13 +69,13 @@ export const taskRoutes = [
       "201 when it created a task; 200 when it created none (an empty list, or every item's unique_key already pending). " +
       "One bad item refuses the batch (400 naming its index) and creates nothing. With an Idempotency-Key the first call's key covers the whole batch: " +
       `the same batch sent again within ${KEY_LIFETIME} creates nothing and answers 200 with the first call's tasks (each created: false, replayed: true; header Idempotent-Replayed: true); ` +
-      "422 idempotency_key_reused when the key came with a different batch.",
+      "422 idempotency_key_reused when the key came with a different batch; 404 not_found when retention deleted one of the first call's tasks since.",
     access: ["producer"],
     body: bodyOf(Type.Object({ tasks: Type.Array(EnqueueInputSchema, { maxItems: EnqueueBatchSchema.maxItems }) })),
     headers: EnqueueHeaders,
     status: [201, 200],
     reply: { results: Type.Array(EnqueueResultRecord) },
-    errors: [422],
+    errors: [404, 422],
     async handler({ body, headers }, { pool, reply }) {
       const results = await pool.enqueueMany(body.tasks, callOptions(headers)).catch((error) => {
         // The library names the item by its index in the list it was given; here that list is the body's `tasks`.
