@@ -12,7 +12,7 @@ import { printStatus } from "../src/cli/status.js";
 import { ManualClock } from "../src/core/clock.js";
 import { eventually } from "./helpers/logs.js";
 import { createPostgres, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
-import { CLI, envWith, taskpool, taskpoolIn, taskpoolRun } from "./helpers/cli.js";
+import { CLI, envWith, taskpool, taskpoolIn, taskpoolRun, taskpoolWithStdin } from "./helpers/cli.js";
 
 describe("taskpool CLI", () => {
   const path = sqlitePath();
@@ -192,6 +192,65 @@ describe("taskpool CLI", () => {
     expect(existsSync(fresh)).toBe(false);
     const tasks = JSON.parse((await taskpool("tasks", "list", "--json", "--db", db)).stdout).tasks;
     expect(tasks.map((t: { id: number; params: unknown }) => [t.id, t.params])).toEqual([[1, { page: 1 }]]);
+  }, 60_000);
+
+  it("enqueue --file: one task per line of a file or stdin, all or nothing; a bad line, too many lines or a unique key enqueue nothing; the key replays the file", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-file-"));
+    try {
+      const file = join(dir, "stores.jsonl");
+      // A byte order mark, a blank line and Windows line ends, as editors leave them.
+      writeFileSync(file, '\uFEFF{"storeId":1}\r\n\r\n{"storeId":2}\r\n{"storeId":3}');
+      const made = await taskpoolRun("enqueue", "crawl", "--file", file, "--priority", "4", "--idempotency-key", "stores-1", "--db", db);
+      expect([made.code, made.stdout]).toEqual([0, "Enqueued 3 tasks (crawl): tasks 1 to 3\n"]);
+      const again = await taskpoolRun("enqueue", "crawl", "--file", file, "--priority", "4", "--idempotency-key", "stores-1", "--db", db);
+      expect([again.code, again.stdout]).toEqual([0, 'Enqueued nothing: 3 tasks (crawl, tasks 1 to 3) were enqueued by an earlier call with idempotency key "stores-1"\n']);
+      const piped = await taskpoolWithStdin('{"storeId":4}\n', "enqueue", "crawl", "--file", "-", "--json", "--db", db);
+      expect(JSON.parse(piped.stdout)).toMatchObject([{ created: true, task: { id: 4, params: { storeId: 4 }, priority: 0 } }]);
+
+      // Every bad line named by its number, and none of the good ones enqueued.
+      writeFileSync(file, ['{"storeId":5}', "storeId: 6", "[7]", '{"storeId":12345678901234567890}', ""].join("\n"));
+      const bad = await taskpoolRun("enqueue", "crawl", "--file", file, "--db", db);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toMatch(/^taskpool: \S+stores\.jsonl has lines that are not a task's params \(a JSON object on one line\), so nothing was enqueued: line 2: not valid JSON \(.*\); line 3: expected a JSON object, got an array; line 4: params\.storeId: 12345678901234567890 is an integer beyond/);
+      writeFileSync(file, '{"n":1}\n'.repeat(10_001));
+      expect((await taskpoolRun("enqueue", "crawl", "--file", file, "--db", db)).stderr).toMatch(/holds 10001 tasks, more than the 10000 one enqueue takes \(all or nothing, in one transaction\), so nothing was enqueued: split it, e\.g\. split -l 10000 /);
+      expect((await taskpoolRun("enqueue", "crawl", "--file", file, "--unique-key", "k", "--db", db)).stderr).toMatch(/^taskpool: --unique-key names one task; with --file/);
+      expect((await taskpoolRun("enqueue", "crawl", "{}", "--file", file, "--db", db)).stderr).toBe("taskpool: give params or --file, not both: with --file, each line of the file is one task's params\n");
+      expect((await taskpoolWithStdin("\n", "enqueue", "crawl", "--file", "-", "--db", db)).stderr).toBe('taskpool: stdin holds no tasks: give one params object per line, e.g. {"storeId":42}\n');
+
+      const tasks = JSON.parse((await taskpool("tasks", "list", "--order", "oldest", "--json", "--db", db)).stdout).tasks;
+      expect(tasks.map((t: { params: unknown; priority: number }) => [t.params, t.priority])).toEqual([
+        [{ storeId: 1 }, 4],
+        [{ storeId: 2 }, 4],
+        [{ storeId: 3 }, 4],
+        [{ storeId: 4 }, 0],
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("enqueue --file on PostgreSQL: a params schema refusing one line enqueues none of the others", async () => {
+    const { store, cleanup } = await createPostgres();
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-file-"));
+    try {
+      const on = ["--db", PG_URL, "--schema", store.schema];
+      const definition = join(dir, "crawl.json");
+      writeFileSync(definition, JSON.stringify({ name: "crawl", paramsSchema: { type: "object", properties: { storeId: { type: "integer" } }, required: ["storeId"] } }));
+      await taskpool("types", "register", definition, ...on);
+      const file = join(dir, "stores.jsonl");
+      writeFileSync(file, '{"storeId":1}\n{"storeId":"two"}\n');
+      const refused = await taskpoolRun("enqueue", "crawl", "--file", file, ...on);
+      expect([refused.code, refused.stderr]).toEqual([1, `taskpool: ${file} line 2: Invalid params for crawl v1: params.storeId: must be integer; nothing was enqueued\n`]);
+      // An option every line shares is refused as the option, with no line.
+      expect((await taskpoolRun("enqueue", "crawl", "--file", file, "--max-attempts", "0", ...on)).stderr).toBe("taskpool: Invalid task: --max-attempts: Expected integer to be greater or equal to 1 (got 0)\n");
+      expect(JSON.parse((await taskpool("tasks", "list", "--json", ...on)).stdout).tasks).toEqual([]);
+      writeFileSync(file, '{"storeId":1}\n{"storeId":2}\n');
+      expect((await taskpool("enqueue", "crawl", "--file", file, ...on)).stdout).toMatch(/^Enqueued 2 tasks \(crawl\): tasks \d+ to \d+\n$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await cleanup();
+    }
   }, 60_000);
 
   it("types register, list and show the registry; enqueue then checks params against it", async () => {

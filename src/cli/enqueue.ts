@@ -1,12 +1,14 @@
 import { type Command, InvalidArgumentError } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
-import type { Task } from "../core/task.js";
+import type { EnqueueInput, JsonObject, Task } from "../core/task.js";
+import type { EnqueueResult } from "../store/store.js";
 import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { ValidationError } from "../core/errors.js";
 import { type EnqueueCallOptions, EnqueueCallOptionsSchema } from "../core/schemas.js";
 import { validate } from "../core/validation.js";
 import { explainServerTimeout, namedAsFlags } from "./errors.js";
 import { exactIntegers, integer } from "./parse.js";
+import { MOST_TASKS_PER_FILE, namedByLine, readParamsFile } from "./params-file.js";
 import { jsonOption } from "./table.js";
 
 /** The flag that sets each field of the task: a refusal names the flag the operator typed. */
@@ -22,7 +24,7 @@ const FLAGS = {
 export function enqueueCommand(program: Command): void {
   program
     .command("enqueue <taskType> [params]")
-    .description("put one task in the pool; params is a JSON object, e.g. '{\"storeId\":42}'")
+    .description("put a task in the pool; params is a JSON object, e.g. '{\"storeId\":42}' (--file: many tasks)")
     .option("--priority <n>", "higher runs first", integer)
     .option("--max-attempts <n>", "attempts before it fails for good", integer)
     .option("--concurrency-key <key>", "at most one claimed/running task per key")
@@ -36,15 +38,13 @@ export function enqueueCommand(program: Command): void {
     .addOption(timeoutOption())
     .addOption(schemaOption())
     .addOption(jsonOption())
+    .option("--file <path>", `many tasks in one call, all or nothing: one params object per line of the file (JSON Lines; - reads stdin), at most ${MOST_TASKS_PER_FILE}; the options above apply to each`)
     .action(async (taskType: string, params: string | undefined, opts) => {
-      let parsed: unknown;
-      try {
-        parsed = params === undefined ? {} : JSON.parse(params);
-      } catch (error) {
-        // Unquoted, the shell strips the JSON's own quotes: {"storeId":42} arrives as {storeId:42}.
-        throw new InvalidArgumentError(`params is not valid JSON (${(error as Error).message}): ${params}; quote it for the shell, e.g. '{"storeId":42}'`);
-      }
-      if (params !== undefined) exactIntegers(params, parsed, "params");
+      if (opts.file !== undefined && params !== undefined) throw new InvalidArgumentError("give params or --file, not both: with --file, each line of the file is one task's params");
+      // One unique key on many tasks would enqueue the first and answer its task for the rest.
+      if (opts.file !== undefined && opts.uniqueKey !== undefined) throw new InvalidArgumentError("--unique-key names one task; with --file, enqueue through the library or POST /api/tasks/batch to give each task its own key");
+      const many = opts.file === undefined ? null : await readParamsFile(opts.file);
+      const one = many === null ? parseParams(params) : null;
       // Checked as the library and the server check it, before anything is opened: a bad key creates no database either.
       const key: string | undefined = opts.idempotencyKey;
       const call: EnqueueCallOptions = key === undefined ? {} : { idempotencyKey: key };
@@ -53,37 +53,38 @@ export function enqueueCommand(program: Command): void {
       } catch (error) {
         throw error instanceof ValidationError ? namedAsFlags(error, FLAGS) : error;
       }
+      const input = (taskParams: JsonObject): EnqueueInput => ({
+        taskType,
+        params: taskParams,
+        priority: opts.priority,
+        maxAttempts: opts.maxAttempts,
+        concurrencyKey: opts.concurrencyKey,
+        uniqueKey: opts.uniqueKey,
+        // Counted by the store's clock: this host's may be off the database's.
+        delaySeconds: opts.delay,
+      });
+      const explained = (tasks: string) => (error: unknown) =>
+        Promise.reject(
+          error instanceof ValidationError
+            ? namedAsFlags(many === null ? error : namedByLine(error, many, Object.keys(FLAGS)), FLAGS)
+            : explainServerTimeout(error, { what: `${tasks} enqueued`, check: `taskpool tasks list --type ${taskType}`, keyed: { flag: "--idempotency-key", key } }),
+        );
       const requireRegistered = requiresRegistered(opts.requireRegistered);
       await withPool(
         opts,
         async (pool) => {
-          const answer = await pool.protocol
-            .enqueue(
-              {
-                taskType,
-                params: parsed as Record<string, never>,
-                priority: opts.priority,
-                maxAttempts: opts.maxAttempts,
-                concurrencyKey: opts.concurrencyKey,
-                uniqueKey: opts.uniqueKey,
-                // Counted by the store's clock: this host's may be off the database's.
-                delaySeconds: opts.delay,
-              },
-              call,
-            )
-            .catch((error: unknown) =>
-              Promise.reject(
-                error instanceof ValidationError
-                  ? namedAsFlags(error, FLAGS)
-                  : explainServerTimeout(error, { what: "the task was enqueued", check: `taskpool tasks list --type ${taskType}`, keyed: { flag: "--idempotency-key", key } }),
-              ),
-            );
-          const { task, created, replayed } = answer;
-          if (opts.json) console.log(JSON.stringify(answer, null, 2));
-          else if (created) console.log(`Enqueued task ${task.id} (${task.taskType})`);
-          // The first call's task, as it is now: it may have run since.
-          else if (replayed) console.log(`Task ${task.id} (${task.taskType}) already enqueued by an earlier call with idempotency key "${key}": nothing new created; it is ${task.status} now`);
-          else console.log(`Task ${task.id} already pending with unique key ${task.uniqueKey}`);
+          let task: Task;
+          if (many !== null) {
+            const answers = await pool.protocol.enqueueMany(many.params.map(input), call).catch(explained("the tasks were"));
+            task = answers[0].task;
+            if (opts.json) console.log(JSON.stringify(answers, null, 2));
+            else console.log(manyEnqueued(answers, taskType, key));
+          } else {
+            const answer = await pool.protocol.enqueue(input(one!), call).catch(explained("the task was"));
+            task = answer.task;
+            if (opts.json) console.log(JSON.stringify(answer, null, 2));
+            else console.log(oneEnqueued(answer, key));
+          }
           // A task the earlier call made that has finished since waits for no worker.
           const warning = task.status === "pending" ? await nobodyServes(pool, task) : null;
           if (warning) console.error(`warning: ${warning}`);
@@ -92,6 +93,33 @@ export function enqueueCommand(program: Command): void {
         true,
       );
     });
+}
+
+/** The command line's params: a JSON object, {} when left out. */
+function parseParams(params: string | undefined): JsonObject {
+  if (params === undefined) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(params);
+  } catch (error) {
+    // Unquoted, the shell strips the JSON's own quotes: {"storeId":42} arrives as {storeId:42}.
+    throw new InvalidArgumentError(`params is not valid JSON (${(error as Error).message}): ${params}; quote it for the shell, e.g. '{"storeId":42}'`);
+  }
+  return exactIntegers(params, parsed, "params") as JsonObject;
+}
+
+function oneEnqueued({ task, created, replayed }: EnqueueResult, key: string | undefined): string {
+  if (created) return `Enqueued task ${task.id} (${task.taskType})`;
+  // The first call's task, as it is now: it may have run since.
+  if (replayed) return `Task ${task.id} (${task.taskType}) already enqueued by an earlier call with idempotency key "${key}": nothing new created; it is ${task.status} now`;
+  return `Task ${task.id} already pending with unique key ${task.uniqueKey}`;
+}
+
+function manyEnqueued(answers: EnqueueResult[], taskType: string, key: string | undefined): string {
+  const ids = answers.map((a) => a.task.id);
+  const range = ids.length === 1 ? `task ${ids[0]}` : `tasks ${Math.min(...ids)} to ${Math.max(...ids)}`;
+  if (answers[0].replayed) return `Enqueued nothing: ${answers.length} tasks (${taskType}, ${range}) were enqueued by an earlier call with idempotency key "${key}"`;
+  return `Enqueued ${answers.length} tasks (${taskType}): ${range}`;
 }
 
 /** Why a task of an unregistered type may wait forever: no registration and no live worker with its role. */

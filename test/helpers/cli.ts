@@ -42,3 +42,11 @@ export const envWith = (env: Record<string, string>): NodeJS.ProcessEnv => ({
   ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !["TASKPOOL_URL", "TASKPOOL_API_KEY", "TASKPOOL_DATABASE_URL", "TASKPOOL_SCHEMA"].includes(name))),
   ...env,
 });
+
+/** `taskpool …args` with `input` on its stdin; a failure is returned, not thrown. */
+export function taskpoolWithStdin(input: string, ...args: string[]): Promise<CliRun> {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [CLI, ...args], (error, stdout, stderr) => resolve({ code: error ? Number(error.code) : 0, stdout, stderr }));
+    child.stdin!.end(input);
+  });
+}
