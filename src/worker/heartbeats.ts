@@ -34,6 +34,11 @@ function lostLeases(beat: WorkerBeat, lost: number[]): LostLease[] {
 export interface HeartbeatEvents {
   /** Leases the store says this worker no longer holds. */
   onLost(leases: LostLease[]): void;
+  /**
+   * A beat got through: every lease it listed that the store did not report lost (after onLost) now
+   * runs for a lease's length from `sentAt` (monotonicMs(): when it was sent).
+   */
+  onRenewed(sentAt: number): void;
   /** A beat failed, or is still unanswered when the next is due; `sentAt` (monotonicMs()): when it was sent. */
   onError(error: Error, sentAt: number): void;
   onRecovered(): void;
@@ -96,6 +101,7 @@ export class BeatLoop {
       if (this.failing) this.events.onRecovered();
       this.failing = false;
       if (lost.length > 0) this.events.onLost(lostLeases(sent, lost));
+      this.events.onRenewed(sentAt);
     } catch (error) {
       this.failing = true;
       this.events.onError(error as Error, sentAt);
@@ -152,7 +158,12 @@ export interface ThreadData {
 
 /** Messages between the worker and its heartbeat thread. */
 export type ToThread = { type: "state"; state: HeartbeatState } | { type: "stop" };
-export type FromThread = { type: "ready" } | { type: "lost"; leases: LostLease[] } | { type: "error"; message: string; sentAt: number } | { type: "recovered" };
+export type FromThread =
+  | { type: "ready" }
+  | { type: "lost"; leases: LostLease[] }
+  | { type: "renewed"; sentAt: number }
+  | { type: "error"; message: string; sentAt: number }
+  | { type: "recovered" };
 
 /**
  * Beats from a worker thread with its own database connection, so heartbeats keep going while a
@@ -195,6 +206,7 @@ export class ThreadHeartbeats implements Heartbeats {
     this.thread.on("message", (msg: FromThread) => {
       if (msg.type === "lost") events.onLost(msg.leases);
       // monotonicMs() reads the process's monotonic clock: the thread's sentAt is comparable here.
+      else if (msg.type === "renewed") events.onRenewed(msg.sentAt);
       else if (msg.type === "error") events.onError(new Error(msg.message), msg.sentAt);
       else if (msg.type === "recovered") events.onRecovered();
     });

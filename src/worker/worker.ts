@@ -49,8 +49,8 @@ export class WorkerStoppingError extends Error {
 interface Running {
   task: ClaimedTask;
   /**
-   * When this process claimed it (monotonicMs(), as every deadline here: a wall-clock step must not
-   * stop a lease's renewal early or keep it going late): its lease runs from here until a heartbeat renews it.
+   * When this process asked for it (monotonicMs(), as every deadline here: a wall-clock step must not
+   * stop a lease's renewal early or keep it going late): its lease runs from about then until a heartbeat renews it.
    */
   claimedAt: number;
   abort: RunAbort;
@@ -87,6 +87,8 @@ export class Worker {
   private readonly running = new Map<number, Running>();
   /** When the first failing heartbeat was sent (null while they get through): see fenceExpiredLeases. */
   private beatsFailingSince: number | null = null;
+  /** When the last heartbeat that got through was sent (monotonicMs()): see leaseMayHaveRunOut. */
+  private leasesRenewedAt: number | null = null;
   private tasksProcessed = 0;
   /** Handlers running; `running` also holds the tasks in `ready` and those whose outcome is being written. */
   private handling = 0;
@@ -146,6 +148,11 @@ export class Worker {
     await this.register();
     const events = {
       onLost: (leases: LostLease[]) => void this.leasesLost(leases),
+      onRenewed: (sentAt: number) => {
+        this.leasesRenewedAt = Math.max(this.leasesRenewedAt ?? sentAt, sentAt);
+        // Tasks held ready past their lease's end (see startReady) may start now: the beat renewed them.
+        this.startReady();
+      },
       onError: (error: Error, sentAt: number) => {
         // One warning per outage, not one per interval while it lasts (a minute's outage flooded the
         // log); its end is said at info, with how long it lasted.
@@ -289,6 +296,7 @@ export class Worker {
       const free = this.prefetch.claimLimit(this.handling, this.ready.length, this.running.size);
       let claimed = 0;
       if (free > 0) {
+        const askedAt = monotonicMs();
         try {
           const tasks = await this.store.claim({ workerId: this.id, taskTypes: this.options.roles, limit: free, leaseSeconds: this.options.leaseSeconds, start: true });
           if (failingSince !== null) this.logger.info(`Claims reach ${this.reaches} again, after failing for ${Math.round((monotonicMs() - failingSince) / 1000)} s`);
@@ -300,7 +308,7 @@ export class Worker {
             await Promise.all(tasks.map((task) => this.release(task)));
             break;
           }
-          for (const task of tasks) this.admit(task);
+          for (const task of tasks) this.admit(task, askedAt);
           // The heartbeat thread learns the new leases before any handler runs: a handler that
           // blocks the event loop must not keep its own lease from being renewed.
           this.heartbeats?.changed(true);
@@ -358,25 +366,30 @@ export class Worker {
   }
 
   /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */
-  private admit(task: ClaimedTask): void {
-    const entry: Running = { task, claimedAt: monotonicMs(), abort: new RunAbort(), renewUntil: null, timeout: null, done: Promise.resolve(), returned: false };
+  private admit(task: ClaimedTask, askedAt: number): void {
+    const entry: Running = { task, claimedAt: askedAt, abort: new RunAbort(), renewUntil: null, timeout: null, done: Promise.resolve(), returned: false };
     this.running.set(task.id, entry);
     this.ready.push(entry);
   }
 
   /**
    * Starts queued tasks while slots are free; a queued task whose lease was lost meanwhile is dropped.
+   * One whose lease may have run out (leaseMayHaveRunOut) is held, with those behind it, until the next
+   * heartbeat that gets through renews it or says it is lost (onRenewed calls this again).
    * The heartbeats then learn the new load: the coordinator hands a dead worker's tasks to the least
    * loaded, and a worker whose heartbeats said 0 while busy was handed them to sit on.
    */
   private startReady(): void {
     const before = this.handling;
     while (this.handling < this.options.concurrency && this.ready.length > 0) {
-      const entry = this.ready.shift() as Running;
+      const entry = this.ready[0];
       if (entry.abort.aborted) {
+        this.ready.shift();
         this.forget(entry);
         continue;
       }
+      if (this.leaseMayHaveRunOut(entry)) break;
+      this.ready.shift();
       this.run(entry);
     }
     if (this.handling !== before) this.publishState();
@@ -574,6 +587,19 @@ export class Worker {
     }
   }
 
+  /**
+   * Whether no heartbeat that got through since its claim has renewed the task's lease for as long as
+   * a lease lasts: a process frozen that long (SIGSTOP, a paused container or VM) may find, when it
+   * runs again, that the coordinator has given the tasks it held ready to other workers, which may be
+   * running or have finished them. Started before the next heartbeat said so, their handlers ran a
+   * second time beside their new owners' (a thawed worker started 2 to 5 tasks another worker had
+   * completed); their writes were refused, their side effects were not.
+   */
+  private leaseMayHaveRunOut(entry: Running): boolean {
+    const renewedAt = Math.max(entry.claimedAt, this.leasesRenewedAt ?? entry.claimedAt);
+    return monotonicMs() >= renewedAt + this.options.leaseSeconds * 1000;
+  }
+
   /** A notification said the task was cancelled: its handler is told now, not at the next heartbeat. */
   private cancelled(taskId: number): void {
     const entry = this.running.get(taskId);
@@ -581,6 +607,12 @@ export class Worker {
   }
 
   private async leasesLost(leases: LostLease[]): Promise<void> {
+    // Tasks that have not started are dropped at once (startReady), before onRenewed may start them.
+    const waiting = new Set(this.ready);
+    for (const { taskId, leaseToken } of leases) {
+      const entry = this.running.get(taskId);
+      if (entry && waiting.has(entry) && entry.task.leaseToken === leaseToken) entry.abort.abort("lease_lost");
+    }
     for (const { taskId, leaseToken } of leases) {
       const entry = this.running.get(taskId);
       // Another run of the same task (re-claimed since that beat) holds a lease of its own.

@@ -110,4 +110,37 @@ describe.each([
     expect(summary.completed).toBe(20 * ROUNDS + 20);
     expect(cluster.crashed()).toEqual([]);
   });
+
+  it("a thawed worker starts none of the tasks it held ready whose leases ran out while it was frozen", { timeout: 30_000 }, async () => {
+    handle = await create();
+    cluster = await ChaosCluster.open(handle);
+    // An instant task first (the worker learns its tasks are short, so its next claim fills its buffer), then slow ones.
+    await cluster.pool.enqueue("sleep", { ms: 0 }, { priority: 10 });
+    const slow = (await cluster.pool.enqueueMany(Array.from({ length: 6 }, () => ({ taskType: "sleep", params: { ms: 1500 }, maxAttempts: 50 })))).map((r) => r.task);
+    // Its leases last as long as the coordinator waits before it declares a silent worker dead (2 s).
+    const zombie = await cluster.startWorker({ CONCURRENCY: "1", WORKER_ROLE: "sleep", LEASE_SECONDS: "2" });
+    // One of them running, the others claimed and waiting in its buffer.
+    await eventually(async () => (await cluster.pool.list({ workerId: zombie.id, status: "running" })).tasks.length === slow.length, 10_000, `${zombie.id} to hold the slow tasks`);
+    await freeze(zombie.child, name === "sqlite" ? handle.url.slice("sqlite:".length) : null);
+    coordinator = cluster.pool.coordinator(CHAOS_COORDINATION);
+    coordinator.start();
+    const other = await cluster.startWorker({ CONCURRENCY: String(slow.length), WORKER_ROLE: "sleep" });
+    await eventually(async () => {
+      const tasks = await Promise.all(slow.map((t) => cluster.pool.get(t.id)));
+      return tasks.every((t) => t?.status === "completed" && t.workerId === other.id);
+    }, 20_000, `${other.id} to complete the frozen worker's tasks`);
+    const thawedAt = Date.now();
+    zombie.child.kill("SIGCONT");
+    // The task it was running when frozen ends (its completion refused); what it held ready goes with its leases.
+    const refused = await eventually(async () => {
+      const lines = (await cluster.history()).log.filter((e) => e.worker === zombie.id && e.kind === "write" && e.sentAt >= thawedAt);
+      return lines.length > 0 ? lines : null;
+    }, 10_000, `${zombie.id} to write after its thaw`);
+    expect(refused.filter((e) => e.kind === "write" && e.ok === true)).toEqual([]);
+    await sleep(500);
+    const started = (await cluster.history()).log.filter((e) => e.worker === zombie.id && e.kind === "handler" && e.at >= thawedAt);
+    expect(started).toEqual([]);
+    const summary = await cluster.check();
+    expect(summary.violations).toEqual([]);
+  });
 });

@@ -20,7 +20,7 @@ function recordingFallback() {
 
 const state = (): HeartbeatState => ({ beat: { workerId: "w", roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 }, leases: [] });
 const errors: string[] = [];
-const events = { onLost: () => {}, onError: (error: Error) => void errors.push(error.message), onRecovered: () => {} };
+const events = { onLost: () => {}, onRenewed: () => {}, onError: (error: Error) => void errors.push(error.message), onRecovered: () => {} };
 
 describe("the heartbeat thread", () => {
   const dir = mkdtempSync(join(tmpdir(), "taskpool-beats-"));
