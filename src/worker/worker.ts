@@ -18,7 +18,7 @@ import { inspect } from "node:util";
 import { pino, type Logger } from "pino";
 import { monotonicMs } from "../core/clock.js";
 import { counted } from "../core/counted.js";
-import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskpoolError, ValidationError } from "../core/errors.js";
+import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskNotFoundError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { truncatedMessage } from "../core/schemas.js";
 import { cancelledTasks } from "../core/notices.js";
 import { processRuns } from "../core/process-alive.js";
@@ -651,6 +651,14 @@ export class Worker {
       .release(task.id, task, { reason: "worker shutting down" })
       .then(() => this.logger.info({ taskId: task.id }, `Released task ${task.id} for another worker (checkpoint kept)`))
       .catch((error) => {
+        // Refused for its lease or its status: the task is no longer this worker's (cancelled, or taken
+        // back and given to another while it waited in the buffer or the process was frozen), so there is
+        // nothing to give back and nothing left leased here. Counted as left leased, it made a stop that
+        // held nothing say "stopped with N tasks still leased to it" and exit 1.
+        if (error instanceof LeaseLostError || error instanceof InvalidTransitionError || error instanceof TaskNotFoundError) {
+          this.logger.info({ err: error.message }, `Task ${task.id} was no longer this worker's to release`);
+          return;
+        }
         this.logger.warn({ err: error.message }, `Could not release task ${task.id}`);
         if (this.state !== "running") this.leftLeased.add(task.id);
       });

@@ -109,6 +109,23 @@ describe.each([
     expect((await store.events(task.id)).at(-1)).toMatchObject({ event: "released", fromWorkerId: "leaving" });
   });
 
+  it("SIGTERM after the tasks waiting in its buffer were cancelled: the running task is released and the worker exits 0, holding nothing", async () => {
+    // An instant task first (the worker learns its tasks are short, so its next claim fills its buffer), then long ones.
+    await store.enqueue({ taskType: "crawl", params: { pages: 0 }, priority: 10 });
+    const long = await Promise.all([0, 1, 2, 3, 4].map(() => store.enqueue({ taskType: "crawl", params: { pages: 100 } })));
+    // Beats 2 s apart: none comes between the cancels and the stop.
+    const leaving = await worker("leaving", { WORKER_ROLE: "crawl", PAGE_MS: "100", SHUTDOWN_GRACE_MS: "300", HEARTBEAT_INTERVAL_MS: "2000" });
+    await eventually(async () => (await store.list({ workerId: "leaving", status: "running" })).tasks.length === long.length, 10_000, "leaving to hold the long tasks");
+    const running = (await leaving.waitFor({ event: "page", page: 1 })).taskId;
+    const waiting = long.map((r) => r.task.id).filter((id) => id !== running);
+    for (const id of waiting) await store.cancel(id);
+    leaving.child.kill("SIGTERM");
+    expect(await leaving.exited).toBe(0);
+    expect(await store.get(running as number)).toMatchObject({ status: "pending", attempts: 0, workerId: null });
+    for (const id of waiting) expect(await status(id)).toBe("cancelled");
+    expect((await store.listWorkers())[0]).toMatchObject({ workerId: "leaving", status: "inactive" });
+  });
+
   it("a second SIGTERM ends the grace period at once: the running task is aborted and released, the worker inactive", async () => {
     const { task } = await store.enqueue({ taskType: "hold" });
     const stubborn = await worker("stubborn", { WORKER_ROLE: "hold", SHUTDOWN_GRACE_MS: "60000" });
