@@ -61,6 +61,9 @@ interface Running {
   timeout: NodeJS.Timeout | null;
 }
 
+/** How old the worker's knowledge of its roles' recovery policies may get (see readFailPolicies). */
+const FAIL_POLICIES_MAX_AGE_MS = 30_000;
+
 /** Resolves after `ms`, or at once when `signal` fires (or has fired). */
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -89,6 +92,9 @@ export class Worker {
   private beatsFailingSince: number | null = null;
   /** When the last heartbeat that got through was sent (monotonicMs()): see leaseMayHaveRunOut. */
   private leasesRenewedAt: number | null = null;
+  /** The roles whose type recovers by failing: never claimed into the buffer (see claimScope). */
+  private failPolicyRoles = new Set<string>();
+  private failPoliciesReadAt = -Infinity;
   private tasksProcessed = 0;
   /** Handlers running; `running` also holds the tasks in `ready` and those whose outcome is being written. */
   private handling = 0;
@@ -293,12 +299,13 @@ export class Worker {
       }
       // A slot frees when its handler returns, while the outcome is still being written: the write
       // and the next claim overlap (see Prefetch.claimLimit).
-      const free = this.prefetch.claimLimit(this.handling, this.ready.length, this.running.size);
+      await this.readFailPolicies();
+      const { taskTypes, limit: free } = this.claimScope(this.prefetch.claimLimit(this.handling, this.ready.length, this.running.size));
       let claimed = 0;
       if (free > 0) {
         const askedAt = monotonicMs();
         try {
-          const tasks = await this.store.claim({ workerId: this.id, taskTypes: this.options.roles, limit: free, leaseSeconds: this.options.leaseSeconds, start: true });
+          const tasks = await this.store.claim({ workerId: this.id, taskTypes, limit: free, leaseSeconds: this.options.leaseSeconds, start: true });
           if (failingSince !== null) this.logger.info(`Claims reach ${this.reaches} again, after failing for ${Math.round((monotonicMs() - failingSince) / 1000)} s`);
           failures = 0;
           failingSince = null;
@@ -335,6 +342,38 @@ export class Worker {
       }
       if (claimed > 0 && claimed === free) continue; // there may be more right away
       await this.idle();
+    }
+  }
+
+  /**
+   * What to claim of the `free` tasks the worker may take. A task is started as it is claimed, so a
+   * task held in the buffer that its worker dies with is recovered as if it had run: an attempt, and
+   * under the `fail` recovery policy, failed ("Worker died unexpectedly") without ever having run,
+   * which defeats that policy (a thousand quick tasks can fill the buffer with slow ones). So the roles
+   * whose type recovers by failing are claimed only for a slot free now, never into the buffer.
+   */
+  private claimScope(free: number): { taskTypes: string[]; limit: number } {
+    const roles = this.options.roles;
+    if (this.failPolicyRoles.size === 0) return { taskTypes: roles, limit: free };
+    const idle = this.options.concurrency - this.handling - this.ready.length;
+    if (idle > 0) return { taskTypes: roles, limit: Math.min(free, idle) };
+    const buffered = roles.filter((role) => !this.failPolicyRoles.has(role));
+    return { taskTypes: buffered, limit: buffered.length === 0 ? 0 : free };
+  }
+
+  /**
+   * Reads which roles recover by failing (the latest registered version of their type says so) when
+   * the last read is older than FAIL_POLICIES_MAX_AGE_MS: a registration changes them rarely. A read
+   * that fails keeps what the last one found; the claim that follows meets the same outage and says so.
+   */
+  private async readFailPolicies(): Promise<void> {
+    if (monotonicMs() - this.failPoliciesReadAt < FAIL_POLICIES_MAX_AGE_MS) return;
+    this.failPoliciesReadAt = monotonicMs();
+    try {
+      const types = await this.store.listTaskTypes();
+      this.failPolicyRoles = new Set(types.filter((t) => t.recoveryPolicy === "fail" && this.options.roles.includes(t.name)).map((t) => t.name));
+    } catch {
+      // Kept as they were.
     }
   }
 

@@ -150,6 +150,21 @@ describe.each([
     expect((await store.get(task.id))?.errorMessage).toBe("Worker died unexpectedly");
   });
 
+  it("the fail policy fails only the task that ran: a dead worker held no others of its type in its buffer, which go back to the pool unharmed", async () => {
+    await store.registerTaskType({ name: "crawl", recoveryPolicy: "fail" });
+    // A quick task first: its pace makes the worker fill a buffer, which the slow fail-policy tasks must stay out of.
+    await store.enqueue({ taskType: "busy" });
+    const slow = await store.enqueueMany(Array.from({ length: 8 }, () => ({ taskType: "crawl", params: { pages: 20 } })));
+    const victim = await worker("victim", { WORKER_ROLE: "busy,crawl", BUSY_MS: "1", PAGE_MS: "100" });
+    const ran = await victim.waitFor({ event: "page", page: 1 });
+    await coordinator();
+    victim.child.kill("SIGKILL");
+    await eventually(async () => (await status(ran.taskId as number)) === "failed", 20_000, "the task that ran to fail");
+    expect((await store.get(ran.taskId as number))?.errorMessage).toBe("Worker died unexpectedly");
+    const rest = await Promise.all(slow.filter(({ task }) => task.id !== ran.taskId).map(({ task }) => store.get(task.id)));
+    expect(rest.map((t) => [t?.status, t?.attempts])).toEqual(Array.from({ length: 7 }, () => ["pending", 0]));
+  });
+
   it("with no healthy worker the reassignment event says so, and the task still completes later", async () => {
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 20 } });
     const victim = await worker("victim", { WORKER_ROLE: "crawl" });
