@@ -47,6 +47,17 @@ describe("a CLI command against a server that never answers", () => {
     }
   });
 
+  it("says a read that every try lost the connection of changed nothing, and asks whether the URL is right", async () => {
+    // Hangs up on every request, as PostgreSQL's port does on HTTP (--url given the database's port).
+    const url = await listen(net.createServer((socket) => socket.once("data", () => socket.destroy())));
+    const run = await timed("status", "--url", url, "--timeout", "1");
+    expect(run.code).toBe(1);
+    expect(run.seconds).toBeLessThan(BOUND_S);
+    expect(run.stderr).toBe(
+      `taskpool: The taskpool server at ${url} gave no answer (socket hang up) to a read, on every try (nothing was changed); is \`taskpool serve\` running there, and is the URL right?\n`,
+    );
+  });
+
   it("says a write's outcome is unknown, and how to look, and stops there", async () => {
     // Ready, then silent on everything else: the write is sent, and its answer never comes.
     const writes: string[] = [];

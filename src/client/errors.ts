@@ -49,8 +49,10 @@ export class ServerUnreachableError extends UnavailableError {
     fate: "unsent" | "not-resent" | "resent" = "unsent",
     /** A create's Idempotency-Key: the same call made again with it is applied at most once. */
     readonly idempotencyKey?: string,
+    /** A read (a GET): sent or not, it changed nothing. */
+    read = false,
   ) {
-    super("server_unreachable", unreachableMessage(origin, reason, fate, idempotencyKey));
+    super("server_unreachable", unreachableMessage(origin, reason, fate, idempotencyKey, read));
   }
 }
 
@@ -75,8 +77,10 @@ export class ServerTimeoutError extends ServerUnreachableError {
 /** A wait in seconds as a person reads it: 1.2, 30. */
 export const seconds = (ms: number): number => Number((ms / 1000).toFixed(ms < 10_000 ? 1 : 0));
 
-function unreachableMessage(origin: string, reason: string, fate: "unsent" | "not-resent" | "resent", idempotencyKey: string | undefined): string {
+function unreachableMessage(origin: string, reason: string, fate: "unsent" | "not-resent" | "resent", idempotencyKey: string | undefined, read: boolean): string {
   if (fate === "unsent") return `Cannot reach the taskpool server at ${origin} (${reason}); is \`taskpool serve\` running there, and is the URL right?`;
+  // Every answer to a read lost (a port that hangs up on HTTP, PostgreSQL's say): it changed nothing.
+  if (read) return `The taskpool server at ${origin} gave no answer (${reason}) to a read, on every try (nothing was changed); is \`taskpool serve\` running there, and is the URL right?`;
   if (fate === "not-resent") return `Lost the connection to the taskpool server at ${origin} before it answered (${reason}): the call may have been applied, so it was not sent again; check before repeating it`;
   return `The taskpool server at ${origin} gave no answer (${reason}) to a call it was sent, on every try: the call may have been applied${againWith(idempotencyKey)}`;
 }

@@ -112,7 +112,7 @@ export class HttpTransport {
         const unreachable = () =>
           callTimeoutMs !== undefined && failure.code === "ETIMEDOUT" && failure.unsent !== true
             ? new ServerTimeoutError(this.baseUrl.origin, Math.min(monotonicMs() - started, deadline - started), method !== "GET", key)
-            : new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), fate, key);
+            : new ServerUnreachableError(this.baseUrl.origin, reasonOf(failure), fate, key, method === "GET");
         const pause = !options.signal?.aborted && (options.repeatable === "yes" || failure.unsent === true) ? this.pause(attempt, started, deadline, options) : null;
         if (pause === null) throw unreachable();
         if (!(await this.backoff(pause, options.signal))) throw unreachable();
