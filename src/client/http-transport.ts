@@ -206,7 +206,13 @@ export class HttpTransport {
           try {
             parsed = text === "" ? {} : (JSON.parse(text) as Record<string, unknown>);
           } catch {
-            parsed = { success: false, error: "bad_reply", message: `the server answered ${res.statusCode} with something that is not JSON: ${text.slice(0, 200)}` };
+            // Most often an HTML page (another web server at the URL, a proxy's error): its start, on one line.
+            const start = text.replace(/\s+/g, " ").trim().slice(0, 120);
+            parsed = {
+              success: false,
+              error: "bad_reply",
+              message: `the server at ${this.baseUrl.origin} answered ${res.statusCode} with something that is not taskpool's JSON ("${start}"); is it a taskpool server (taskpool serve), and is the URL right?`,
+            };
           }
           resolve({ status: res.statusCode ?? 0, body: parsed });
         });

@@ -1,6 +1,6 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
-import { request as httpRequest } from "node:http";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { type AddressInfo, connect as connectSocket, createServer } from "node:net";
 import { promisify } from "node:util";
 import pg from "pg";
@@ -352,6 +352,24 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       await stop();
     }
   }, 60_000);
+
+  it("a URL whose server is not taskpool's (another web server's HTML page) is one line asking whether the URL is right", async () => {
+    const page = "<!DOCTYPE HTML>\n<html lang=\"en\">\n  <head>\n    <title>Error response</title>\n  </head>\n  <body>\n    <h1>Not Found</h1>\n  </body>\n</html>\n";
+    const other = createHttpServer((_request, response) => response.writeHead(404, { "content-type": "text/html" }).end(page));
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    try {
+      for (const command of [["status"], ["tasks", "cancel", "7"]]) {
+        const refused = await taskpoolRun(...command, "--url", url, "--api-key", "tp_x");
+        expect(refused.code).toBe(1);
+        expect(refused.stderr).toMatch(
+          new RegExp(`^taskpool: .*the server at ${url} answered 404 with something that is not taskpool's JSON \\("<!DOCTYPE HTML> <html lang="en"> <head> <title>Error response</title>.*"\\); is it a taskpool server \\(taskpool serve\\), and is the URL right\\?\n$`),
+        );
+      }
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
+    }
+  });
 
   it("enqueues, lists, shows and reports status through a server; a bad URL or key is one clear line", async () => {
     const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
