@@ -33,6 +33,20 @@ export function refuseMisplacedSchema(command: Command): void {
   throw new CliError(`--schema names a PostgreSQL schema, and a SQLite database has none: leave it out, or keep another pool in another file (--db sqlite:./other.db)`);
 }
 
+/**
+ * Which of --url and --db a command that takes both goes to, as the user meant it: a --db typed on the
+ * command line wins over an exported TASKPOOL_URL (a flag wins over a variable, as it does over
+ * TASKPOOL_DATABASE_URL); the URL went on, and `tasks cancel 5 --db …` cancelled task 5 of the server's
+ * pool. Both typed are refused, as naming two pools.
+ */
+export function settleTarget(command: Command): void {
+  const url = command.options.find((o) => o.long === "--url");
+  if (url === undefined || url.hidden || command.getOptionValueSource("db") !== "cli") return;
+  const source = command.getOptionValueSource("url");
+  if (source === "cli") throw new CliError("--url and --db both name a pool: give one (--url http://host:port goes through a taskpool server; --db opens a database)");
+  if (source === "env") command.setOptionValueWithSource("url", undefined, "default");
+}
+
 /** What the command's --url or --db names. */
 const targetOf = (command: Command): string => {
   const { db, url } = command.opts<{ db?: string; url?: string }>();

@@ -3,7 +3,7 @@ import { TaskpoolError } from "../core/errors.js";
 import { VERSION } from "../version.js";
 import { capacityCommand } from "./capacity.js";
 import { coordinatorCommand } from "./coordinator.js";
-import { refuseMisplacedSchema, usesSchema } from "./database.js";
+import { refuseMisplacedSchema, settleTarget, usesSchema } from "./database.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
 import { CliError, explainAuthRefusal, explainServerTimeout } from "./errors.js";
@@ -53,6 +53,7 @@ refuseInOneLine(program, "taskpool");
 // DB_URL unset): taken as the value, it was refused as the URL "", and treated as unset it would
 // quietly put the work in ./taskpool.db.
 program.hook("preAction", (_, command) => {
+  settleTarget(command);
   refuseMisplacedSchema(command);
   for (const option of command.options) {
     const name = option.attributeName();

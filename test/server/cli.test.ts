@@ -9,7 +9,7 @@ import { isLoopback } from "../../src/core/loopback.js";
 import { eventually } from "../helpers/logs.js";
 import { createPostgres, removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
 import { request } from "./harness.js";
-import { CLI, taskpool, taskpoolRun } from "../helpers/cli.js";
+import { CLI, envWith, taskpool, taskpoolIn, taskpoolRun } from "../helpers/cli.js";
 
 const run = promisify(execFile);
 
@@ -352,6 +352,30 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       await stop();
     }
   }, 60_000);
+
+  it("a --db typed on the command line wins over an exported TASKPOOL_URL; --url and --db both typed are refused, changing nothing", async () => {
+    const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
+    await taskpool("enqueue", "served", "--db", db);
+    const own = sqlitePath();
+    const ownDb = `sqlite:${own}`;
+    await taskpool("enqueue", "mine", "--db", ownDb);
+    const { url, stop } = await startServe("--no-coordinator", "--db", db);
+    try {
+      const env = envWith({ TASKPOOL_URL: url, TASKPOOL_API_KEY: admin });
+      // Task 1 of the database named, not of the server's.
+      const cancel = await taskpoolIn(process.cwd(), env, "tasks", "cancel", "1", "--db", ownDb);
+      expect(cancel.stdout).toMatch(/^ 1 +mine +cancelled +cancelled$/m);
+      const both = await taskpoolRun("tasks", "cancel", "1", "--db", ownDb, "--url", url, "--api-key", admin);
+      expect([both.code, both.stderr]).toEqual([1, "taskpool: --url and --db both name a pool: give one (--url http://host:port goes through a taskpool server; --db opens a database)\n"]);
+      const served = JSON.parse((await taskpool("tasks", "show", "1", "--json", "--db", db)).stdout).task;
+      expect([served.taskType, served.status]).toEqual(["served", "pending"]);
+      // TASKPOOL_URL alone still goes through the server.
+      expect((await taskpoolIn(process.cwd(), env, "tasks", "show", "1")).stdout).toMatch(/type +served/);
+    } finally {
+      await stop();
+      removeSqliteFiles(own);
+    }
+  });
 
   it("a URL whose server is not taskpool's (another web server's HTML page) is one line asking whether the URL is right", async () => {
     const page = "<!DOCTYPE HTML>\n<html lang=\"en\">\n  <head>\n    <title>Error response</title>\n  </head>\n  <body>\n    <h1>Not Found</h1>\n  </body>\n</html>\n";
