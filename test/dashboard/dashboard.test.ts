@@ -494,6 +494,27 @@ describe("the dashboard in a real browser", () => {
     expect(await page.locator("#live").textContent()).toMatch(/^live · updated/);
   });
 
+  it("the header says when the server has taken a request and not answered it, rather than 'live' (a server stopped, or cut off)", async () => {
+    const page = await open(server.keys.producer, "#/workers");
+    await page.locator("#live", { hasText: "live · updated" }).waitFor();
+    // Held as a stopped server (SIGSTOP) or a lost network holds it: the fetch waits for minutes.
+    let answer = () => {};
+    const held = new Promise<void>((resolve) => (answer = resolve));
+    await page.route((url) => url.pathname === "/api/workers", async (route) => {
+      await held;
+      await route.continue();
+    });
+    try {
+      // Five poll periods (2.5 s at the harness's 500 ms) without an answer.
+      await page.locator("#live", { hasText: /^⚠ waiting \d+(\.\d)? s for the server to answer; last answer \d+(\.\d)? s ago$/ }).waitFor({ timeout: 6000 });
+      // The request still out when its page is left holds the header no more.
+      await page.evaluate("location.hash = '#/capacity'");
+      await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 2000 });
+    } finally {
+      answer();
+    }
+  });
+
   it("a wrong key, and a worker's key, get a clear message and no data", async () => {
     const page = await open("tp_not-a-real-key-at-all");
     await page.locator("#key-message", { hasText: 'Wrong API key: the server answered "Invalid or revoked API key"' }).waitFor();

@@ -4,7 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { api, forgetKey, onUnauthorized, saveKey, storedKey } from "./lib/api.js";
 import { duration } from "./lib/format.js";
 import { html } from "./lib/html.js";
-import { useLiveState } from "./lib/live.js";
+import { NO_ANSWER_MS, useLiveState } from "./lib/live.js";
 import { Capacity } from "./pages/capacity.js";
 import { DeadLetter } from "./pages/dead-letter.js";
 import { Overview } from "./pages/overview.js";
@@ -83,6 +83,11 @@ function LiveIndicator() {
     return () => clearInterval(timer);
   }, []);
   if (live.mode === "paused") return html`<span id="live">⏸ paused while the tab is hidden</span>`;
+  const waited = live.waitingSince === null ? 0 : Date.now() - live.waitingSince;
+  if (waited >= NO_ANSWER_MS) {
+    const last = live.at ? `; last answer ${duration((Date.now() - live.at) / 1000)} ago` : "";
+    return html`<span id="live" class="status-failed">⚠ waiting ${duration(waited / 1000)} for the server to answer${last}</span>`;
+  }
   if (live.mode === "error") return html`<span id="live" class="status-failed">⚠ ${live.error?.message}</span>`;
   const since = live.at ? duration((Date.now() - live.at) / 1000) : "…";
   return html`<span id="live"><span class="dot" style="background: var(--active)"></span>live · updated ${since} ago</span>`;

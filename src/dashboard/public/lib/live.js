@@ -8,15 +8,31 @@ export const POLL_MS = Math.max(500, Number(params.get("interval")) || 3000);
 /** How many times as long as its last answer took a poll waits, at least (see usePoll). */
 const SLOW_FACTOR = 10;
 
+/**
+ * A request out this long says so in the header: a server stopped or cut off by the network takes the
+ * request and never answers, and the fetch waits minutes, while the header said "live · updated 4 min ago".
+ */
+export const NO_ANSWER_MS = 5 * POLL_MS;
+
 const listeners = new Set();
-let state = { mode: "live", at: null, error: null };
+let state = { mode: "live", at: null, error: null, waitingSince: null };
+
+/** The requests of the polls now out, each with when it was sent. */
+const outstanding = new Map();
+
+function track(token, sentAt) {
+  if (sentAt === null) outstanding.delete(token);
+  else outstanding.set(token, sentAt);
+  const since = outstanding.size === 0 ? null : Math.min(...outstanding.values());
+  if (since !== state.waitingSince) publish({ waitingSince: since });
+}
 
 function publish(next) {
   state = { ...state, ...next };
   for (const listener of listeners) listener(state);
 }
 
-/** The live state (`live` | `paused` | `error`), the time of the last good answer and the last error. */
+/** The live state (`live` | `paused` | `error`), the time of the last good answer, the last error, and since when the oldest request out has waited (null: none out). */
 export function useLiveState() {
   const [current, setCurrent] = useState(state);
   useEffect(() => {
@@ -41,6 +57,7 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
     let running = false;
     let timer = null;
     let failed = null; // the last error this poll put in the header
+    const token = {}; // this poll's request while it is out
     const schedule = (ms) => {
       clearTimeout(timer);
       timer = setTimeout(tick, ms);
@@ -51,6 +68,7 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
       running = true;
       let wait = typeof periodMs === "function" ? periodMs(null) : periodMs;
       const started = Date.now();
+      track(token, started);
       try {
         const data = await load();
         if (typeof periodMs === "function") wait = periodMs(data);
@@ -64,6 +82,7 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         publish({ mode: "error", error });
         if (error.status === 429) wait = Math.max(wait, (error.retryAfter ?? 10) * 1000);
       } finally {
+        track(token, null);
         running = false;
         // A slow answer is a costly one (a search of the params reads every task): ask again only
         // after SLOW_FACTOR times as long as it took, so one open tab keeps the server busy a small
@@ -86,6 +105,8 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
     return () => {
       stopped = true;
       clearTimeout(timer);
+      // A request still out is no longer waited for: left for another page, it must not hold the header.
+      track(token, null);
       document.removeEventListener("visibilitychange", onVisibility);
       // Only this poll's next answer would clear its error: left for a page that polls nothing, the header kept it for good.
       if (state.mode === "error" && state.error === failed) publish({ mode: "live", error: null });
