@@ -225,6 +225,26 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     expect(left.revokedAt).not.toBeNull();
   }, 60_000);
 
+  it("dev whose output's reader goes away (taskpool dev | head -3) stops as on Ctrl-C: its schedules removed, its key revoked, its workers shut down", async () => {
+    const dev = spawn(process.execPath, [CLI, "dev", "--db", db, "--no-live", "--no-crash"], { stdio: ["ignore", "pipe", "inherit"] });
+    children.push(dev);
+    const exit = new Promise<number | null>((resolve) => dev.on("exit", resolve));
+    // Three lines read, the pipe closed: dev is still starting its workers.
+    let read = "";
+    await new Promise<void>((resolve) =>
+      dev.stdout.on("data", (d) => {
+        read += d;
+        if (read.split("\n").length > 3) resolve();
+      }),
+    );
+    dev.stdout.destroy();
+    expect(await exit).toBe(0);
+    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
+    expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/ admin {2}taskpool dev on .* revoked \S+Z {2}1000\/min\n$/);
+    const workers: { workerId: string; status: string }[] = JSON.parse((await taskpool("workers", "--json", "--db", db)).stdout);
+    expect(workers.map((w) => [w.workerId, w.status])).toEqual(expect.arrayContaining(ROLES.map((role) => [`dev-${role}`, "inactive"])));
+  }, 30_000);
+
   it.skipIf(!existsSync("/usr/bin/script"))("dev on a terminal redraws a live status in place below the banner, and shows the cursor again on Ctrl-C", async () => {
     // script(1) gives dev a terminal (its child execs into dev); once two frames are drawn, dev gets
     // Ctrl-C's SIGINT. A fixed 15 s before it was not always enough on a loaded machine: dev, still

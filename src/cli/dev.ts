@@ -13,6 +13,7 @@ import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
 import { listenOrExplain } from "./listen.js";
 import { port, positiveInteger } from "./parse.js";
 import { printStatus } from "./status.js";
+import { whenStdoutCloses } from "./stdout.js";
 import { counted } from "../core/counted.js";
 
 /** Seed 004's pipeline, the example `dev` runs unless told otherwise (beside src/ and dist/ alike). */
@@ -47,6 +48,9 @@ export function devCommand(program: Command): void {
     .action(async (opts: { db: string; schema?: string; port: number; handlers?: string; schedules?: string; demo: boolean; crash: boolean; live: boolean; concurrency: number; statusEvery: number }) => {
       // On a terminal the log lines feed the live status; piped (CI, tests), they are printed as they come.
       const live = opts.live && process.stdout.isTTY ? new LiveStatus() : null;
+      // Ended at once, a closed stdout would leave what dev saves behind: it stops once started (below).
+      let outputClosed = false;
+      whenStdoutCloses(() => (outputClosed = true));
       // The tour shows every task move; a worker in production logs them at debug only.
       const logger = consoleLogger("debug", live?.print);
       const handlersPath = opts.handlers ?? `${EXAMPLE}handlers.js`;
@@ -151,5 +155,8 @@ export function devCommand(program: Command): void {
       process.on("SIGTERM", () => void stop());
       // The terminal closed: by default Node would exit at once, leaving the schedules and the key.
       process.on("SIGHUP", () => void stop());
+      // So did the reader of its output (`taskpool dev | head`), maybe while dev started; not a second Ctrl-C when already stopping.
+      whenStdoutCloses(() => stopping || void stop());
+      if (outputClosed) void stop();
     });
 }

@@ -14,17 +14,15 @@ import { recountCommand } from "./recount.js";
 import { schedulesCommand } from "./schedules.js";
 import { serveCommand } from "./serve.js";
 import { statusCommand } from "./status.js";
+import { watchStdout } from "./stdout.js";
 import { tasksCommand } from "./tasks.js";
 import { typesCommand } from "./types.js";
 import { workerCommand } from "./worker.js";
 import { workersCommand } from "./workers.js";
 
-// A reader that stops early (`taskpool status | head -1`) closes the pipe: the rest of the output is
-// not wanted, which is no failure. Unheard, the write error crashed the command with a stack trace.
-process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-  if (error.code !== "EPIPE") throw error;
-  process.exit(0);
-});
+// A reader that stops early (`taskpool status | head -1`) closes the pipe: unheard, the write error
+// crashed the command with a stack trace.
+watchStdout();
 
 const program = new Command("taskpool")
   .version(VERSION)
