@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect } from "../src/api/taskpool.js";
 import { eventually } from "./helpers/logs.js";
@@ -16,7 +17,22 @@ describe("taskpool coordinator retention flags", () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/"a week" is not an age: write a number with a unit, e\.g\. 7d/);
     const shorter = await taskpool("serve", "--coordinator", "--retain-failed", "1d", "--db", db).catch((e) => e);
-    expect(shorter.stderr).toMatch(/retention\.failedAfterMs: 86400000 \(shorter than completedAfterMs \(604800000\)/);
+    expect(shorter.stderr).toBe(
+      "taskpool: Invalid coordinator option --retain-failed: 86400000 (shorter than --retain-completed (604800000): keep failed tasks at least as long, or leave it out to keep them until retried)\n",
+    );
+  }, 30_000);
+
+  it("refuses sweep timings that do not fit together, naming the flags, before a database is created", async () => {
+    for (const command of ["serve", "coordinator"]) {
+      const refused = await taskpool(command, "--dead-after", "10", "--db", db).catch((e) => e);
+      expect([refused.code, refused.stderr]).toEqual([
+        1,
+        "taskpool: Invalid coordinator options: --dead-after (10) must not be shorter than --stale-after (60000); raise --dead-after or lower --stale-after\n",
+      ]);
+      const fast = await taskpool(command, "--sweep-interval", "5", "--db", db).catch((e) => e);
+      expect(fast.stderr).toBe("taskpool: Invalid coordinator option --sweep-interval: 5 (at least 10 ms)\n");
+      expect(existsSync(path)).toBe(false);
+    }
   }, 30_000);
 
   it("a coordinator with --retain-completed 1s deletes tasks finished over a second ago; --no-retention keeps them", async () => {

@@ -2,9 +2,8 @@ import type { Command } from "commander";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
 import { serviceLogger } from "./service-log.js";
-import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
-import { addSweepOptions, sweepFrom } from "./sweep-options.js";
+import { addSweepOptions, checkCoordinatorFlags, sweepFrom } from "./sweep-options.js";
 
 export function coordinatorCommand(program: Command): void {
   const command = program
@@ -16,7 +15,7 @@ export function coordinatorCommand(program: Command): void {
   addRetentionOptions(command).action(async (opts) => {
     const retention = retentionFrom(opts);
     // Bad settings are refused before the database is opened.
-    if (retention) resolveRetention(retention);
+    checkCoordinatorFlags(sweepFrom(opts), retention);
     const pool = await openPool(opts);
     const logger = serviceLogger();
     const coordinator = pool.coordinator({ ...sweepFrom(opts), retention, logger });

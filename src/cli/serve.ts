@@ -8,9 +8,8 @@ import { DEFAULT_SCHEMA } from "../store/open-store.js";
 import { CliError, redactUrl } from "./errors.js";
 import { listenOrExplain } from "./listen.js";
 import { integerFrom, nonNegativeInteger, port, positiveInteger, trustedProxies } from "./parse.js";
-import { resolveRetention } from "../coordinator/coordinator.js";
 import { addRetentionOptions, retentionFrom } from "./retention-options.js";
-import { addSweepOptions, sweepFrom } from "./sweep-options.js";
+import { addSweepOptions, checkCoordinatorFlags, sweepFrom } from "./sweep-options.js";
 
 export function serveCommand(program: Command): void {
   const command = program
@@ -49,7 +48,7 @@ export function serveCommand(program: Command): void {
       const logger = serviceLogger();
       const retention = retentionFrom(opts);
       // Bad settings are refused before the database is opened.
-      if (retention) resolveRetention(retention);
+      checkCoordinatorFlags(sweepFrom(opts), retention);
       if (opts.statementTimeout !== undefined && !usesSchema(command)) {
         throw new CliError("--statement-timeout is PostgreSQL's setting; a SQLite database has no limit to set: leave it out");
       }

@@ -1,5 +1,8 @@
 import type { Command } from "commander";
-import type { CoordinatorOptions } from "../coordinator/coordinator.js";
+import { type CoordinatorOptions, resolveRetention, resolveSweepTimes } from "../coordinator/coordinator.js";
+import { ValidationError } from "../core/errors.js";
+import type { RetentionOptions } from "../core/retention.js";
+import { CliError } from "./errors.js";
 import { positiveInteger } from "./parse.js";
 
 /** How often the coordinator sweeps and when it calls a worker stale or dead: `taskpool coordinator` and `taskpool serve`, which runs one. */
@@ -12,4 +15,31 @@ export function addSweepOptions(command: Command): Command {
 
 export function sweepFrom(opts: { sweepInterval?: number; staleAfter?: number; deadAfter?: number }): Pick<CoordinatorOptions, "sweepIntervalMs" | "staleAfterMs" | "deadAfterMs"> {
   return { sweepIntervalMs: opts.sweepInterval, staleAfterMs: opts.staleAfter, deadAfterMs: opts.deadAfter };
+}
+
+/** The library's names of what the coordinator's flags set, as its refusals name them. */
+const FLAGS: [RegExp, string][] = [
+  [/\bsweepIntervalMs\b/g, "--sweep-interval"],
+  [/\bstaleAfterMs\b/g, "--stale-after"],
+  [/\bdeadAfterMs\b/g, "--dead-after"],
+  [/\b(retention\.)?completedAfterMs\b/g, "--retain-completed"],
+  [/\b(retention\.)?cancelledAfterMs\b/g, "--retain-cancelled"],
+  [/\b(retention\.)?failedAfterMs\b/g, "--retain-failed"],
+  [/\b(retention\.)?batchSize\b/g, "--prune-batch"],
+  [/, or null to keep/g, ", or leave it out to keep"],
+];
+
+/**
+ * The coordinator's flags of `taskpool coordinator` and `taskpool serve`, checked before the database
+ * is opened, and refused naming the flags typed: the coordinator refused them once it was made, after
+ * a new SQLite file had been created and migrated, saying "deadAfterMs (10)" of `--dead-after 10`.
+ */
+export function checkCoordinatorFlags(sweep: Pick<CoordinatorOptions, "sweepIntervalMs" | "staleAfterMs" | "deadAfterMs">, retention: RetentionOptions | false): void {
+  try {
+    resolveSweepTimes(sweep);
+    if (retention) resolveRetention(retention);
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    throw new CliError(FLAGS.reduce((message, [name, flag]) => message.replace(name, flag), error.message));
+  }
 }

@@ -117,32 +117,8 @@ export class Coordinator {
     private readonly options: CoordinatorOptions = {},
   ) {
     refuseUnknownOptions(options, COORDINATOR_OPTIONS, "coordinator option");
-    this.sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
-    const staleAfterMs = options.staleAfterMs ?? 60_000;
-    const deadAfterMs = options.deadAfterMs ?? 120_000;
-    const reservationMs = options.reservationMs ?? 30_000;
-    const thresholdLimit = `a store accepts sweep thresholds of at most ${MAX_THRESHOLD_MS} ms`;
-    const limits: Record<string, [number, number, string]> = {
-      sweepIntervalMs: [
-        this.sweepIntervalMs,
-        Math.min(MAX_TIMER_MS, MAX_LEASE_MS / LEASE_INTERVALS),
-        `the leadership lease lasts ${LEASE_INTERVALS} sweep intervals and a store accepts at most ${MAX_LEASE_MS} ms; a Node.js timer waits at most ${MAX_TIMER_MS} ms`,
-      ],
-      staleAfterMs: [staleAfterMs, MAX_THRESHOLD_MS, thresholdLimit],
-      deadAfterMs: [deadAfterMs, MAX_THRESHOLD_MS, thresholdLimit],
-      reservationMs: [reservationMs, MAX_THRESHOLD_MS, thresholdLimit],
-    };
-    for (const [name, [value, max, why]] of Object.entries(limits)) {
-      if (typeof value !== "number") throw new ValidationError(`Invalid coordinator option ${name}: ${JSON.stringify(value)} (must be a number of milliseconds)`, [{ path: name, message: "not a number" }]);
-      if (!Number.isFinite(value) || value < 10) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at least 10 ms)`, [{ path: name, message: "out of range" }]);
-      if (value > max) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at most ${max} ms: ${why})`, [{ path: name, message: "out of range" }]);
-    }
-    if (deadAfterMs < staleAfterMs) {
-      throw new ValidationError(
-        `Invalid coordinator options: deadAfterMs (${deadAfterMs}) must not be shorter than staleAfterMs (${staleAfterMs}); raise deadAfterMs or lower staleAfterMs`,
-        [{ path: "deadAfterMs", message: "below staleAfterMs" }],
-      );
-    }
+    const { sweepIntervalMs, staleAfterMs, deadAfterMs, reservationMs } = resolveSweepTimes(options);
+    this.sweepIntervalMs = sweepIntervalMs;
     // Checked now, as each sweep would check them: a bad policy used to fail every tick, and no dead worker's task was recovered.
     this.sweepOptions = validate<SweepOptions>(
       SweepOptionsSchema,
@@ -335,6 +311,42 @@ export class Coordinator {
         `${r.reassigned.length} reassigned, ${r.unassigned.length} without a worker with room`,
     );
   }
+}
+
+/** The coordinator's sweep interval and worker thresholds with their defaults; refuses bad ones (checked before anything is opened by the CLI). */
+export function resolveSweepTimes(options: Pick<CoordinatorOptions, "sweepIntervalMs" | "staleAfterMs" | "deadAfterMs" | "reservationMs">): {
+  sweepIntervalMs: number;
+  staleAfterMs: number;
+  deadAfterMs: number;
+  reservationMs: number;
+} {
+  const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+  const staleAfterMs = options.staleAfterMs ?? 60_000;
+  const deadAfterMs = options.deadAfterMs ?? 120_000;
+  const reservationMs = options.reservationMs ?? 30_000;
+  const thresholdLimit = `a store accepts sweep thresholds of at most ${MAX_THRESHOLD_MS} ms`;
+  const limits: Record<string, [number, number, string]> = {
+    sweepIntervalMs: [
+      sweepIntervalMs,
+      Math.min(MAX_TIMER_MS, MAX_LEASE_MS / LEASE_INTERVALS),
+      `the leadership lease lasts ${LEASE_INTERVALS} sweep intervals and a store accepts at most ${MAX_LEASE_MS} ms; a Node.js timer waits at most ${MAX_TIMER_MS} ms`,
+    ],
+    staleAfterMs: [staleAfterMs, MAX_THRESHOLD_MS, thresholdLimit],
+    deadAfterMs: [deadAfterMs, MAX_THRESHOLD_MS, thresholdLimit],
+    reservationMs: [reservationMs, MAX_THRESHOLD_MS, thresholdLimit],
+  };
+  for (const [name, [value, max, why]] of Object.entries(limits)) {
+    if (typeof value !== "number") throw new ValidationError(`Invalid coordinator option ${name}: ${JSON.stringify(value)} (must be a number of milliseconds)`, [{ path: name, message: "not a number" }]);
+    if (!Number.isFinite(value) || value < 10) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at least 10 ms)`, [{ path: name, message: "out of range" }]);
+    if (value > max) throw new ValidationError(`Invalid coordinator option ${name}: ${value} (at most ${max} ms: ${why})`, [{ path: name, message: "out of range" }]);
+  }
+  if (deadAfterMs < staleAfterMs) {
+    throw new ValidationError(
+      `Invalid coordinator options: deadAfterMs (${deadAfterMs}) must not be shorter than staleAfterMs (${staleAfterMs}); raise deadAfterMs or lower staleAfterMs`,
+      [{ path: "deadAfterMs", message: "below staleAfterMs" }],
+    );
+  }
+  return { sweepIntervalMs, staleAfterMs, deadAfterMs, reservationMs };
 }
 
 const DAY_MS = 86_400_000;
