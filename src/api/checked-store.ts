@@ -78,7 +78,7 @@ import { type EventsQuery, EventsQuerySchema, FireOptionsSchema, GenerateInputSc
 import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { type RecountOptions, RecountOptionsSchema, type RecountResult } from "../core/recount.js";
-import { decodeCursor } from "../store/paging.js";
+import { resolveList } from "../store/paging.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueCall, EnqueueCallOutcome, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store/store.js";
 
 /** Size limits of stored JSON, in bytes once serialized. */
@@ -290,7 +290,8 @@ export class CheckedStore implements Store {
   async list(filter: TaskFilter = {}, page: Page = {}): Promise<TaskPage> {
     validate(TaskFilterSchema, filter, "task filter");
     validate(PageSchema, page, "page");
-    if (page.cursor !== undefined) decodeCursor(page.cursor);
+    // A cursor that is none, or another listing's, is refused before the store is asked.
+    resolveList(filter, page);
     return this.store.list(filter, page);
   }
 

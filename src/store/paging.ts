@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { ValidationError } from "../core/errors.js";
 import type { Page, TaskFilter, TaskStatus } from "../core/task.js";
 
@@ -19,33 +20,65 @@ export interface ResolvedList {
   readLimit: number;
 }
 
+/**
+ * The listing a cursor belongs to. Checked against its cursor (and refused if it is another listing's),
+ * and throws a ValidationError naming `cursor` if it is not one.
+ */
 export function resolveList(filter: TaskFilter = {}, page: Page = {}): ResolvedList {
-  return {
+  const q: ResolvedList = {
     statuses: filter.status === undefined ? null : [filter.status].flat(),
     taskType: filter.taskType ?? null,
     workerId: filter.workerId ?? null,
     search: filter.search === undefined ? null : JSON.stringify(filter.search).slice(1, -1),
     order: page.order ?? "newest",
-    afterCursor: page.cursor === undefined ? null : decodeCursor(page.cursor),
+    afterCursor: null,
     limit: page.limit ?? 100,
     readLimit: (page.limit ?? 100) + 1,
   };
+  if (page.cursor !== undefined) q.afterCursor = decodeCursor(page.cursor, q);
+  return q;
 }
 
 /** A page of what a statement read with `readLimit`: a cursor only when a row lay past the page (a full last page has none). */
 export function pageOf<T extends { id: number }>(rows: T[], q: ResolvedList): { tasks: T[]; nextCursor: string | null } {
   if (rows.length <= q.limit) return { tasks: rows, nextCursor: null };
   const tasks = rows.slice(0, q.limit);
-  return { tasks, nextCursor: encodeCursor(tasks[tasks.length - 1].id) };
+  return { tasks, nextCursor: encodeCursor(tasks[tasks.length - 1].id, q) };
 }
 
-/** Cursors are opaque to callers so the paging key can change without breaking them. */
-export function encodeCursor(lastId: number): string {
-  return Buffer.from(`id:${lastId}`).toString("base64url");
+/**
+ * The filters of a listing, as a short digest a cursor carries: the same set of statuses in any
+ * order or repeated is the same listing; the page size is not part of it.
+ */
+function filterDigest(q: ResolvedList): string {
+  const filters = [q.statuses && [...new Set(q.statuses)].sort(), q.taskType, q.workerId, q.search];
+  return createHash("sha256").update(JSON.stringify(filters)).digest("base64url").slice(0, 12);
 }
 
-export function decodeCursor(cursor: string): number {
-  const match = /^id:(\d{1,15})$/.exec(Buffer.from(cursor, "base64url").toString());
-  if (!match) throw new ValidationError("Invalid cursor: pass back the next cursor a previous page gave, unchanged", [{ path: "cursor", message: "not a cursor" }]);
-  return Number(match[1]);
+/**
+ * Cursors are opaque to callers so the paging key can change without breaking them. One carries
+ * the listing it pages (its order and filters): followed with another order it would page from the
+ * wrong end, with other filters another listing, and either is refused rather than read.
+ */
+export function encodeCursor(lastId: number, q: ResolvedList): string {
+  return Buffer.from(`id:${lastId};order:${q.order};filters:${filterDigest(q)}`).toString("base64url");
+}
+
+const invalidCursor = (why: string, message: string) => new ValidationError(`Invalid cursor: ${why}`, [{ path: "cursor", message }]);
+
+/** The id a cursor of listing `q` pages past; refused when it is no cursor, or another listing's (one an earlier version made, `id:N` alone, pages any). */
+export function decodeCursor(cursor: string, q: ResolvedList): number {
+  const match = /^id:(\d{1,15})(?:;order:(newest|oldest);filters:([A-Za-z0-9_-]{12}))?$/.exec(Buffer.from(cursor, "base64url").toString());
+  if (!match) throw invalidCursor("pass back the next cursor a previous page gave, unchanged", "not a cursor");
+  const [, id, order, filters] = match;
+  if (order !== undefined && order !== q.order) {
+    throw invalidCursor(
+      `it pages ${order} first, and this call asks for ${q.order} first: pass the order of the page that gave it (${order}), or start again without a cursor`,
+      `a cursor of the ${order}-first order`,
+    );
+  }
+  if (filters !== undefined && filters !== filterDigest(q)) {
+    throw invalidCursor("it was made for a listing with other filters: pass the filters of the page that gave it, or start again without a cursor", "a cursor of other filters");
+  }
+  return Number(id);
 }

@@ -67,6 +67,19 @@ export function queriesContract(kind: StoreKind) {
       expect(seen).toEqual([...seen].sort((a, b) => b - a));
     });
 
+    it("refuses a cursor with another order or other filters than the page that gave it, naming cursor", async () => {
+      await ctx.store.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ taskType: "a", params: { i } })));
+      const { nextCursor } = await ctx.store.list({ taskType: "a" }, { limit: 2 });
+      const cursor = nextCursor ?? undefined;
+      await expect(ctx.store.list({ taskType: "a" }, { limit: 2, cursor, order: "oldest" })).rejects.toMatchObject({
+        code: "validation_error",
+        message: expect.stringContaining("it pages newest first, and this call asks for oldest first"),
+        issues: [{ path: "cursor" }],
+      });
+      await expect(ctx.store.list({}, { limit: 2, cursor })).rejects.toMatchObject({ message: expect.stringContaining("other filters"), issues: [{ path: "cursor" }] });
+      expect((await ctx.store.list({ taskType: "a" }, { limit: 5, cursor, order: "newest" })).tasks).toHaveLength(3);
+    });
+
     it("gives a cursor only when another page follows: a full last page has none", async () => {
       await ctx.store.enqueueMany(Array.from({ length: 20 }, (_, i) => ({ taskType: "a", params: { i } })));
       const first = await ctx.store.list({}, { limit: 10 });

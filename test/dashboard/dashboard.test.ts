@@ -281,6 +281,22 @@ describe("the dashboard in a real browser", () => {
     expect(asked.counts).toBe(1);
   });
 
+  it("the Tasks page's filters changed on page 2 start at page 1, never sending page 2's cursor with the new filters", async () => {
+    await server.pool.enqueueMany(Array.from({ length: 30 }, (_, i) => ({ taskType: i % 2 ? "crawl" : "mail", params: {} })));
+    const page = await open(server.keys.producer, "#/tasks");
+    const refused: string[] = [];
+    page.on("response", (response) => {
+      if (new URL(response.url()).pathname === "/api/tasks" && response.status() !== 200) refused.push(`${response.status()} ${response.url()}`);
+    });
+    await page.locator("#tasks tbody tr").first().waitFor();
+    await page.getByRole("button", { name: "older →" }).click();
+    await page.getByText("page 2").waitFor();
+    await page.evaluate("location.hash = '#/tasks?task_type=crawl'");
+    await page.getByText("page 1").waitFor();
+    await eventually(async () => expect(await page.locator("#tasks tbody tr").count()).toBe(15));
+    expect(refused).toEqual([]);
+  });
+
   it("a finished task's page reads only its latest 500 events, and asks again rarely", async () => {
     const task = await server.pool.enqueue("crawl", {});
     const [lease] = await server.pool.protocol.claim({ workerId: "w1" });

@@ -442,6 +442,38 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     );
   });
 
+  it("a cursor pages only the listing it was made for: another order or other filters are refused naming cursor, not read from the wrong end", async () => {
+    const ids: number[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await create({ task_type: i < 3 ? "crawl" : "mail" })).id);
+    const newest = await s.call("GET", "/api/tasks?limit=2&order=newest");
+    const refused = await s.call("GET", `/api/tasks?limit=2&order=oldest&cursor=${newest.body.next_cursor}`);
+    expect(refused).toMatchObject({
+      status: 400,
+      body: {
+        error: "validation_error",
+        message: "Invalid cursor: it pages newest first, and this call asks for oldest first: pass the order of the page that gave it (newest), or start again without a cursor",
+        issues: [{ path: "cursor" }],
+      },
+    });
+    // The default order is newest: the cursor goes on with it.
+    expect((await s.call("GET", `/api/tasks?limit=2&cursor=${newest.body.next_cursor}`)).body.tasks.map((t: Body) => t.id)).toEqual([ids[2], ids[1]]);
+    const crawl = await s.call("GET", "/api/tasks?limit=1&task_type=crawl&order=oldest&status=pending&status=failed");
+    expect(crawl.body.tasks.map((t: Body) => t.id)).toEqual([ids[0]]);
+    for (const other of ["task_type=mail&status=pending&status=failed", "task_type=crawl&status=pending", "task_type=crawl&status=pending&status=failed&search=x"]) {
+      expect(await s.call("GET", `/api/tasks?limit=1&order=oldest&${other}&cursor=${crawl.body.next_cursor}`)).toMatchObject({
+        status: 400,
+        body: {
+          error: "validation_error",
+          message: "Invalid cursor: it was made for a listing with other filters: pass the filters of the page that gave it, or start again without a cursor",
+          issues: [{ path: "cursor" }],
+        },
+      });
+    }
+    // The same filters, the statuses in another order or repeated, and another page size, go on.
+    const next = await s.call("GET", `/api/tasks?limit=2&order=oldest&status=failed&status=pending&status=failed&task_type=crawl&cursor=${crawl.body.next_cursor}`);
+    expect(next.body.tasks.map((t: Body) => t.id)).toEqual([ids[1], ids[2]]);
+  });
+
   it("worker heartbeat follows seed 000; the registry shows load and active tasks; shutdown releases what it holds", async () => {
     const beat = { worker_id: "worker-youtube-01", roles: ["crawl"], hostname: "server-01", pid: 12345, version: "1.0.0", capacity: 4, current_load: 1, tasks_processed: 42, metadata: { region: "eu" } };
     const answer = await s.call("POST", "/api/workers/heartbeat", beat);

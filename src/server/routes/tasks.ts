@@ -93,7 +93,7 @@ export const taskRoutes = [
     url: "/api/tasks",
     tag: TAG,
     summary: "List tasks",
-    description: "Filters: status (repeat it for several), task_type, worker_id, search (text in the params). Paging: pass next_cursor back as cursor.",
+    description: "Filters: status (repeat it for several), task_type, worker_id, search (text in the params). Paging: pass next_cursor back as cursor, with the same order and filters (another is refused).",
     access: ["producer"],
     query: bodyOf(TaskFilterSchema, PageSchema),
     reply: { tasks: Type.Array(TaskReadRecord), nextCursor: Type.Union([Type.String(), Type.Null()]) },

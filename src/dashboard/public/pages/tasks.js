@@ -40,9 +40,11 @@ function Filters({ params, types }) {
 export function Tasks({ params }) {
   const filter = { status: params.status, task_type: params.task_type, worker_id: params.worker_id, search: params.search };
   const key = JSON.stringify(filter);
-  // cursors[i] opens page i; the first page has none.
-  const [cursors, setCursors] = useState([undefined]);
-  useEffect(() => setCursors([undefined]), [key]);
+  // cursors[i] opens page i; the first page has none. They are the filters' own: a cursor sent with
+  // other filters is refused, so new filters start at page 1 in the same render, not one request later.
+  const [paging, setPaging] = useState({ key, cursors: [undefined] });
+  const cursors = paging.key === key ? paging.cursors : [undefined];
+  const setCursors = (next) => setPaging({ key, cursors: next });
   const cursor = cursors[cursors.length - 1];
   const { data, error } = usePoll(() => api("GET", `api/tasks${query({ ...filter, cursor, limit: PAGE_SIZE })}`), [key, cursor]);
   // Apart from the list: a filter the server refuses must not empty the role picker that fixes it.
