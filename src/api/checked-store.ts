@@ -542,7 +542,7 @@ export class CheckedStore implements Store {
     validate(EnqueueInputSchema, input, what);
     if (input.scheduledFor !== undefined && input.delaySeconds !== undefined) {
       const issues = [{ path: "scheduledFor", message: "not with a delay" }, { path: "delaySeconds", message: "not with a due time" }];
-      throw new ValidationError(`Invalid ${what}: scheduledFor and delaySeconds are both given: give one or the other`, issues);
+      throw new ValidationError((v) => `Invalid ${what}: ${v.field("scheduledFor")} and ${v.field("delaySeconds")} are both given: give one or the other`, issues);
     }
     this.checkStored("params", input.params ?? {});
   }

@@ -53,15 +53,84 @@ export interface FieldIssue {
   message: string;
 }
 
+/**
+ * How a message names what the caller can change. The library's callers know fields by the
+ * library's names (`fanOut.keys`) and limits as connect() options; an HTTP caller sent the wire's
+ * (`fan_out.keys`) and cannot set the server's limits.
+ */
+export interface Vocabulary {
+  /** A field of the call, given by its library path (`fanOut.keys.1`). */
+  field(path: string): string;
+  /** A setting of the pool the call ran on, given as the library names it (`limits.paramsBytes`). */
+  setting(path: string): string;
+}
+
+/** Text naming fields or settings, written once for each vocabulary: `(v) => \`Invalid ${v.field("fanOut.keys")}: …\``. */
+export type Wording = (vocabulary: Vocabulary) => string;
+
+/** The library's own names: what `message` and `issues` say. */
+export const LIBRARY_VOCABULARY: Vocabulary = { field: (path) => path, setting: (path) => path };
+
+/** An issue whose message names fields or settings. */
+export interface WordedIssue {
+  path: string;
+  message: string | Wording;
+}
+
+const say = (text: string | Wording, vocabulary: Vocabulary) => (typeof text === "string" ? text : text(vocabulary));
+
 /** Input that cannot be accepted; nothing was written. */
 export class ValidationError extends TaskpoolError {
+  readonly issues: FieldIssue[];
+  #message: string | Wording;
+  /** Each issue's wording, by the issue (its path may be moved under a list: see nestUnder). */
+  #issueWordings = new WeakMap<FieldIssue, Wording>();
+
   constructor(
-    message: string,
-    readonly issues: FieldIssue[] = [],
+    /** Text, or a wording when it names fields: the HTTP layer words it in the wire's names. */
+    message: string | Wording,
+    issues: (FieldIssue | WordedIssue)[] = [],
     /** More fields were refused than `issues` lists (see MAX_ISSUES in validation.ts). */
     readonly unlisted = false,
   ) {
-    super("validation_error", message);
+    super("validation_error", say(message, LIBRARY_VOCABULARY));
+    this.#message = message;
+    this.issues = issues.map((issue) => {
+      const plain = { path: issue.path, message: say(issue.message, LIBRARY_VOCABULARY) };
+      if (typeof issue.message === "function") this.#issueWordings.set(plain, issue.message);
+      return plain;
+    });
+  }
+
+  /** The message in `vocabulary`'s names (`message` is the library's). */
+  messageIn(vocabulary: Vocabulary): string {
+    return typeof this.#message === "string" ? this.message : this.#message(vocabulary);
+  }
+
+  /** The issues with their messages in `vocabulary`'s names; their paths stay the library's. */
+  issuesIn(vocabulary: Vocabulary): FieldIssue[] {
+    return this.issues.map((issue) => {
+      const wording = this.#issueWordings.get(issue);
+      return wording ? { path: issue.path, message: wording(vocabulary) } : issue;
+    });
+  }
+
+  /** Says `prefix` before the message (which item of a batch, which key of a fan-out). */
+  prefixMessage(prefix: string | Wording): void {
+    const rest = this.#message;
+    this.#message = typeof prefix === "string" && typeof rest === "string" ? prefix + rest : (v) => say(prefix, v) + say(rest, v);
+    this.message = say(prefix, LIBRARY_VOCABULARY) + this.message;
+  }
+
+  /** Puts each issue's path under `prefix`: the field it names is inside it. */
+  nestUnder(prefix: string): void {
+    const nested = this.issues.map((issue) => {
+      const moved = { ...issue, path: `${prefix}.${issue.path}` };
+      const wording = this.#issueWordings.get(issue);
+      if (wording) this.#issueWordings.set(moved, wording);
+      return moved;
+    });
+    this.issues.splice(0, this.issues.length, ...nested);
   }
 }
 

@@ -11,7 +11,8 @@ export interface NewTaskRules {
 
 export function unregistered(taskType: string): ValidationError {
   return new ValidationError(
-    `Task type "${taskType}" is not registered, and this pool requires registered types (requireRegistered): register it first (pool.registerTaskType or \`taskpool types register\`) or check the name for a typo`,
+    (v) =>
+      `Task type "${taskType}" is not registered, and this pool requires registered types (${v.setting("requireRegistered")}): register it first (pool.registerTaskType or \`taskpool types register\`) or check the name for a typo`,
     [{ path: "taskType", message: "not registered" }],
   );
 }
@@ -85,7 +86,8 @@ export function atItem<T>(index: number, fn: () => T, list?: string): T {
   try {
     return fn();
   } catch (error) {
-    if (error instanceof Error) error.message = `item ${index}: ${error.message}`;
+    if (error instanceof ValidationError) error.prefixMessage(`item ${index}: `);
+    else if (error instanceof Error) error.message = `item ${index}: ${error.message}`;
     if (error instanceof ValidationError) issuesUnder(error, list === undefined ? `${index}` : `${list}.${index}`);
     throw error;
   }
@@ -93,5 +95,5 @@ export function atItem<T>(index: number, fn: () => T, list?: string): T {
 
 /** Prefixes the path of each of the error's issues with `prefix`: the field they name is inside it. */
 export function issuesUnder(error: ValidationError, prefix: string): void {
-  error.issues.splice(0, error.issues.length, ...error.issues.map((i) => ({ ...i, path: `${prefix}.${i.path}` })));
+  error.nestUnder(prefix);
 }

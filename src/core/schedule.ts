@@ -143,9 +143,10 @@ export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut } & Ke
     ]);
   }
   if (fanOut && (fanOut.keys === undefined) === (fanOut.fromResults === undefined)) {
-    throw new ValidationError("Invalid fanOut: give either keys (a list) or fromResults (a query of a previous run's results), not both or neither", [
-      { path: "fanOut", message: "needs exactly one of keys, fromResults" },
-    ]);
+    throw new ValidationError(
+      (v) => `Invalid ${v.field("fanOut")}: give either keys (a list) or ${v.field("fromResults")} (a query of a previous run's results), not both or neither`,
+      [{ path: "fanOut", message: (v) => `needs exactly one of keys, ${v.field("fromResults")}` }],
+    );
   }
   for (const field of KEY_TEMPLATES) {
     const template = input[field];
@@ -168,9 +169,10 @@ export function checkFanOut(input: { params?: JsonObject; fanOut?: FanOut } & Ke
   for (const [index, key] of (fanOut?.keys ?? []).entries()) {
     const twin = seen.get(String(key));
     if (twin !== undefined) {
-      throw new ValidationError(`Invalid fanOut.keys: ${JSON.stringify(twin)} and ${JSON.stringify(key)} are one key written twice (the same as text, as {key} puts it in a concurrency key); list it once`, [
-        { path: `fanOut.keys.${index}`, message: "the same key as an earlier one" },
-      ]);
+      throw new ValidationError(
+        (v) => `Invalid ${v.field(`fanOut.keys.${index}`)}: ${JSON.stringify(twin)} and ${JSON.stringify(key)} are one key written twice (the same as text, as {key} puts it in a concurrency key); list it once`,
+        [{ path: `fanOut.keys.${index}`, message: "the same key as an earlier one" }],
+      );
     }
     seen.set(String(key), key);
     keysOf(input, key);
@@ -233,7 +235,7 @@ export function checkScheduleTasks(schedule: { taskType: string; params: JsonObj
       rules.validators.check(type, { ...params, key });
     } catch (error) {
       if (error instanceof ValidationError) {
-        error.message = `fanOut.keys.${index} (${JSON.stringify(key)}): ${error.message}`;
+        error.prefixMessage((v) => `${v.field(`fanOut.keys.${index}`)} (${JSON.stringify(key)}): `);
         issuesUnder(error, `fanOut.keys.${index}`);
       }
       throw error;
@@ -314,7 +316,7 @@ export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, start
   const batches = input.fanOut.batches ?? 1;
   const interval = input.fanOut.batchIntervalSeconds !== undefined ? input.fanOut.batchIntervalSeconds * 1000 : intervalMs;
   if (batches > 1 && interval === null) {
-    throw new ValidationError("Invalid fanOut: batchIntervalSeconds is needed to stagger batches outside a schedule (seed 004: 14400, one batch every 4 hours)", [
+    throw new ValidationError((v) => `Invalid ${v.field("fanOut")}: ${v.field("batchIntervalSeconds")} is needed to stagger batches outside a schedule (seed 004: 14400, one batch every 4 hours)`, [
       { path: "fanOut.batchIntervalSeconds", message: "required when batches > 1" },
     ]);
   }
@@ -322,7 +324,8 @@ export function planFanOut(input: GenerateInput, keys: FanOutKey[] | null, start
   const last = startAt.getTime() + (batches - 1) * (interval ?? 0);
   if (last > LATEST_STORABLE_TIME) {
     throw new ValidationError(
-      `Invalid fanOut: the last of ${batches} batches would be due ${new Date(last).toISOString()}, after 9999-12-31; start earlier, or use fewer batches or a shorter batchIntervalSeconds`,
+      (v) =>
+        `Invalid ${v.field("fanOut")}: the last of ${batches} batches would be due ${new Date(last).toISOString()}, after 9999-12-31; start earlier, or use fewer batches or a shorter ${v.field("batchIntervalSeconds")}`,
       [{ path: "fanOut.batchIntervalSeconds", message: "the last batch would be due after 9999-12-31" }],
     );
   }
@@ -370,9 +373,10 @@ export function tickIntervalMs(schedule: Pick<ScheduleRecord, "cron" | "timezone
 /** Seed 004's daily resync: `batches` (default 6) over 24 hours from the day's midnight UTC, or from now; one active task per store. */
 export function resyncGeneration(input: ResyncInput): GenerateInput {
   if ((input.keys === undefined) === (input.fromResults === undefined)) {
-    throw new ValidationError("Invalid resync: give the stores either as keys (a list) or as fromResults (a query of a schedule's last run's results), not both or neither", [
-      { path: "keys", message: "needs exactly one of keys, fromResults" },
-    ]);
+    throw new ValidationError(
+      (v) => `Invalid resync: give the stores either as keys (a list) or as ${v.field("fromResults")} (a query of a schedule's last run's results), not both or neither`,
+      [{ path: "keys", message: (v) => `needs exactly one of keys, ${v.field("fromResults")}` }],
+    );
   }
   // Checked here, where the query is the request's own fromResults rather than a fan-out's.
   if (input.fromResults && input.fromResults.schedule === undefined) {

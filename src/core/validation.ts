@@ -1,6 +1,6 @@
 import type { TSchema } from "@sinclair/typebox";
 import { TypeCompiler, type ValueError, ValueErrorType } from "@sinclair/typebox/compiler";
-import { type FieldIssue, ValidationError } from "./errors.js";
+import { type FieldIssue, ValidationError, type Wording } from "./errors.js";
 import { isStorableText, TEXT_FORMAT } from "./schemas.js";
 
 const TEXT_RULE = "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate";
@@ -163,7 +163,8 @@ export function checkJson(value: unknown, path: string, maxBytes: number, limitN
   if (bytes > maxBytes) {
     // Rounded, a size just over the limit read as the limit itself ("1.0 MiB, over the limit of 1.0 MiB").
     const [size, limit] = formatBytes(bytes) === formatBytes(maxBytes) ? [`${bytes.toLocaleString("en")} bytes`, `${maxBytes.toLocaleString("en")} bytes`] : [formatBytes(bytes), formatBytes(maxBytes)];
-    throw invalid(path, [{ path, message: `is ${size} as JSON, over the limit of ${limit} (${limitName}); store large data elsewhere and pass a reference` }], " ");
+    const message: Wording = (v) => `is ${size} as JSON, over the limit of ${limit} (${v.setting(limitName)}); store large data elsewhere and pass a reference`;
+    throw new ValidationError((v) => invalidMessage(path, [{ path, message: message(v) }], " "), [{ path, message }]);
   }
 }
 

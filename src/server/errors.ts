@@ -4,7 +4,7 @@
  * body too large) turned into the same envelope: `{ "success": false, "error": code, "message": … }`.
  */
 import { Type } from "@sinclair/typebox";
-import { TaskpoolError, ValidationError } from "../core/errors.js";
+import { TaskpoolError, ValidationError, type Vocabulary } from "../core/errors.js";
 import { invalidMessage, MAX_ISSUES } from "../core/validation.js";
 import { toSnake, toWire, wirePath } from "../core/wire.js";
 
@@ -102,6 +102,12 @@ const ITEM_PREFIX = /^(?:[A-Za-z]+\.)?\d+\./;
 /** What a 503 `database_unavailable` tells clients to wait (Retry-After): a restart or failover takes seconds, a retry after one finds out. */
 const DATABASE_RETRY_SECONDS = 1;
 
+/**
+ * How an HTTP caller knows what it can change: the fields by the names it sent them with, and the
+ * pool's limits as the server's own (no request sets them).
+ */
+const WIRE_VOCABULARY: Vocabulary = { field: wirePath, setting: (name) => (name === "requireRegistered" ? "taskpool serve --require-registered" : "set on this server") };
+
 /** The status and wire body of any error a request ended with. */
 export function errorReply(error: unknown, bodyLimit?: number): { status: number; body: unknown } {
   if (error instanceof TaskpoolError && STATUS_BY_CODE[error.code] !== undefined) {
@@ -109,13 +115,14 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
     if (error instanceof RequestValidationError) body.issues = error.issues;
     else if (error instanceof ValidationError) {
       // The library names fields as it does (camelCase): the HTTP caller sent them in snake_case.
-      body.issues = error.issues.map((i) => ({ path: wirePath(i.path), message: i.message }));
-      // The message names a batch item's field as the item has it ("item 1: …: maxAttempts: …"), not by its whole path.
+      body.issues = error.issuesIn(WIRE_VOCABULARY).map((i) => ({ path: wirePath(i.path), message: i.message }));
+      // A message worded for either vocabulary says the wire's names itself. One given as text names a
+      // batch item's field as the item has it ("item 1: …: maxAttempts: …"), not by its whole path.
       // The first issues only: the message names no more (MAX_ISSUES), and each is a pass over it.
       body.message = error.issues.slice(0, 2 * MAX_ISSUES).reduce((m, i) => {
         const local = i.path.replace(ITEM_PREFIX, "");
         return [i.path, local].reduce((text, path) => text.replaceAll(`${path}:`, `${wirePath(path)}:`).replaceAll(`${path} `, `${wirePath(path)} `), m);
-      }, error.message);
+      }, error.messageIn(WIRE_VOCABULARY));
     }
     if (error instanceof HttpError) Object.assign(body, error.details);
     return { status: STATUS_BY_CODE[error.code], body: toWire(ErrorEnvelope, body) };

@@ -129,7 +129,9 @@ async function fanOutKeys(w: Pick<ScheduleWriter, "lastRunResults">, fanOut: Gen
   const from = fanOut.fromResults as { schedule?: string; field: string };
   const schedule = from.schedule ?? self;
   if (schedule === null) {
-    throw new ValidationError("Invalid fanOut.fromResults: name the schedule whose last run's results hold the keys (schedule)", [{ path: "fanOut.fromResults.schedule", message: "required here" }]);
+    throw new ValidationError((v) => `Invalid ${v.field("fanOut.fromResults")}: name the schedule whose last run's results hold the keys (schedule)`, [
+      { path: "fanOut.fromResults.schedule", message: "required here" },
+    ]);
   }
   return keysFromResults(await w.lastRunResults(schedule), from.field);
 }

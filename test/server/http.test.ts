@@ -743,6 +743,24 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await s.call("GET", "/api/task-types")).body.task_types).toEqual([]);
   });
 
+  it("params over the size limit are refused saying the limit is the server's, not naming the library's connect() option", async () => {
+    const big = { blob: "x".repeat(1024 * 1024) };
+    const one = await s.call("POST", "/api/tasks", { task_type: "crawl", params: big });
+    expect(one).toMatchObject({
+      status: 400,
+      body: {
+        message: "Invalid params: params is 1,048,587 bytes as JSON, over the limit of 1,048,576 bytes (set on this server); store large data elsewhere and pass a reference",
+        issues: [{ path: "params", message: "is 1,048,587 bytes as JSON, over the limit of 1,048,576 bytes (set on this server); store large data elsewhere and pass a reference" }],
+      },
+    });
+    const batch = await s.call("POST", "/api/tasks/batch", { tasks: [{ task_type: "crawl" }, { task_type: "crawl", params: big }] });
+    expect(batch.body).toMatchObject({ message: expect.stringMatching(/^item 1: Invalid params: params is .* \(set on this server\);/), issues: [{ path: "tasks.1.params" }] });
+    expect(batch.body.message).not.toContain("limits");
+    // The library's caller sets the limit, and is told its name.
+    await expect(s.pool.enqueue("crawl", big)).rejects.toMatchObject({ message: expect.stringContaining("over the limit of 1,048,576 bytes (limits.paramsBytes);") });
+    expect((await s.pool.counts()).byStatus.pending).toBe(0);
+  });
+
   it("throughput per minute, of every type or of one; an unknown query field is refused", async () => {
     for (const taskType of ["crawl", "crawl", "parse"]) {
       await create({ task_type: taskType });

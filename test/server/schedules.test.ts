@@ -83,6 +83,40 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
     expect((await s.call("GET", "/api/schedules")).body.schedules).toEqual([]);
   });
 
+  it("a refusal names fields as the caller sent them: the wire's names over HTTP, the library's in the library", async () => {
+    s.key = (await s.pool.createApiKey({ scope: "admin" })).key;
+    const refused = async (path: string, body: unknown) => {
+      const answer = await s.call("POST", path, body);
+      expect(answer.status).toBe(400);
+      return { message: answer.body.message, issues: answer.body.issues };
+    };
+    expect(await refused("/api/tasks/generate/resync", {})).toEqual({
+      message: "Invalid resync: give the stores either as keys (a list) or as from_results (a query of a schedule's last run's results), not both or neither",
+      issues: [{ path: "keys", message: "needs exactly one of keys, from_results" }],
+    });
+    expect(await refused("/api/schedules", { ...RESYNC, fan_out: {} })).toEqual({
+      message: "Invalid fan_out: give either keys (a list) or from_results (a query of a previous run's results), not both or neither",
+      issues: [{ path: "fan_out", message: "needs exactly one of keys, from_results" }],
+    });
+    expect(await refused("/api/schedules", { ...RESYNC, fan_out: { keys: [1, "1"] } })).toEqual({
+      message: 'Invalid fan_out.keys.1: 1 and "1" are one key written twice (the same as text, as {key} puts it in a concurrency key); list it once',
+      issues: [{ path: "fan_out.keys.1", message: "the same key as an earlier one" }],
+    });
+    expect(await refused("/api/tasks", { task_type: "crawl", scheduled_for: "2030-01-02T00:00:00Z", delay_seconds: 5 })).toMatchObject({
+      message: "Invalid task: scheduled_for and delay_seconds are both given: give one or the other",
+    });
+    // The library's callers know the fields by the library's names.
+    const definition = { name: "resync", taskType: "product_resync", cron: "0 0 * * *" };
+    await expect(s.pool.schedule({ ...definition, fanOut: {} })).rejects.toMatchObject({
+      message: "Invalid fanOut: give either keys (a list) or fromResults (a query of a previous run's results), not both or neither",
+      issues: [{ path: "fanOut", message: "needs exactly one of keys, fromResults" }],
+    });
+    await expect(s.pool.schedule({ ...definition, fanOut: { keys: [1, "1"] } })).rejects.toMatchObject({
+      message: expect.stringMatching(/^Invalid fanOut\.keys\.1: 1 and "1" are one key/),
+    });
+    expect((await s.call("GET", "/api/schedules")).body.schedules).toEqual([]);
+  });
+
   it("generates the day's resync batches (seed 004: 6 batches, one every 4 hours) and discovery tasks", async () => {
     s.key = (await s.pool.createApiKey({ scope: "producer" })).key;
     const stores = Array.from({ length: 300 }, (_, i) => i + 1);
