@@ -265,7 +265,7 @@ export const TaskFilterSchema = Type.Object(
   {
     status: Type.Optional(
       Type.Union([TaskStatusSchema, Type.Array(TaskStatusSchema, { minItems: 1, maxItems: TASK_STATUSES.length })], {
-        description: `one of ${TASK_STATUSES.join(", ")}, or a list of them`,
+        description: `one of ${TASK_STATUSES.join(", ")}, or a list of at most ${TASK_STATUSES.length} of them`,
       }),
     ),
     taskType: Type.Optional(TaskTypeName),

@@ -186,6 +186,30 @@ function fromText(schema: TSchema, data: unknown): unknown {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
+/**
+ * A query string sends a list by repeating its parameter (`status=pending&status=failed`). Other APIs
+ * write one as `status=pending,failed` or `status[]=pending`: a refusal of a list field, or of its
+ * name with `[]`, says how to send one here, and how many it takes.
+ */
+function withRepeatHint(schema: TSchema, error: ValidationError): ValidationError {
+  const properties = (schema as { properties?: Record<string, TSchema> }).properties ?? {};
+  const issues = error.issues.map((issue) => {
+    const bracketed = issue.path.endsWith("[]");
+    const name = bracketed ? issue.path.slice(0, -2) : issue.path;
+    const field = Object.hasOwn(properties, name) ? (properties[name] as { anyOf?: TSchema[] }) : undefined;
+    const list = (field?.anyOf ?? [field]).find((s) => (s as { type?: string } | undefined)?.type === "array") as { items: { anyOf?: { const?: unknown }[] }; maxItems?: number } | undefined;
+    if (!list) return issue;
+    const [a, b] = (list.items.anyOf ?? []).map((s) => s.const).filter((v) => typeof v === "string");
+    const example = a !== undefined && b !== undefined ? `${name}=${a}&${name}=${b}` : `${name}=…&${name}=…`;
+    const hint = `for several, repeat the parameter${list.maxItems === undefined ? "" : `, at most ${list.maxItems} times`}: ${example}`;
+    if (bracketed && issue.message.startsWith("Unexpected property")) {
+      return { path: issue.path, message: `${issue.message.replace(/; (did you mean|the fields are) .*$/, "")}; a list is sent as ${name} itself, without []: ${hint}` };
+    }
+    return bracketed ? issue : { path: issue.path, message: `${issue.message}; ${hint}` };
+  });
+  return new ValidationError(error.message, issues, error.unlisted);
+}
+
 function readsBack(text: unknown, value: unknown): boolean {
   if (Array.isArray(text)) return Array.isArray(value) && text.length === value.length && text.every((t, i) => readsBack(t, value[i]));
   return typeof text !== "string" || String(value) === text;
@@ -297,7 +321,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
         if (httpPart !== "body") value = fromText(schema as TSchema, value);
         return { value: validate(schema as TSchema, value, what) };
       } catch (error) {
-        return { error: error instanceof ValidationError ? new RequestValidationError(error, httpPart ?? "", what) : (error as Error) };
+        if (!(error instanceof ValidationError)) return { error: error as Error };
+        const refused = httpPart === "querystring" ? withRepeatHint(schema as TSchema, error) : error;
+        return { error: new RequestValidationError(refused, httpPart ?? "", what) };
       }
     };
   });

@@ -743,6 +743,30 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await s.call("GET", "/api/task-types")).body.task_types).toEqual([]);
   });
 
+  it("a list of statuses written as other APIs write one, or too long, is refused saying to repeat the parameter, and how often it may", async () => {
+    const HINT = "for several, repeat the parameter, at most 6 times: status=pending&status=claimed";
+    const refused = async (query: string) => {
+      const answer = await s.call("GET", `/api/tasks?${query}`);
+      expect(answer.status, query).toBe(400);
+      expect(answer.body.issues, query).toHaveLength(1);
+      return [answer.body.issues[0].path, answer.body.issues[0].message];
+    };
+    expect(await refused("status=pending,failed")).toEqual([
+      "status",
+      `must be one of pending, claimed, running, completed, failed, cancelled, or a list of at most 6 of them (got "pending,failed"); ${HINT}`,
+    ]);
+    expect(await refused(Array.from({ length: 7 }, () => "status=pending").join("&"))).toEqual([
+      "status",
+      `must be one of pending, claimed, running, completed, failed, cancelled, or a list of at most 6 of them (got a list of 7); ${HINT}`,
+    ]);
+    expect(await refused("status[]=pending")).toEqual(["status[]", `Unexpected property (got "pending"); a list is sent as status itself, without []: ${HINT}`]);
+    expect(await refused("status[]=pending&status[]=failed")).toEqual(["status[]", `Unexpected property (got a list of 2); a list is sent as status itself, without []: ${HINT}`]);
+    // The library's list is an array; its message says the limit, and nothing of query strings.
+    await expect(s.pool.list({ status: Array.from({ length: 7 }, () => "pending" as const) })).rejects.toMatchObject({
+      message: "Invalid task filter: status: must be one of pending, claimed, running, completed, failed, cancelled, or a list of at most 6 of them (got a list of 7)",
+    });
+  });
+
   it("params over the size limit are refused saying the limit is the server's, not naming the library's connect() option", async () => {
     const big = { blob: "x".repeat(1024 * 1024) };
     const one = await s.call("POST", "/api/tasks", { task_type: "crawl", params: big });
