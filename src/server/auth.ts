@@ -153,6 +153,9 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, options: AuthO
       const sentElsewhere = !acceptsBearer && request.headers.authorization !== undefined ? "; the Authorization header is read on /metrics only" : "";
       throw new HttpError("unauthorized", `Missing API key: send it in ${where} (\`taskpool keys create\` makes one)${sentElsewhere}`);
     }
+    // Node joins a repeated header with ", ", and no key has a comma: two keys are no wrong key, nor a guess to count.
+    const sent = typeof presented === "string" ? presented.split(",").length : presented.length;
+    if (sent > 1) throw new HttpError("bad_request", `Send one X-API-Key header, with one key: this request sent ${sent} (a header repeated, or keys joined with a comma)`);
     if (typeof presented !== "string" || !cache.known(presented)) failures?.check(request.ip, reply);
     const key = typeof presented === "string" ? await cache.lookup(presented, pool) : null;
     if (!key) {

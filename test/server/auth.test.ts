@@ -173,6 +173,34 @@ describe.each([sqliteKind, postgresKind])("failed authentications per client add
     expect((await s.pool.counts()).byStatus.pending).toBe(1);
   });
 
+  it("X-API-Key sent twice is a 400 saying to send one, not a wrong key: it counts for no address's limit", async () => {
+    const key = (await s.pool.createApiKey({ scope: "producer" })).key;
+    const other = (await s.pool.createApiKey({ scope: "producer" })).key;
+    const { port } = new URL(s.url);
+    /** Two header lines, as `curl -H` twice sends them (fetch would join them into one). */
+    const twice = (keys: string[]) =>
+      new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+        const req = httpRequest({ host: "127.0.0.1", port, method: "GET", path: "/api/tasks/counts", headers: { "x-api-key": keys } }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString()) }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    const expected = {
+      status: 400,
+      body: { success: false, error: "bad_request", message: "Send one X-API-Key header, with one key: this request sent 2 (a header repeated, or keys joined with a comma)" },
+    };
+    for (let i = 0; i < 5; i++) expect(await twice([key, `tp_guess-${i}`])).toEqual(expected);
+    expect(await twice([key, key])).toEqual(expected);
+    // Joined in one header, as fetch sends two values: the same.
+    expect(await s.call("GET", "/api/tasks/counts", undefined, { key: `${key}, ${other}` })).toMatchObject(expected);
+    // None of them counted as a failed key (3 a minute here): a wrong key is still told so, not rate limited.
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key: "tp_guess-x" })).status).toBe(401);
+    expect((await s.call("GET", "/api/tasks/counts", undefined, { key })).status).toBe(200);
+  });
+
   it("a wrong key sent again and again counts once: a worker left running with its revoked key locks no one out", async () => {
     const revoked = await s.pool.createApiKey({ scope: "worker" });
     const unseen = (await s.pool.createApiKey({ scope: "producer" })).key;
