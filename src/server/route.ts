@@ -69,8 +69,19 @@ export function bodyOf<T extends TObject[]>(...parts: [...T]): TComposite<[...T]
   return Type.Composite<[...T]>(parts, { additionalProperties: false });
 }
 
-const COMMON_ERRORS = [400, 413, 429];
-const AUTH_ERRORS = [401, 403];
+/**
+ * The answers every route can give, listed in the OpenAPI document here rather than route by route
+ * (docs/http.md's table says when each comes): a refused request (400), one not received in time
+ * (408), a body over the limit (413), a rate limit (429), headers over 16 KiB (431).
+ */
+const COMMON_ERRORS = [400, 408, 413, 429, 431];
+/**
+ * A guarded route looks its key up in the database before anything else, so besides 401 and 403 it
+ * answers 503 database_unavailable when the database cannot be reached.
+ */
+const GUARDED_ERRORS = [401, 403, 503];
+/** A method that carries a body: one that is not JSON is refused with 415 (a GET's body is not read). */
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
 /** The success envelope of a route, camelCase. */
 export const successEnvelope = (reply: TProperties) => Type.Object({ success: Type.Literal(true), ...reply });
@@ -78,7 +89,9 @@ export const successEnvelope = (reply: TProperties) => Type.Object({ success: Ty
 export function registerRoute(app: FastifyInstance, route: RouteDefinition, ctx: ServerContext): void {
   const success = successEnvelope(route.reply);
   const statuses = route.status ?? [200];
-  const errors = [...new Set([...COMMON_ERRORS, ...(route.access === "public" ? [] : AUTH_ERRORS), ...(route.errors ?? [])])].sort();
+  const errors = [
+    ...new Set([...COMMON_ERRORS, ...(route.access === "public" ? [] : GUARDED_ERRORS), ...(BODY_METHODS.has(route.method) ? [415] : []), ...(route.errors ?? [])]),
+  ].sort();
   const response: Record<number, TSchema> = {};
   const successWire = wireSchema(success);
   for (const status of statuses) response[status] = successWire;

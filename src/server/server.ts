@@ -367,7 +367,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
         version: VERSION,
         description:
           "A task queue and worker coordinator. Every answer is an envelope: `{\"success\": true, …}` or " +
-          "`{\"success\": false, \"error\": code, \"message\": …}`. Send the API key in the X-API-Key header.",
+          "`{\"success\": false, \"error\": code, \"message\": …}`. Send the API key in the X-API-Key header. " +
+          "Besides each operation's answers, a path sent with a method it does not take is answered 405 method_not_allowed " +
+          "(the Allow header lists its methods), and a path no route has 404 not_found.",
       },
       components: { securitySchemes: { apiKey: { type: "apiKey", in: "header", name: "X-API-Key" } } },
     },

@@ -3,10 +3,14 @@ import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
+import { CheckedStore } from "../../src/api/checked-store.js";
+import { Taskpool } from "../../src/api/taskpool.js";
 import { HttpStore } from "../../src/client/http-store.js";
+import { buildServer } from "../../src/server/server.js";
+import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
 import { postgresKind, sqliteKind } from "../helpers/stores.js";
-import { type Body, useServer } from "./harness.js";
+import { type Body, request, useServer } from "./harness.js";
 
 const LEASE_LOST = (id: number) => ({
   success: false,
@@ -1111,5 +1115,51 @@ describe("a client slow to send its request", () => {
     await closed;
     expect(Buffer.concat(chunks).toString()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n[\s\S]*"error":"request_timeout"/);
     expect((await claim).status).toBe(404);
+  });
+});
+
+describe("the OpenAPI document's answers, against the server's", () => {
+  /** A server whose PostgreSQL is not listening: every connection is refused. */
+  const unreachable = async (auth: "keys" | "none") => {
+    const store = new PostgresStore({ url: "postgres://postgres@127.0.0.1:1/postgres", schema: "nowhere" });
+    const pool = new Taskpool(new CheckedStore(store), null);
+    const app = await buildServer(pool, { auth });
+    const url = await app.listen({ host: "127.0.0.1", port: 0 });
+    return { url, close: async () => (await app.close(), await pool.close()) };
+  };
+  const operations = (doc: Body) =>
+    Object.entries(doc.paths as Record<string, Record<string, Body>>).flatMap(([path, methods]) =>
+      Object.entries(methods).map(([method, operation]) => ({
+        method: method.toUpperCase(),
+        path: path.replace("{id}", "1").replace("{task_type}", "crawl").replace("{name}", "crawl"),
+        listed: Object.keys(operation.responses),
+      })),
+    );
+
+  it("lists 503 on every route that answers it with the database out of reach, and 415 on every route that refuses a body not JSON", async () => {
+    const keyed = await unreachable("keys");
+    const keyless = await unreachable("none");
+    try {
+      const doc = (await request(keyed.url, "GET", "/openapi.json", undefined, null)).body;
+      const ops = operations(doc);
+      expect(ops.length).toBeGreaterThan(40);
+      for (const { method, path, listed } of ops) {
+        const what = `${method} ${path}`;
+        // docs/http.md's answers for any request are listed on every route.
+        expect(listed, what).toEqual(expect.arrayContaining(["400", "408", "413", "429", "431"]));
+        // The key is looked up in the database before anything else.
+        const answer = await request(keyed.url, method, path, method === "GET" ? undefined : {}, "tp_some-key");
+        expect(answer.status === 503, `${what} answered ${answer.status} ${answer.body.error}`).toBe(listed.includes("503"));
+        if (method === "GET") continue;
+        const text = await request(keyless.url, method, path, undefined, null, { "content-type": "text/plain" }, "cancel it");
+        expect([what, text.status === 415]).toEqual([what, listed.includes("415")]);
+        if (text.status === 415) expect(text.body).toEqual({ success: false, error: "unsupported_media_type", message: "Request body must be JSON, sent with content-type: application/json" });
+      }
+      expect(ops.filter((o) => o.listed.includes("415")).map((o) => o.method)).not.toContain("GET");
+      expect(doc.info.description).toMatch(/405 method_not_allowed/);
+    } finally {
+      await keyed.close();
+      await keyless.close();
+    }
   });
 });

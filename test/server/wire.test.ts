@@ -218,7 +218,7 @@ describe("the OpenAPI document", () => {
 
   it("documents the envelopes: snake_case success bodies, the error envelope on 4xx, the API key header", () => {
     const claim = doc.paths["/api/tasks/claim"].post;
-    expect(Object.keys(claim.responses).sort()).toEqual(["200", "400", "401", "403", "404", "413", "429"]);
+    expect(Object.keys(claim.responses).sort()).toEqual(["200", "400", "401", "403", "404", "408", "413", "415", "429", "431", "503"]);
     expect(claim.responses["200"].content["application/json"].schema.properties.task.properties).toHaveProperty("lease_token");
     expect(claim.responses["404"].content["application/json"].schema.properties).toHaveProperty("filters");
     expect(claim.security).toEqual([{ apiKey: [] }]);
