@@ -52,6 +52,12 @@ export function keysCommand(program: Command): void {
   addDatabaseOnlyOptions(revoke, overHttp).action((text: string, opts) => {
     const id = keyId(text);
     return withPool(opts, async (pool) => {
+      // Revoking again changes nothing and returns the key as it was: read first, to tell the two apart.
+      const earlier = (await pool.apiKeys()).find((k) => k.id === id);
+      if (earlier?.revokedAt) {
+        console.log(`API key ${describeKey(earlier)} was already revoked, at ${time(earlier.revokedAt)}; nothing changed`);
+        return;
+      }
       const revoked = await pool.revokeApiKey(id);
       // Said, since "revoked" reads as "refused now": servers refuse it once their key cache lets go of it.
       console.log(`Revoked API key ${describeKey(revoked)}; running servers refuse it within ${DEFAULT_KEY_CACHE_MS / 1000} s`);

@@ -57,6 +57,10 @@ describe("taskpool keys and serve", () => {
     expect(list).not.toContain(quiet.trim());
     expect((await taskpool("keys", "revoke", "1", "--db", db)).stdout).toBe("Revoked API key 1 (worker); running servers refuse it within 5 s\n");
     expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/^ 1 {2}worker .* revoked \d{4}-\S+Z {2}server's$/m);
+    // Again: said so, with when, and nothing changes (exit 0: repeating is harmless).
+    const again = (await taskpool("keys", "revoke", "1", "--db", db)).stdout;
+    const revokedAt = /revoked (\S+Z) /.exec((await taskpool("keys", "list", "--db", db)).stdout)![1];
+    expect(again).toBe(`API key 1 (worker) was already revoked, at ${revokedAt}; nothing changed\n`);
     const json = JSON.parse((await taskpool("keys", "list", "--json", "--db", db)).stdout);
     expect(json.map((k: { id: number; scope: string; revokedAt: string | null }) => [k.id, k.scope, k.revokedAt !== null])).toEqual([
       [1, "worker", true],
