@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -67,7 +67,7 @@ describe("taskpool schedules", () => {
       taskpool("schedules", "add", "--help"),
     ]);
     expect(badCron.code).toBe(1);
-    expect(badCron.stderr).toMatch(/^taskpool: Invalid cron: "0 25 \* \* \*": Invalid value for hour: 25 \(5 fields: minute hour/);
+    expect(badCron.stderr).toMatch(/^taskpool: Invalid --cron: "0 25 \* \* \*": Invalid value for hour: 25 \(5 fields: minute hour/);
     expect(unknown.stderr).toBe('taskpool: Schedule "nope" does not exist (taskpool schedules list shows them)\n');
     expect(badParams.stderr).toMatch(/--params <json>' argument '\{oops' is invalid\. not valid JSON/);
     expect(badPolicy.stderr).toMatch(/Allowed choices are skip, run_once/);
@@ -81,7 +81,30 @@ describe("taskpool schedules", () => {
     const [noType, noCron] = await Promise.all([failing("schedules", "add", "x", "--cron", "@daily", "--db", never), failing("schedules", "add", "x", "--type", "t", "--db", never)]);
     expect([noType.code, noType.stderr]).toEqual([1, 'taskpool: schedules add needs --type <task-type> (or "taskType" in its --file definition)\n']);
     expect([noCron.code, noCron.stderr]).toEqual([1, 'taskpool: schedules add needs --cron <expression> (or "cron" in its --file definition)\n']);
+    // A fan-out's flags without its keys, or with two sources of them, named as the flags: it was
+    // "Invalid fanOut: give either keys (a list) or fromResults (…)".
+    const [noKeys, twoSources] = await Promise.all([
+      failing("schedules", "add", "s1", "--type", "crawl", "--cron", "0 * * * *", "--batches", "3", "--db", never),
+      failing("schedules", "add", "s1", "--type", "crawl", "--cron", "0 * * * *", "--keys", "1,2", "--from-results", "discovery:ids", "--db", never),
+    ]);
+    expect([noKeys.code, noKeys.stderr]).toEqual([1, "taskpool: --batches and --batch-interval spread a fan-out's keys: give them with --keys <list> or --from-results <[schedule:]field>\n"]);
+    expect([twoSources.code, twoSources.stderr]).toEqual([1, "taskpool: a fan-out takes its keys from --keys or from --from-results, not both\n"]);
     expect(existsSync(`${path}.never`)).toBe(false);
+    // The library's refusals name the flag typed; a field from --file keeps its own name.
+    const file = join(tmpdir(), `taskpool-schedule-${process.pid}.json`);
+    writeFileSync(file, JSON.stringify({ taskType: "crawl", cron: "@daily", concurrencyKey: "store:{id}" }));
+    try {
+      const [twice, badTemplate, fromFile] = await Promise.all([
+        failing("schedules", "add", "s1", "--type", "crawl", "--cron", "@daily", "--keys", "7,7", "--db", db),
+        failing("schedules", "add", "s1", "--type", "crawl", "--cron", "@daily", "--keys", "7", "--concurrency-key", "store:{id}", "--db", db),
+        failing("schedules", "add", "s1", "--file", file, "--keys", "7", "--db", db),
+      ]);
+      expect(twice.stderr).toBe("taskpool: Invalid schedule: --keys: Expected array elements to be unique (got a list of 2)\n");
+      expect(badTemplate.stderr).toMatch(/^taskpool: Invalid --concurrency-key: "store:\{id\}" has \{id\}/);
+      expect(fromFile.stderr).toMatch(/^taskpool: Invalid concurrencyKey: "store:\{id\}" has \{id\}/);
+    } finally {
+      rmSync(file, { force: true });
+    }
   }, 60_000);
 
   it("runs over a server too, as the other operator commands do: --url, or TASKPOOL_URL with nothing written locally", async () => {

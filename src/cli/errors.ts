@@ -13,13 +13,13 @@ export class CliError extends TaskpoolError {
 /**
  * A ValidationError of input a command built from its flags, with each field named as the flag that
  * set it: "Invalid task: --max-attempts: …", where the library says maxAttempts, a name the operator
- * never typed.
+ * never typed; "Invalid concurrencyKey: …" becomes "Invalid --concurrency-key: …".
  */
 export function namedAsFlags(error: ValidationError, flags: Readonly<Record<string, string>>): CliError {
   let message = error.message;
   for (const { path } of error.issues) {
     const flag = flags[path];
-    if (flag) message = message.replace(new RegExp(`(^|: |; )${path}:`, "g"), `$1${flag}:`);
+    if (flag) message = message.replace(new RegExp(`(^|^Invalid |: |; )${path.replaceAll(".", "\\.")}:`, "g"), `$1${flag}:`);
   }
   return new CliError(message);
 }

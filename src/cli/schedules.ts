@@ -1,9 +1,11 @@
 import { readFileSync } from "node:fs";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { counted } from "../core/counted.js";
+import { ValidationError } from "../core/errors.js";
 import { MISSED_TICK_POLICIES, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import type { JsonObject } from "../core/task.js";
 import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { namedAsFlags } from "./errors.js";
 import { exactIntegers, integer, positiveInteger } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
@@ -57,6 +59,26 @@ function jsonObject(value: string): JsonObject {
   return exactIntegers(value, parsed as JsonObject);
 }
 
+/** The option that sets each field of a definition (commander's name for it, then as typed): a refusal names the flag typed. */
+const FLAGS: Readonly<Record<string, readonly [option: string, flag: string]>> = {
+  taskType: ["type", "--type"],
+  cron: ["cron", "--cron"],
+  timezone: ["timezone", "--timezone"],
+  params: ["params", "--params"],
+  concurrencyKey: ["concurrencyKey", "--concurrency-key"],
+  uniqueKey: ["uniqueKey", "--unique-key"],
+  priority: ["priority", "--priority"],
+  missedTicks: ["missedTicks", "--missed-ticks"],
+  "fanOut.keys": ["keys", "--keys"],
+  "fanOut.fromResults": ["fromResults", "--from-results"],
+  "fanOut.batches": ["batches", "--batches"],
+  "fanOut.batchIntervalSeconds": ["batchInterval", "--batch-interval"],
+};
+
+/** The flags typed, by the field each sets: a field that came from --file keeps its own name. */
+const flagsTyped = (opts: Record<string, unknown>) =>
+  Object.fromEntries(Object.entries(FLAGS).filter(([, [option]]) => opts[option] !== undefined).map(([field, [, flag]]) => [field, flag]));
+
 /** The definition the options describe, over the one in --file if given. */
 function definitionOf(name: string, opts: Record<string, unknown>): ScheduleDefinition {
   let base: Partial<ScheduleDefinition> = {};
@@ -79,6 +101,15 @@ function definitionOf(name: string, opts: Record<string, unknown>): ScheduleDefi
         ...(opts.batchInterval ? { batchIntervalSeconds: opts.batchInterval as number } : {}),
       }
     : base.fanOut;
+  // One source of keys: refused here in the flags' words, where the library's speaks of keys and fromResults.
+  if (fanOut && (fanOut.keys === undefined) === (fanOut.fromResults === undefined)) {
+    const file = typeof opts.file === "string" ? ` (or "keys" or "fromResults" in the fanOut of its --file definition)` : "";
+    throw new InvalidArgumentError(
+      fanOut.keys === undefined
+        ? `--batches and --batch-interval spread a fan-out's keys: give them with --keys <list> or --from-results <[schedule:]field>${file}`
+        : `a fan-out takes its keys from --keys or from --from-results, not both${file}`,
+    );
+  }
   const given = {
     taskType: opts.type,
     cron: opts.cron,
@@ -150,7 +181,9 @@ export function schedulesCommand(program: Command): void {
       // Before the pool: a definition refused opens (and creates) nothing.
       const definition = definitionOf(name, opts);
       return withPool(opts, async (pool) => {
-        const { schedule, created } = await pool.protocol.saveSchedule(definition);
+        const { schedule, created } = await pool.protocol.saveSchedule(definition).catch((error: unknown) =>
+          Promise.reject(error instanceof ValidationError ? namedAsFlags(error, flagsTyped(opts)) : error),
+        );
         emit(opts.json, schedule, () => [`${created ? "Created" : "Updated"} schedule ${summary(schedule)}`]);
       }, {}, true);
     });
