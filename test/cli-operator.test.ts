@@ -304,5 +304,9 @@ describe("taskpool operator CLI", () => {
       await expect(program.parseAsync([...args, "--help"], { from: "user" })).rejects.toMatchObject({ code: "commander.helpDisplayed" });
       expect(help, args.join(" ")).toMatch(new RegExp(`Usage: taskpool ${args.join(" ")}[\\s\\S]*Example:\\n  \\$ taskpool ${args.join(" ")}`));
     }
+    // It said "learns it at its next heartbeat", up to 30 s, where PostgreSQL and the worker's own server tell it at once.
+    help = "";
+    await expect(program.parseAsync(["tasks", "cancel", "--help"], { from: "user" })).rejects.toMatchObject({ code: "commander.helpDisplayed" });
+    expect(help.replace(/\s+/g, " ")).toContain("a worker running one stops it: at once on PostgreSQL or through the worker's own server, --url; else, SQLite from another process, at its next heartbeat");
   });
 });

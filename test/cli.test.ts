@@ -253,6 +253,33 @@ describe("taskpool CLI", () => {
     }
   }, 60_000);
 
+  it("tasks cancel on PostgreSQL stops the worker running the task at once, not at its next heartbeat", async () => {
+    const { store, cleanup } = await createPostgres();
+    const module = `${path}.waits.mjs`;
+    writeFileSync(module, "export const handlers = { waits: (params, ctx) => new Promise((resolve, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('stopped')))) };\n");
+    const on = ["--db", PG_URL, "--schema", store.schema];
+    const child = spawn(process.execPath, [CLI, "worker", "--handlers", module, "--id", "waiter", "--heartbeat-interval", "60000", ...on], {
+      env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (d) => (output += d));
+    try {
+      const { id } = JSON.parse((await taskpool("enqueue", "waits", "{}", "--json", ...on)).stdout).task;
+      await eventually(() => output.includes(`Claimed task ${id} (waits)`), 30_000, "the task to be claimed");
+      const sent = Date.now();
+      await taskpool("tasks", "cancel", String(id), ...on);
+      await eventually(() => output.includes(`Task ${id} stopped: it was cancelled`), 10_000, "the worker to stop the task");
+      // Its heartbeat was a minute away.
+      expect(Date.now() - sent).toBeLessThan(5_000);
+    } finally {
+      child.kill("SIGTERM");
+      await new Promise((resolve) => child.once("exit", resolve));
+      rmSync(module, { force: true });
+      await cleanup();
+    }
+  }, 60_000);
+
   it("types register, list and show the registry; enqueue then checks params against it", async () => {
     const file = `${path}.type.json`;
     writeFileSync(file, JSON.stringify({ name: "product_resync", paramsSchema: { type: "object", properties: { storeId: { type: "integer" } }, required: ["storeId"] }, maxRunning: 3 }));

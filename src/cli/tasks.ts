@@ -217,7 +217,7 @@ export function tasksCommand(program: Command): void {
     });
   tasks
     .command("cancel <ids...>")
-    .description("cancel pending, claimed or running tasks (a worker holding one learns it at its next heartbeat and stops)")
+    .description("cancel pending, claimed or running tasks (a worker running one stops it: at once on PostgreSQL or through the worker's own server, --url; else, SQLite from another process, at its next heartbeat, 30 s by default)")
     .option("--reason <text>", "why, kept in the task's event timeline")
     .addOption(jsonOption())
     .addOption(dbOption())
