@@ -138,6 +138,11 @@ describe("taskpool CLI", () => {
       [["status", "--db", "postgres://postgres@127.0.0.1:5432/no_such_database_here"], /^taskpool: cannot connect to .*: database "no_such_database_here" does not exist; create it \(createdb\)/],
       [["migrate", "--db", "sqlite:./no/such/dir/tp.db"], /^taskpool: cannot open sqlite:\.\/no\/such\/dir\/tp\.db: the directory \.\/no\/such\/dir does not exist; create it \(mkdir -p/],
     ];
+    // A directory: SQLite says only "unable to open database file".
+    const dir = tmpdir();
+    for (const command of ["status", "enqueue"]) {
+      failures.push([[command, ...(command === "enqueue" ? ["crawl"] : []), "--db", `sqlite:${dir}`], new RegExp(`^taskpool: cannot open sqlite:${dir}: ${dir} is a directory, not a database file; name a file in it, e.g. --db sqlite:${join(dir, "taskpool.db")}\n$`)]);
+    }
     // An HTTP server's port (taskpool serve's, given as --db): it hangs up on PostgreSQL's startup message.
     const web = createServer((_req, res) => res.end());
     await new Promise<void>((resolve) => web.listen(0, "127.0.0.1", resolve));

@@ -1,4 +1,5 @@
-import { dirname, resolve } from "node:path";
+import { statSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { HttpApiError, seconds, ServerTimeoutError } from "../client/errors.js";
 import { DatabaseNotFoundError, TaskpoolError, type ValidationError } from "../core/errors.js";
 import { sqlitePathOf } from "../store/open-store.js";
@@ -43,6 +44,8 @@ export function explainConnectError(error: unknown, url: string): Error {
   const path = sqlitePathOf(url);
   if (path !== null) {
     if (/directory does not exist/.test(reason)) return new CliError(`cannot open ${where}: the directory ${dirname(path)} does not exist; create it (mkdir -p ${dirname(path)}) or pass another --db`);
+    // SQLite says only "unable to open database file" of a directory.
+    if (isDirectory(path)) return new CliError(`cannot open ${where}: ${path} is a directory, not a database file; name a file in it, e.g. --db sqlite:${join(path, "taskpool.db")}`);
     return new CliError(`cannot open ${where}: ${reason}; check the path and its permissions`);
   }
   switch (code) {
@@ -70,6 +73,14 @@ export function explainConnectError(error: unknown, url: string): Error {
         );
       }
       return new CliError(`cannot open ${where}: ${reason}`);
+  }
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }
 
