@@ -295,10 +295,14 @@ describe("taskpool CLI", () => {
       expect(JSON.parse((await taskpool("types", "show", "product_resync", "--db", db)).stdout)[0]).toMatchObject({ name: "product_resync", version: 1, maxRunning: 3 });
       const bad = await taskpool("enqueue", "product_resync", '{"storeId":"x"}', "--db", db).catch((e) => e);
       expect(bad.stderr).toMatch(/taskpool: Invalid params for product_resync v1: params.storeId: must be integer/);
+      await taskpool("migrate", "--db", `sqlite:${path}.empty`);
+      const none = await taskpool("types", "show", "nope", "--db", `sqlite:${path}.empty`).catch((e) => e);
+      expect(none.stderr).toBe('taskpool: task type "nope" is not registered; no type is registered (taskpool types register <file> registers one)\n');
       const missing = await taskpool("types", "show", "nope", "--db", db).catch((e) => e);
-      expect(missing.stderr).toMatch(/task type "nope" is not registered/);
+      expect(missing.stderr).toBe('taskpool: task type "nope" is not registered; registered: product_resync (taskpool types list shows them)\n');
     } finally {
       rmSync(file, { force: true });
+      removeSqliteFiles(`${path}.empty`);
     }
   }, 60_000);
 

@@ -9,6 +9,13 @@ const summary = (t: TaskTypeRecord) =>
   `${t.timeoutSeconds === null ? "" : `, timeout ${t.timeoutSeconds} s`}${t.maxRunning === null ? "" : `, at most ${t.maxRunning} running`}` +
   `${t.paramsSchema === null ? "" : ", params schema"}${t.description ? ` — ${t.description}` : ""}`;
 
+/** The names a mistyped one may have meant, and where to see them all. */
+function registered(names: string[]): string {
+  if (names.length === 0) return "no type is registered (taskpool types register <file> registers one)";
+  const shown = names.length > 20 ? `${names.slice(0, 20).join(", ")} and ${names.length - 20} more` : names.join(", ");
+  return `registered: ${shown} (taskpool types list shows them)`;
+}
+
 export function typesCommand(program: Command): void {
   const types = program.command("types").description("the task type registry: versions, params schemas, defaults and policy");
   types
@@ -37,7 +44,7 @@ export function typesCommand(program: Command): void {
     .action((name: string, opts) =>
       withPool(opts, async (pool) => {
         const versions = await pool.taskTypeVersions(name);
-        if (versions.length === 0) throw new InvalidArgumentError(`task type "${name}" is not registered`);
+        if (versions.length === 0) throw new InvalidArgumentError(`task type "${name}" is not registered; ${registered((await pool.taskTypes()).map((t) => t.name))}`);
         console.log(JSON.stringify(versions, null, 2));
       }),
     );
