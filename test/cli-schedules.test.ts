@@ -23,7 +23,7 @@ describe("taskpool schedules", () => {
 
     const table = (await taskpool("schedules", "list", "--db", db)).stdout.split("\n");
     expect(table[0]).toMatch(/^NAME\s+TASK TYPE\s+CRON\s+STATE\s+FAN-OUT\s+NEXT RUN\s+LAST RUN\s+LAST RESULT$/);
-    expect(table[1]).toMatch(/^resync\s+product_resync\s+0 0 \* \* \* \(America\/Los_Angeles\)\s+enabled\s+3 keys \/ 3 batches\s+\d{4}-\d\d-\d\dT08:00:00Z?\S*\s+-\s+-$/);
+    expect(table[1]).toMatch(/^resync\s+product_resync\s+0 0 \* \* \* \(America\/Los_Angeles\)\s+running\s+3 keys \/ 3 batches\s+\d{4}-\d\d-\d\dT08:00:00Z?\S*\s+-\s+-$/);
 
     const [json] = JSON.parse((await taskpool("schedules", "list", "--json", "--db", db)).stdout);
     expect(json).toMatchObject({ name: "resync", params: { full: true }, fanOut: { keys: [101, 102, "x-3"], batches: 3 }, concurrencyKey: "store:{key}", uniqueKey: "resync:{key}", enabled: true, lastRunAt: null });

@@ -200,7 +200,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     const dev = start(["dev", "--db", db, "--status-every", "0", "--no-crash"]);
     children.push(dev.child);
     await eventually(() => /Schedules\s+store_discovery/.test(dev.output()), 20_000, "the banner");
-    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/\nproduct_resync\s+product_resync\s+\*\/20 \* \* \* \* \*\s+enabled/);
+    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/\nproduct_resync\s+product_resync\s+\*\/20 \* \* \* \* \*\s+running/);
     dev.child.kill("SIGHUP");
     expect(await dev.exit).toBe(0);
     expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/ admin {2}taskpool dev on .* tp_\S+… +\S+Z {2}revoked \S+Z {2}1000\/min\n$/);

@@ -19,7 +19,7 @@ const COLUMNS: Column<ScheduleRecord>[] = [
   { header: "name", value: (s) => s.name },
   { header: "task type", value: (s) => s.taskType },
   { header: "cron", value: (s) => (s.timezone === "UTC" ? s.cron : `${s.cron} (${s.timezone})`) },
-  { header: "state", value: (s) => (s.enabled ? "enabled" : "paused") },
+  { header: "state", value: (s) => (s.enabled ? "running" : "paused") },
   { header: "fan-out", value: fanOutText },
   { header: "next run", value: (s) => s.nextRunAt },
   { header: "last run", value: (s) => s.lastRunAt },
