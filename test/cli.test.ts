@@ -292,6 +292,8 @@ describe("taskpool CLI", () => {
       expect((await taskpool("types", "register", file, "--db", db)).stdout).toMatch(/Registered product_resync v1 .*at most 3 running, params schema/);
       expect((await taskpool("types", "register", file, "--db", db)).stdout).toMatch(/Unchanged: product_resync v1/);
       expect((await taskpool("types", "list", "--db", db)).stdout).toMatch(/^product_resync v1/);
+      // docs/upgrading.md has operators look for patterns RE2 does not run in it.
+      expect(JSON.parse((await taskpool("types", "list", "--json", "--db", db)).stdout)).toMatchObject([{ name: "product_resync", version: 1, paramsSchema: { required: ["storeId"] } }]);
       expect(JSON.parse((await taskpool("types", "show", "product_resync", "--db", db)).stdout)[0]).toMatchObject({ name: "product_resync", version: 1, maxRunning: 3 });
       const bad = await taskpool("enqueue", "product_resync", '{"storeId":"x"}', "--db", db).catch((e) => e);
       expect(bad.stderr).toMatch(/taskpool: Invalid params for product_resync v1: params.storeId: must be integer/);

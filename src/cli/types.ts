@@ -3,6 +3,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { exactIntegers } from "./parse.js";
+import { emit, jsonOption } from "./table.js";
 
 const summary = (t: TaskTypeRecord) =>
   `${t.name} v${t.version}  priority ${t.priority}, ${t.maxAttempts} attempts, recovery ${t.recoveryPolicy}` +
@@ -20,7 +21,8 @@ export function typesCommand(program: Command): void {
   const types = program.command("types").description("the task type registry: versions, params schemas, defaults and policy");
   types
     .command("list")
-    .description("the latest version of every registered type")
+    .description("the latest version of every registered type (--json: the records, params schemas included)")
+    .addOption(jsonOption())
     .addOption(dbOption())
     .addOption(urlOption())
     .addOption(apiKeyOption())
@@ -29,8 +31,7 @@ export function typesCommand(program: Command): void {
     .action((opts) =>
       withPool(opts, async (pool) => {
         const all = await pool.taskTypes();
-        if (all.length === 0) console.log("No registered task types (unregistered types run on the built-in defaults)");
-        for (const t of all) console.log(summary(t));
+        emit(opts.json, all, () => (all.length === 0 ? ["No registered task types (unregistered types run on the built-in defaults)"] : all.map(summary)));
       }),
     );
   types
