@@ -274,9 +274,9 @@ describe("taskpool CLI", () => {
       await eventually(() => output.includes(`Claimed task ${id} (waits)`), 30_000, "the task to be claimed");
       const sent = Date.now();
       await taskpool("tasks", "cancel", String(id), ...on);
-      await eventually(() => output.includes(`Task ${id} stopped: it was cancelled`), 10_000, "the worker to stop the task");
-      // Its heartbeat was a minute away.
-      expect(Date.now() - sent).toBeLessThan(5_000);
+      await eventually(() => output.includes(`Task ${id} stopped: it was cancelled`), 25_000, "the worker to stop the task");
+      // Its heartbeat was a minute away; the bound leaves room for starting the CLI on a loaded machine.
+      expect(Date.now() - sent).toBeLessThan(20_000);
     } finally {
       child.kill("SIGTERM");
       await new Promise((resolve) => child.once("exit", resolve));
