@@ -31,6 +31,7 @@ export function enqueueCommand(program: Command): void {
     .option("--unique-key <key>", "return the pending task holding this key instead of adding another")
     .option("--delay <seconds>", "not claimable before this many seconds from now", integer)
     .option("--idempotency-key <key>", "the same command repeated with the same key (within 24 hours) creates the task once and prints it again: safe to repeat after a timeout")
+    .option("--file <path>", `many tasks in one call, all or nothing: one params object per line of the file (JSON Lines; - reads stdin), at most ${MOST_TASKS_PER_FILE}; the other options apply to each`)
     .addOption(requireRegisteredOption("refuse a task type that was never registered (catches typos)"))
     .addOption(dbOption())
     .addOption(urlOption())
@@ -38,7 +39,6 @@ export function enqueueCommand(program: Command): void {
     .addOption(timeoutOption())
     .addOption(schemaOption())
     .addOption(jsonOption())
-    .option("--file <path>", `many tasks in one call, all or nothing: one params object per line of the file (JSON Lines; - reads stdin), at most ${MOST_TASKS_PER_FILE}; the options above apply to each`)
     .action(async (taskType: string, params: string | undefined, opts) => {
       if (opts.file !== undefined && params !== undefined) throw new InvalidArgumentError("give params or --file, not both: with --file, each line of the file is one task's params");
       // One unique key on many tasks would enqueue the first and answer its task for the rest.
