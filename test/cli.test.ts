@@ -235,6 +235,23 @@ describe("taskpool CLI", () => {
     }
   }, 60_000);
 
+  it("enqueue --file: a refusal of the task type, which every line shares, names no line", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-file-"));
+    try {
+      const file = join(dir, "stores.jsonl");
+      writeFileSync(file, '{"storeId":1}\n{"storeId":2}\n');
+      const unregistered = await taskpoolRun("enqueue", "prodcut_resync", "--file", file, "--require-registered", "--db", db);
+      expect(unregistered.code).toBe(1);
+      expect(unregistered.stderr).toMatch(/^taskpool: Task type "prodcut_resync" is not registered, and this pool requires registered types/);
+      const badName = await taskpoolRun("enqueue", "bad type!", "--file", file, "--db", db);
+      expect(badName.code).toBe(1);
+      expect(badName.stderr).toMatch(/^taskpool: Invalid task: taskType: /);
+      expect(JSON.parse((await taskpool("tasks", "list", "--json", "--db", db)).stdout).tasks).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
   it("enqueue --file on PostgreSQL: a params schema refusing one line enqueues none of the others", async () => {
     const { store, cleanup } = await createPostgres();
     const dir = mkdtempSync(join(tmpdir(), "taskpool-file-"));

@@ -63,10 +63,11 @@ export function enqueueCommand(program: Command): void {
         // Counted by the store's clock: this host's may be off the database's.
         delaySeconds: opts.delay,
       });
+      // The type is every line's, as the flags are: a refusal of it names no line (it named line 1).
       const explained = (tasks: string) => (error: unknown) =>
         Promise.reject(
           error instanceof ValidationError
-            ? namedAsFlags(many === null ? error : namedByLine(error, many, Object.keys(FLAGS)), FLAGS)
+            ? namedAsFlags(many === null ? error : namedByLine(error, many, [...Object.keys(FLAGS), "taskType"]), FLAGS)
             : explainServerTimeout(error, { what: `${tasks} enqueued`, check: `taskpool tasks list --type ${taskType}`, keyed: { flag: "--idempotency-key", key } }),
         );
       const requireRegistered = requiresRegistered(opts.requireRegistered);

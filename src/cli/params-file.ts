@@ -61,7 +61,7 @@ export interface ParamsFile {
 /**
  * A refusal of one task of the file, which the batch names by its index ("item 3: …"), named by its
  * line instead: the operator has the file, not the list made from it. A refusal of the options alone
- * (`fields`, the flags every task shares) names no line: each line would have been refused.
+ * (`fields`: the task type and the flags every task shares) names no line: each line would have been refused.
  */
 export function namedByLine(error: ValidationError, file: ParamsFile, fields: readonly string[]): ValidationError {
   const item = /^item (\d+): /.exec(error.message);
