@@ -155,7 +155,12 @@ export function installAuth(app: FastifyInstance, pool: Taskpool, options: AuthO
     }
     // Node joins a repeated header with ", ", and no key has a comma: two keys are no wrong key, nor a guess to count.
     const sent = typeof presented === "string" ? presented.split(",").length : presented.length;
-    if (sent > 1) throw new HttpError("bad_request", `Send one X-API-Key header, with one key: this request sent ${sent} (a header repeated, or keys joined with a comma)`);
+    if (sent > 1) {
+      // Said of the header the keys came in: on /metrics that may be Authorization, which Node does not join.
+      const [header, how] =
+        request.headers[API_KEY_HEADER] === undefined ? ["Authorization: Bearer", "keys joined with a comma"] : ["X-API-Key", "a header repeated, or keys joined with a comma"];
+      throw new HttpError("bad_request", `Send one ${header} header, with one key: this request sent ${sent} (${how})`);
+    }
     if (typeof presented !== "string" || !cache.known(presented)) failures?.check(request.ip, reply);
     const key = typeof presented === "string" ? await cache.lookup(presented, pool) : null;
     if (!key) {

@@ -336,6 +336,11 @@ describe.each([sqliteKind, postgresKind])("who may read /metrics on $name", (kin
     expect(valueOf(await scrape(s.url, { "x-api-key": producer }), "taskpool_database_up")).toBe(1);
     expect(valueOf(await scrape(s.url, { authorization: `Bearer ${producer}` }), "taskpool_database_up")).toBe(1);
     expect(valueOf(await scrape(s.url, { authorization: `bearer ${admin}` }), "taskpool_database_up")).toBe(1);
+    // Two keys in the Authorization header are refused naming that header, not X-API-Key, which was not sent.
+    expect(await s.call("GET", "/metrics", undefined, { key: null, headers: { authorization: `Bearer ${producer},${admin}` } })).toMatchObject({
+      status: 400,
+      body: { error: "bad_request", message: "Send one Authorization: Bearer header, with one key: this request sent 2 (keys joined with a comma)" },
+    });
     // Bearer is for /metrics only: the API's other routes document and take X-API-Key.
     expect((await s.call("GET", "/api/tasks/counts", undefined, { key: null, headers: { authorization: `Bearer ${admin}` } })).status).toBe(401);
   });
