@@ -412,13 +412,18 @@ export class Worker {
   }
 
   /**
-   * Starts queued tasks while slots are free; a queued task whose lease was lost meanwhile is dropped.
+   * Starts queued tasks while slots are free, none once the worker is stopping; a queued task whose
+   * lease was lost meanwhile is dropped.
    * One whose lease may have run out (leaseMayHaveRunOut) is held, with those behind it, until the next
    * heartbeat that gets through renews it or says it is lost (onRenewed calls this again).
    * The heartbeats then learn the new load: the coordinator hands a dead worker's tasks to the least
    * loaded, and a worker whose heartbeats said 0 while busy was handed them to sit on.
    */
   private startReady(): void {
+    // A stopping worker gives back what it holds ready, unstarted: a handler that hands its task back as
+    // the stop begins (ctx.stopping) freed its slot for a buffered task, whose own ctx.stopping had
+    // already fired, so it ran on until the grace period ended.
+    if (this.state !== "running") return;
     const before = this.handling;
     while (this.handling < this.options.concurrency && this.ready.length > 0) {
       const entry = this.ready[0];

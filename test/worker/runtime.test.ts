@@ -833,6 +833,31 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(tasks.filter((t) => t.status === "pending" && t.attempts === 0)).toHaveLength(20);
   });
 
+  it("a stop starts none of the tasks held ready, when a handler hands its task back as the stop begins (ctx.stopping)", async () => {
+    const held = async (workerId: string) => (await store.list({ workerId, status: ["claimed", "running"] })).tasks.length;
+    const started: number[] = [];
+    await store.enqueue({ taskType: "quick", priority: 10 });
+    const { worker } = await startWorker({
+      concurrency: 1,
+      prefetch: 5,
+      handlers: {
+        quick: async () => {},
+        // As the README's handler does: handed back the moment the worker says it is stopping.
+        polite: (_params, ctx) => {
+          started.push(ctx.task.id);
+          return new Promise((_resolve, reject) => ctx.stopping.addEventListener("abort", () => reject(ctx.stopping.reason)));
+        },
+      },
+    });
+    await eventually(async () => (await store.list({ status: "completed" })).tasks.length === 1, 5000, "the quick task");
+    const polite = (await store.enqueueMany(Array.from({ length: 10 }, () => ({ taskType: "polite" })))).map((r) => r.task.id);
+    await eventually(async () => started.length === 1 && (await held(worker.id)) > 1, 5000, "one running and tasks held ready");
+    await worker.stop(5000);
+    expect(started).toHaveLength(1);
+    const tasks = await Promise.all(polite.map((id) => store.get(id)));
+    expect(tasks.map((t) => [t?.status, t?.attempts])).toEqual(polite.map(() => ["pending", 0]));
+  });
+
   it("keeps draining quick tasks with many slots, where the prefetch window is larger than one claim may take", async () => {
     await store.enqueueMany(Array.from({ length: 3000 }, () => ({ taskType: "quick" })));
     const { logs } = await startWorker({ concurrency: 30, handlers: { quick: () => {} } });
