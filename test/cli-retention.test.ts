@@ -18,7 +18,7 @@ describe("taskpool coordinator retention flags", () => {
     expect(bad.stderr).toMatch(/"a week" is not an age: write a number with a unit, e\.g\. 7d/);
     const shorter = await taskpool("serve", "--coordinator", "--retain-failed", "1d", "--db", db).catch((e) => e);
     expect(shorter.stderr).toBe(
-      "taskpool: Invalid coordinator option --retain-failed: 86400000 (shorter than --retain-completed (604800000): keep failed tasks at least as long, or leave it out to keep them until retried)\n",
+      "taskpool: Invalid coordinator option --retain-failed: 1d (shorter than --retain-completed (7d): keep failed tasks at least as long, or leave it out to keep them until retried)\n",
     );
   }, 30_000);
 

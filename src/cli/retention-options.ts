@@ -11,6 +11,12 @@ export function age(value: string): number {
   return Math.round(Number(match[1]) * UNITS[match[2] ?? "ms"]);
 }
 
+/** An age in milliseconds as the flags take one, in its largest whole unit: 86400000 → 1d. */
+export function ageText(ms: number): string {
+  const [unit, size] = Object.entries(UNITS).sort(([, a], [, b]) => b - a).find(([, size]) => ms % size === 0) ?? ["ms", 1];
+  return `${ms / size}${unit}`;
+}
+
 /** The retention flags of `taskpool coordinator` and `taskpool serve`. */
 export function addRetentionOptions(command: Command): Command {
   return command

@@ -4,6 +4,7 @@ import { ValidationError } from "../core/errors.js";
 import type { RetentionOptions } from "../core/retention.js";
 import { CliError } from "./errors.js";
 import { positiveInteger } from "./parse.js";
+import { ageText } from "./retention-options.js";
 
 /** How often the coordinator sweeps and when it calls a worker stale or dead: `taskpool coordinator` and `taskpool serve`, which runs one. */
 export function addSweepOptions(command: Command): Command {
@@ -40,6 +41,8 @@ export function checkCoordinatorFlags(sweep: Pick<CoordinatorOptions, "sweepInte
     if (retention) resolveRetention(retention);
   } catch (error) {
     if (!(error instanceof ValidationError)) throw error;
-    throw new CliError(FLAGS.reduce((message, [name, flag]) => message.replace(name, flag), error.message));
+    const named = FLAGS.reduce((message, [name, flag]) => message.replace(name, flag), error.message);
+    // The retention flags take ages (7d): their values are said so, not in the library's milliseconds.
+    throw new CliError(named.replace(/(--retain-(?:completed|cancelled|failed))(: | \()(\d+)\b/g, (_, flag, between, ms) => `${flag}${between}${ageText(Number(ms))}`));
   }
 }
