@@ -229,7 +229,7 @@ class Client:
         return self.request("GET", f"/api/tasks/{int(task_id)}")
 
     def cancel(self, task_id: int, reason: Optional[str] = None) -> Dict[str, Any]:
-        """Cancels a task (admin key); a worker running it loses its lease."""
+        """Cancels a task (admin key); a worker running it hears so at its next beat (the lease is reported lost), and its calls for the task are refused (409 invalid_transition)."""
         return self.request("POST", f"/api/tasks/{int(task_id)}/cancel", _without_none({"reason": reason}))["task"]
 
     def recover_stale(self) -> Dict[str, Any]:
