@@ -293,7 +293,8 @@ describe("the dashboard in a real browser", () => {
     await page.getByText("page 2").waitFor();
     await page.evaluate("location.hash = '#/tasks?task_type=crawl'");
     await page.getByText("page 1").waitFor();
-    await eventually(async () => expect(await page.locator("#tasks tbody tr").count()).toBe(15));
+    // Polled: a failed expect inside eventually throws at once, on the page still loading the new filter.
+    await eventually(async () => (await page.locator("#tasks tbody tr").count()) === 15, 10_000, "the 15 crawl tasks");
     expect(refused).toEqual([]);
   });
 
