@@ -32,7 +32,7 @@ it("requireRegistered refuses unregistered types, for tasks and follow-ups alike
   try {
     const refused = await pool.enqueue("prodcut_resync", {}).catch((e) => e);
     expect(refused).toBeInstanceOf(ValidationError);
-    expect(refused.message).toMatch(/^Task type "prodcut_resync" is not registered, and this pool requires registered types/);
+    expect(refused.message).toMatch(/^Task type "prodcut_resync" is not registered, and this pool requires registered types \(requireRegistered\): register it first \(pool\.registerTaskType or/);
     await pool.registerTaskType({ name: "product_resync" });
     expect((await pool.enqueue("product_resync", { storeId: 1 })).taskTypeVersion).toBe(1);
     const big = await pool.enqueue("product_resync", { blob: "x".repeat(100) }).catch((e) => e);

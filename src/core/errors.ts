@@ -63,13 +63,15 @@ export interface Vocabulary {
   field(path: string): string;
   /** A setting of the pool the call ran on, given as the library names it (`limits.paramsBytes`). */
   setting(path: string): string;
+  /** A call the caller can make, given as the pool's method (`registerTaskType`). */
+  call(method: string): string;
 }
 
 /** Text naming fields or settings, written once for each vocabulary: `(v) => \`Invalid ${v.field("fanOut.keys")}: …\``. */
 export type Wording = (vocabulary: Vocabulary) => string;
 
 /** The library's own names: what `message` and `issues` say. */
-export const LIBRARY_VOCABULARY: Vocabulary = { field: (path) => path, setting: (path) => path };
+export const LIBRARY_VOCABULARY: Vocabulary = { field: (path) => path, setting: (path) => path, call: (method) => `pool.${method}` };
 
 /** An issue whose message names fields or settings. */
 export interface WordedIssue {

@@ -12,7 +12,7 @@ export interface NewTaskRules {
 export function unregistered(taskType: string): ValidationError {
   return new ValidationError(
     (v) =>
-      `Task type "${taskType}" is not registered, and this pool requires registered types (${v.setting("requireRegistered")}): register it first (pool.registerTaskType or \`taskpool types register\`) or check the name for a typo`,
+      `Task type "${taskType}" is not registered, and this pool requires registered types (${v.setting("requireRegistered")}): register it first (${v.call("registerTaskType")} or \`taskpool types register\`) or check the name for a typo`,
     [{ path: "taskType", message: "not registered" }],
   );
 }

@@ -103,10 +103,17 @@ const ITEM_PREFIX = /^(?:[A-Za-z]+\.)?\d+\./;
 const DATABASE_RETRY_SECONDS = 1;
 
 /**
- * How an HTTP caller knows what it can change: the fields by the names it sent them with, and the
- * pool's limits as the server's own (no request sets them).
+ * How an HTTP caller knows what it can change: the fields by the names it sent them with, the
+ * pool's limits as the server's own (no request sets them), and the routes it can call.
  */
-const WIRE_VOCABULARY: Vocabulary = { field: wirePath, setting: (name) => (name === "requireRegistered" ? "taskpool serve --require-registered" : "set on this server") };
+const WIRE_VOCABULARY: Vocabulary = {
+  field: wirePath,
+  setting: (name) => (name === "requireRegistered" ? "taskpool serve --require-registered" : "set on this server"),
+  call: (method) => WIRE_CALLS[method] ?? method,
+};
+
+/** The routes of the pool's methods that refusals point to. */
+const WIRE_CALLS: Record<string, string> = { registerTaskType: "POST /api/task-types" };
 
 /** The status and wire body of any error a request ended with. */
 export function errorReply(error: unknown, bodyLimit?: number): { status: number; body: unknown } {

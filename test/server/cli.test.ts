@@ -231,7 +231,7 @@ describe("taskpool keys and serve", () => {
       expect([typo.status, typo.body.error]).toEqual([400, "validation_error"]);
       expect(typo.body.message).toMatch(/^Task type "prodcut_resync" is not registered, and this pool requires registered types/);
       // The library's option (requireRegistered) is no name an HTTP caller knows: the server's flag is.
-      expect(typo.body.message).toContain("registered types (taskpool serve --require-registered): register it first");
+      expect(typo.body.message).toContain("registered types (taskpool serve --require-registered): register it first (POST /api/task-types or `taskpool types register`)");
       expect((await request(url, "POST", "/api/task-types", { name: "product_resync" }, key)).status).toBe(201);
       expect((await request(url, "POST", "/api/tasks", { task_type: "product_resync" }, key)).status).toBe(201);
       const client = await taskpool("enqueue", "product_resync", "--require-registered", "--url", url, "--api-key", key).catch((e) => e);
