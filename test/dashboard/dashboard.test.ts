@@ -440,6 +440,9 @@ describe("the dashboard in a real browser", () => {
     await page.locator("#dead-letter tr.dead-group").getByRole("button", { name: "Retry 5" }).click();
     await eventually(() => held.sent.length > 0, 10_000, "the first retry call");
     await page.click('nav a[href="#/overview"]');
+    // The page left by the route, not merely its table gone for a moment (its list reloading): the
+    // header marks the new page in the same render that unmounts the old one.
+    await page.locator('nav a.current[href="#/overview"]').waitFor();
     await page.locator("#dead-letter").waitFor({ state: "detached" });
     held.release();
     const [first] = held.sent;
