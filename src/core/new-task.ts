@@ -86,14 +86,10 @@ export function atItem<T>(index: number, fn: () => T, list?: string): T {
   try {
     return fn();
   } catch (error) {
-    if (error instanceof ValidationError) error.prefixMessage(`item ${index}: `);
-    else if (error instanceof Error) error.message = `item ${index}: ${error.message}`;
-    if (error instanceof ValidationError) issuesUnder(error, list === undefined ? `${index}` : `${list}.${index}`);
+    if (error instanceof ValidationError) {
+      error.prefixMessage(`item ${index}: `);
+      error.nestUnder(list === undefined ? `${index}` : `${list}.${index}`);
+    } else if (error instanceof Error) error.message = `item ${index}: ${error.message}`;
     throw error;
   }
-}
-
-/** Prefixes the path of each of the error's issues with `prefix`: the field they name is inside it. */
-export function issuesUnder(error: ValidationError, prefix: string): void {
-  error.nestUnder(prefix);
 }

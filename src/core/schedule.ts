@@ -15,7 +15,7 @@ import { ValidationError } from "./errors.js";
 import type { DiscoveryInput, FanOut, GenerateInput, ResyncInput, ScheduleDefinition } from "./schemas.js";
 import { type EnqueueInput, type Json, type JsonObject, LATEST_STORABLE_TIME, MAX_KEY_LENGTH } from "./task.js";
 import { counted } from "./counted.js";
-import { issuesUnder, type NewTaskRules, unregistered } from "./new-task.js";
+import { type NewTaskRules, unregistered } from "./new-task.js";
 import type { TaskTypeRecord } from "./task-type.js";
 
 export type { FanOut, FireOptions, GenerateInput, ScheduleDefinition } from "./schemas.js";
@@ -236,7 +236,7 @@ export function checkScheduleTasks(schedule: { taskType: string; params: JsonObj
     } catch (error) {
       if (error instanceof ValidationError) {
         error.prefixMessage((v) => `${v.field(`fanOut.keys.${index}`)} (${JSON.stringify(key)}): `);
-        issuesUnder(error, `fanOut.keys.${index}`);
+        error.nestUnder(`fanOut.keys.${index}`);
       }
       throw error;
     }

@@ -1,7 +1,6 @@
 /** Tasks for producers and operators: create, list, read, count, capacity, cancel, retry, recover. */
 import { Type } from "@sinclair/typebox";
 import { TaskNotFoundError, ValidationError } from "../../core/errors.js";
-import { issuesUnder } from "../../core/new-task.js";
 import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord } from "../../core/record-schemas.js";
 import { CancelOptionsSchema, RetryOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskWithEventsQuerySchema, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
 import { IDEMPOTENCY_KEY_SECONDS } from "../../core/retention.js";
@@ -79,7 +78,7 @@ export const taskRoutes = [
     async handler({ body, headers }, { pool, reply }) {
       const results = await pool.enqueueMany(body.tasks, callOptions(headers)).catch((error) => {
         // The library names the item by its index in the list it was given; here that list is the body's `tasks`.
-        if (error instanceof ValidationError) issuesUnder(error, "tasks");
+        if (error instanceof ValidationError) error.nestUnder("tasks");
         throw error;
       });
       // As a single create: 201 when the call made a task; an empty list, or one whose every task existed, made none.
