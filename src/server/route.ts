@@ -113,6 +113,12 @@ export function registerRoute(app: FastifyInstance, route: RouteDefinition, ctx:
       ...(route.headers ? { headers: route.headers } : {}),
       response,
     },
+    // Fastify hands the body's check null for no body at all, and the check takes that as {}: a body
+    // of JSON `null` passed for none, and `POST /api/tasks/7/cancel` with it cancelled. Refused here,
+    // where it can still be told apart (no body, or an empty one, leaves request.body undefined).
+    preValidation: async (request) => {
+      if (route.body && request.body === null) refuse(wireSchema(route.body), null, "body", "request body", "");
+    },
     handler: async (request, reply) => {
       // A route that takes no body or query string refuses one, as the others refuse a field they do not
       // take: `GET /api/workers?status=active` listed every worker, and `recover-stale` with
@@ -137,14 +143,18 @@ export function registerRoute(app: FastifyInstance, route: RouteDefinition, ctx:
 /** What a route without a body or query string takes: nothing, or an empty object. */
 const NOTHING = Type.Object({}, { additionalProperties: false });
 
+/** Refuses anything but nothing or {} (JSON null included), saying the route takes none. */
 function refuseAny(value: unknown, part: string, what: string, route: RouteDefinition): void {
-  if (value === undefined || value === null) return;
+  if (value !== undefined) refuse(NOTHING, value, part, what, `; ${route.method} ${route.url} takes no ${what}`);
+}
+
+/** Throws the request's refusal when `value` does not match `schema`, each issue's message followed by `hint`. */
+function refuse(schema: TSchema, value: unknown, part: string, what: string, hint: string): void {
   try {
-    validate(NOTHING, value, what);
+    validate(schema, value, what);
   } catch (error) {
     if (!(error instanceof ValidationError)) throw error;
-    const takesNone = `; ${route.method} ${route.url} takes no ${what}`;
-    const issues = error.issues.map((issue) => (issue.message.startsWith("Unexpected property") ? { ...issue, message: issue.message + takesNone } : issue));
+    const issues = error.issues.map((issue) => ({ ...issue, message: issue.message + hint }));
     throw new RequestValidationError(new ValidationError(error.message, issues, error.unlisted), part, what);
   }
 }

@@ -234,7 +234,8 @@ function installJsonParser(app: FastifyInstance): void {
       return done(new HttpError("bad_request", `Request body is not usable JSON: ${reason}`), undefined);
     }
     const text = bytes.toString("utf8");
-    if (text === "") return done(null, null);
+    // Left unset, as with no body at all: null is what a body of JSON `null` parses to, and is refused (route.ts).
+    if (text === "") return done(null, undefined);
     parse(request, text, (error, value) => {
       if (error === null) {
         const inexact = inexactInteger(text, value);

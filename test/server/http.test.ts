@@ -818,7 +818,12 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const swept = await s.call("POST", "/api/tasks/recover-stale", { dry_run: true });
     expect(swept).toMatchObject({ status: 400, body: { error: "validation_error", issues: [{ path: "dry_run" }] } });
     expect(swept.body.message).toBe("Invalid request body: dry_run: Unexpected property (got true); POST /api/tasks/recover-stale takes no request body");
-    expect((await s.call("POST", "/api/workers/w1/shutdown", [1])).body.message).toBe("Invalid request body: request body: Expected object (got a list of 1)");
+    expect((await s.call("POST", "/api/workers/w1/shutdown", [1])).body.message).toBe("Invalid request body: request body: Expected object (got a list of 1); POST /api/workers/:id/shutdown takes no request body");
+    // JSON null is a body too: it was let through as if none had been sent.
+    const nulled = await s.call("POST", "/api/workers/w1/shutdown", undefined, { raw: "null" });
+    expect(nulled).toMatchObject({ status: 400, body: { success: false, error: "validation_error", issues: [{ path: "request body" }] } });
+    expect(nulled.body.message).toBe("Invalid request body: request body: Expected object (got null); POST /api/workers/:id/shutdown takes no request body");
+    expect((await s.call("POST", "/api/tasks/recover-stale", undefined, { raw: "null" })).status).toBe(400);
     // No body, an empty one, or {} is what such a route takes, as before.
     expect((await s.call("POST", "/api/tasks/recover-stale")).status).toBe(200);
     expect((await s.call("POST", "/api/tasks/recover-stale", undefined, { raw: "" })).status).toBe(200);
@@ -859,6 +864,18 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const missing = await s.call("POST", "/api/tasks", undefined, { raw: "" });
     expect(missing).toMatchObject({ status: 400, body: { success: false, error: "validation_error" } });
     expect(missing.body.message).toMatch(/task_type/);
+    // Where every field is optional, an empty body is {}; JSON null is no object, and is refused as
+    // one rather than read as no body: it cancelled the task.
+    const other = await create({ task_type: "crawl" });
+    const nulled = await s.call("POST", `/api/tasks/${other.id}/cancel`, undefined, { raw: "null" });
+    expect(nulled).toEqual({
+      status: 400,
+      headers: expect.anything(),
+      body: { success: false, error: "validation_error", message: "Invalid request body: request body: Expected object (got null)", issues: [{ path: "request body", message: "Expected object (got null)" }] },
+    });
+    expect((await s.call("GET", `/api/tasks/${other.id}`)).body.task.status).toBe("pending");
+    expect((await s.call("POST", "/api/tasks", undefined, { raw: "null" })).body.message).toBe("Invalid request body: request body: Expected object (got null)");
+    expect((await s.call("POST", `/api/tasks/${other.id}/cancel`, undefined, { raw: "" })).body.task.status).toBe("cancelled");
   });
 
   it("requests Node's HTTP parser refuses get the envelope too, then the connection closes", async () => {
