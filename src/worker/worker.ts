@@ -150,8 +150,14 @@ export class Worker {
     return this.starting;
   }
 
+  /**
+   * A stop gives up waiting for a start at its deadline (see shutdown), and a start answered after
+   * it must do nothing more: it went on to register and begin heartbeats, the worker shown active
+   * again after its shutdown and beating for ever. Each step after a wait looks first.
+   */
   private async begin(): Promise<void> {
     await this.register();
+    if (this.state !== "running") return;
     const events = {
       onLost: (leases: LostLease[]) => void this.leasesLost(leases),
       onRenewed: (sentAt: number) => {
@@ -192,7 +198,8 @@ export class Worker {
         : inProcess();
     // Claim only once heartbeats flow: a worker that claims but never beats would look dead.
     await this.heartbeats.ready;
-    this.unsubscribe = await this.store
+    if (this.state !== "running") return;
+    const unsubscribe = await this.store
       .subscribe((types) => {
         for (const id of cancelledTasks(types)) this.cancelled(id);
         if (types.length === 0 || types.some((t) => this.options.roles.includes(t))) this.wake();
@@ -201,6 +208,11 @@ export class Worker {
         this.logger.warn({ err: error.message }, "No wake-up notifications; relying on polling");
         return null;
       });
+    if (this.state !== "running") {
+      await unsubscribe?.().catch(() => {});
+      return;
+    }
+    this.unsubscribe = unsubscribe;
     if (this.options.handleSignals) this.installSignalHandlers();
     this.logger.info({ roles: this.options.roles, concurrency: this.options.concurrency }, `Starting worker ${this.id} for roles: ${this.options.roles.join(", ")}`);
     // Not refused: one handlers object may serve several workers of different roles.
@@ -233,6 +245,7 @@ export class Worker {
   /** First heartbeat, so the coordinator knows the worker before it claims; later beats retry. */
   private async register(): Promise<void> {
     await this.warnIfIdInUse();
+    if (this.state !== "running") return;
     try {
       await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] });
     } catch (error) {

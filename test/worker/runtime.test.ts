@@ -940,6 +940,35 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await expect(worker.start()).rejects.toThrow(/was already stopped: a worker runs once; make another with pool.worker\(\)/);
   });
 
+  it("a stop that gave up waiting for start() sends no beat after its shutdown: start does not go on to register and beat", { timeout: 30_000 }, async () => {
+    // The registry read at the start (warnIfIdInUse) hangs past the stop's bound; once answered, start
+    // went on to register the worker and beat for ever, active again after its shutdown.
+    let answer: (() => void) | null = null;
+    const sent: string[] = [];
+    const slowStart = withOverrides(store, {
+      listWorkers: async () => {
+        await new Promise<void>((resolve) => (answer = resolve));
+        return store.listWorkers();
+      },
+      workerHeartbeat: async (beat) => (sent.push("beat"), store.workerHeartbeat(beat)),
+      shutdownWorker: async (id) => (sent.push("shutdown"), store.shutdownWorker(id)),
+    });
+    const worker = new Worker(slowStart, { roles: ["x"], handlers: { x: async () => {} }, heartbeatIntervalMs: 50, heartbeatThread: false, handleSignals: false, lastCallsMs: 100, logger: captureLogs().logger });
+    workers.push(worker);
+    const started = worker.start();
+    await eventually(() => answer !== null, 5000, "the start's registry read to hang");
+    await worker.stop(0);
+    expect(sent.at(-1)).toBe("shutdown");
+    (answer as unknown as () => void)();
+    await started;
+    const [stopped] = await store.listWorkers();
+    expect(stopped).toMatchObject({ workerId: worker.id, status: "inactive" });
+    // Heartbeats begun now would beat every 50 ms.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(sent.at(-1)).toBe("shutdown");
+    expect((await store.listWorkers())[0]).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
+  });
+
   it("on stop, waits for a heartbeat in flight, so the worker stays inactive", async () => {
     let inFlight: () => void = () => {};
     const beatStarted = new Promise<void>((resolve) => (inFlight = resolve));
