@@ -64,12 +64,21 @@ interface Running {
 /** How old the worker's knowledge of its roles' recovery policies may get (see readFailPolicies). */
 const FAIL_POLICIES_MAX_AGE_MS = 30_000;
 
-/** Resolves after `ms`, or at once when `signal` fires (or has fired). */
+/**
+ * Resolves after `ms`, or at once when `signal` fires (or has fired). The listener goes when the
+ * timer fires: the signal is the worker's own (lastTry), and each retried write left one on it for the
+ * worker's life, hundreds an outage.
+ */
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
     if (signal?.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
   });
 
 /** Whether `work` settled before the monotonic `deadline`; it is not awaited past it. */

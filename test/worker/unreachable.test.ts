@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import { expect, it } from "vitest";
 import { connect } from "../../src/api/taskpool.js";
 import { HttpStore } from "../../src/client/http-store.js";
@@ -184,5 +185,29 @@ it("over HTTP, claims refused for a revoked key are each logged as an error, bac
     await remote.close();
     await app.close();
     await pool.close();
+  }
+});
+
+it("completions retried through an outage leave no listener behind on the worker's signal once they get through", async () => {
+  const store = new SqliteStore({ path: ":memory:" });
+  await store.migrate();
+  let failed = 0;
+  const completeMany = store.completeMany.bind(store);
+  const flaky = withOverrides(store, {
+    completeMany: async (items, options) => (failed++ < 2 ? Promise.reject(new Error("network unreachable (simulated)")) : completeMany(items, options)),
+  });
+  for (let i = 0; i < 3; i++) await store.enqueue({ taskType: "x" });
+  const logs = captureLogs();
+  const worker = new Worker(flaky, { roles: ["x"], concurrency: 3, handlers: { x: async () => ({}) }, handleSignals: false, heartbeatThread: false, logger: logs.logger });
+  const lastTry = (worker as unknown as { lastTry: AbortController }).lastTry.signal;
+  await worker.start();
+  try {
+    await eventually(async () => (await store.counts()).byStatus.completed === 3, 10_000, "the three completions");
+    expect(failed).toBeGreaterThan(2);
+    // Each retry's pause listened for the stop's last try; one left per retry, they piled up for the worker's life.
+    expect(getEventListeners(lastTry, "abort")).toHaveLength(0);
+  } finally {
+    await worker.stop(0);
+    await store.close();
   }
 });
