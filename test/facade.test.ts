@@ -121,6 +121,24 @@ it("refuses a second worker with the id of one of the pool's workers that has no
   }
 });
 
+it("a worker that stopped is let go by its pool: a process making worker after worker on one pool holds only the live ones", async () => {
+  const pool = await connect("sqlite::memory:");
+  const runners = (pool as unknown as { runners: Set<unknown> }).runners;
+  try {
+    for (let i = 0; i < 20; i++) {
+      const worker = pool.worker({ roles: ["crawl"], handlers: { crawl: async () => {} }, workerId: `batch-${i}`, heartbeatThread: false });
+      await worker.start();
+      await worker.stop();
+    }
+    const live = pool.worker({ roles: ["crawl"], handlers: { crawl: async () => {} }, workerId: "live", heartbeatThread: false });
+    await live.start();
+    // Every worker made was kept, stopped or not, until close(): 21 here, one per deploy or batch in a long-lived process.
+    expect([...runners]).toEqual([live]);
+  } finally {
+    await pool.close();
+  }
+});
+
 it("create: false refuses a database taskpool never set up, creating nothing, and opens one it did", async () => {
   const path = sqlitePath();
   const missing = await connect(`sqlite:${path}`, { create: false }).catch((e) => e);

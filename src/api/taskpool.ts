@@ -325,6 +325,9 @@ export class Taskpool {
   worker(options: WorkerOptions): Worker {
     if (this.closed) throw new PoolClosedError("a worker");
     const worker = new Worker(this.protocol, options, this.heartbeatDatabase);
+    // A stopped worker has nothing left for close() to stop: kept, a process that makes a worker per
+    // batch of work or per deploy of its handlers held every worker it ever made until the pool closed.
+    for (const runner of this.runners) if (runner instanceof Worker && runner.stopped) this.runners.delete(runner);
     // Two live workers with one id pass for one: when either stops, its shutdown gives back the
     // other's running tasks too, and they run twice. Another process's worker cannot be seen from
     // here; this pool's can.
