@@ -56,7 +56,7 @@ import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
 import { checkedMs } from "../../core/milliseconds.js";
 import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
-import { inTransaction } from "./transaction.js";
+import { inTransaction, retriedOnDeadlock } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
 import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
@@ -243,13 +243,15 @@ export class PostgresStore implements Store {
   ): Promise<EnqueueResult[]> {
     if (key === undefined) return this.insertPrepared(inputs, prepare, this.ownConnections);
     const fingerprint = requestFingerprint(kind, inputs);
-    const written = await this.transaction(async (query) => {
-      const taken = await query("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [[key], [fingerprint], now]);
-      if (taken.length === 0) return null;
-      const results = await this.insertPrepared(inputs, prepare, this.targetOn(query), query);
-      await query("tp_record_idempotency_key_tasks", sql.RECORD_IDEMPOTENCY_KEY_TASKS, [key, results.map((r) => r.task.id)]);
-      return results;
-    });
+    const written = await retriedOnDeadlock(() =>
+      this.transaction(async (query) => {
+        const taken = await query("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [[key], [fingerprint], now]);
+        if (taken.length === 0) return null;
+        const results = await this.insertPrepared(inputs, prepare, this.targetOn(query), query);
+        await query("tp_record_idempotency_key_tasks", sql.RECORD_IDEMPOTENCY_KEY_TASKS, [key, results.map((r) => r.task.id)]);
+        return results;
+      }),
+    );
     if (written) return written;
     const { records, tasks } = await this.keyRecords([key]);
     const record = records.get(key);
@@ -284,17 +286,19 @@ export class PostgresStore implements Store {
     const keys = calls.flatMap((c) => (c.idempotencyKey === undefined ? [] : [c.idempotencyKey]));
     const fingerprints = calls.flatMap((c) => (c.idempotencyKey === undefined ? [] : [requestFingerprint("one", [c.input])]));
     const written = new Map<EnqueueCall, EnqueueResult>();
-    await this.transaction(async (query) => {
-      const taken = new Set((await query<{ key: string }>("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [keys, fingerprints, now])).map((r) => r.key));
-      const fresh = calls.filter((c) => c.idempotencyKey === undefined || taken.has(c.idempotencyKey));
-      const inputs = fresh.map((c) => c.input);
-      const results = inputs.length === 0 ? [] : await this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), this.targetOn(query), query);
-      const recorded = fresh.flatMap((c, i) => (c.idempotencyKey === undefined ? [] : [{ key: c.idempotencyKey, id: results[i].task.id }]));
-      if (recorded.length > 0) {
-        await query("tp_record_idempotency_keys_task", sql.RECORD_IDEMPOTENCY_KEYS_TASK, [recorded.map((r) => r.key), recorded.map((r) => r.id)]);
-      }
-      fresh.forEach((call, i) => written.set(call, results[i]));
-    });
+    await retriedOnDeadlock(() =>
+      this.transaction(async (query) => {
+        const taken = new Set((await query<{ key: string }>("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [keys, fingerprints, now])).map((r) => r.key));
+        const fresh = calls.filter((c) => c.idempotencyKey === undefined || taken.has(c.idempotencyKey));
+        const inputs = fresh.map((c) => c.input);
+        const results = inputs.length === 0 ? [] : await this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), this.targetOn(query), query);
+        const recorded = fresh.flatMap((c, i) => (c.idempotencyKey === undefined ? [] : [{ key: c.idempotencyKey, id: results[i].task.id }]));
+        if (recorded.length > 0) {
+          await query("tp_record_idempotency_keys_task", sql.RECORD_IDEMPOTENCY_KEYS_TASK, [recorded.map((r) => r.key), recorded.map((r) => r.id)]);
+        }
+        fresh.forEach((call, i) => written.set(call, results[i]));
+      }),
+    );
     const unwritten = calls.filter((c) => !written.has(c));
     // The others' tasks committed: a failed read reaches only the calls it was for, which may be sent again.
     const replays = await this.replays(unwritten).catch((error: Error) => new Map(unwritten.map((c) => [c, { ok: false as const, error }])));
@@ -344,7 +348,7 @@ export class PostgresStore implements Store {
   private callerStatements: CallerStatements | null = null;
 
   /** The enqueue's statements on the store's pool: named (prepared once per connection), rows parsed by the store's types. */
-  private readonly ownConnections: InsertTarget = this.targetOn((name, text, values) => this.rows(name, text, values));
+  private readonly ownConnections: InsertTarget = this.targetOn((name, text, values) => retriedOnDeadlock(() => this.rows(name, text, values)));
 
   /** The enqueue's statements run by `query`: on the pool, or on a keyed call's transaction. */
   private targetOn(query: Query): InsertTarget {

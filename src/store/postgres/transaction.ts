@@ -23,3 +23,24 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
 function timedOut(error: unknown): boolean {
   return error instanceof Error && error.message === "Query read timeout";
 }
+
+/** PostgreSQL's error for the statement it ended to break a cycle of waits. */
+const DEADLOCK_DETECTED = "40P01";
+const DEADLOCK_TRIES = 3;
+
+/**
+ * `work` again when PostgreSQL ended it to break a deadlock, at most DEADLOCK_TRIES times in all. Only
+ * for work that is one statement outside a transaction, or one whole transaction: the victim's
+ * statement and transaction are rolled back, so nothing of it was written, and the other side has gone
+ * on. Not for a caller's own transaction, whose earlier statements are lost with it.
+ */
+export async function retriedOnDeadlock<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      const deadlocked = (error as { code?: string } | null)?.code === DEADLOCK_DETECTED;
+      if (!deadlocked || attempt >= DEADLOCK_TRIES) throw error;
+    }
+  }
+}
