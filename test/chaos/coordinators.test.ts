@@ -123,4 +123,65 @@ describe.each([
     expect((await cluster.pool.workers()).find((w) => w.workerId === victim.id)?.status).toBe("dead");
     expect(reported(cluster.coordinators.get("first")!.lines)).toBe(0);
   });
+
+  it.runIf(name === "postgres")("a leader frozen (SIGSTOP) inside its sweep transaction does not stop its successor recovering other dead workers; thawed, it recovers nothing", { timeout: 90_000 }, async () => {
+    handle = await create();
+    cluster = await ChaosCluster.open(handle);
+    await cluster.enqueueSteps(4, { steps: 600, stepMs: 50 });
+    const victim = await cluster.startWorker({ CONCURRENCY: "4" });
+    const held = await eventually(async () => {
+      const tasks = (await cluster.pool.list({ workerId: victim.id, status: "running" })).tasks;
+      return tasks.length === 4 ? tasks : null;
+    }, 20_000, "the victim to run all four tasks");
+    await cluster.startCoordinator("first");
+    await eventually(async () => (await cluster.pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP)).holder === "first", 10_000, "first to lead");
+
+    // Hold the victim's tasks so that the leader's sweep waits inside its transaction (the victim
+    // marked dead, uncommitted), freeze the leader there, then let its statement finish: the
+    // transaction is left open, holding the victim's row and tasks, by a process that sends nothing.
+    const locker = new pg.Client({ connectionString: PG_URL, application_name: "chaos-locker" });
+    await locker.connect();
+    try {
+      await locker.query("BEGIN");
+      await locker.query(`SELECT id FROM "${handle.schema}".tasks WHERE worker_id = $1 FOR UPDATE`, [victim.id]);
+      victim.child.kill("SIGSTOP");
+      const lockerPid = (await locker.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0].pid;
+      await eventually(async () => (await locker.query(`SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, [lockerPid])).rows.length > 0, 15_000, "the leader's sweep to wait on the locked tasks");
+      cluster.coordinators.get("first")!.child.kill("SIGSTOP");
+    } finally {
+      await locker.query("ROLLBACK").catch(() => {});
+      await locker.end();
+    }
+    await cluster.kill(victim.id);
+
+    // Another worker dies while the leader is frozen: its successor must recover its tasks.
+    await cluster.enqueueSteps(2, { steps: 600, stepMs: 50 });
+    const second = await cluster.startWorker({ CONCURRENCY: "2" });
+    const secondHeld = await eventually(async () => {
+      const tasks = (await cluster.pool.list({ workerId: second.id, status: "running" })).tasks;
+      return tasks.length === 2 ? tasks : null;
+    }, 20_000, "the second worker to run its two tasks");
+    await cluster.startCoordinator("second");
+    await cluster.kill(second.id);
+    const recovered = async (ids: number[]) => {
+      for (const id of ids) if (!(await cluster.pool.events(id)).some((e) => e.event === "requeued")) return false;
+      return true;
+    };
+    await eventually(() => recovered([...held, ...secondHeld].map((t) => t.id)), 45_000, "the successor to recover both dead workers' tasks while the old leader is frozen");
+    expect(cluster.coordinators.get("first")!.child.exitCode).toBe(null);
+
+    // Thawed, the old leader finds its transaction gone: it recovered nothing, and stands by.
+    cluster.coordinators.get("first")!.child.kill("SIGCONT");
+    await cluster.startWorker({ CONCURRENCY: "6", STEP_MS: "1" });
+    await cluster.drained(60_000);
+    const summary = await cluster.check();
+    expect(summary.violations).toEqual([]);
+    for (const t of [...held, ...secondHeld]) {
+      const events = await cluster.pool.events(t.id);
+      expect(events.filter((e) => e.event === "requeued")).toHaveLength(1);
+      expect(events.filter((e) => e.event === "completed")).toHaveLength(1);
+    }
+    expect(reported(cluster.coordinators.get("first")!.lines)).toBe(0);
+    expect(cluster.crashed()).toEqual([]);
+  });
 });

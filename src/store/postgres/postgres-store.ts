@@ -55,7 +55,7 @@ import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
 import { checkedMs } from "../../core/milliseconds.js";
-import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
+import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, idleInTransactionTimeoutMs, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
 import { inTransaction, retriedOnDeadlock } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -75,10 +75,12 @@ import { DEFAULT_SCHEMA } from "../open-store.js";
  * The settings of every connection of the store. Every statement is unqualified; the schema is chosen
  * once per connection. Generic plans: re-planning the claim for each call's parameters cost more than
  * running it (and the auto mode never switched). No JIT: compiling a plan costs far more than any
- * query here runs. The statement timeout: see DEFAULT_STATEMENT_TIMEOUT_MS.
+ * query here runs. The statement timeout: see DEFAULT_STATEMENT_TIMEOUT_MS; the idle-in-transaction
+ * timeout: see idleInTransactionTimeoutMs.
  */
 export const sessionSettings = (schema: string, statementTimeoutMs = DEFAULT_STATEMENT_TIMEOUT_MS) =>
-  `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off -c statement_timeout=${statementTimeoutMs}`;
+  `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off -c statement_timeout=${statementTimeoutMs}` +
+  ` -c idle_in_transaction_session_timeout=${idleInTransactionTimeoutMs(statementTimeoutMs)}`;
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */

@@ -10,6 +10,17 @@ export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 export const STATEMENT_TIMEOUT_RANGE = { min: 100, max: 3_600_000 };
 
 /**
+ * How long one of the store's transactions may sit open between two statements before PostgreSQL ends
+ * its session, rolling it back. Its process sends them back to back, so a longer wait means the
+ * process is frozen (SIGSTOP, a paused VM, a blocked event loop) with the transaction's row locks
+ * held: a coordinator frozen inside its sweep kept the dead worker's row locked, every sweep of its
+ * successor waited on it until the statement timeout and failed, and no dead worker's task was
+ * recovered until the frozen process woke. The statement timeout's length, and never under its
+ * default, so that a passing stall of a busy process does not lose its transaction.
+ */
+export const idleInTransactionTimeoutMs = (statementTimeoutMs: number) => Math.max(statementTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS);
+
+/**
  * How long any statement waits for its answer on the client's side, set on the pool so that none is
  * left without one (transactions' BEGIN, COMMIT and ROLLBACK, sweeps, schedule runs). A connection can
  * go silent without closing (a network partition, a half-open proxy, a failover that leaves the old
