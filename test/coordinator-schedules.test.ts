@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { CheckedStore } from "../src/api/checked-store.js";
 import { Taskpool } from "../src/api/taskpool.js";
 import { ManualClock } from "../src/core/clock.js";
-import { Coordinator } from "../src/coordinator/coordinator.js";
+import { COORDINATOR_LEADERSHIP, Coordinator } from "../src/coordinator/coordinator.js";
 import { eventually } from "./helpers/logs.js";
 import { postgresKind, sqliteKind, type TestStore } from "./helpers/stores.js";
 
@@ -84,10 +84,12 @@ for (const kind of [sqliteKind, postgresKind]) {
       handle = await kind.create({ clock });
       const pool = new Taskpool(new CheckedStore(handle.store), null);
       await pool.schedule({ name: "hourly", taskType: "report", cron: "0 * * * *" });
-      // The leader sweeps every minute (the default), so its lease runs 3 minutes; the standby every 5 s.
+      // The leader sweeps every minute (the default), and holds its lease 3 minutes, as a leader of an
+      // older taskpool did (3 sweep intervals); the standby sweeps every 5 s.
       const leader = new Coordinator(new CheckedStore(await handle.another({ clock })), { coordinatorId: "A", logger, sweepIntervalMs: 60_000 });
       const standby = new Coordinator(new CheckedStore(await handle.another({ clock })), { coordinatorId: "B", logger, sweepIntervalMs: 5000 });
       await tickOf(leader);
+      expect(await handle.store.tryLead(COORDINATOR_LEADERSHIP, "A", 180)).toBe(true);
       await tickOf(standby);
       expect([leader.isLeader, standby.isLeader]).toEqual([true, false]);
       // The leader dies without resigning; the 01:00 tick falls while its lease still runs.

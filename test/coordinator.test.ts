@@ -1,5 +1,5 @@
 import { pino } from "pino";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ManualClock } from "../src/core/clock.js";
 import { ValidationError } from "../src/core/errors.js";
 import { Coordinator } from "../src/coordinator/coordinator.js";
@@ -62,6 +62,45 @@ describe("coordinator", () => {
       "Leading: this coordinator sweeps",
       "Coordinator stopped; leadership handed back: another coordinator leads from its next tick",
     ]);
+  });
+
+  // A leader killed (no resignation) under the default 60 s sweep held its lease 3 sweep intervals,
+  // 3 minutes, before a standby could sweep: a worker dead beside it waited that long past dead_after.
+  it("renews the leadership every 15 s at most, so a standby takes over a killed leader's within 45 s under the default sweep", async () => {
+    const a = new Coordinator(withOverrides(handle.store, { resign: async () => {} }), { logger });
+    a.start();
+    await eventually(() => a.isLeader, 5000, "a to lead");
+    await a.stop(); // its resignation lost, as a killed leader's: the lease stays until it runs out
+    clock.advance(45_001);
+    const b = new Coordinator(await handle.another(), { logger });
+    b.start();
+    try {
+      await eventually(() => b.isLeader, 5000, "b to take over the lapsed lease");
+    } finally {
+      await b.stop();
+    }
+  });
+
+  it("sweeps every sweep interval, not at every leadership tick", async () => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    let tries = 0;
+    const sweeps: number[] = [];
+    const counted = withOverrides(handle.store, { tryLead: (...args) => (tries++, handle.store.tryLead(...args)) });
+    const coordinator = new Coordinator(counted, { sweepIntervalMs: 60_000, logger, onSweep: () => sweeps.push(tries) });
+    try {
+      coordinator.start();
+      await eventually(() => sweeps.length === 1, 5000, "the first sweep");
+      // A timer firing while the previous tick still runs is skipped, so each tick is waited for: the
+      // clock moves on again until it has run.
+      for (let tick = 2; tick <= 9; tick++) {
+        await eventually(() => tries === tick || (vi.advanceTimersByTime(15_000), false), 5000, `leadership tick ${tick}`);
+      }
+      await eventually(() => sweeps.length === 3, 5000, "the third sweep");
+      expect(sweeps).toEqual([1, 5, 9]);
+    } finally {
+      await coordinator.stop();
+      vi.useRealTimers();
+    }
   });
 
   // A database gone silent: each statement waits out its timeout (here 1 s). The stop waited for the

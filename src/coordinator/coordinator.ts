@@ -3,7 +3,10 @@
  * sweep (stale → dead workers, recovery of their tasks and of expired leases, reassignment), then
  * fires the recurring schedules that are due. Any
  * number may run — inside servers or alone — and only one acts at a time; the others stand by and
- * take over within a lease time (3 sweep intervals) if the leader disappears. The sweep itself is
+ * take over within a lease time (3 leadership ticks, 45 s at most) if the leader disappears. The
+ * leadership is renewed and contested at ticks no longer than 15 s, however rare the sweeps: with a
+ * lease of 3 sweep intervals, a leader killed under the default 60 s sweep held off its successor
+ * for up to 3 minutes, and a worker dead beside it waited that long on top of dead_after. The sweep itself is
  * idempotent, so even two leaders in a clock-skew corner would handle each dead worker once.
  *
  * A failing tick is only logged, since the next may succeed; a run of them raises an error-level alarm,
@@ -79,6 +82,8 @@ export function sweepOverdue(status: LeadershipStatus): boolean {
 const FAILED_TICKS_ALARM = 3;
 /** The leadership lease lasts this many sweep intervals, so a missed tick or two does not lose it. */
 const LEASE_INTERVALS = 3;
+/** The longest time between leadership ticks; a longer sweep interval is a whole number of them. */
+const MAX_LEAD_TICK_MS = 15_000;
 /** The longest delay setInterval honours; a longer one fires every millisecond instead. */
 const MAX_TIMER_MS = 2_147_483_647;
 /** How long a stop waits for its resignation to be written: with the database hanging, a statement's 10 s. */
@@ -93,6 +98,10 @@ const MAX_GRACE_SECONDS = FireOptionsSchema.properties.graceSeconds.maximum ?? I
 export class Coordinator {
   readonly id: string;
   private readonly sweepIntervalMs: number;
+  /** Leadership ticks per sweep interval: the leader sweeps at every this many, and at its first. */
+  private readonly ticksPerSweep: number;
+  /** Leadership ticks since this coordinator last swept as leader. */
+  private ticksSinceSweep = 0;
   private readonly sweepOptions: SweepOptions;
   private readonly retention: { prune: PruneOptions; batchesPerSweep: number } | null;
   private readonly logger: Logger;
@@ -119,6 +128,7 @@ export class Coordinator {
     refuseUnknownOptions(options, COORDINATOR_OPTIONS, "coordinator option");
     const { sweepIntervalMs, staleAfterMs, deadAfterMs, reservationMs } = resolveSweepTimes(options);
     this.sweepIntervalMs = sweepIntervalMs;
+    this.ticksPerSweep = Math.ceil(sweepIntervalMs / MAX_LEAD_TICK_MS);
     // Checked now, as each sweep would check them: a bad policy used to fail every tick, and no dead worker's task was recovered.
     this.sweepOptions = validate<SweepOptions>(
       SweepOptionsSchema,
@@ -142,7 +152,7 @@ export class Coordinator {
       this.ticking = this.tick().finally(() => (busy = false));
     };
     tick();
-    this.timer = setInterval(tick, this.sweepIntervalMs);
+    this.timer = setInterval(tick, this.leadTickMs);
   }
 
   async stop(): Promise<void> {
@@ -164,6 +174,11 @@ export class Coordinator {
       this.logger.info(resigned ? "Coordinator stopped; leadership handed back: another coordinator leads from its next tick" : "Coordinator stopped; leadership not handed back (the database did not answer): another coordinator leads once its lease runs out");
     } else if (started) this.logger.info("Coordinator stopped");
     this.leading = false;
+  }
+
+  /** The time between leadership ticks: the sweep interval, or a whole fraction of it no longer than MAX_LEAD_TICK_MS. */
+  private get leadTickMs(): number {
+    return this.sweepIntervalMs / this.ticksPerSweep;
   }
 
   /** True while this coordinator holds the leadership. */
@@ -207,17 +222,20 @@ export class Coordinator {
   private async tick(): Promise<void> {
     try {
       // Fractional seconds are fine (500 ms sweeps give 1.5 s); the floor keeps tiny test intervals leadable.
-      const ttlSeconds = Math.max(1, (LEASE_INTERVALS * this.sweepIntervalMs) / 1000);
+      const ttlSeconds = Math.max(1, (LEASE_INTERVALS * this.leadTickMs) / 1000);
       // A standby reads the lease it stands behind, so that taking over it knows when the last sweep was.
       const behind = this.leading ? null : await this.store.leadershipStatus(COORDINATOR_LEADERSHIP);
       if (this.stopping) return;
       const leading = await this.store.tryLead(COORDINATOR_LEADERSHIP, this.id, ttlSeconds);
       // Said at the first tick too: a standby that said nothing after "Coordinator started" looked stuck.
       if (leading !== this.leading || this.ticks === 0) this.logger.info(leading ? "Leading: this coordinator sweeps" : "Standing by: another coordinator leads");
+      // A new leader sweeps at once: its predecessor's last sweep may be a whole interval old, or more.
+      const sweepDue = leading && (!this.leading || ++this.ticksSinceSweep >= this.ticksPerSweep);
       this.leading = leading;
       this.ticks++;
       if (this.stopping) return;
-      if (leading) {
+      if (sweepDue) {
+        this.ticksSinceSweep = 0;
         // Taking over from a leader seen at the previous tick: the ticks since its last sweep fell during the failover.
         const failover = this.leaderSeen && behind !== null ? (behind.secondsSinceSweep ?? 0) : 0;
         // The schedules fire even when the sweep fails: a sweep fault (a lock timeout, a row it cannot
@@ -234,7 +252,7 @@ export class Coordinator {
       }
       this.leaderSeen = !leading && behind !== null && behind.holder !== null && behind.holder !== this.id;
       this.tickSucceeded();
-      if (leading && !this.stopping) await this.pruneFinished();
+      if (sweepDue && !this.stopping) await this.pruneFinished();
     } catch (error) {
       this.tickFailed(error as Error);
     }
