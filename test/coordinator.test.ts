@@ -21,7 +21,7 @@ describe("coordinator", () => {
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 0 })).toThrow(/sweepIntervalMs: 0/);
     expect(() => new Coordinator(handle.store, { staleAfterMs: 60_000, deadAfterMs: 30_000 })).toThrow(/raise deadAfterMs or lower staleAfterMs/);
     // The leadership lease (3 intervals) and the sweep thresholds must be ones the checked store accepts (at most a day).
-    expect(() => new Coordinator(handle.store, { sweepIntervalMs: 28_800_001 })).toThrow(/sweepIntervalMs: 28800001 \(at most 28800000 ms: the leadership lease lasts 3 sweep intervals/);
+    expect(() => new Coordinator(handle.store, { sweepIntervalMs: 28_800_001 })).toThrow(/sweepIntervalMs: 28800001 \(at most 28800000 ms: a dead worker's tasks would wait that long/);
     expect(() => new Coordinator(handle.store, { deadAfterMs: 86_400_001 })).toThrow(/deadAfterMs: 86400001 \(at most 86400000 ms: a store accepts sweep thresholds/);
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 28_800_000, staleAfterMs: 86_400_000, deadAfterMs: 86_400_000, reservationMs: 86_400_000, logger })).not.toThrow();
     // What works is accepted: fractional milliseconds, sweeps rarer than dead-worker detection (only slower).

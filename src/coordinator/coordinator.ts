@@ -17,7 +17,7 @@ import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
 import { ValidationError } from "../core/errors.js";
 import type { FiredSchedule } from "../core/schedule.js";
-import { FireOptionsSchema, LeadershipSchema, type SweepOptions, SweepOptionsSchema } from "../core/schemas.js";
+import { FireOptionsSchema, type SweepOptions, SweepOptionsSchema } from "../core/schemas.js";
 import { refuseUnknownOptions, validate } from "../core/validation.js";
 import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
 import type { LeadershipStatus, Store } from "../store/store.js";
@@ -80,16 +80,15 @@ export function sweepOverdue(status: LeadershipStatus): boolean {
 }
 /** Failed ticks in a row after which the coordinator raises the alarm: one or two are a passing blip. */
 const FAILED_TICKS_ALARM = 3;
-/** The leadership lease lasts this many sweep intervals, so a missed tick or two does not lose it. */
+/** The leadership lease lasts this many leadership ticks, so a missed tick or two does not lose it. */
 const LEASE_INTERVALS = 3;
 /** The longest time between leadership ticks; a longer sweep interval is a whole number of them. */
 const MAX_LEAD_TICK_MS = 15_000;
-/** The longest delay setInterval honours; a longer one fires every millisecond instead. */
-const MAX_TIMER_MS = 2_147_483_647;
+/** Leadership ticks keep the lease short and the timer's delay small whatever this is; the limit is for the workers waiting on the sweep. */
+const MAX_SWEEP_INTERVAL_MS = 8 * 3_600_000;
 /** How long a stop waits for its resignation to be written: with the database hanging, a statement's 10 s. */
 const RESIGN_WITHIN_MS = 2000;
-// The checked store refuses longer leases and sweep thresholds (core/schemas.ts): every tick would fail.
-const MAX_LEASE_MS = (LeadershipSchema.properties.ttlSeconds.maximum ?? Infinity) * 1000;
+// The checked store refuses longer sweep thresholds (core/schemas.ts): every tick would fail.
 const MAX_THRESHOLD_MS = (SweepOptionsSchema.properties.deadAfterSeconds.maximum ?? Infinity) * 1000;
 /** A tick found less than this late is on time, however short the sweep interval: missing one takes an outage. */
 const MIN_GRACE_SECONDS = 60;
@@ -346,8 +345,8 @@ export function resolveSweepTimes(options: Pick<CoordinatorOptions, "sweepInterv
   const limits: Record<string, [number, number, string]> = {
     sweepIntervalMs: [
       sweepIntervalMs,
-      Math.min(MAX_TIMER_MS, MAX_LEASE_MS / LEASE_INTERVALS),
-      `the leadership lease lasts ${LEASE_INTERVALS} sweep intervals and a store accepts at most ${MAX_LEASE_MS} ms; a Node.js timer waits at most ${MAX_TIMER_MS} ms`,
+      MAX_SWEEP_INTERVAL_MS,
+      "a dead worker's tasks would wait that long for their recovery",
     ],
     staleAfterMs: [staleAfterMs, MAX_THRESHOLD_MS, thresholdLimit],
     deadAfterMs: [deadAfterMs, MAX_THRESHOLD_MS, thresholdLimit],
