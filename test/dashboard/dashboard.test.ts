@@ -432,23 +432,42 @@ describe("the dashboard in a real browser", () => {
     expect(disabled).toBe(true);
   });
 
-  it("a dead-letter group's retry stops when its page is left: the tasks it had not sent stay failed, and show there on coming back", async () => {
+  it("a dead-letter group's retry stops when its page is left, even as a call's answer comes: the tasks it had not sent stay failed, and show there on coming back", async () => {
     const ids = await failDl("timeout", 5);
     const page = await open(server.keys.admin, "#/dead-letter");
     page.on("dialog", (dialog) => dialog.accept());
-    const held = await holdRetries(page);
+    // The page notes each retry call it sends, and when it is left; the first call's answer, once
+    // here, is handed over in the very task that leaves the page, just after the route's render
+    // (this listener runs after the app's): a user leaving as an answer arrives. An answer held at
+    // the network instead comes a frame or more later, and hid a stop that came late.
+    await page.evaluate(String.raw`(() => {
+      const sent = (window.retriesSent = []);
+      let leave = () => {};
+      const left = new Promise((resolve) => (leave = resolve));
+      addEventListener("hashchange", () => {
+        sent.push("left");
+        leave();
+      });
+      const fetch = window.fetch;
+      window.fetch = async (path, init) => {
+        const retry = /^api\/tasks\/(\d+)\/retry$/.exec(String(path));
+        if (!retry) return fetch(path, init);
+        sent.push(Number(retry[1]));
+        const answer = await fetch(path, init);
+        window.retryAnswered = true;
+        await left;
+        return answer;
+      };
+    })()`);
     await page.locator("#dead-letter tr.dead-group").getByRole("button", { name: "Retry 5" }).click();
-    await eventually(() => held.sent.length > 0, 10_000, "the first retry call");
+    await eventually(() => page.evaluate("window.retryAnswered === true"), 10_000, "the first retry call's answer");
     await page.click('nav a[href="#/overview"]');
-    // The page left by the route, not merely its table gone for a moment (its list reloading): the
-    // header marks the new page in the same render that unmounts the old one.
-    await page.locator('nav a.current[href="#/overview"]').waitFor();
     await page.locator("#dead-letter").waitFor({ state: "detached" });
-    held.release();
-    const [first] = held.sent;
-    await eventually(async () => (await server.pool.get(first))?.status === "pending", 10_000, "the call under way to be answered");
     await page.waitForTimeout(1000); // no further call may follow
-    expect(held.sent).toEqual([first]);
+    const sent = (await page.evaluate("window.retriesSent")) as (number | "left")[];
+    const [first] = sent;
+    expect(sent).toEqual([first, "left"]);
+    expect(await server.pool.get(first as number)).toMatchObject({ status: "pending" });
     expect((await server.pool.list({ status: "failed" })).tasks.map((t) => t.id).sort((a, b) => a - b)).toEqual(ids.filter((id) => id !== first));
     await page.click('nav a[href="#/dead-letter"]');
     await page.locator("#dead-letter tr.dead-group").getByRole("button", { name: "Retry 4" }).waitFor();

@@ -1,5 +1,5 @@
 // The dead letter: failed tasks grouped by type and error, each group retried in one go (admin).
-import { useEffect, useState } from "preact/hooks";
+import { useLayoutEffect, useState } from "preact/hooks";
 import { api, query } from "../lib/api.js";
 import { ErrorBox, Loading } from "../lib/components.js";
 import { ago, num } from "../lib/format.js";
@@ -104,8 +104,10 @@ export function DeadLetter({ session }) {
   const report = (outcome) => setOutcomes((earlier) => [...earlier, outcome]);
   // Aborted when the page is left, as its polls stop: a group's retry then sends no further call.
   // Kept by the page, not the row: a row may go while its retry runs (its tasks no longer among the newest READ).
+  // A layout effect's cleanup runs as the page unmounts; Preact 11 runs a useEffect cleanup after the
+  // next paint, and a call answered before then sent the next one, and the next, after the page was left.
   const [left] = useState(() => new AbortController());
-  useEffect(() => () => left.abort(), []);
+  useLayoutEffect(() => () => left.abort(), []);
   const { data, error, reload } = usePoll(() => api("GET", `api/tasks${query({ status: "failed", limit: READ })}`), [], Math.max(POLL_MS, 10_000));
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
   const groups = group(data.tasks);
