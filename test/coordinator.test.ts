@@ -20,7 +20,7 @@ describe("coordinator", () => {
     expect(() => new Coordinator(handle.store, { staleAfterMs: 60_000, deadAfterMs: 30_000 })).toThrow(ValidationError);
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 0 })).toThrow(/sweepIntervalMs: 0/);
     expect(() => new Coordinator(handle.store, { staleAfterMs: 60_000, deadAfterMs: 30_000 })).toThrow(/raise deadAfterMs or lower staleAfterMs/);
-    // The leadership lease (3 intervals) and the sweep thresholds must be ones the checked store accepts (at most a day).
+    // Sweeps at most 8 h apart, and sweep thresholds the checked store accepts (at most a day).
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 28_800_001 })).toThrow(/sweepIntervalMs: 28800001 \(at most 28800000 ms: a dead worker's tasks would wait that long/);
     expect(() => new Coordinator(handle.store, { deadAfterMs: 86_400_001 })).toThrow(/deadAfterMs: 86400001 \(at most 86400000 ms: a store accepts sweep thresholds/);
     expect(() => new Coordinator(handle.store, { sweepIntervalMs: 28_800_000, staleAfterMs: 86_400_000, deadAfterMs: 86_400_000, reservationMs: 86_400_000, logger })).not.toThrow();
@@ -81,12 +81,36 @@ describe("coordinator", () => {
     }
   });
 
+  // The lease lasts 3 leadership ticks (45 s at most), renewed at each; a sweep and its schedules slow
+  // enough to outlast it let a standby take over, and the old leader then pruned beside the new one.
+  it("prunes only under a lease renewed after the sweep and the schedules", async () => {
+    const pruned: number[] = [];
+    const slow = withOverrides(handle.store, {
+      fireDueSchedules: async (...args) => {
+        const fired = await handle.store.fireDueSchedules(...args);
+        clock.advance(45_001);
+        expect(await handle.store.tryLead("coordinator", "standby", 45)).toBe(true);
+        return fired;
+      },
+    });
+    const coordinator = new Coordinator(slow, { logger, onSweep: () => {}, onPrune: (r) => pruned.push(r.tasks) });
+    coordinator.start();
+    try {
+      await eventually(async () => (await handle.store.leadershipStatus("coordinator")).holder === "standby", 5000, "the standby to lead");
+      await eventually(() => !coordinator.isLeader, 5000, "the old leader to see it lost its lease");
+      expect(pruned).toEqual([]);
+    } finally {
+      await coordinator.stop();
+    }
+  });
+
   it("sweeps every sweep interval, not at every leadership tick", async () => {
     vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
     let tries = 0;
     const sweeps: number[] = [];
     const counted = withOverrides(handle.store, { tryLead: (...args) => (tries++, handle.store.tryLead(...args)) });
-    const coordinator = new Coordinator(counted, { sweepIntervalMs: 60_000, logger, onSweep: () => sweeps.push(tries) });
+    // No retention: its batches renew the lease first (a try of their own), and the tries count the ticks.
+    const coordinator = new Coordinator(counted, { sweepIntervalMs: 60_000, retention: false, logger, onSweep: () => sweeps.push(tries) });
     try {
       coordinator.start();
       await eventually(() => sweeps.length === 1, 5000, "the first sweep");

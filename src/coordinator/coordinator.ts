@@ -81,7 +81,7 @@ export function sweepOverdue(status: LeadershipStatus): boolean {
 /** Failed ticks in a row after which the coordinator raises the alarm: one or two are a passing blip. */
 const FAILED_TICKS_ALARM = 3;
 /** The leadership lease lasts this many leadership ticks, so a missed tick or two does not lose it. */
-const LEASE_INTERVALS = 3;
+const LEASE_TICKS = 3;
 /** The longest time between leadership ticks; a longer sweep interval is a whole number of them. */
 const MAX_LEAD_TICK_MS = 15_000;
 /** Leadership ticks keep the lease short and the timer's delay small whatever this is; the limit is for the workers waiting on the sweep. */
@@ -196,16 +196,17 @@ export class Coordinator {
   }
 
   /**
-   * Fires the recurring schedules that are due (the leader does it every tick). Safe from anywhere:
-   * each tick fires once whoever calls. A tick found later than a new leader's takeover can take
-   * (LEASE_INTERVALS + 1 sweep intervals, a minute at least) was missed, and its schedule's
+   * Fires the recurring schedules that are due (the leader does it at every sweep). Safe from anywhere:
+   * each tick fires once whoever calls. A tick found later than a new leader's takeover can take (a
+   * lease of LEASE_TICKS leadership ticks, then a sweep interval: within LEASE_TICKS + 1 sweep
+   * intervals, a minute at least) was missed, and its schedule's
    * missedTicks policy applies. `failoverSeconds`: this coordinator has just taken over from a leader
    * it saw at its previous tick, whose last sweep was that long ago; the ticks since fell during the
    * failover, not while no coordinator ran. That leader's lease may have been longer than this
    * coordinator's takeover time (a shorter --sweep-interval here), and such ticks were skipped as missed.
    */
   async fireSchedules(failoverSeconds = 0): Promise<FiredSchedule[]> {
-    const takeover = Math.max(((LEASE_INTERVALS + 1) * this.sweepIntervalMs) / 1000, MIN_GRACE_SECONDS, failoverSeconds + this.sweepIntervalMs / 1000);
+    const takeover = Math.max(((LEASE_TICKS + 1) * this.sweepIntervalMs) / 1000, MIN_GRACE_SECONDS, failoverSeconds + this.sweepIntervalMs / 1000);
     const graceSeconds = Math.min(takeover, MAX_GRACE_SECONDS);
     const fired = await this.store.fireDueSchedules({ graceSeconds });
     for (const f of fired) {
@@ -221,7 +222,7 @@ export class Coordinator {
   private async tick(): Promise<void> {
     try {
       // Fractional seconds are fine (500 ms sweeps give 1.5 s); the floor keeps tiny test intervals leadable.
-      const ttlSeconds = Math.max(1, (LEASE_INTERVALS * this.leadTickMs) / 1000);
+      const ttlSeconds = Math.max(1, (LEASE_TICKS * this.leadTickMs) / 1000);
       // A standby reads the lease it stands behind, so that taking over it knows when the last sweep was.
       const behind = this.leading ? null : await this.store.leadershipStatus(COORDINATOR_LEADERSHIP);
       if (this.stopping) return;
@@ -251,7 +252,7 @@ export class Coordinator {
       }
       this.leaderSeen = !leading && behind !== null && behind.holder !== null && behind.holder !== this.id;
       this.tickSucceeded();
-      if (sweepDue && !this.stopping) await this.pruneFinished();
+      if (sweepDue && !this.stopping) await this.pruneFinished(ttlSeconds);
     } catch (error) {
       this.tickFailed(error as Error);
     }
@@ -262,11 +263,15 @@ export class Coordinator {
    * them, stopping when a batch comes back short (nothing more is due). A failure is only logged: the
    * sweep, which matters more, already ran, and the next tick tries again.
    */
-  private async pruneFinished(): Promise<void> {
+  private async pruneFinished(ttlSeconds: number): Promise<void> {
     if (!this.retention) return;
     const { prune, batchesPerSweep } = this.retention;
     const total: PruneResult = { tasks: 0, events: 0, reassignments: 0, workers: 0, scheduleTicks: 0, idempotencyKeys: 0 };
     try {
+      // The lease lasts 3 ticks: a sweep and schedules slow enough (a struggling database) outlast it, and
+      // a standby takes over. Retention, the least urgent work, waits for a renewed lease, not beside it.
+      this.leading = await this.store.tryLead(COORDINATOR_LEADERSHIP, this.id, ttlSeconds);
+      if (!this.leading) return;
       for (let batch = 0; batch < batchesPerSweep && !this.stopping; batch++) {
         const r = await this.store.prune(prune);
         total.tasks += r.tasks;

@@ -281,7 +281,7 @@ export const LIST_REASSIGNMENTS = `
   SELECT * FROM reassignment_events WHERE ($2::bigint IS NULL OR task_id = $2) ORDER BY id DESC LIMIT $1`;
 
 /**
- * $1 name, $2 holder, $3 now, $4 ttl seconds (fractions allowed: 3 sweep intervals of 500 ms is 1.5).
+ * $1 name, $2 holder, $3 now, $4 ttl seconds (fractions allowed: 3 leadership ticks of 500 ms is 1.5).
  * Returns a row when $2 holds (or just took) the lease.
  */
 export const TRY_LEAD = `
