@@ -73,3 +73,22 @@ it("refuses a statement timeout out of range, saying the range", () => {
 it("opens connections, and waits for a free one, within the statement's limit and a second, at most 11 s", () => {
   expect([100, 2000, 10_000, 30_000, 3_600_000].map(connectTimeoutMs)).toEqual([1100, 3000, 11_000, 11_000, 11_000]);
 });
+
+// A frozen process's transaction is ended after the statement timeout's length, at least 10 s (a busy
+// process's stall) and at most 30 s: a statement timeout raised to an hour for slow reads left a frozen
+// coordinator's sweep holding its locks, and recovery halted, for an hour.
+it("ends a transaction left idle after the statement timeout's length, between 10 and 30 s", async () => {
+  for (const [statementTimeoutMs, idle] of [
+    [1500, "10s"],
+    [20_000, "20s"],
+    [3_600_000, "30s"],
+  ] as const) {
+    const store = new PostgresStore({ url: PG_URL, schema: handle.schema, statementTimeoutMs });
+    try {
+      const { rows } = await store.pool.query<{ idle_in_transaction_session_timeout: string }>("SHOW idle_in_transaction_session_timeout");
+      expect([statementTimeoutMs, rows[0].idle_in_transaction_session_timeout]).toEqual([statementTimeoutMs, idle]);
+    } finally {
+      await store.close();
+    }
+  }
+});

@@ -287,19 +287,21 @@ export class PostgresStore implements Store {
     const now = await this.now();
     const keys = calls.flatMap((c) => (c.idempotencyKey === undefined ? [] : [c.idempotencyKey]));
     const fingerprints = calls.flatMap((c) => (c.idempotencyKey === undefined ? [] : [requestFingerprint("one", [c.input])]));
-    const written = new Map<EnqueueCall, EnqueueResult>();
-    await retriedOnDeadlock(() =>
-      this.transaction(async (query) => {
-        const taken = new Set((await query<{ key: string }>("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [keys, fingerprints, now])).map((r) => r.key));
-        const fresh = calls.filter((c) => c.idempotencyKey === undefined || taken.has(c.idempotencyKey));
-        const inputs = fresh.map((c) => c.input);
-        const results = inputs.length === 0 ? [] : await this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), this.targetOn(query), query);
-        const recorded = fresh.flatMap((c, i) => (c.idempotencyKey === undefined ? [] : [{ key: c.idempotencyKey, id: results[i].task.id }]));
-        if (recorded.length > 0) {
-          await query("tp_record_idempotency_keys_task", sql.RECORD_IDEMPOTENCY_KEYS_TASK, [recorded.map((r) => r.key), recorded.map((r) => r.id)]);
-        }
-        fresh.forEach((call, i) => written.set(call, results[i]));
-      }),
+    // Filled once the commit is made: a transaction ended by a deadlock is made again, and its first answers were never written.
+    const written = new Map<EnqueueCall, EnqueueResult>(
+      await retriedOnDeadlock(() =>
+        this.transaction(async (query) => {
+          const taken = new Set((await query<{ key: string }>("tp_take_idempotency_keys", sql.TAKE_IDEMPOTENCY_KEYS, [keys, fingerprints, now])).map((r) => r.key));
+          const fresh = calls.filter((c) => c.idempotencyKey === undefined || taken.has(c.idempotencyKey));
+          const inputs = fresh.map((c) => c.input);
+          const results = inputs.length === 0 ? [] : await this.insertPrepared(inputs, (types) => prepareNewTasks(inputs, now, types, this.rules), this.targetOn(query), query);
+          const recorded = fresh.flatMap((c, i) => (c.idempotencyKey === undefined ? [] : [{ key: c.idempotencyKey, id: results[i].task.id }]));
+          if (recorded.length > 0) {
+            await query("tp_record_idempotency_keys_task", sql.RECORD_IDEMPOTENCY_KEYS_TASK, [recorded.map((r) => r.key), recorded.map((r) => r.id)]);
+          }
+          return fresh.map((call, i) => [call, results[i]] as const);
+        }),
+      ),
     );
     const unwritten = calls.filter((c) => !written.has(c));
     // The others' tasks committed: a failed read reaches only the calls it was for, which may be sent again.

@@ -16,9 +16,10 @@ export const STATEMENT_TIMEOUT_RANGE = { min: 100, max: 3_600_000 };
  * held: a coordinator frozen inside its sweep kept the dead worker's row locked, every sweep of its
  * successor waited on it until the statement timeout and failed, and no dead worker's task was
  * recovered until the frozen process woke. The statement timeout's length, and never under its
- * default, so that a passing stall of a busy process does not lose its transaction.
+ * default, so that a passing stall of a busy process does not lose its transaction; never over 30 s,
+ * since a statement timeout raised for slow reads (up to an hour) would leave recovery halted as long.
  */
-export const idleInTransactionTimeoutMs = (statementTimeoutMs: number) => Math.max(statementTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS);
+export const idleInTransactionTimeoutMs = (statementTimeoutMs: number) => Math.min(Math.max(statementTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS), 30_000);
 
 /**
  * How long any statement waits for its answer on the client's side, set on the pool so that none is
