@@ -34,6 +34,21 @@ describe.each([
     await handle?.cleanup();
   });
 
+  /** A fresh cluster: a worker (the victim) running four tasks of `steps` × 50 ms, and coordinator "first" leading. */
+  async function victimRunningUnderLeader(steps: number) {
+    handle = await create();
+    cluster = await ChaosCluster.open(handle);
+    await cluster.enqueueSteps(4, { steps, stepMs: 50 });
+    const victim = await cluster.startWorker({ CONCURRENCY: "4" });
+    const held = await eventually(async () => {
+      const tasks = (await cluster.pool.list({ workerId: victim.id, status: "running" })).tasks;
+      return tasks.length === 4 ? tasks : null;
+    }, 20_000, "the victim to run all four tasks");
+    await cluster.startCoordinator("first");
+    await eventually(async () => (await cluster.pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP)).holder === "first", 10_000, "first to lead");
+    return { victim, held };
+  }
+
   it(`three racing coordinators, the leader SIGKILLed ${LEADER_KILLS} times: leadership moves in time, no task recovered twice`, { timeout: 60_000 + LEADER_KILLS * 10_000 }, async () => {
     handle = await create();
     cluster = await ChaosCluster.open(handle);
@@ -73,16 +88,7 @@ describe.each([
   });
 
   it.runIf(name === "postgres")("a leader killed inside its sweep transaction: rolled back, its successor recovers each task once", { timeout: 60_000 }, async () => {
-    handle = await create();
-    cluster = await ChaosCluster.open(handle);
-    await cluster.enqueueSteps(4, { steps: 60, stepMs: 50 });
-    const victim = await cluster.startWorker({ CONCURRENCY: "4" });
-    const held = await eventually(async () => {
-      const tasks = (await cluster.pool.list({ workerId: victim.id, status: "running" })).tasks;
-      return tasks.length === 4 ? tasks : null;
-    }, 20_000, "the victim to run all four tasks");
-    await cluster.startCoordinator("first");
-    await eventually(async () => (await cluster.pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP)).holder === "first", 10_000, "first to lead");
+    const { victim, held } = await victimRunningUnderLeader(60);
 
     // Lock the victim's tasks, so the leader's sweep stops inside its transaction, at the recovery
     // statement: the worker is already marked dead there, uncommitted.
@@ -125,16 +131,7 @@ describe.each([
   });
 
   it.runIf(name === "postgres")("a leader frozen (SIGSTOP) inside its sweep transaction does not stop its successor recovering other dead workers; thawed, it recovers nothing", { timeout: 90_000 }, async () => {
-    handle = await create();
-    cluster = await ChaosCluster.open(handle);
-    await cluster.enqueueSteps(4, { steps: 600, stepMs: 50 });
-    const victim = await cluster.startWorker({ CONCURRENCY: "4" });
-    const held = await eventually(async () => {
-      const tasks = (await cluster.pool.list({ workerId: victim.id, status: "running" })).tasks;
-      return tasks.length === 4 ? tasks : null;
-    }, 20_000, "the victim to run all four tasks");
-    await cluster.startCoordinator("first");
-    await eventually(async () => (await cluster.pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP)).holder === "first", 10_000, "first to lead");
+    const { victim, held } = await victimRunningUnderLeader(600);
 
     // Hold the victim's tasks so that the leader's sweep waits inside its transaction (the victim
     // marked dead, uncommitted), freeze the leader there, then let its statement finish: the
