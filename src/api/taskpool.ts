@@ -331,7 +331,7 @@ export class Taskpool {
     // Two live workers with one id pass for one: when either stops, its shutdown gives back the
     // other's running tasks too, and they run twice. Another process's worker cannot be seen from
     // here; this pool's can.
-    const twin = [...this.runners].find((r) => r instanceof Worker && r.id === worker.id && !r.stopped);
+    const twin = [...this.runners].find((r) => r instanceof Worker && r.id === worker.id);
     if (twin) {
       throw new ValidationError(
         `Invalid workerId "${worker.id}": another worker of this pool has it and has not stopped; two workers with one id give back each other's tasks when either stops (give each its own id, or leave workerId out)`,
