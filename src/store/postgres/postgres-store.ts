@@ -56,7 +56,7 @@ import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
 import { checkedMs } from "../../core/milliseconds.js";
 import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, idleInTransactionTimeoutMs, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
-import { inTransaction, retriedOnDeadlock } from "./transaction.js";
+import { inTransaction, isDeadlock, retriedOnDeadlock } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
 import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
@@ -462,7 +462,8 @@ export class PostgresStore implements Store {
         return await this.claimOnce(shape, c, typed, workers.length === 1, values);
       } catch (error) {
         // Lost a race for a concurrency key (see claimStatement); the retry sees the winner and skips the key.
-        if (!isUniqueViolation(error, "tasks_active_concurrency_key")) throw error;
+        // Taking several keys, it can instead wait on a writer that waits on it: PostgreSQL ends one of the two.
+        if (!isUniqueViolation(error, "tasks_active_concurrency_key") && !isDeadlock(error)) throw error;
         // Losing every time means others are taking the work as fast as it frees: these claims get none now.
         if (attempt >= CLAIM_RETRIES) return [];
       }

@@ -39,8 +39,11 @@ export async function retriedOnDeadlock<T>(work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } catch (error) {
-      const deadlocked = (error as { code?: string } | null)?.code === DEADLOCK_DETECTED;
-      if (!deadlocked || attempt >= DEADLOCK_TRIES) throw error;
+      if (!isDeadlock(error) || attempt >= DEADLOCK_TRIES) throw error;
     }
   }
+}
+
+export function isDeadlock(error: unknown): boolean {
+  return (error as { code?: string } | null)?.code === DEADLOCK_DETECTED;
 }
