@@ -961,8 +961,9 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(sent.at(-1)).toBe("shutdown");
     (answer as unknown as () => void)();
     await started;
-    const [stopped] = await store.listWorkers();
-    expect(stopped).toMatchObject({ workerId: worker.id, status: "inactive" });
+    // The stop's last beat and its shutdown were sent past its deadline (its wait for start() used it
+    // up), so it returned without their answers: the registry turns inactive when the shutdown lands.
+    const stopped = await eventually(async () => (await store.listWorkers()).find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
     // Heartbeats begun now would beat every 50 ms.
     await new Promise((r) => setTimeout(r, 300));
     expect(sent.at(-1)).toBe("shutdown");
