@@ -365,6 +365,11 @@ export class CheckedStore implements Store {
     return this.store.sweep(options);
   }
 
+  async nextRecoveryIn(options: SweepOptions): Promise<number | null> {
+    validate(SweepOptionsSchema, options, "sweep options");
+    return this.store.nextRecoveryIn(options);
+  }
+
   /** Also refuses a failed-task age shorter than the completed one (see core/retention.ts). */
   async prune(options: PruneOptions): Promise<PruneResult> {
     validate(PruneOptionsSchema, options, "prune options");

@@ -242,6 +242,10 @@ export class HttpStore implements Store {
     throw coordinatorOnly("Sweeping");
   }
 
+  nextRecoveryIn(): Promise<number | null> {
+    throw coordinatorOnly("Sweeping");
+  }
+
   prune(): Promise<PruneResult> {
     throw coordinatorOnly("Pruning finished tasks");
   }

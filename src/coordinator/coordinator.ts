@@ -78,6 +78,8 @@ export function sweepOverdue(status: LeadershipStatus): boolean {
   const interval = Math.max(status.sweepIntervalSeconds ?? 0, DEFAULT_SWEEP_INTERVAL_MS / 1000);
   return status.secondsSinceSweep !== null && status.secondsSinceSweep > 2 * interval;
 }
+/** How long after a worker turns dead (or a lease runs out), by the store's clock, the leader wakes to sweep. */
+const RECOVERY_MARGIN_MS = 50;
 /** Failed ticks in a row after which the coordinator raises the alarm: one or two are a passing blip. */
 const FAILED_TICKS_ALARM = 3;
 /** The leadership lease lasts this many leadership ticks, so a missed tick or two does not lose it. */
@@ -105,6 +107,9 @@ export class Coordinator {
   private readonly retention: { prune: PruneOptions; batchesPerSweep: number } | null;
   private readonly logger: Logger;
   private timer: NodeJS.Timeout | null = null;
+  private running = false;
+  /** When the next leadership tick is due (performance.now()); a recovery wake-up in between keeps the cadence. */
+  private nextTickAt = 0;
   private ticking: Promise<void> = Promise.resolve();
   /**
    * Set by stop(): the tick under way takes no further step. Each step is a statement, and against a
@@ -118,6 +123,8 @@ export class Coordinator {
   /** Whether, at its last tick, this coordinator stood by behind another that led. */
   private leaderSeen = false;
   private failedTicks = 0;
+  /** While leading: milliseconds from the last tick or recovery to the next moment a sweep would take something back. */
+  private recoveryInMs: number | null = null;
   private failingSince: Date | null = null;
 
   constructor(
@@ -140,24 +147,42 @@ export class Coordinator {
   }
 
   start(): void {
-    if (this.timer) return;
+    if (this.running) return;
+    this.running = true;
     this.stopping = false;
     this.logger.info({ sweepIntervalMs: this.sweepIntervalMs, ...this.sweepOptions }, "Coordinator started");
-    let busy = false;
-    const tick = () => {
-      // A sweep slower than the interval is not stacked on: the tick that would overlap it is skipped.
-      if (busy) return;
-      busy = true;
-      this.ticking = this.tick().finally(() => (busy = false));
-    };
-    tick();
-    this.timer = setInterval(tick, this.leadTickMs);
+    this.nextTickAt = performance.now();
+    this.wakeIn(0, null);
+  }
+
+  /**
+   * The next wake-up: the next leadership tick, or sooner, while leading, the moment a worker turns
+   * dead or a lease runs out (`recoveryInMs`). Without it a worker dying just after its beat waited
+   * dead_after plus up to a whole sweep interval (3 minutes at the defaults, against the SPEC's 2).
+   */
+  private wakeIn(tickInMs: number, recoveryInMs: number | null): void {
+    const recovery = recoveryInMs !== null && recoveryInMs < tickInMs;
+    this.timer = setTimeout(
+      () => {
+        this.timer = null;
+        if (!recovery) this.nextTickAt += this.leadTickMs;
+        this.ticking = (recovery ? this.recover() : this.tick()).finally(() => {
+          if (this.stopping) return;
+          // A tick slower than the interval is not stacked on: the ticks it overlapped are skipped.
+          const now = performance.now();
+          while (this.nextTickAt < now) this.nextTickAt += this.leadTickMs;
+          this.wakeIn(this.nextTickAt - now, this.recoveryInMs);
+        });
+      },
+      Math.max(0, recovery ? recoveryInMs : tickInMs),
+    );
   }
 
   async stop(): Promise<void> {
     // One only built for its sweeps on demand (a server's recover-stale without a coordinator) never started: nothing to say.
-    const started = this.timer !== null;
-    if (this.timer) clearInterval(this.timer);
+    const started = this.running;
+    this.running = false;
+    if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.stopping = true;
     await this.ticking;
@@ -253,9 +278,44 @@ export class Coordinator {
       this.leaderSeen = !leading && behind !== null && behind.holder !== null && behind.holder !== this.id;
       this.tickSucceeded();
       if (sweepDue && !this.stopping) await this.pruneFinished(ttlSeconds);
+      await this.planRecovery(sweepDue);
     } catch (error) {
       this.tickFailed(error as Error);
     }
+  }
+
+  /** A wake-up between ticks for a worker turning dead or a lease running out: the leader sweeps then. */
+  private async recover(): Promise<void> {
+    // Cleared first: a sweep failing here waits for the next tick, not for another wake-up at once.
+    this.recoveryInMs = null;
+    if (!this.leading || this.stopping) return;
+    try {
+      // Workers beat and leases are renewed meanwhile: a healthy worker's next deadline is always near
+      // when dead_after is shorter than a tick, and a sweep for it would find nothing to do.
+      const due = (await this.store.nextRecoveryIn(this.sweepOptions)) === 0;
+      if (due) {
+        await this.sweepOnce();
+        await this.store.recordSweep(COORDINATOR_LEADERSHIP, this.id, this.sweepIntervalMs / 1000);
+      }
+      this.tickSucceeded();
+      await this.planRecovery(due);
+    } catch (error) {
+      this.tickFailed(error as Error);
+    }
+  }
+
+  /**
+   * When the next wake-up for a recovery is due, if leading. A recovery found due at once just after a
+   * sweep is one that sweep could not make (or a moment old): the next tick's sweep sees to it, rather
+   * than a wake-up at once, again and again.
+   */
+  private async planRecovery(swept: boolean): Promise<void> {
+    this.recoveryInMs = null;
+    if (!this.leading || this.stopping) return;
+    const seconds = await this.store.nextRecoveryIn(this.sweepOptions);
+    if (seconds === null || (swept && seconds === 0)) return;
+    // Just past the moment: the sweep takes back what is strictly older than its thresholds.
+    this.recoveryInMs = seconds * 1000 + RECOVERY_MARGIN_MS;
   }
 
   /**

@@ -48,6 +48,16 @@ export interface SweepResult {
   unassigned: number[];
 }
 
+/**
+ * Seconds from `now` until a sweep with `deadAfterSeconds` would next take something back, from the
+ * longest-silent live worker's last beat and the soonest lease end (either null when there is none):
+ * 0 when one is due already, null when neither exists.
+ */
+export function secondsToRecovery(lastSeenAt: Date | null, leaseExpiresAt: Date | null, now: Date, deadAfterSeconds: number): number | null {
+  const due = [lastSeenAt && lastSeenAt.getTime() + deadAfterSeconds * 1000, leaseExpiresAt?.getTime()].filter((t): t is number => typeof t === "number");
+  return due.length === 0 ? null : Math.max(0, (Math.min(...due) - now.getTime()) / 1000);
+}
+
 /** One reassignment attempt (seed 003). */
 export interface ReassignmentEvent {
   id: number;

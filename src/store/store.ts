@@ -215,6 +215,13 @@ export interface Store {
   /** One coordinator pass: stale/dead workers, recovery of their tasks and of expired leases, reassignment. */
   sweep(options: SweepOptions): Promise<SweepResult>;
   /**
+   * Seconds by the store's clock until sweep(options) would next take something back: a live (active
+   * or stale) worker passing deadAfterSeconds of silence, or a lease running out. 0 when one is due
+   * already, null when no worker is live and nothing is leased. The leading coordinator wakes then,
+   * not at its next interval.
+   */
+  nextRecoveryIn(options: SweepOptions): Promise<number | null>;
+  /**
    * One bounded retention pass (the leading coordinator's): deletes up to `batchSize` tasks of each
    * finished status older than its age by the store's clock (completed_at), with their audit events
    * and reassignment rows, deleted by task id, not by cascade; then up to `batchSize` dead or

@@ -14,7 +14,7 @@ import type { Store } from "../../src/store/store.js";
 import { postgresKind, sqliteKind, type StoreKind, type TestStore } from "../helpers/stores.js";
 import { type ContractPart, storeContract } from "./store-contract.js";
 
-const BESIDE_THE_DATABASE = new Set(["sweep", "tryLead", "resign", "recordSweep", "leadershipStatus", "reserve", "createApiKey", "listApiKeys", "findApiKey", "revokeApiKey", "fireDueSchedules", "generateTasks"]);
+const BESIDE_THE_DATABASE = new Set(["sweep", "nextRecoveryIn", "tryLead", "resign", "recordSweep", "leadershipStatus", "reserve", "createApiKey", "listApiKeys", "findApiKey", "revokeApiKey", "fireDueSchedules", "generateTasks"]);
 
 /** An HttpStore to the server, with the coordinator's and key calls going to the database beside it. */
 function overHttp(http: HttpStore, direct: Store): Store {

@@ -255,6 +255,29 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.listWorkers())[0].status).toBe("active");
     });
 
+    it("says when the next sweep would take something back: a live worker turning dead, or a lease running out", async () => {
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBeNull();
+      await beat("w1");
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(120);
+      ctx.clock.advance(30_000);
+      await ctx.store.enqueue({ taskType: "crawl" });
+      await ctx.store.claim({ workerId: "w1", leaseSeconds: 60 });
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(60);
+      ctx.clock.advance(60_500);
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(0);
+      expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: ["w1"], requeued: [expect.any(Number)] });
+      // A stale worker still counts; one shut down, or dead already, does not.
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(29.5);
+      ctx.clock.advance(1_000);
+      await beat("w2");
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(28.5);
+      await ctx.store.shutdownWorker("w1");
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(120);
+      ctx.clock.advance(121_000);
+      expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w2"]);
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBeNull();
+    });
+
     it("reports a worker silent past both thresholds dead only, not stale as well", async () => {
       await beat("w1");
       await beat("w2");

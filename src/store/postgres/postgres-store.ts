@@ -23,7 +23,7 @@ import {
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
 import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
-import { type ReassignmentEvent, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
+import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
@@ -755,6 +755,12 @@ export class PostgresStore implements Store {
     // Housekeeping for counts() and throughput(), outside the sweep's transaction: it holds no lock a worker waits on.
     await this.rows("tp_fold_tallies", sql.FOLD_TALLIES, [throughputKeptSince(now)]);
     return result;
+  }
+
+  async nextRecoveryIn(options: SweepOptions): Promise<number | null> {
+    const now = await this.now();
+    const [row] = await this.rows<{ last_seen_at: Date | null; lease_expires_at: Date | null }>("tp_next_recovery", workerSql.NEXT_RECOVERY, []);
+    return secondsToRecovery(row.last_seen_at, row.lease_expires_at, now, options.deadAfterSeconds);
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {

@@ -150,6 +150,14 @@ export const LIST_WORKERS = `
   ORDER BY w.worker_id`;
 
 /**
+ * When the next sweep could take something back (see Store.nextRecoveryIn): the longest-silent live
+ * worker's last beat, and the soonest end of a lease.
+ */
+export const NEXT_RECOVERY = `
+  SELECT (SELECT min(last_seen_at) FROM workers WHERE status IN ('active', 'stale')) AS last_seen_at,
+         (SELECT min(lease_expires_at) FROM tasks WHERE status IN (${LEASED})) AS lease_expires_at`;
+
+/**
  * $1 stale-before. The workers MARK_STALE and MARK_DEAD may write, locked in worker_id order before
  * either runs. A batch of beats locks its workers in that order (WORKER_HEARTBEAT); the two updates
  * lock theirs in scan order, one after the other, so the sweep could hold a stale worker's row that a

@@ -23,7 +23,7 @@ import {
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
 import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
-import { type ReassignmentEvent, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
+import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
   type CapacityViewRow,
@@ -541,6 +541,12 @@ export class SqliteStore implements Store {
       if (!(error instanceof UnavailableError)) throw error;
     }
     return result;
+  }
+
+  async nextRecoveryIn(options: SweepOptions): Promise<number | null> {
+    const row = this.conn.stmt(workerSql.NEXT_RECOVERY).get() as { last_seen_at: string | null; lease_expires_at: string | null };
+    const date = (iso: string | null) => (iso === null ? null : new Date(iso));
+    return secondsToRecovery(date(row.last_seen_at), date(row.lease_expires_at), this.clock.now(), options.deadAfterSeconds);
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {

@@ -75,6 +75,11 @@ export const LIST_WORKERS = `
   FROM workers w
   ORDER BY w.worker_id`;
 
+/** See the PostgreSQL statement. */
+export const NEXT_RECOVERY = `
+  SELECT (SELECT min(last_seen_at) FROM workers WHERE status IN ('active', 'stale')) AS last_seen_at,
+         (SELECT min(lease_expires_at) FROM tasks WHERE status IN (${LEASED})) AS lease_expires_at`;
+
 /** A worker silent past both thresholds is left to MARK_DEAD (see the PostgreSQL statement). */
 export const MARK_STALE = `
   UPDATE workers SET status = 'stale'
