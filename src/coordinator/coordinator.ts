@@ -1,7 +1,8 @@
 /**
  * The coordinator: every sweep interval, whoever holds the "coordinator" leadership lease runs one
  * sweep (stale → dead workers, recovery of their tasks and of expired leases, reassignment), then
- * fires the recurring schedules that are due. Any
+ * fires the recurring schedules that are due; in between, it sweeps again the moment a worker turns
+ * dead or a lease runs out (see wakeIn). Any
  * number may run — inside servers or alone — and only one acts at a time; the others stand by and
  * take over within a lease time (3 leadership ticks, 45 s at most) if the leader disappears. The
  * leadership is renewed and contested at ticks no longer than 15 s, however rare the sweeps: with a
