@@ -246,6 +246,8 @@ export class Coordinator {
   }
 
   private async tick(): Promise<void> {
+    // Planned afresh by this tick; one that fails leaves recoveries to the next tick's sweep.
+    this.recoveryInMs = null;
     try {
       // Fractional seconds are fine (500 ms sweeps give 1.5 s); the floor keeps tiny test intervals leadable.
       const ttlSeconds = Math.max(1, (LEASE_TICKS * this.leadTickMs) / 1000);
