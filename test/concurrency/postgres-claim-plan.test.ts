@@ -5,7 +5,7 @@ import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { claimStatement, COUNTS, leanClaimStatement, listStatement } from "../../src/store/postgres/queries.js";
 import { THROUGHPUT } from "../../src/store/postgres/monitoring-queries.js";
 import { PRUNE_WORKER_EVENTS } from "../../src/store/postgres/retention-queries.js";
-import { RECOVER_TASKS } from "../../src/store/postgres/worker-queries.js";
+import { NEXT_RECOVERY, RECOVER_TASKS } from "../../src/store/postgres/worker-queries.js";
 import { createPostgres, PG_URL, type TestStore } from "../helpers/stores.js";
 
 /**
@@ -149,6 +149,18 @@ describe("PostgreSQL plans over a long history", () => {
       expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(60);
       const { rows: left } = await db.client.query("SELECT count(*)::int AS n FROM tasks WHERE status = 'running' AND (worker_id = 'w1' OR lease_expires_at < now())");
       expect(left[0].n).toBe(0);
+    });
+  });
+
+  // The leader reads it at every leadership tick (every 15 s by default), not once a sweep.
+  it("finds the next lease to run out among the leased tasks only, not the history", async () => {
+    await inRollback(db.client, async () => {
+      await db.client.query("UPDATE tasks SET status = 'running', worker_id = 'w1', lease_token = 'x', lease_expires_at = now() + interval '1 second' * id WHERE id IN (SELECT id FROM tasks WHERE status = 'pending' LIMIT 40)");
+      await db.client.query("ANALYZE tasks");
+      const { rows } = await db.client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${NEXT_RECOVERY}`);
+      const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
+      expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
+      expect(Math.max(...scans.map((s) => s.rows))).toBeLessThanOrEqual(40);
     });
   });
 
