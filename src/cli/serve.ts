@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { type Command, Option } from "commander";
 import { isLoopback } from "../core/loopback.js";
 import { serviceLogger } from "./service-log.js";
-import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE } from "../server/defaults.js";
+import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_BODY_LIMIT, DEFAULT_CLOSE_GRACE_MS, DEFAULT_RATE_LIMIT_PER_MINUTE } from "../server/defaults.js";
 import { addDatabaseOnlyOptions, openPool, requireRegisteredOption, requiresRegistered, usesSchema } from "./database.js";
 import { DEFAULT_SCHEMA } from "../store/open-store.js";
 import { CliError, redactUrl } from "./errors.js";
@@ -35,6 +35,12 @@ export function serveCommand(program: Command): void {
       "on SIGTERM, serve this long more with /readyz answering 503, so a load balancer takes the server out before it stops accepting; a second signal ends the wait",
       nonNegativeInteger,
       0,
+    )
+    .option(
+      "--shutdown-grace <seconds>",
+      "on SIGTERM, how long the requests in flight get to finish before their connections are dropped and the database is closed",
+      nonNegativeInteger,
+      DEFAULT_CLOSE_GRACE_MS / 1000,
     )
     .option(
       "--statement-timeout <seconds>",
@@ -78,6 +84,7 @@ export function serveCommand(program: Command): void {
         // Keyless because it is on loopback (not by --no-auth): it answers only requests addressed to loopback (auth.ts).
         loopbackOnly: auth === "none" && opts.auth !== false,
         bodyLimit: opts.bodyLimit,
+        closeGraceMs: opts.shutdownGrace * 1000,
         trustProxy: opts.trustProxy,
         // On by default, as recovery is in pg-boss's and BullMQ's workers: a server with HTTP workers and
         // no coordinator anywhere would never take back a dead worker's tasks. One leads at a time.
@@ -108,8 +115,8 @@ export function serveCommand(program: Command): void {
           await sleep(opts.shutdownDelay * 1000, undefined, { signal: cut.signal }).catch(() => {});
         }
         phase = "closing";
-        logger.info(`${signal}: no new requests; finishing those in flight (a second signal exits at once)`);
-        // Stops accepting, answers waiting claims at once, lets in-flight requests finish, then closes the store.
+        logger.info(`${signal}: no new requests; finishing those in flight, for up to ${opts.shutdownGrace} s; requests arriving on connections still open are answered 503 (a second signal exits at once)`);
+        // Stops accepting, answers waiting claims at once, lets in-flight requests finish (up to the grace), then closes the store.
         await app.close();
         await pool.close();
         logger.info("Stopped");

@@ -17,3 +17,5 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 export const DEFAULT_KEY_CACHE_MS = 5000;
 /** Failed authentications allowed per client address and minute before it is refused without a lookup. */
 export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 20;
+/** How long closing waits for the requests in flight: a statement's default 10 s limit, twice, under an orchestrator's usual 30 s. */
+export const DEFAULT_CLOSE_GRACE_MS = 20_000;

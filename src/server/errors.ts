@@ -32,6 +32,7 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   not_ready: 503,
   database_unavailable: 503,
   pool_closed: 503,
+  shutting_down: 503,
 };
 
 /** An error only the server raises, with extra envelope fields (`filters`, `retryAfter`), in camelCase. */

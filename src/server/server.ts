@@ -20,13 +20,14 @@ import type { Taskpool } from "../api/taskpool.js";
 import { BeatBatcher, ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
 import type { CoordinatorOptions } from "../coordinator/coordinator.js";
 import { ValidationError } from "../core/errors.js";
+import { counted } from "../core/counted.js";
 import { inexactInteger } from "../core/exact-integers.js";
 import { validate } from "../core/validation.js";
 import { VERSION } from "../version.js";
 import { installAuth } from "./auth.js";
 import type { ServerContext } from "./context.js";
 import { dashboard } from "./dashboard.js";
-import { DEFAULT_BODY_LIMIT, DEFAULT_RATE_LIMIT_PER_MINUTE, DEFAULT_REQUEST_TIMEOUT_MS } from "./defaults.js";
+import { DEFAULT_BODY_LIMIT, DEFAULT_CLOSE_GRACE_MS, DEFAULT_RATE_LIMIT_PER_MINUTE, DEFAULT_REQUEST_TIMEOUT_MS } from "./defaults.js";
 import { errorReply, HttpError, RequestValidationError } from "./errors.js";
 import { LongPoll } from "./long-poll.js";
 import { type MetricsAccess, ServerMetrics } from "./metrics.js";
@@ -75,6 +76,11 @@ export interface ServerOptions {
   bodyLimit?: number;
   /** Milliseconds a client has to send a whole request (answered 408 past it); default DEFAULT_REQUEST_TIMEOUT_MS. The answer, a long-poll claim's wait included, is not counted. */
   requestTimeoutMs?: number;
+  /**
+   * How long close() waits for the requests in flight (a client that hung up included) before it drops
+   * their connections and goes on (default 20000 ms). The store must stay open until they finish.
+   */
+  closeGraceMs?: number;
   /** What a worker heartbeat answers as `next_heartbeat_in`, in seconds (default 30). */
   heartbeatIntervalSeconds?: number;
   /** Thresholds of `POST /api/tasks/recover-stale`'s sweep, and of the coordinator `runCoordinator` starts. */
@@ -101,6 +107,8 @@ declare module "fastify" {
     /** What the server knows beyond the database (tests and /metrics read it), and its shutdown's first step. */
     taskpool: {
       waitingClaims(): number;
+      /** Requests the server has begun and not yet answered (a client that hung up does not end its request). */
+      requestsInFlight(): number;
       /**
        * Before close(), for a server behind a load balancer: it goes on serving, but /readyz answers
        * 503 so the balancer stops sending it requests, and each answer closes its connection so
@@ -274,14 +282,17 @@ function answerUnparsable(error: Error & { code?: string }, socket: Socket): voi
   socket.destroy(error);
 }
 
-/** The app, ready to listen; closing it ends waiting claims, stops its coordinator, and leaves the pool open (the caller owns it). */
+/** What a request refused because the server is shutting down tells its client to wait: a restart, or the balancer's next pick, takes about that. */
+const SHUTDOWN_RETRY_SECONDS = 1;
+
+/** The app, ready to listen; closing it ends waiting claims, waits for the requests in flight, stops its coordinator, and leaves the pool open (the caller owns it). */
 export async function buildServer(pool: Taskpool, options: ServerOptions = {}): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const perMinute = options.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
   const logger = options.logger ?? pino({ level: "silent" });
-  // While closing, requests still arriving on open connections are answered normally (a waiting
-  // claim at once), each with Connection: close, rather than with Fastify's own 503 body.
+  // While closing, requests still arriving on open connections are refused in the envelope (below),
+  // not with Fastify's own 503 body.
   const app = Fastify({
     loggerInstance: logger,
     // Fastify logs two lines at info per request: six per task of an HTTP worker, and every probe and
@@ -346,8 +357,8 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       if (!quiet) unavailableLoggedAt = now;
       const { cause } = error as { cause?: unknown };
       const why = cause instanceof Error ? ` (${cause.message})` : "";
-      // A drain (serve --shutdown-delay) is planned: said, not warned about.
-      const level = quiet ? "debug" : context.lifecycle.draining ? "info" : "warn";
+      // A drain (serve --shutdown-delay) and a close are planned: their 503s are said, not warned about.
+      const level = quiet ? "debug" : context.lifecycle.draining || closing ? "info" : "warn";
       request.log[level](`${request.method} ${pathOf(request)} answered 503: ${(body as { message: string }).message}${why}`);
     } else if (status >= 500) request.log.error({ err: error }, `Request failed: ${(error as Error).message}`);
     return reply.code(status).send(body);
@@ -357,6 +368,26 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     if (allowed.length > 0) return wrongMethod(request, reply, allowed);
     return reply.code(404).send({ success: false, error: "not_found", message: `No route ${request.method} ${pathOf(request)}; /docs lists them` });
   });
+
+  // Counted from the first hook, before the key lookup reads the database, until the answer is
+  // handed to Node: a request whose client hung up still runs, and the store must outlive it too.
+  const inFlight = new Set<FastifyRequest>();
+  let allSettled: (() => void) | null = null;
+  const settle = (request: FastifyRequest) => {
+    if (inFlight.delete(request) && inFlight.size === 0) allSettled?.();
+  };
+  let closing = false;
+  app.addHook("onRequest", async (request, reply) => {
+    // A request that arrives once the close has begun (on a connection still open) is refused with
+    // nothing done: the store may close before it could finish. Clients send a 503 again, elsewhere.
+    if (closing) {
+      void reply.header("retry-after", SHUTDOWN_RETRY_SECONDS);
+      throw new HttpError("shutting_down", "This server is shutting down; nothing was done: send the request again (to another server, or to this one once it is back)", { retryAfter: SHUTDOWN_RETRY_SECONDS });
+    }
+    inFlight.add(request);
+  });
+  app.addHook("onSend", async (request) => settle(request));
+  app.addHook("onResponse", async (request) => settle(request));
 
   installAuth(app, pool, { enabled: options.auth !== "none", keyCacheMs: options.apiKeyCacheMs, failuresPerMinute: options.authFailuresPerMinute, loopbackOnly: options.loopbackOnly });
 
@@ -447,24 +478,41 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   };
   for (const route of ROUTES) registerRoute(app, route, context);
 
-  app.decorate("taskpool", { waitingClaims: () => longPoll.waiting, drain: () => void (context.lifecycle.draining = true) });
+  app.decorate("taskpool", { waitingClaims: () => longPoll.waiting, requestsInFlight: () => inFlight.size, drain: () => void (context.lifecycle.draining = true) });
   const publicRoute: RouteConfig = { access: "public" };
   app.get("/openapi.json", { schema: { hide: true }, config: publicRoute }, async () => app.swagger());
   if (options.dashboard !== false) await app.register(dashboard);
   metrics.install(app, options.metricsAccess ?? "key");
 
-  // Waiting claims answer at once (no task) so closing does not wait out their wait_ms. A response
-  // finished after the server began closing ends its connection: Node closes only the connections
-  // idle when close() is called, and a kept-alive one would hold the close for keepAliveTimeout.
-  let closing = false;
+  // The close stops accepting connections first, then answers waiting claims at once (no task), so
+  // closing does not wait out their wait_ms, and waits for the requests in flight, up to closeGraceMs.
+  // Only then does close() resolve and the caller close the store: Fastify's own close waited for
+  // the connections alone, so a request whose client had hung up (a worker stopping, a client's
+  // timeout) went on running on a closed store and failed, 500 "Cannot use a pool after calling end".
+  // A response finished meanwhile ends its connection: Node closes only the connections idle when
+  // close() is called, and a kept-alive one would hold the close for keepAliveTimeout.
   // The coordinator stops as the close begins, beside the requests still in flight: stopped after them,
   // it went on sweeping while they finished, and with the database hanging each of its ticks and then
   // its resignation waited out a statement's timeout in turn (28 s of a 30 s kill timeout).
+  const closeGraceMs = options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
   let coordinatorStopped: Promise<void> | null = null;
   app.addHook("preClose", async () => {
     closing = true;
+    // Fastify closes the server after these hooks; closed here, no connection is taken meanwhile.
+    if (app.server.listening) app.server.close();
     coordinatorStopped = coordinator.stop();
     await longPoll.close();
+    if (inFlight.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const settled = await Promise.race([
+      new Promise<true>((resolve) => (allSettled = () => resolve(true))),
+      new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), closeGraceMs))),
+    ]);
+    clearTimeout(timer);
+    if (!settled) {
+      logger.warn(`Closing with ${counted(inFlight.size, "request")} still in flight after ${closeGraceMs} ms; their connections are dropped, and what they still do fails`);
+      app.server.closeAllConnections();
+    }
   });
   app.addHook("onSend", async (_request, reply) => {
     if (closing || context.lifecycle.draining) reply.header("connection", "close");

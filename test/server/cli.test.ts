@@ -126,6 +126,24 @@ describe("taskpool keys and serve", () => {
     slow.destroy();
   }, 30_000);
 
+  it("serve --shutdown-grace: a request still in flight when the grace ends has its connection dropped, and the server exits 0, said in a warning", async () => {
+    const { child, url, output } = await startServe("--db", db, "--no-auth", "--shutdown-grace", "1");
+    // A request whose body never comes: in flight until the grace ends.
+    const slow = connectSocket(Number(new URL(url).port), "127.0.0.1");
+    await new Promise((resolve) => slow.once("connect", resolve));
+    slow.write("POST /api/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
+    const dropped = new Promise((resolve) => slow.once("close", resolve));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const code = new Promise((resolve) => child.on("exit", resolve));
+    const started = performance.now();
+    child.kill("SIGTERM");
+    expect(await code).toBe(0);
+    await dropped;
+    expect(performance.now() - started).toBeLessThan(10_000);
+    expect(output()).toMatch(/SIGTERM: no new requests; finishing those in flight, for up to 1 s/);
+    expect(output()).toMatch(/"level":40[^\n]*Closing with 1 request still in flight after 1000 ms/);
+  }, 30_000);
+
   it("serve --shutdown-delay: on SIGTERM it goes on serving while /readyz answers 503 and answers close their connections; a second signal, or the delay's end, stops it", async () => {
     const { child, url, output } = await startServe("--db", db, "--no-auth", "--shutdown-delay", "600");
     expect((await request(url, "GET", "/readyz", undefined, null)).status).toBe(200);
