@@ -20,6 +20,8 @@ import { counted } from "../core/counted.js";
 const EXAMPLE = fileURLToPath(new URL("../../examples/dispensary-crawl/", import.meta.url));
 /** The example's role whose crawl the simulated crash interrupts: five pages, a checkpoint after each. */
 const CRASH_ROLE = "product_discovery";
+/** dev's coordinator: fast, so the example's crash is recovered within seconds, not minutes. */
+const DEV_SWEEP = { sweepIntervalMs: 1000, staleAfterMs: 4000, deadAfterMs: 7000, reservationMs: 10_000 };
 
 /** Where the database is, for people: the file's full path, or the URL without its password. */
 function describeDatabase(db: string): string {
@@ -79,7 +81,9 @@ export function devCommand(program: Command): void {
       // The port first: a port already taken ends the session before anything ran or was saved (no
       // schedule, no worker, no crash process, no coordinator's leadership to undo).
       const { buildServer } = await import("../server/server.js");
-      const app = await buildServer(pool, { auth: "keys" });
+      // The server's sweep thresholds are its coordinator's (below): recover-stale sweeps with them, and
+      // the heartbeat interval it tells HTTP workers fits them (2 s, not 30: they would turn dead between beats).
+      const app = await buildServer(pool, { auth: "keys", coordinator: DEV_SWEEP });
       const url = await listenOrExplain(app, pool, "127.0.0.1", opts.port);
       // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.
       const definitions = schedulesAt(new Date());
@@ -105,7 +109,7 @@ export function devCommand(program: Command): void {
       }
       // Sweeps every second: schedules fire at most a second after their tick. A worker silent for 7 s is
       // dead, before its leases (10 s from the last beat, at dev's beat every second) would run out.
-      const coordinator = pool.coordinator({ sweepIntervalMs: 1000, staleAfterMs: 4000, deadAfterMs: 7000, reservationMs: 10_000, logger });
+      const coordinator = pool.coordinator({ ...DEV_SWEEP, logger });
       coordinator.start();
       const { key, apiKey } = await createDevKey(pool);
 

@@ -18,7 +18,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import { pino, type Logger } from "pino";
 import type { Taskpool } from "../api/taskpool.js";
 import { BeatBatcher, ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
-import type { CoordinatorOptions } from "../coordinator/coordinator.js";
+import { type CoordinatorOptions, resolveSweepTimes } from "../coordinator/coordinator.js";
 import { ValidationError } from "../core/errors.js";
 import { counted } from "../core/counted.js";
 import { inexactInteger } from "../core/exact-integers.js";
@@ -81,7 +81,10 @@ export interface ServerOptions {
    * their connections and goes on (default 20000 ms). The store must stay open until they finish.
    */
   closeGraceMs?: number;
-  /** What a worker heartbeat answers as `next_heartbeat_in`, in seconds (default 30). */
+  /**
+   * What a worker heartbeat answers as `next_heartbeat_in`, in seconds: by default half the
+   * coordinator's `staleAfterMs`, at most 30 (30 at the default 60 s). Refused if longer than that half.
+   */
   heartbeatIntervalSeconds?: number;
   /** Thresholds of `POST /api/tasks/recover-stale`'s sweep, and of the coordinator `runCoordinator` starts. */
   coordinator?: CoordinatorOptions;
@@ -282,11 +285,43 @@ function answerUnparsable(error: Error & { code?: string }, socket: Socket): voi
   socket.destroy(error);
 }
 
+/** The longest `next_heartbeat_in` a server advertises unless told otherwise, in seconds. */
+const MAX_DEFAULT_HEARTBEAT_SECONDS = 30;
+
+/**
+ * The heartbeat interval the server tells HTTP workers (`next_heartbeat_in`): it must let a worker
+ * that follows it beat at least twice within stale_after, or the coordinator calls every such worker
+ * stale (no more targeted work) between two beats, and past dead_after dead, its tasks taken back.
+ * Half of stale_after by default; one set that does not fit is refused, saying what to change.
+ */
+function heartbeatInterval(options: ServerOptions): number {
+  const { staleAfterMs, deadAfterMs } = resolveSweepTimes(options.coordinator ?? {});
+  const longest = staleAfterMs / 2000;
+  const seconds = options.heartbeatIntervalSeconds;
+  if (seconds === undefined) return Math.min(MAX_DEFAULT_HEARTBEAT_SECONDS, longest);
+  if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0) {
+    throw new ValidationError(`Invalid server option heartbeatIntervalSeconds: ${JSON.stringify(seconds)} (must be a positive number of seconds)`, [
+      { path: "heartbeatIntervalSeconds", message: "out of range" },
+    ]);
+  }
+  if (seconds > longest) {
+    throw new ValidationError(
+      `Invalid server options: heartbeatIntervalSeconds (${seconds}) must let a worker beat twice within coordinator.staleAfterMs (${staleAfterMs}), ` +
+        `or every HTTP worker following it turns stale between two beats (dead past deadAfterMs, ${deadAfterMs}, and its tasks taken back): ` +
+        `set heartbeatIntervalSeconds to ${longest} or less, raise staleAfterMs to ${seconds * 2000} or more, or leave heartbeatIntervalSeconds out to have it follow staleAfterMs`,
+      [{ path: "heartbeatIntervalSeconds", message: "longer than half of staleAfterMs" }],
+    );
+  }
+  return seconds;
+}
+
 /** What a request refused because the server is shutting down tells its client to wait: a restart, or the balancer's next pick, takes about that. */
 const SHUTDOWN_RETRY_SECONDS = 1;
 
 /** The app, ready to listen; closing it ends waiting claims, waits for the requests in flight, stops its coordinator, and leaves the pool open (the caller owns it). */
 export async function buildServer(pool: Taskpool, options: ServerOptions = {}): Promise<FastifyInstance> {
+  // Refused before anything is set up: a bad setting leaves nothing to close.
+  const heartbeatIntervalSeconds = heartbeatInterval(options);
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const perMinute = options.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
@@ -473,7 +508,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
       },
     }),
     beats: new BeatBatcher(pool.protocol),
-    heartbeatIntervalSeconds: options.heartbeatIntervalSeconds ?? 30,
+    heartbeatIntervalSeconds,
     lifecycle: { draining: false },
   };
   for (const route of ROUTES) registerRoute(app, route, context);

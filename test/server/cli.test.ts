@@ -298,12 +298,14 @@ describe("taskpool keys and serve", () => {
     }
   }, 60_000);
 
-  it("serve --sweep-interval, --stale-after and --dead-after set how fast its coordinator finds a dead worker", async () => {
+  it("serve --sweep-interval, --stale-after and --dead-after set how fast its coordinator finds a dead worker, and the heartbeat interval it tells HTTP workers", async () => {
     const { url, stop } = await startServe("--sweep-interval", "200", "--stale-after", "300", "--dead-after", "600", "--db", db);
     try {
       // No key exists: on loopback the server asks for none.
       const beat = await fetch(`${url}/api/workers/heartbeat`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ worker_id: "quiet", roles: ["crawl"] }) });
       expect(beat.status).toBe(200);
+      // Twice within --stale-after: told the default 30 s, a worker following it turned stale, then dead, between two beats.
+      expect(((await beat.json()) as { next_heartbeat_in: number }).next_heartbeat_in).toBe(0.15);
       // The defaults (a minute to stale, two to dead) would keep it active through this whole test.
       await eventually(async () => (await taskpool("workers", "--json", "--db", db).then((r) => JSON.parse(r.stdout)))[0]?.status === "dead", 10_000, "the worker to be found dead");
     } finally {
