@@ -1,7 +1,8 @@
 import { type Command, Option } from "commander";
 import type { ConnectOptions, Taskpool } from "../api/taskpool.js";
+import { DatabaseNotFoundError } from "../core/errors.js";
 import { isServerUrl } from "../store/open-store.js";
-import { CliError, explainConnectError, redactUrl } from "./errors.js";
+import { CliError, describeNotSetUp, explainConnectError, redactUrl } from "./errors.js";
 import { integerFrom } from "./parse.js";
 
 /** The --db option every command shares: a flag, else $TASKPOOL_DATABASE_URL, else the embedded file. */
@@ -112,8 +113,12 @@ export interface ConnectionOptions {
   timeout?: number;
 }
 
-/** Connects to the database or server the options name; a failure becomes one line saying what to fix. */
-export async function openPool(opts: ConnectionOptions, options: ConnectOptions = {}): Promise<Taskpool> {
+/**
+ * Connects to the database or server the options name; a failure becomes one line saying what to fix.
+ * `refuseNotSetUp`, given the database's description, words the refusal of one never set up (with
+ * `create: false`) for a command whose fix is not the usual one.
+ */
+export async function openPool(opts: ConnectionOptions, options: ConnectOptions = {}, refuseNotSetUp?: (database: string) => CliError): Promise<Taskpool> {
   const target = opts.url ?? opts.db;
   const remote = isServerUrl(target);
   if (opts.url !== undefined && !remote) throw new CliError(`--url takes a taskpool server's address (http://host:port), not "${redactUrl(opts.url)}"; a database goes in --db`);
@@ -128,6 +133,7 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
   try {
     return await connect(target, remote ? { ...options, requireRegistered: undefined, apiKey: opts.apiKey } : { schema: target.startsWith("sqlite:") ? undefined : opts.schema, ...options });
   } catch (error) {
+    if (refuseNotSetUp && error instanceof DatabaseNotFoundError) throw refuseNotSetUp(describeNotSetUp(error, target));
     throw explainConnectError(error, target);
   }
 }

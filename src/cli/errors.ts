@@ -96,10 +96,16 @@ function hostPort(url: string): string {
 const CREATORS = "taskpool dev, serve, migrate or enqueue create one";
 
 function notSetUp(error: DatabaseNotFoundError, url: string): CliError {
+  const fix = sqlitePathOf(url) !== null ? "run this where the database is, or pass --db sqlite:/path/to/taskpool.db" : "fix --schema or TASKPOOL_SCHEMA, or --db";
+  return new CliError(`${describeNotSetUp(error, url)}: ${fix}; ${CREATORS}`);
+}
+
+/** What is missing, for a message: `no database at ./taskpool.db (/abs/taskpool.db)`, `no taskpool schema "x" in postgres://… (…)`. */
+export function describeNotSetUp(error: DatabaseNotFoundError, url: string): string {
   const path = sqlitePathOf(url);
-  if (path !== null) return new CliError(`no database at ${path} (${resolve(path)}): run this where the database is, or pass --db sqlite:/path/to/taskpool.db; ${CREATORS}`);
+  if (path !== null) return `no database at ${path} (${resolve(path)})`;
   const others = error.taskpoolSchemas.length > 0 ? `taskpool's schemas there: ${error.taskpoolSchemas.join(", ")}` : "taskpool has no schema there";
-  return new CliError(`no taskpool schema "${error.schema}" in ${redactUrl(url)} (${others}): fix --schema or TASKPOOL_SCHEMA, or --db; ${CREATORS}`);
+  return `no taskpool schema "${error.schema}" in ${redactUrl(url)} (${others})`;
 }
 
 /** Why the server could not listen, in one line that says what to do. */

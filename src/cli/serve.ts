@@ -59,14 +59,23 @@ export function serveCommand(program: Command): void {
         throw new CliError("--statement-timeout is PostgreSQL's setting; a SQLite database has no limit to set: leave it out");
       }
       const statementTimeoutMs = opts.statementTimeout === undefined ? undefined : opts.statementTimeout * 1000;
-      const pool = await openPool(opts, { requireRegistered: requiresRegistered(opts.requireRegistered), statementTimeoutMs });
+      // Past loopback a key must exist, and a database not set up holds none: it is refused unopened. Created
+      // empty and then refused, a mistyped --db or --schema left a stray file or schema, and the refusal
+      // sent the operator to make a key in it rather than to fix the name.
+      const needsKey = opts.auth && !isLoopback(opts.host);
+      const pool = await openPool(opts, { requireRegistered: requiresRegistered(opts.requireRegistered), statementTimeoutMs, create: !needsKey }, (notSetUp) =>
+        new CliError(
+          `refusing to listen on ${opts.host} with no API key, as there is ${notSetUp} to hold one: fix ${usesSchema(command) ? "--db or --schema" : "--db"}, ` +
+            `or create the database and a key first (taskpool keys create --scope admin), or pass --no-auth on a network you trust`,
+        ),
+      );
       // Whether keys are required is decided here, once: keys created later apply after a restart.
       let auth: "keys" | "none" = "keys";
       if (!opts.auth) {
         auth = "none";
         logger.warn(`Serving without API keys (--no-auth): anyone who can reach ${opts.host}:${opts.port} can use the API`);
       } else if ((await pool.apiKeys()).every((k) => k.revokedAt !== null)) {
-        if (!isLoopback(opts.host)) {
+        if (needsKey) {
           await pool.close();
           throw new CliError(
             `refusing to listen on ${opts.host} with no API key: anyone who can reach it could create, claim and cancel tasks. ` +

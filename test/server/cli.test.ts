@@ -7,7 +7,7 @@ import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { isLoopback } from "../../src/core/loopback.js";
 import { eventually } from "../helpers/logs.js";
-import { createPostgres, removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
+import { createPostgres, dropSchema, PG_URL, removeSqliteFiles, sqlitePath } from "../helpers/stores.js";
 import { request } from "./harness.js";
 import { CLI, envWith, taskpool, taskpoolIn, taskpoolRun } from "../helpers/cli.js";
 
@@ -73,6 +73,7 @@ describe("taskpool keys and serve", () => {
   }, 60_000);
 
   it("serve refuses a non-loopback address when no key exists", async () => {
+    await taskpool("migrate", "--db", db);
     const refused = await taskpool("serve", "--host", "0.0.0.0", "--port", "0", "--db", db).catch((e) => e);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toBe(
@@ -81,6 +82,34 @@ describe("taskpool keys and serve", () => {
     );
     expect(["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"].every(isLoopback)).toBe(true);
     expect(["0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "example.com"].some(isLoopback)).toBe(false);
+  }, 30_000);
+
+  it("serve refuses a non-loopback address for a database not set up, and creates nothing (a mistyped --db or --schema)", async () => {
+    // No file there: it was created, migrated, then refused for want of a key, as if the fix were a key in it.
+    const refused = await taskpool("serve", "--host", "0.0.0.0", "--port", "0", "--db", db).catch((e) => e);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      `taskpool: refusing to listen on 0.0.0.0 with no API key, as there is no database at ${path} (${path}) to hold one: fix --db, ` +
+        "or create the database and a key first (taskpool keys create --scope admin), or pass --no-auth on a network you trust\n",
+    );
+    expect(existsSync(path)).toBe(false);
+
+    const { schema, cleanup } = await createPostgres();
+    const typo = `${schema}_typo`;
+    try {
+      const pgRefused = await taskpool("serve", "--host", "0.0.0.0", "--port", "0", "--db", PG_URL, "--schema", typo).catch((e) => e);
+      expect(pgRefused.code).toBe(1);
+      expect(pgRefused.stderr).toMatch(
+        new RegExp(`^taskpool: refusing to listen on 0\\.0\\.0\\.0 with no API key, as there is no taskpool schema "${typo}" in postgres://\\S+ \\(taskpool's schemas there: [^)]*\\b${schema}\\b[^)]*\\) to hold one: fix --db or --schema, `),
+      );
+      const admin = new pg.Client({ connectionString: PG_URL });
+      await admin.connect();
+      const left = await admin.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [typo]).finally(() => admin.end());
+      expect(left.rowCount).toBe(0);
+    } finally {
+      await dropSchema(typo);
+      await cleanup();
+    }
   }, 30_000);
 
   it("serve requires the keys that exist and stops gracefully on SIGTERM, answering a waiting claim first, its coordinator too", async () => {
