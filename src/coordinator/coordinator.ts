@@ -20,7 +20,7 @@ import { ValidationError } from "../core/errors.js";
 import type { FiredSchedule } from "../core/schedule.js";
 import { FireOptionsSchema, type SweepOptions, SweepOptionsSchema } from "../core/schemas.js";
 import { refuseUnknownOptions, validate } from "../core/validation.js";
-import type { RecoveryPolicy, SweepResult } from "../core/worker.js";
+import { DEFAULT_DEAD_AFTER_MS, DEFAULT_STALE_AFTER_MS, type RecoveryPolicy, type SweepResult } from "../core/worker.js";
 import type { LeadershipStatus, Store } from "../store/store.js";
 import { DEFAULT_RETENTION, MAX_AGE_SECONDS, MAX_BATCH_SIZE, type PruneOptions, type PruneResult, type RetentionOptions } from "../core/retention.js";
 import { counted } from "../core/counted.js";
@@ -406,8 +406,8 @@ export function resolveSweepTimes(options: Pick<CoordinatorOptions, "sweepInterv
   reservationMs: number;
 } {
   const sweepIntervalMs = options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
-  const staleAfterMs = options.staleAfterMs ?? 60_000;
-  const deadAfterMs = options.deadAfterMs ?? 120_000;
+  const staleAfterMs = options.staleAfterMs ?? DEFAULT_STALE_AFTER_MS;
+  const deadAfterMs = options.deadAfterMs ?? DEFAULT_DEAD_AFTER_MS;
   const reservationMs = options.reservationMs ?? 30_000;
   const thresholdLimit = `a store accepts sweep thresholds of at most ${MAX_THRESHOLD_MS} ms`;
   const limits: Record<string, [number, number, string]> = {

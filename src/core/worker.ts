@@ -2,6 +2,10 @@ import type { Json, JsonObject } from "./task.js";
 
 /** `stale`: missed heartbeats, gets no new targeted work. `dead`: its tasks were recovered. `inactive`: shut down. */
 export const WORKER_STATUSES = ["active", "stale", "dead", "inactive"] as const;
+
+/** How long a worker's silence lasts before a coordinator calls it stale, then dead, unless told otherwise (the SPEC's figures). */
+export const DEFAULT_STALE_AFTER_MS = 60_000;
+export const DEFAULT_DEAD_AFTER_MS = 120_000;
 export type WorkerStatus = (typeof WORKER_STATUSES)[number];
 
 export type { SweepOptions, WorkerBeat } from "./schemas.js";

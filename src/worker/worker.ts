@@ -23,6 +23,7 @@ import { truncatedMessage } from "../core/schemas.js";
 import { cancelledTasks } from "../core/notices.js";
 import { processRuns } from "../core/process-alive.js";
 import { type ClaimedTask, type EnqueueInput, inStateUnder, type Json, type TaskStatus } from "../core/task.js";
+import { DEFAULT_DEAD_AFTER_MS, DEFAULT_STALE_AFTER_MS } from "../core/worker.js";
 import { WriteBatcher } from "../api/write-batcher.js";
 import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
@@ -227,7 +228,27 @@ export class Worker {
     // Not refused: one handlers object may serve several workers of different roles.
     const unclaimed = Object.keys(this.options.handlers).filter((type) => !this.options.roles.includes(type));
     if (unclaimed.length > 0) this.logger.warn(`Handlers for ${unclaimed.join(", ")} will not run here: not among this worker's roles (${this.options.roles.join(", ")}); add them to roles to claim their tasks`);
+    this.warnOfLongBeats();
     this.loop = this.claimLoop();
+  }
+
+  /**
+   * Not refused: the coordinators' thresholds are theirs to raise, and the worker cannot read them. But
+   * at their defaults a worker beating every 120 s or more is declared dead between beats, over and over,
+   * and each task it runs is taken back and its result discarded; one beating every 60 s or more turns
+   * stale between beats. Nothing else said why.
+   */
+  private warnOfLongBeats(): void {
+    const interval = this.options.heartbeatIntervalMs;
+    const dead = interval >= DEFAULT_DEAD_AFTER_MS;
+    if (!dead && interval < DEFAULT_STALE_AFTER_MS) return;
+    const outcome = dead
+      ? `dead_after (${DEFAULT_DEAD_AFTER_MS / 1000} s) declares this worker dead between its beats and takes its tasks back, discarding their results`
+      : `stale_after (${DEFAULT_STALE_AFTER_MS / 1000} s) marks this worker stale between its beats, and gives it no dead worker's task meanwhile`;
+    this.logger.warn(
+      `Heartbeats every ${interval / 1000} s: a coordinator at its default ${outcome}. Beat more often (heartbeatIntervalMs, HEARTBEAT_INTERVAL_MS), ` +
+        `or run every coordinator and server with ${dead ? "--stale-after and --dead-after" : "--stale-after"} above two intervals (${2 * interval} ms)`,
+    );
   }
 
   /** Graceful shutdown: stop claiming, let running tasks finish within the grace period, release the rest. */

@@ -76,6 +76,22 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(quiet.logs.lines().filter((l) => l.level === 40)).toEqual([]);
   });
 
+  it("warns at its start of heartbeats as far apart as a coordinator's default stale_after or dead_after", async () => {
+    // A worker beating every 120 s or more is declared dead between beats by a coordinator at its
+    // defaults, again and again: each of its tasks taken back, the result discarded, and nothing said why.
+    const warnings = async (heartbeatIntervalMs: number) => (await startWorker({ heartbeatIntervalMs, handlers: { async crawl() {} } })).logs.lines().filter((l) => l.level === 40).map((l) => l.msg);
+    expect(await warnings(200_000)).toEqual([
+      "Heartbeats every 200 s: a coordinator at its default dead_after (120 s) declares this worker dead between its beats and takes its tasks back, discarding their results. " +
+        "Beat more often (heartbeatIntervalMs, HEARTBEAT_INTERVAL_MS), or run every coordinator and server with --stale-after and --dead-after above two intervals (400000 ms)",
+    ]);
+    expect(await warnings(120_000)).toHaveLength(1);
+    expect(await warnings(90_000)).toEqual([
+      "Heartbeats every 90 s: a coordinator at its default stale_after (60 s) marks this worker stale between its beats, and gives it no dead worker's task meanwhile. " +
+        "Beat more often (heartbeatIntervalMs, HEARTBEAT_INTERVAL_MS), or run every coordinator and server with --stale-after above two intervals (180000 ms)",
+    ]);
+    expect(await warnings(59_999)).toEqual([]);
+  });
+
   it("gives each run a logger bound to its task, made only when something logs", async () => {
     const [quiet, chatty] = (await store.enqueueMany([{ taskType: "quiet" }, { taskType: "chatty" }])).map((r) => r.task);
     const { logs } = await startWorker({
