@@ -13,7 +13,7 @@ import { handlers as crawl } from "../examples/dispensary-crawl/handlers.js";
 // @ts-expect-error: the example is plain JavaScript, without type declarations
 import { schedules } from "../examples/dispensary-crawl/schedules.js";
 import { eventually } from "./helpers/logs.js";
-import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
+import { dropSchema, PG_SCHEMA_PREFIX, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 import { CLI, envWith, taskpool, taskpoolIn } from "./helpers/cli.js";
 
 const CRASHING = "dev-product_discovery-crashing";
@@ -195,6 +195,20 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     const remote = await taskpool("dev", "--db", "http://127.0.0.1:8080");
     expect(remote.stderr).toMatch(/^taskpool: dev runs its own server: give it a database \(sqlite:\.\/taskpool\.db or postgres:\/\/…\), not http:\/\/127\.0\.0\.1:8080\n$/);
   }, 20_000);
+
+  it("dev on PostgreSQL names the schema it runs in, which the commands beside it need (--schema)", async () => {
+    const schema = `${PG_SCHEMA_PREFIX}dev_${process.pid}`;
+    const dev = start(["dev", "--db", PG_URL, "--schema", schema, "--no-demo", "--status-every", "0"]);
+    children.push(dev.child);
+    try {
+      const line = await eventually(() => /^ {2}Database {4}(.*)$/m.exec(dev.output())?.[1], 20_000, "the banner");
+      expect(line).toBe(`${PG_URL}, schema ${schema}`);
+      dev.child.kill("SIGINT");
+      expect(await dev.exit).toBe(0);
+    } finally {
+      await dropSchema(schema);
+    }
+  }, 40_000);
 
   it("dev removes the schedules it saved and revokes its key when its terminal closes (SIGHUP), and refuses to replace a schedule of the same name it did not save", async () => {
     const dev = start(["dev", "--db", db, "--status-every", "0", "--no-crash"]);

@@ -1,7 +1,7 @@
 import { relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Command, Option } from "commander";
-import { sqlitePathOf } from "../store/open-store.js";
+import { DEFAULT_SCHEMA, sqlitePathOf } from "../store/open-store.js";
 import { consoleLogger } from "./console-log.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
 import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
@@ -23,11 +23,14 @@ const CRASH_ROLE = "product_discovery";
 /** dev's coordinator: fast, so the example's crash is recovered within seconds, not minutes. */
 const DEV_SWEEP = { sweepIntervalMs: 1000, staleAfterMs: 4000, deadAfterMs: 7000, reservationMs: 10_000 };
 
-/** Where the database is, for people: the file's full path, or the URL without its password. */
-function describeDatabase(db: string): string {
+/**
+ * Where the database is, for people: the file's full path, or the URL without its password and the
+ * schema, without which the commands run beside dev (taskpool status …) read another pool.
+ */
+function describeDatabase(db: string, schema = DEFAULT_SCHEMA): string {
   if (db === "sqlite::memory:") return "in memory (gone when dev stops)";
   const path = sqlitePathOf(db);
-  return path !== null ? resolve(path) : redactUrl(db);
+  return path !== null ? resolve(path) : `${redactUrl(db)}, schema ${schema}`;
 }
 
 /** A module path as the user would type it: relative to here when it is below here. */
@@ -123,7 +126,7 @@ export function devCommand(program: Command): void {
         `  Dashboard   ${url}/   (it asks for the API key once)`,
         `  API         ${url}/api/…   reference: ${url}/docs`,
         `  API key     ${key}   (admin, for this session: revoked when dev stops)`,
-        `  Database    ${describeDatabase(opts.db)}`,
+        `  Database    ${describeDatabase(opts.db, opts.schema)}`,
         `  Handlers    ${shown(handlersPath)}: ${Object.keys(handlers).join(", ")}`,
         `  Schedules   ${definitions.length === 0 ? "none saved" : `${definitions.map((d) => `${d.name} (${d.cron})`).join(", ")} from ${shown(schedulesPath as string)}: for this session, removed when dev stops`}`,
         `  Crash       ${crashLine}`,
