@@ -138,6 +138,11 @@ class Client:
     ):
         if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, (int, float)) or not 0 <= retry_for <= _MAX_RETRY_FOR):
             raise ValueError(f"retry_for must be seconds from 0 (no retries) to {_MAX_RETRY_FOR} (a day), or None for the default retries; got {retry_for!r}")
+        # urllib refuses a URL without its scheme only as the request goes out, and that refusal looked
+        # like a network error: retried for 10 s or more, then "unknown url type: 127.0.0.1".
+        parsed = urllib.parse.urlsplit(base_url) if isinstance(base_url, str) else None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"base_url must be the taskpool server's address with its scheme, e.g. http://127.0.0.1:8080; got {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout

@@ -284,6 +284,15 @@ class ClientTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, r"^retry_for must be seconds from 0 \(no retries\) to 86400"):
                 Client("http://127.0.0.1:1", retry_for=bad)
 
+    def test_a_base_url_without_its_scheme_is_refused_at_once(self):
+        # It was sent: urllib's "unknown url type" was taken for a network error and retried for over 10 s.
+        for bad in ("127.0.0.1:8080", "localhost:8080", "ftp://127.0.0.1:8080", "http://", "", None):
+            started = time.monotonic()
+            with self.assertRaisesRegex(ValueError, r"^base_url must be the taskpool server's address with its scheme, e\.g\. http://127\.0\.0\.1:8080; got "):
+                Client(bad).enqueue("x")
+            self.assertLess(time.monotonic() - started, 1.0)
+        self.assertEqual(Client("https://tasks.example.com/").base_url, "https://tasks.example.com")
+
 
 class WorkerTest(unittest.TestCase):
     def setUp(self):
