@@ -111,6 +111,10 @@ export function describeNotSetUp(error: DatabaseNotFoundError, url: string): str
 /** Why the server could not listen, in one line that says what to do. */
 export function listenError(error: NodeJS.ErrnoException, host: string, port: number): CliError {
   if (error.code === "EADDRINUSE") return new CliError(`cannot listen on ${host}:${port}: another process is already listening on port ${port}; stop it, or pick another port with --port (--port 0: any free one)`);
+  // Node says "address not available" or "getaddrinfo ENOTFOUND", which name neither the flag nor the fix.
+  const addresses = "--host takes an address of this machine: 127.0.0.1 for it alone, 0.0.0.0 for all of its interfaces";
+  if (error.code === "EADDRNOTAVAIL") return new CliError(`cannot listen on ${host}:${port}: ${host} is not an address of this machine; ${addresses}`);
+  if (error.code === "ENOTFOUND" || error.code === "EAI_AGAIN") return new CliError(`cannot listen on ${host}:${port}: the host name ${host} does not resolve; ${addresses}`);
   return new CliError(`cannot listen on ${host}:${port}: ${error.message}`);
 }
 

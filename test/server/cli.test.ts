@@ -251,6 +251,15 @@ describe("taskpool keys and serve", () => {
     }
   }, 30_000);
 
+  it("serve on an address this machine does not have, or a host name that does not resolve, says so and what --host takes", async () => {
+    // Node's words were "listen EADDRNOTAVAIL: address not available 192.0.2.1" and "getaddrinfo ENOTFOUND …".
+    const fix = "--host takes an address of this machine: 127.0.0.1 for it alone, 0.0.0.0 for all of its interfaces";
+    const foreign = await taskpool("serve", "--host", "192.0.2.1", "--port", "0", "--no-auth", "--db", db).catch((e) => e);
+    expect([foreign.code, foreign.stderr]).toEqual([1, `taskpool: cannot listen on 192.0.2.1:0: 192.0.2.1 is not an address of this machine; ${fix}\n`]);
+    const unknown = await taskpool("serve", "--host", "nowhere.invalid", "--port", "0", "--no-auth", "--db", db).catch((e) => e);
+    expect([unknown.code, unknown.stderr]).toEqual([1, `taskpool: cannot listen on nowhere.invalid:0: the host name nowhere.invalid does not resolve; ${fix}\n`]);
+  }, 30_000);
+
   it("serve --auth-failure-limit sets how many wrong keys a client address may send a minute", async () => {
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
     const { url, stop } = await startServe("--auth-failure-limit", "2", "--db", db);
