@@ -69,15 +69,20 @@ _OUTAGE_PAUSE = 0.2
 
 
 def _through_outage(call: Callable[[], Any], lost: Callable[[], bool], what: str) -> Any:
-    """``call()``, tried again while the answer is a network error or a 5xx (not a refusal) and the lease is not known lost."""
+    """``call()``, tried again while the answer is a network error, a 5xx or a 429 (not a refusal) and the lease is not known lost."""
     for attempt in range(1, _OUTAGE_TRIES + 1):
         try:
             return call()
         except TaskpoolError as e:
-            unavailable = e.status is None or e.status >= 500
+            # A 429 wrote nothing, and says when the key may call again: taken as final, a worker over its
+            # key's limit dropped each finished task's outcome, and the task ran again once its lease expired.
+            rate_limited = e.status == 429
+            unavailable = e.status is None or e.status >= 500 or rate_limited
             if not unavailable or attempt >= _OUTAGE_TRIES or lost():
                 raise
             pause = min(10.0, _OUTAGE_PAUSE * 2**attempt)
+            if rate_limited:
+                pause = max(pause, e.retry_after or 1.0)
             # Info, not warning: a server restart passes within a few tries; the last failure is raised, and the worker warns of it.
             log.info("could not %s (%s); trying again in %.1f s", what, e, pause)
             time.sleep(pause)

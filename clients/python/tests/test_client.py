@@ -363,6 +363,28 @@ class WorkerTest(unittest.TestCase):
         finally:
             server.close()
 
+    def test_an_outcome_and_a_checkpoint_refused_by_the_rate_limit_are_sent_again_when_it_says(self):
+        # A 429 was taken as final: over its key's 100 requests a minute, a worker dropped each outcome.
+        task = {"id": 5, "lease_token": "tok", "params": {}}
+        limited = (429, {"success": False, "error": "rate_limited", "message": "Rate limit exceeded", "retry_after": 0.2})
+        completed = {"success": True, "task": {"id": 5, "status": "completed"}, "follow_ups": []}
+        server = ScriptedServer([limited, (200, {"success": True, "task": {"id": 5}}), limited, (200, completed)])
+        try:
+            client = Client(server.url, retries=0)
+            worker = Worker(client, {"x": lambda ctx: None}, worker_id="w")
+            ctx = TaskContext(client, "w", task, threading.Event())
+            started = time.monotonic()
+            with mock.patch.object(taskpool_client, "_OUTAGE_PAUSE", 0.001), self.assertLogs("taskpool_client", level="INFO") as logs:
+                ctx.save_checkpoint({"page": 2})
+                answer = worker._report(ctx, lambda: client.complete(5, "w", "tok", {"ok": True}), "completed")
+            self.assertEqual(answer, {"task": {"id": 5, "status": "completed"}, "follow_ups": []})
+            self.assertEqual(server.requests, 4)
+            self.assertGreaterEqual(time.monotonic() - started, 0.4)  # retry_after waited, each time
+            self.assertEqual([r.levelname for r in logs.records], ["INFO"] * 2, logs.output)
+            self.assertIn("could not report the outcome of task 5 (429 rate_limited", logs.output[-1])
+        finally:
+            server.close()
+
     def test_retries_are_logged_at_debug_and_only_a_final_failure_warns(self):
         down = (503, {"success": False, "error": "database_unavailable", "message": "The database cannot be reached", "retry_after": 0.01})
         found = (200, {"success": True, "task": {"id": 5, "status": "pending"}, "events": []})
