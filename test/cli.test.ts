@@ -355,6 +355,31 @@ describe("taskpool CLI", () => {
     }
   }, 60_000);
 
+  it("worker --role runs some of a module's handlers without warning of the others, and refuses a role with none", async () => {
+    // The example's deployment splits one module's roles over machines; each start warned
+    // "Handlers for … will not run here: not among this worker's roles".
+    const module = `${path}.roles.mjs`;
+    writeFileSync(module, "export const handlers = { crawl: async () => ({ crawled: true }), parse: async () => ({}) };\n");
+    try {
+      await taskpool("enqueue", "crawl", "{}", "--db", db);
+      const child = spawn(process.execPath, [CLI, "worker", "--handlers", module, "--role", "crawl", "--db", db], {
+        env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let output = "";
+      child.stdout.on("data", (d) => (output += d));
+      await eventually(() => output.includes("Task 1 completed"), 30_000, "the task to complete");
+      child.kill("SIGTERM");
+      expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
+      expect(output).toMatch(/Starting worker \S+ for roles: crawl"/);
+      expect(output.split("\n").filter((line) => line.includes('"level":40'))).toEqual([]);
+      const typo = await taskpool("worker", "--handlers", module, "--role", "crawl,prase", "--db", db).catch((e) => e);
+      expect([typo.code, typo.stderr]).toEqual([1, 'taskpool: No handler for role "prase": add handlers.prase = async (params, ctx) => { ... }\n']);
+    } finally {
+      rmSync(module, { force: true });
+    }
+  }, 60_000);
+
   it("worker --shutdown-grace: on SIGTERM a task still running after it is aborted and released", async () => {
     const module = `${path}.slow.mjs`;
     writeFileSync(module, "export const handlers = { slow: (params, ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', resolve)) };\n");

@@ -26,8 +26,12 @@ export function workerCommand(program: Command): void {
     .addOption(apiKeyOption())
     .addOption(schemaOption())
     .action(async (opts) => {
-      const handlers = await loadHandlers(opts.handlers);
-      const roles = (opts.role ?? Object.keys(handlers).join(",")).split(",").filter(Boolean);
+      const loaded = await loadHandlers(opts.handlers);
+      const roles = (opts.role ?? Object.keys(loaded).join(",")).split(",").filter(Boolean);
+      // --role picks some of one module's handlers for this process, as examples/dispensary-crawl splits
+      // them over machines: the others are left out on purpose, not worth the library's warning at each
+      // start. A role with no handler is still refused by the worker.
+      const handlers = opts.role === undefined ? loaded : Object.fromEntries(Object.entries(loaded).filter(([type]) => roles.includes(type)));
       const pool = await openPool(opts);
       const worker = pool.worker({
         roles,
