@@ -67,6 +67,9 @@ _UNSENT_STATUSES = (502, 503, 504)
 _OUTAGE_TRIES = 8
 _OUTAGE_PAUSE = 0.2
 
+#: Seconds of silence after which a coordinator at its defaults calls a worker dead and takes its tasks back.
+_DEFAULT_DEAD_AFTER = 120
+
 
 def _through_outage(call: Callable[[], Any], lost: Callable[[], bool], what: str) -> Any:
     """``call()``, tried again while the answer is a network error, a 5xx or a 429 (not a refusal) and the lease is not known lost."""
@@ -401,6 +404,15 @@ class Worker:
         self.lease_seconds = lease_seconds
         #: Seconds between heartbeats; None: what the server asks for (``next_heartbeat_in``), at most a third of the lease.
         self.heartbeat_interval = heartbeat_interval
+        if heartbeat_interval is not None and heartbeat_interval >= _DEFAULT_DEAD_AFTER:
+            # As the TypeScript worker warns: not refused, the coordinators' thresholds may be raised to match.
+            log.warning(
+                "heartbeat_interval=%s: a coordinator at its default dead_after (%d s) declares this worker dead between its beats "
+                "and takes its task back, discarding its result; beat more often, or run every coordinator and server with "
+                "--stale-after and --dead-after above two intervals",
+                heartbeat_interval,
+                _DEFAULT_DEAD_AFTER,
+            )
         self.tasks_processed = 0
         self._stopping = threading.Event()
         self._beats_stop = threading.Event()

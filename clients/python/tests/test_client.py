@@ -363,6 +363,18 @@ class WorkerTest(unittest.TestCase):
         finally:
             server.close()
 
+    def test_a_heartbeat_interval_as_long_as_dead_after_is_warned_of(self):
+        # A coordinator at its defaults declared such a worker dead between beats, again and again.
+        client = Client("http://127.0.0.1:1")
+        with self.assertLogs("taskpool_client", level="WARNING") as logs:
+            Worker(client, {"x": lambda ctx: None}, heartbeat_interval=120)
+        self.assertEqual(len(logs.records), 1)
+        self.assertIn("heartbeat_interval=120: a coordinator at its default dead_after (120 s) declares this worker dead between its beats", logs.output[0])
+        with mock.patch.object(taskpool_client.log, "warning") as warning:  # assertNoLogs is Python 3.10's
+            Worker(client, {"x": lambda ctx: None}, heartbeat_interval=30)
+            Worker(client, {"x": lambda ctx: None})
+        warning.assert_not_called()
+
     def test_an_outcome_and_a_checkpoint_refused_by_the_rate_limit_are_sent_again_when_it_says(self):
         # A 429 was taken as final: over its key's 100 requests a minute, a worker dropped each outcome.
         task = {"id": 5, "lease_token": "tok", "params": {}}
