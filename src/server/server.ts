@@ -326,6 +326,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const perMinute = options.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
   const logger = options.logger ?? pino({ level: "silent" });
+  const closeGraceMs = options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
   // While closing, requests still arriving on open connections are refused in the envelope (below),
   // not with Fastify's own 503 body.
   const app = Fastify({
@@ -341,6 +342,9 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     // `GET /api/tasks/` is the list, not a task whose id is "".
     routerOptions: { ignoreTrailingSlash: true },
     trustProxy: options.trustProxy ?? false,
+    // Fastify bounds each preClose hook by the plugin timeout (10 s by default): the close's wait for the
+    // requests in flight, up to closeGraceMs, failed the close with "Plugin did not start in time" at 10 s.
+    pluginTimeout: Math.max(10_000, closeGraceMs + 5000),
     return503OnClosing: false,
     // The router's own refusals (a path parameter over its length limit, a malformed URL) in the envelope too.
     frameworkErrors: (error, _request, reply) => {
@@ -529,7 +533,6 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   // The coordinator stops as the close begins, beside the requests still in flight: stopped after them,
   // it went on sweeping while they finished, and with the database hanging each of its ticks and then
   // its resignation waited out a statement's timeout in turn (28 s of a 30 s kill timeout).
-  const closeGraceMs = options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
   let coordinatorStopped: Promise<void> | null = null;
   app.addHook("preClose", async () => {
     closing = true;
