@@ -325,20 +325,23 @@ describe("taskpool CLI", () => {
     }
   }, 60_000);
 
+  /** `taskpool worker …args` until it has completed task 1, then SIGTERM: it must exit 0. Its stdout. */
+  async function workUntilTask1(...args: string[]): Promise<string> {
+    const child = spawn(process.execPath, [CLI, "worker", ...args], { env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" }, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (d) => (output += d));
+    await eventually(() => output.includes("Task 1 completed"), 30_000, "the task to complete");
+    child.kill("SIGTERM");
+    expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
+    return output;
+  }
+
   it("worker runs the handlers a module exports until SIGTERM", async () => {
     const module = `${path}.handlers.mjs`;
     writeFileSync(module, "export const handlers = { greet: async (params) => ({ hello: params.name }) };\n");
     try {
       await taskpool("enqueue", "greet", '{"name":"taskpool"}', "--db", db);
-      const child = spawn(process.execPath, [CLI, "worker", "--handlers", module, "--id", "cli-worker", "--db", db], {
-        env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let output = "";
-      child.stdout.on("data", (d) => (output += d));
-      await eventually(() => output.includes("Task 1 completed"), 30_000, "the task to complete");
-      child.kill("SIGTERM");
-      expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
+      await workUntilTask1("--handlers", module, "--id", "cli-worker", "--db", db);
       expect((await taskpool("status", "--db", db)).stdout).toMatch(/greet\s+completed 1[\s\S]*cli-worker\s+inactive/);
       const missing = await taskpool("worker", "--handlers", `${path}.nothing.mjs`, "--db", db).catch((e) => e);
       expect([missing.code, missing.stderr]).toEqual([1, `taskpool: cannot load handlers from ${path}.nothing.mjs: there is no file ${path}.nothing.mjs\n`]);
@@ -362,15 +365,7 @@ describe("taskpool CLI", () => {
     writeFileSync(module, "export const handlers = { crawl: async () => ({ crawled: true }), parse: async () => ({}) };\n");
     try {
       await taskpool("enqueue", "crawl", "{}", "--db", db);
-      const child = spawn(process.execPath, [CLI, "worker", "--handlers", module, "--role", "crawl", "--db", db], {
-        env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let output = "";
-      child.stdout.on("data", (d) => (output += d));
-      await eventually(() => output.includes("Task 1 completed"), 30_000, "the task to complete");
-      child.kill("SIGTERM");
-      expect(await new Promise((resolve) => child.on("exit", resolve))).toBe(0);
+      const output = await workUntilTask1("--handlers", module, "--role", "crawl", "--db", db);
       expect(output).toMatch(/Starting worker \S+ for roles: crawl"/);
       expect(output.split("\n").filter((line) => line.includes('"level":40'))).toEqual([]);
       const typo = await taskpool("worker", "--handlers", module, "--role", "crawl,prase", "--db", db).catch((e) => e);
