@@ -160,6 +160,27 @@ describe("coordinator", () => {
     }
   });
 
+  // A tick still running when the coordinator was started again went on to set a timer of its own
+  // beside the new run's: two chains of ticks, each leadership try made twice as often.
+  it("started again while its stop waits for a tick, ticks in one chain, and not at all once stopped", async () => {
+    let tries = 0;
+    const slow = withOverrides(handle.store, { tryLead: async (...args) => (tries++, await new Promise((r) => setTimeout(r, 100)), handle.store.tryLead(...args)) });
+    const coordinator = new Coordinator(slow, { sweepIntervalMs: 20, retention: false, logger });
+    coordinator.start();
+    await eventually(() => coordinator.isLeader, 5000, "the coordinator to lead");
+    const stopping = coordinator.stop(); // waits for the tick under way, 100 ms in its tryLead
+    coordinator.start();
+    await stopping;
+    // One chain makes a try at most every 100 ms (each waits for the one before): 11 in a second at most.
+    const before = tries;
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(tries - before).toBeLessThanOrEqual(11);
+    await coordinator.stop();
+    const after = tries;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(tries).toBe(after);
+  });
+
   it("sweeps every sweep interval, not at every leadership tick", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     // The faked setTimeout would hold eventually()'s own pauses too.

@@ -109,6 +109,12 @@ export class Coordinator {
   private readonly logger: Logger;
   private timer: NodeJS.Timeout | null = null;
   private running = false;
+  /**
+   * Moved on by each start() and stop(): a tick of an earlier run, still finishing when the coordinator
+   * is started again, does not set a timer of its own beside the new run's (two chains of ticks, one
+   * untracked, that a later stop() could not clear).
+   */
+  private run = 0;
   /** When the next leadership tick is due (performance.now()); a recovery wake-up in between keeps the cadence. */
   private nextTickAt = 0;
   private ticking: Promise<void> = Promise.resolve();
@@ -150,6 +156,7 @@ export class Coordinator {
   start(): void {
     if (this.running) return;
     this.running = true;
+    this.run++;
     this.stopping = false;
     this.logger.info({ sweepIntervalMs: this.sweepIntervalMs, ...this.sweepOptions }, "Coordinator started");
     this.nextTickAt = performance.now();
@@ -163,12 +170,13 @@ export class Coordinator {
    */
   private wakeIn(tickInMs: number, recoveryInMs: number | null): void {
     const recovery = recoveryInMs !== null && recoveryInMs < tickInMs;
+    const run = this.run;
     this.timer = setTimeout(
       () => {
         this.timer = null;
         if (!recovery) this.nextTickAt += this.leadTickMs;
         this.ticking = (recovery ? this.recover() : this.tick()).finally(() => {
-          if (this.stopping) return;
+          if (this.stopping || run !== this.run) return;
           // A tick slower than the interval is not stacked on: the ticks it overlapped are skipped.
           const now = performance.now();
           while (this.nextTickAt < now) this.nextTickAt += this.leadTickMs;
@@ -183,6 +191,7 @@ export class Coordinator {
     // One only built for its sweeps on demand (a server's recover-stale without a coordinator) never started: nothing to say.
     const started = this.running;
     this.running = false;
+    this.run++;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.stopping = true;
