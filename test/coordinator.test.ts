@@ -181,6 +181,19 @@ describe("coordinator", () => {
     expect(tries).toBe(after);
   });
 
+  it("a failing read of the next recovery is warned of on its own, not taken for a failed tick each tick", async () => {
+    const failing = withOverrides(handle.store, { nextRecoveryIn: async () => Promise.reject(new Error("statement timeout")) });
+    const logs = captureLogs();
+    const coordinator = new Coordinator(failing, { sweepIntervalMs: 20, retention: false, logger: logs.logger });
+    coordinator.start();
+    try {
+      await eventually(() => logs.messages().filter((m) => m.startsWith("Could not read when the next recovery is due")).length >= 3, 5000, "three warnings");
+    } finally {
+      await coordinator.stop();
+    }
+    expect(logs.messages().filter((m) => /tick failed|Coordinator recovered|has failed/.test(m))).toEqual([]);
+  });
+
   it("sweeps every sweep interval, not at every leadership tick", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     // The faked setTimeout would hold eventually()'s own pauses too.

@@ -111,8 +111,8 @@ export class Coordinator {
   private running = false;
   /**
    * Moved on by each start() and stop(): a tick of an earlier run, still finishing when the coordinator
-   * is started again, does not set a timer of its own beside the new run's (two chains of ticks, one
-   * untracked, that a later stop() could not clear).
+   * is started again, does not set a timer of its own beside the new run's (two chains of ticks, every
+   * leadership try and sweep made twice as often).
    */
   private run = 0;
   /** When the next leadership tick is due (performance.now()); a recovery wake-up in between keeps the cadence. */
@@ -324,7 +324,15 @@ export class Coordinator {
   private async planRecovery(swept: boolean): Promise<void> {
     this.recoveryInMs = null;
     if (!this.leading || this.stopping) return;
-    const seconds = await this.store.nextRecoveryIn(this.sweepOptions);
+    let seconds: number | null;
+    try {
+      seconds = await this.store.nextRecoveryIn(this.sweepOptions);
+    } catch (error) {
+      // Not the tick's failure: it succeeded (and said so), and a failure after that said "recovered" and
+      // "failed (1 in a row)" at every tick, so a run of them never reached the alarm. The next tick plans again.
+      this.logger.warn({ err: (error as Error).message }, `Could not read when the next recovery is due; sweeping at the next tick: ${(error as Error).message}`);
+      return;
+    }
     if (seconds === null || (swept && seconds === 0)) return;
     // Just past the moment: the sweep takes back what is strictly older than its thresholds.
     this.recoveryInMs = seconds * 1000 + RECOVERY_MARGIN_MS;
