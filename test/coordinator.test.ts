@@ -58,6 +58,42 @@ function recoversWhenDue(open: () => Promise<TestStore>) {
       await handle.cleanup();
     }
   });
+
+  // The store answers the soonest deadline only. One that passed while a wake-up's sweep ran was taken
+  // for a recovery no sweep could make and dropped, and every later one waited behind it for the next
+  // leadership tick (15 s): workers dying together were recovered up to 15 s late.
+  it("recovers a worker whose deadline passed while the sweep for another ran", async () => {
+    const handle = await open();
+    const slowSweeps = withOverrides(handle.store, { sweep: async (options) => {
+      const result = await handle.store.sweep(options);
+      await new Promise((r) => setTimeout(r, 800));
+      return result;
+    } });
+    const dead: { worker: string; at: number }[] = [];
+    const startedAt = performance.now();
+    const coordinator = new Coordinator(slowSweeps, {
+      sweepIntervalMs: 60_000,
+      staleAfterMs: 1500,
+      deadAfterMs: 1500,
+      retention: false,
+      logger: pino({ level: "silent" }),
+      onSweep: (r) => dead.push(...r.deadWorkers.map((worker) => ({ worker, at: performance.now() - startedAt }))),
+    });
+    try {
+      const beat = (workerId: string) => handle.store.workerHeartbeat({ workerId, roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
+      await beat("first");
+      await new Promise((r) => setTimeout(r, 400));
+      await beat("second");
+      coordinator.start();
+      await eventually(() => dead.some((d) => d.worker === "second"), 10_000, "the second worker declared dead");
+      expect(dead.map((d) => d.worker)).toEqual(["first", "second"]);
+      // About 1.9 s, then 0.8 s of sweep and a second's second look: not the next tick, 15 s from the start.
+      expect(dead[1].at).toBeLessThan(8000);
+    } finally {
+      await coordinator.stop();
+      await handle.cleanup();
+    }
+  });
 }
 
 describe("coordinator recovers when due, on SQLite", () => recoversWhenDue(() => createSqlite()));

@@ -81,6 +81,8 @@ export function sweepOverdue(status: LeadershipStatus): boolean {
 }
 /** How long after a worker turns dead (or a lease runs out), by the store's clock, the leader wakes to sweep. */
 const RECOVERY_MARGIN_MS = 50;
+/** How soon after a sweep the leader looks again at a recovery found due at once (see planRecovery). */
+const RECHECK_AFTER_SWEEP_MS = 1000;
 /** Failed ticks in a row after which the coordinator raises the alarm: one or two are a passing blip. */
 const FAILED_TICKS_ALARM = 3;
 /** The leadership lease lasts this many leadership ticks, so a missed tick or two does not lose it. */
@@ -317,9 +319,11 @@ export class Coordinator {
   }
 
   /**
-   * When the next wake-up for a recovery is due, if leading. A recovery found due at once just after a
-   * sweep is one that sweep could not make (or a moment old): the next tick's sweep sees to it, rather
-   * than a wake-up at once, again and again.
+   * When the next wake-up for a recovery is due, if leading. The store answers the soonest deadline
+   * only: one found due right after a sweep passed while that sweep ran (workers dying together), and
+   * the later ones wait behind it, so it is not dropped. It is looked at again a second later, not at
+   * once: a sweep takes all that is due at its start, and a second is what a state no sweep could mend
+   * would then cost (a sweep a second, not a loop).
    */
   private async planRecovery(swept: boolean): Promise<void> {
     this.recoveryInMs = null;
@@ -333,9 +337,9 @@ export class Coordinator {
       this.logger.warn({ err: (error as Error).message }, `Could not read when the next recovery is due; sweeping at the next tick: ${(error as Error).message}`);
       return;
     }
-    if (seconds === null || (swept && seconds === 0)) return;
+    if (seconds === null) return;
     // Just past the moment: the sweep takes back what is strictly older than its thresholds.
-    this.recoveryInMs = seconds * 1000 + RECOVERY_MARGIN_MS;
+    this.recoveryInMs = swept && seconds === 0 ? RECHECK_AFTER_SWEEP_MS : seconds * 1000 + RECOVERY_MARGIN_MS;
   }
 
   /**

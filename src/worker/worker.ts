@@ -806,11 +806,14 @@ export class Worker {
     for (const e of returned) if (!written.has(e.task.id)) this.leftLeased.add(e.task.id);
     await settledBy(stopBy, givingBack);
     for (const entry of unstarted) if (!given.has(entry.task.id)) this.leftLeased.add(entry.task.id);
-    await settledBy(stopBy, this.heartbeats?.stop());
-    await settledBy(stopBy, toldFull);
+    const beatsStopped = Promise.all([this.heartbeats?.stop(), toldFull]).catch(() => {});
+    await settledBy(stopBy, beatsStopped);
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
-    await settledBy(stopBy, this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {}));
-    const markedInactive = this.store.shutdownWorker(this.id).then(
+    // Each call goes once the one before has answered, waited for or not: sent together past the deadline,
+    // they raced on separate connections, and a beat landing after the shutdown left the worker active.
+    const lastBeat = beatsStopped.then(() => this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] })).catch(() => {});
+    await settledBy(stopBy, lastBeat);
+    const markedInactive = lastBeat.then(() => this.store.shutdownWorker(this.id)).then(
       // It gives back whatever the worker still held: an outcome that could not be written is lost, but
       // the task runs again now, not when its lease runs out.
       (released) => released.forEach((id) => this.leftLeased.delete(id)),

@@ -986,6 +986,26 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect((await store.listWorkers())[0]).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
   });
 
+  it("a stop whose last beat answers past its deadline sends the shutdown after it, so the worker ends inactive", { timeout: 30_000 }, async () => {
+    // Sent together once the stop had given up waiting, the beat and the shutdown raced on separate
+    // connections; the slow beat landed second and left the worker shown active.
+    let slow = false;
+    const slowBeats = withOverrides(store, {
+      workerHeartbeat: async (beat) => {
+        if (slow) await new Promise((r) => setTimeout(r, 400));
+        return store.workerHeartbeat(beat);
+      },
+    });
+    const worker = new Worker(slowBeats, { roles: ["x"], handlers: { x: async () => {} }, heartbeatIntervalMs: 60_000, heartbeatThread: false, handleSignals: false, lastCallsMs: 100, logger: captureLogs().logger });
+    workers.push(worker);
+    await worker.start();
+    slow = true;
+    await worker.stop(0);
+    await eventually(async () => (await store.listWorkers()).find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
+    await new Promise((r) => setTimeout(r, 1000));
+    expect((await store.listWorkers()).find((w) => w.workerId === worker.id)).toMatchObject({ status: "inactive" });
+  });
+
   it("on stop, waits for a heartbeat in flight, so the worker stays inactive", async () => {
     let inFlight: () => void = () => {};
     const beatStarted = new Promise<void>((resolve) => (inFlight = resolve));
