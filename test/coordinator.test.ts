@@ -59,6 +59,40 @@ function recoversWhenDue(open: () => Promise<TestStore>) {
     }
   });
 
+  // A wake-up that came after a freeze longer than the lease swept as leader on the strength of the last
+  // tick, beside whichever coordinator had taken the lease meanwhile.
+  it("a wake-up due while the process was frozen past its lease asks for the lease again before it sweeps", async () => {
+    const handle = await open();
+    const calls: string[] = [];
+    const watched = withOverrides(handle.store, {
+      tryLead: async (...args) => (calls.push("tryLead"), handle.store.tryLead(...args)),
+      sweep: async (options) => (calls.push("sweep"), handle.store.sweep(options)),
+      nextRecoveryIn: async (options) => {
+        const seconds = await handle.store.nextRecoveryIn(options);
+        calls.push("planned");
+        return seconds;
+      },
+    });
+    // Ticks a second apart, a 3 s lease; the worker turns dead half a second after the start, before the
+    // second tick, so the leader plans a wake-up for it.
+    const coordinator = new Coordinator(watched, { sweepIntervalMs: 1000, staleAfterMs: 1000, deadAfterMs: 1000, retention: false, logger: pino({ level: "silent" }) });
+    try {
+      await handle.store.workerHeartbeat({ workerId: "w", roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
+      await new Promise((r) => setTimeout(r, 500));
+      coordinator.start();
+      await eventually(() => calls.includes("planned"), 5000, "the first tick to plan its wake-up");
+      // Frozen: nothing on this event loop runs until the lease has run out.
+      const frozenUntil = performance.now() + 3500;
+      while (performance.now() < frozenUntil);
+      calls.length = 0;
+      await eventually(() => calls.includes("sweep"), 5000, "a sweep after the freeze");
+      expect(calls[0]).toBe("tryLead");
+    } finally {
+      await coordinator.stop();
+      await handle.cleanup();
+    }
+  });
+
   // The store answers the soonest deadline only. One that passed while a wake-up's sweep ran was taken
   // for a recovery no sweep could make and dropped, and every later one waited behind it for the next
   // leadership tick (15 s): workers dying together were recovered up to 15 s late.

@@ -39,7 +39,8 @@ export function serveCommand(program: Command): void {
     .option(
       "--shutdown-grace <seconds>",
       "on SIGTERM, how long the requests in flight get to finish before their connections are dropped and the database is closed",
-      nonNegativeInteger,
+      // A timer's longest wait: past it Node fires at once, and the grace asked for became none.
+      integerFrom(0, 2_147_483),
       DEFAULT_CLOSE_GRACE_MS / 1000,
     )
     .option(

@@ -127,6 +127,8 @@ export class Coordinator {
    */
   private stopping = false;
   private leading = false;
+  /** Until when (performance.now()) the lease won at the last tick lasts for sure: it was asked for before then. */
+  private leadingUntil = 0;
   /** Ticks that reached the database. */
   private ticks = 0;
   /** Whether, at its last tick, this coordinator stood by behind another that led. */
@@ -265,7 +267,9 @@ export class Coordinator {
       // A standby reads the lease it stands behind, so that taking over it knows when the last sweep was.
       const behind = this.leading ? null : await this.store.leadershipStatus(COORDINATOR_LEADERSHIP);
       if (this.stopping) return;
+      const askedAt = performance.now();
       const leading = await this.store.tryLead(COORDINATOR_LEADERSHIP, this.id, ttlSeconds);
+      if (leading) this.leadingUntil = askedAt + ttlSeconds * 1000;
       // Said at the first tick too: a standby that said nothing after "Coordinator started" looked stuck.
       if (leading !== this.leading || this.ticks === 0) this.logger.info(leading ? "Leading: this coordinator sweeps" : "Standing by: another coordinator leads");
       // A new leader sweeps at once: its predecessor's last sweep may be a whole interval old, or more.
@@ -302,7 +306,9 @@ export class Coordinator {
   private async recover(): Promise<void> {
     // Cleared first: a sweep failing here waits for the next tick, not for another wake-up at once.
     this.recoveryInMs = null;
-    if (!this.leading || this.stopping) return;
+    // A process frozen or starved past its lease has lost it, maybe to another coordinator now sweeping:
+    // the next tick asks for it again first.
+    if (!this.leading || this.stopping || performance.now() >= this.leadingUntil) return;
     try {
       // Workers beat and leases are renewed meanwhile: a healthy worker's next deadline is always near
       // when dead_after is shorter than a tick, and a sweep for it would find nothing to do.

@@ -20,6 +20,7 @@ import type { Taskpool } from "../api/taskpool.js";
 import { BeatBatcher, ClaimBatcher, WriteBatcher } from "../api/write-batcher.js";
 import { type CoordinatorOptions, resolveSweepTimes } from "../coordinator/coordinator.js";
 import { ValidationError } from "../core/errors.js";
+import { checkedMs, MAX_TIMER_MS } from "../core/milliseconds.js";
 import { counted } from "../core/counted.js";
 import { inexactInteger } from "../core/exact-integers.js";
 import { validate } from "../core/validation.js";
@@ -326,7 +327,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const perMinute = options.rateLimitPerMinute ?? DEFAULT_RATE_LIMIT_PER_MINUTE;
   const logger = options.logger ?? pino({ level: "silent" });
-  const closeGraceMs = options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS;
+  const closeGraceMs = checkedMs("server option closeGraceMs", options.closeGraceMs ?? DEFAULT_CLOSE_GRACE_MS, 0, MAX_TIMER_MS);
   // While closing, requests still arriving on open connections are refused in the envelope (below),
   // not with Fastify's own 503 body.
   const app = Fastify({

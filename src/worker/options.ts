@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { ValidationError } from "../core/errors.js";
 import { refuseUnknownOptions } from "../core/validation.js";
+import { MAX_TIMER_MS } from "../core/milliseconds.js";
 import type { Json, JsonObject, Task } from "../core/task.js";
 import { TASK_TYPE_PATTERN, WORKER_ID_PATTERN } from "../core/schemas.js";
 import { VERSION } from "../version.js";
@@ -76,8 +77,6 @@ const DEFAULT_SHUTDOWN_GRACE_MS = 25_000;
 const DEFAULT_LAST_CALLS_MS = 10_000;
 /** Below it even a healthy store's answers come too late, and every stop would be unclean. */
 const MIN_LAST_CALLS_MS = 100;
-/** The longest delay a Node timer keeps: a longer one fires after 1 ms, and a poll or a grace period would become a busy loop or none. */
-const MAX_TIMER_MS = 2_147_483_647;
 /** The longest lease a claim takes (24 h); heartbeats come at least twice per lease. */
 const MAX_LEASE_SECONDS = 86_400;
 /** The most tasks a worker's heartbeat may report as its capacity. */

@@ -173,6 +173,11 @@ describe("taskpool keys and serve", () => {
     expect(output()).toMatch(/"level":40[^\n]*Closing with 1 request still in flight after 1000 ms/);
   }, 30_000);
 
+  it("serve --shutdown-grace longer than a timer can wait is refused: Node fired such a timer at once, and there was no grace at all", async () => {
+    const refused = await taskpool("serve", "--shutdown-grace", "3000000", "--db", db).catch((e) => e);
+    expect([refused.code, refused.stderr]).toEqual([1, "taskpool: option '--shutdown-grace <seconds>' argument '3000000' is invalid. expected a whole number from 0 to 2147483\n"]);
+  });
+
   it("serve --shutdown-delay: on SIGTERM it goes on serving while /readyz answers 503 and answers close their connections; a second signal, or the delay's end, stops it", async () => {
     const { child, url, output } = await startServe("--db", db, "--no-auth", "--shutdown-delay", "600");
     expect((await request(url, "GET", "/readyz", undefined, null)).status).toBe(200);

@@ -45,6 +45,21 @@ function once(fn: () => Promise<void>): () => Promise<void> {
   return () => (done ??= fn());
 }
 
+describe("closeGraceMs", () => {
+  it("out of a timer's range, or not whole, is refused when the server is built: Node fired a longer timer at once, and there was no grace", async () => {
+    const handle = await sqliteKind.create();
+    const pool = new Taskpool(new CheckedStore(handle.store), null);
+    try {
+      for (const closeGraceMs of [3_000_000_000, -1, 1.5]) {
+        await expect(buildServer(pool, { auth: "none", closeGraceMs })).rejects.toThrow(`Invalid server option closeGraceMs ${closeGraceMs}: a whole number of milliseconds from 0 to 2147483647`);
+      }
+    } finally {
+      await pool.close();
+      await handle.cleanup();
+    }
+  });
+});
+
 describe.each([sqliteKind, postgresKind])("closing a server on $name", (kind) => {
   const opened: { handle: TestStore; pool: Taskpool }[] = [];
   /** The locks a test took: released first if it failed before it released them, else closing its pool waits on them. */
