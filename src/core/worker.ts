@@ -54,10 +54,11 @@ export interface SweepResult {
 
 /**
  * Seconds from `now` until a sweep with `deadAfterSeconds` would next take something back, from the
- * longest-silent live worker's last beat and the soonest lease end (either null when there is none):
- * 0 when one is due already, null when neither exists.
+ * longest-silent live worker's last beat and the soonest lease end (either null when there is none),
+ * and whether a worker shut down holds a lease: 0 when one is due already, null when none exists.
  */
-export function secondsToRecovery(lastSeenAt: Date | null, leaseExpiresAt: Date | null, now: Date, deadAfterSeconds: number): number | null {
+export function secondsToRecovery(lastSeenAt: Date | null, leaseExpiresAt: Date | null, abandoned: boolean, now: Date, deadAfterSeconds: number): number | null {
+  if (abandoned) return 0;
   const due = [lastSeenAt && lastSeenAt.getTime() + deadAfterSeconds * 1000, leaseExpiresAt?.getTime()].filter((t): t is number => typeof t === "number");
   return due.length === 0 ? null : Math.max(0, (Math.min(...due) - now.getTime()) / 1000);
 }
@@ -77,6 +78,7 @@ export interface ReassignmentEvent {
 
 export const WORKER_DIED = "Worker died unexpectedly";
 export const LEASE_EXPIRED = "Lease expired: the worker stopped renewing it";
+export const CLAIMED_AFTER_SHUTDOWN = "Claimed after its worker shut down: given back, no attempt charged";
 /**
  * Why the sweep took back a task whose lease ran out past its `timeout_seconds`: the workers (the
  * TypeScript and the Python ones) stop renewing a lease there, so a hung handler lets its task go.

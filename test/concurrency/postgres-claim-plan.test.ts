@@ -140,9 +140,9 @@ describe("PostgreSQL plans over a long history", () => {
   it("recovers expired leases and a dead worker's tasks through the leased-task indexes, not the history", async () => {
     await db.client.query("UPDATE tasks SET status = 'running', worker_id = 'w' || (id % 7), lease_token = 'x', lease_expires_at = now() - interval '1 minute' * (id % 3 - 1) WHERE id IN (SELECT id FROM tasks WHERE status = 'pending' LIMIT 60)");
     await db.client.query("ANALYZE tasks");
-    await db.client.query(`PREPARE recover(text[], timestamptz, jsonb, text, text, text) AS ${RECOVER_TASKS}`);
+    await db.client.query(`PREPARE recover(text[], timestamptz, jsonb, text, text, text, text) AS ${RECOVER_TASKS}`);
     await inRollback(db.client, async () => {
-      const { rows } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE recover('{w1}', now(), '{}', 'died', 'expired', 'timed out after {seconds} s')");
+      const { rows } = await db.client.query("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE recover('{w1}', now(), '{}', 'died', 'expired', 'timed out after {seconds} s', 'claimed after shutdown')");
       const scans = scansOf(rows[0]["QUERY PLAN"][0].Plan).filter((s) => s.relation === "tasks");
       expect(scans.map((s) => s.type)).not.toContain("Seq Scan");
       // The 60 leased tasks (some expired, some of w1) and the rows recovered; none of the history.

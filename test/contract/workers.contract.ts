@@ -182,6 +182,35 @@ export function workersContract(kind: StoreKind) {
       expect(await ctx.store.shutdownWorker("w1")).toEqual([]);
     });
 
+    it("a claim that lands after its worker shut down goes back at the next sweep, released with no attempt charged, not at its lease's end", async () => {
+      // A long-poll answered after the worker's shutdown, or a claim a stop gave up waiting for: no worker
+      // runs the task, and it waited out its lease, an attempt charged, before the sweep took it back.
+      await beat("w1");
+      await beat("w2");
+      const { task } = await ctx.store.enqueue({ taskType: "crawl" });
+      await ctx.store.shutdownWorker("w1");
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(120);
+      const late = await claimOne(ctx.store, "w1", { leaseSeconds: 600 });
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(0);
+      const result = await ctx.store.sweep(SWEEP);
+      expect(result).toMatchObject({ deadWorkers: [], requeued: [task.id], failed: [], reassigned: [{ taskId: task.id, workerId: "w2" }] });
+      expect(await ctx.store.get(task.id)).toMatchObject({ status: "pending", attempts: 0, workerId: null, reservedFor: "w2" });
+      expect((await ctx.store.events(task.id)).map((e) => [e.event, e.message])).toEqual([
+        ["created", null],
+        ["claimed", null],
+        ["released", "Claimed after its worker shut down: given back, no attempt charged"],
+        ["reassigned", "Claimed after its worker shut down: given back, no attempt charged"],
+      ]);
+      await expect(ctx.store.complete(task.id, late, {})).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await ctx.store.nextRecoveryIn(SWEEP)).toBe(120);
+      // Beating again, the worker is back (a restart under its id): what it claims then is its own.
+      await beat("w1");
+      const { task: next } = await ctx.store.enqueue({ taskType: "crawl" });
+      expect(await claimOne(ctx.store, "w1")).toMatchObject({ id: next.id });
+      expect((await ctx.store.sweep(SWEEP)).requeued).toEqual([]);
+      expect(await ctx.store.get(next.id)).toMatchObject({ status: "claimed", workerId: "w1" });
+    });
+
     it("a leased task going back to pending gives its unique key up when another pending task holds it: failure, release, shutdown and the sweep all go through", async () => {
       // A unique key dedupes pending tasks only, so while its task is leased the key can be enqueued again.
       // Each key has a task type of its own, so each claim takes the task just enqueued.

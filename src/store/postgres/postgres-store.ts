@@ -759,8 +759,8 @@ export class PostgresStore implements Store {
 
   async nextRecoveryIn(options: SweepOptions): Promise<number | null> {
     const now = await this.now();
-    const [row] = await this.rows<{ last_seen_at: Date | null; lease_expires_at: Date | null }>("tp_next_recovery", workerSql.NEXT_RECOVERY, []);
-    return secondsToRecovery(row.last_seen_at, row.lease_expires_at, now, options.deadAfterSeconds);
+    const [row] = await this.rows<{ last_seen_at: Date | null; lease_expires_at: Date | null; abandoned: boolean }>("tp_next_recovery", workerSql.NEXT_RECOVERY, []);
+    return secondsToRecovery(row.last_seen_at, row.lease_expires_at, row.abandoned, now, options.deadAfterSeconds);
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {

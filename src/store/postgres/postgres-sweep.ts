@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { LEASE_EXPIRED, type SweepOptions, type SweepResult, timedOut, WORKER_DIED } from "../../core/worker.js";
+import { CLAIMED_AFTER_SHUTDOWN, LEASE_EXPIRED, type SweepOptions, type SweepResult, timedOut, WORKER_DIED } from "../../core/worker.js";
 import { planReassignments } from "../../core/worker-selection.js";
 import { inTransaction } from "./transaction.js";
 import * as sql from "./worker-queries.js";
@@ -29,7 +29,7 @@ export async function sweepPostgres(pool: pg.Pool, now: Date, options: SweepOpti
     const recovered = await client.query<RecoveredRow>({
       name: "tp_recover_tasks",
       text: sql.RECOVER_TASKS,
-      values: [deadWorkers, now, JSON.stringify(options.recoveryPolicies ?? {}), WORKER_DIED, LEASE_EXPIRED, timedOut("{seconds}")],
+      values: [deadWorkers, now, JSON.stringify(options.recoveryPolicies ?? {}), WORKER_DIED, LEASE_EXPIRED, timedOut("{seconds}"), CLAIMED_AFTER_SHUTDOWN],
     });
     const requeued = recovered.rows.filter((r) => r.status === "pending");
     const result: SweepResult = {

@@ -151,11 +151,13 @@ export const LIST_WORKERS = `
 
 /**
  * When the next sweep could take something back (see Store.nextRecoveryIn): the longest-silent live
- * worker's last beat, and the soonest end of a lease.
+ * worker's last beat, the soonest end of a lease, and whether a worker shut down holds a lease (a claim
+ * that landed after its shutdown: due at once).
  */
 export const NEXT_RECOVERY = `
   SELECT (SELECT min(last_seen_at) FROM workers WHERE status IN ('active', 'stale')) AS last_seen_at,
-         (SELECT min(lease_expires_at) FROM tasks WHERE status IN (${LEASED})) AS lease_expires_at`;
+         (SELECT min(lease_expires_at) FROM tasks WHERE status IN (${LEASED})) AS lease_expires_at,
+         EXISTS (SELECT 1 FROM tasks t JOIN workers w ON w.worker_id = t.worker_id WHERE t.status IN (${LEASED}) AND w.status = 'inactive') AS abandoned`;
 
 /**
  * $1 stale-before. The workers MARK_STALE and MARK_DEAD may write, locked in worker_id order before
@@ -197,8 +199,12 @@ export const MARK_DEAD = `
 
 /**
  * $1 dead workers, $2 now, $3 recovery policies (JSON object type → 'retry' | 'fail'), $4 worker-died
- * message, $5 lease-expired message, $6 timed-out message with `{seconds}` for the task's timeout.
- * Takes back every leased task of a dead worker and every task whose lease ran out. The `fail` policy
+ * message, $5 lease-expired message, $6 timed-out message with `{seconds}` for the task's timeout, $7
+ * claimed-after-shutdown message.
+ * Takes back every leased task of a dead worker, every task whose lease ran out, and every task leased to
+ * a worker shut down: a claim that landed after its shutdown (a long-poll answered late, a stop that gave
+ * up waiting), which no worker will run. Those go back as the shutdown gives tasks back, released with
+ * no attempt charged, $7 their message; they waited for their lease to run out. The `fail` policy
  * or exhausted attempts end it `failed`; otherwise it is pending again at once, checkpoint kept (the
  * attempt was already counted when it was claimed); either way its lease token goes. The policy is
  * the sweep's for the type if given, else that of the registered version the task was created under,
@@ -207,20 +213,27 @@ export const MARK_DEAD = `
  */
 export const RECOVER_TASKS = `
   WITH doomed AS (
-    SELECT id, worker_id AS old_worker, (worker_id = ANY($1::text[])) AS worker_died, timeout_seconds,
-           (timeout_seconds IS NOT NULL AND started_at + make_interval(secs => timeout_seconds) <= $2::timestamptz) AS timed_out,
-           (coalesce($3::jsonb->>task_type,
-                     (SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version),
-                     'retry') = 'fail'
-            OR attempts >= max_attempts) AS give_up
-    FROM tasks
-    WHERE status IN (${LEASED}) AND (worker_id = ANY($1::text[]) OR lease_expires_at < $2::timestamptz)
-    FOR UPDATE
+    SELECT id, old_worker, worker_died, abandoned, timeout_seconds, timed_out, NOT abandoned AND give_up AS give_up
+    FROM (
+      SELECT id, worker_id AS old_worker, (worker_id = ANY($1::text[])) AS worker_died, timeout_seconds,
+             EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = tasks.worker_id AND w.status = 'inactive') AS abandoned,
+             (timeout_seconds IS NOT NULL AND started_at + make_interval(secs => timeout_seconds) <= $2::timestamptz) AS timed_out,
+             (coalesce($3::jsonb->>task_type,
+                       (SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version),
+                       'retry') = 'fail'
+              OR attempts >= max_attempts) AS give_up
+      FROM tasks
+      WHERE status IN (${LEASED})
+        AND (worker_id = ANY($1::text[]) OR lease_expires_at < $2::timestamptz
+             OR worker_id IN (SELECT w.worker_id FROM workers w WHERE w.status = 'inactive'))
+      FOR UPDATE
+    ) leased
   ),
   recovered AS (
     UPDATE tasks t SET
       status = CASE WHEN d.give_up THEN 'failed' ELSE 'pending' END,
-      error_message = CASE WHEN d.worker_died THEN $4 WHEN d.timed_out THEN replace($6, '{seconds}', d.timeout_seconds::text) ELSE $5 END,
+      error_message = CASE WHEN d.worker_died THEN $4 WHEN d.abandoned THEN $7 WHEN d.timed_out THEN replace($6, '{seconds}', d.timeout_seconds::text) ELSE $5 END,
+      attempts = CASE WHEN d.abandoned THEN GREATEST(t.attempts - 1, 0) ELSE t.attempts END,
       worker_id = CASE WHEN d.give_up THEN t.worker_id END,
       -- Failed or requeued, the lease is gone: a worker presenting its token is told so (lease_lost),
       -- and its heartbeat reports it lost, so a handler still running there stops.
@@ -232,11 +245,11 @@ export const RECOVER_TASKS = `
       lease_expires_at = NULL, updated_at = $2::timestamptz
     FROM doomed d
     WHERE t.id = d.id
-    RETURNING t.id, t.task_type, t.priority, t.status, t.checkpoint, t.error_message, d.old_worker, t.completed_at, t.claimed_at, t.scheduled_for
+    RETURNING t.id, t.task_type, t.priority, t.status, t.checkpoint, t.error_message, d.old_worker, d.abandoned, t.completed_at, t.claimed_at, t.scheduled_for
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
-    SELECT id, CASE WHEN status = 'pending' THEN 'requeued' ELSE 'failed' END, old_worker, error_message, checkpoint, $2::timestamptz
+    SELECT id, CASE WHEN abandoned THEN 'released' WHEN status = 'pending' THEN 'requeued' ELSE 'failed' END, old_worker, error_message, checkpoint, $2::timestamptz
     FROM recovered
   ),
   ${TALLY_FINISHED("recovered")}

@@ -544,9 +544,9 @@ export class SqliteStore implements Store {
   }
 
   async nextRecoveryIn(options: SweepOptions): Promise<number | null> {
-    const row = this.conn.stmt(workerSql.NEXT_RECOVERY).get() as { last_seen_at: string | null; lease_expires_at: string | null };
+    const row = this.conn.stmt(workerSql.NEXT_RECOVERY).get() as { last_seen_at: string | null; lease_expires_at: string | null; abandoned: 0 | 1 };
     const date = (iso: string | null) => (iso === null ? null : new Date(iso));
-    return secondsToRecovery(date(row.last_seen_at), date(row.lease_expires_at), this.clock.now(), options.deadAfterSeconds);
+    return secondsToRecovery(date(row.last_seen_at), date(row.lease_expires_at), row.abandoned === 1, this.clock.now(), options.deadAfterSeconds);
   }
 
   async prune(options: PruneOptions): Promise<PruneResult> {

@@ -1,4 +1,4 @@
-import { LEASE_EXPIRED, type RecoveryPolicy, type SweepOptions, type SweepResult, timedOut, WORKER_DIED } from "../../core/worker.js";
+import { CLAIMED_AFTER_SHUTDOWN, LEASE_EXPIRED, type RecoveryPolicy, type SweepOptions, type SweepResult, timedOut, WORKER_DIED } from "../../core/worker.js";
 import { planReassignments } from "../../core/worker-selection.js";
 import type { SqliteConnection } from "./connection.js";
 import * as sql from "./worker-queries.js";
@@ -13,6 +13,7 @@ interface RecoverRow {
   registered_policy: RecoveryPolicy | null;
   timeout_seconds: number | null;
   timed_out: 0 | 1;
+  abandoned: 0 | 1;
 }
 
 /** One coordinator pass in one write transaction; see postgres-sweep.ts for the steps. */
@@ -36,13 +37,15 @@ export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: Swee
     const result: SweepResult = { staleWorkers, deadWorkers, requeued: [], failed: [], reassigned: [], unassigned: [] };
     const requeued = [];
     for (const row of rows) {
-      const reason = row.worker_id !== null && deadWorkers.includes(row.worker_id) ? WORKER_DIED : row.timed_out ? timedOut(row.timeout_seconds as number) : LEASE_EXPIRED;
+      const abandoned = row.abandoned === 1;
+      const reason = row.worker_id !== null && deadWorkers.includes(row.worker_id) ? WORKER_DIED : abandoned ? CLAIMED_AFTER_SHUTDOWN : row.timed_out ? timedOut(row.timeout_seconds as number) : LEASE_EXPIRED;
       // The sweep's policy for the type wins, then the registered version's (as RECOVER_TASKS on PostgreSQL).
       const policy = Object.hasOwn(policies, row.task_type) ? policies[row.task_type] : (row.registered_policy ?? "retry");
-      const giveUp = policy === "fail" || row.attempts >= row.max_attempts;
-      conn.stmt(giveUp ? sql.RECOVER_TO_FAILED : sql.RECOVER_TO_PENDING).run({ id: row.id, reason, now });
+      const giveUp = !abandoned && (policy === "fail" || row.attempts >= row.max_attempts);
+      if (giveUp) conn.stmt(sql.RECOVER_TO_FAILED).run({ id: row.id, reason, now });
+      else conn.stmt(sql.RECOVER_TO_PENDING).run({ id: row.id, reason, refund: abandoned ? 1 : 0, now });
       const checkpoint = row.checkpoint === null ? null : JSON.parse(row.checkpoint);
-      conn.logEvent({ taskId: row.id, event: giveUp ? "failed" : "requeued", fromWorkerId: row.worker_id, message: reason, data: checkpoint }, now);
+      conn.logEvent({ taskId: row.id, event: giveUp ? "failed" : abandoned ? "released" : "requeued", fromWorkerId: row.worker_id, message: reason, data: checkpoint }, now);
       if (giveUp) result.failed.push(row.id);
       else requeued.push({ id: row.id, taskType: row.task_type, fromWorkerId: row.worker_id, reason, checkpoint: row.checkpoint });
     }

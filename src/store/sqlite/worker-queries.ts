@@ -78,7 +78,8 @@ export const LIST_WORKERS = `
 /** See the PostgreSQL statement. */
 export const NEXT_RECOVERY = `
   SELECT (SELECT min(last_seen_at) FROM workers WHERE status IN ('active', 'stale')) AS last_seen_at,
-         (SELECT min(lease_expires_at) FROM tasks WHERE status IN (${LEASED})) AS lease_expires_at`;
+         (SELECT min(lease_expires_at) FROM tasks WHERE status IN (${LEASED})) AS lease_expires_at,
+         EXISTS (SELECT 1 FROM tasks t JOIN workers w ON w.worker_id = t.worker_id WHERE t.status IN (${LEASED}) AND w.status = 'inactive') AS abandoned`;
 
 /** A worker silent past both thresholds is left to MARK_DEAD (see the PostgreSQL statement). */
 export const MARK_STALE = `
@@ -97,14 +98,17 @@ export const MARK_DEAD = `
 export const TASKS_TO_RECOVER = `
   SELECT id, task_type, priority, attempts, max_attempts, worker_id, checkpoint, timeout_seconds,
          (timeout_seconds IS NOT NULL AND strftime('%Y-%m-%dT%H:%M:%fZ', started_at, '+' || timeout_seconds || ' seconds') <= @now) AS timed_out,
-         (SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version) AS registered_policy
+         (SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = tasks.task_type AND tt.version = tasks.task_type_version) AS registered_policy,
+         EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = tasks.worker_id AND w.status = 'inactive') AS abandoned
   FROM tasks
   WHERE status IN (${LEASED})
-    AND (worker_id IN (SELECT value FROM json_each(@deadWorkers)) OR lease_expires_at < @now)
+    AND (worker_id IN (SELECT value FROM json_each(@deadWorkers)) OR lease_expires_at < @now
+         OR worker_id IN (SELECT worker_id FROM workers WHERE status = 'inactive'))
   ORDER BY priority DESC, id`;
 
+/** @refund: 1 for a task claimed after its worker shut down (see PostgreSQL's RECOVER_TASKS), else 0. */
 export const RECOVER_TO_PENDING = `
-  UPDATE tasks SET status = 'pending', error_message = @reason, worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
+  UPDATE tasks SET status = 'pending', error_message = @reason, attempts = MAX(attempts - @refund, 0), worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
       claimed_at = NULL, started_at = NULL, scheduled_for = @now, ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
   WHERE id = @id`;
 
