@@ -148,9 +148,13 @@ describe("taskpool dev and the dispensary-crawl example", () => {
       const runs = [{ db, signal: "SIGINT" }, { db: `sqlite:${other}`, signal: "SIGKILL" }] as const;
       const devs = runs.map((run) => ({ ...run, dev: start(["dev", "--db", run.db, "--status-every", "0"]) }));
       children.push(...devs.map((d) => d.dev.child));
+      // Each frozen as soon as it says so, before its second checkpoint (800 ms of crawling), which would
+      // have it killed as staged: dev is then stopped or killed with the extra worker holding its task,
+      // whatever this machine's pace. Frozen once both had said so, the first was sometimes gone already.
       const held = await Promise.all(
         devs.map(async ({ dev }) => {
           const [, pid, taskId] = await eventually(() => new RegExp(`Crash simulation: worker ${CRASHING} \\(its own process, pid (\\d+)\\) runs task (\\d+)`).exec(dev.output()), 30_000, "the extra worker's task");
+          process.kill(Number(pid), "SIGSTOP");
           return { pid: Number(pid), taskId: Number(taskId) };
         }),
       );
@@ -162,9 +166,6 @@ describe("taskpool dev and the dispensary-crawl example", () => {
           return false;
         }
       };
-      // Frozen before its second checkpoint (800 ms of crawling), which would have it killed as staged:
-      // dev is then stopped or killed with the extra worker holding its task, whatever this machine's pace.
-      for (const { pid } of held) process.kill(pid, "SIGSTOP");
       expect(held.map(({ pid }) => alive(pid))).toEqual([true, true]);
       for (const { dev, signal } of devs) dev.child.kill(signal);
       await new Promise((resolve) => setTimeout(resolve, 300));
