@@ -340,7 +340,7 @@ export class Coordinator {
     } catch (error) {
       // Not the tick's failure: it succeeded (and said so), and a failure after that said "recovered" and
       // "failed (1 in a row)" at every tick, so a run of them never reached the alarm. The next tick plans again.
-      this.logger.warn({ err: (error as Error).message }, `Could not read when the next recovery is due; sweeping at the next tick: ${(error as Error).message}`);
+      this.logger.warn({ err: (error as Error).message }, `Could not read when the next recovery is due; asking again at the next tick: ${(error as Error).message}`);
       return;
     }
     if (seconds === null) return;
