@@ -221,8 +221,8 @@ export class HttpStore implements Store {
   }
 
   async workerHeartbeat(beat: WorkerBeat): Promise<WorkerBeatResult> {
-    const { lost } = await this.call<{ lost: number[] }>("POST /api/workers/heartbeat", { body: beat }, { repeatable: "yes" });
-    return { lost };
+    const { lost, nextHeartbeatIn } = await this.call<{ lost: number[]; nextHeartbeatIn: number }>("POST /api/workers/heartbeat", { body: beat }, { repeatable: "yes" });
+    return { lost, nextHeartbeatInSeconds: nextHeartbeatIn };
   }
 
   /** One request per beat, sent together: the server writes them in one statement. */

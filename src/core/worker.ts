@@ -13,6 +13,8 @@ export type { SweepOptions, WorkerBeat } from "./schemas.js";
 export interface WorkerBeatResult {
   /** Tasks among `leases` the worker no longer holds (taken back, re-claimed or cancelled): stop them. */
   lost: number[];
+  /** Over HTTP: how often the server asks its workers to beat, in seconds (`next_heartbeat_in`). */
+  nextHeartbeatInSeconds?: number;
 }
 
 /** A row of the worker registry, with the figures an operator looks at. */

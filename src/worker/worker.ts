@@ -132,6 +132,9 @@ export class Worker {
   private readonly leftLeased = new Set<number>();
   /** Whether a stop could not mark the worker inactive in the registry. */
   private leftActive = false;
+  /** The options' interval, or the shorter one a server asks for (see followServerInterval). */
+  private heartbeatIntervalMs: number;
+  private readonly heartbeatIntervalGiven: boolean;
 
   /**
    * `store` is the pool's checked store. `heartbeatDatabase`, when given, is where the heartbeat
@@ -144,6 +147,8 @@ export class Worker {
     private readonly heartbeatDatabase: DatabaseConfig | null = null,
   ) {
     this.options = resolveWorkerOptions(options);
+    this.heartbeatIntervalMs = this.options.heartbeatIntervalMs;
+    this.heartbeatIntervalGiven = options.heartbeatIntervalMs !== undefined;
     this.id = this.options.workerId;
     this.logger = (options.logger ?? pino({ name: "taskpool" })).child({ workerId: this.id });
     this.outcomes = new WriteBatcher(store);
@@ -196,10 +201,10 @@ export class Worker {
       this.logger.warn("heartbeatThread: this pool cannot open a second connection (in-memory or custom clock); beating from the event loop");
     }
     const state = () => this.heartbeatState();
-    const inProcess = () => new InProcessHeartbeats(this.store, state, this.options.heartbeatIntervalMs, events);
+    const inProcess = () => new InProcessHeartbeats(this.store, state, this.heartbeatIntervalMs, events);
     this.heartbeats =
       thread !== null
-        ? new ThreadHeartbeats(thread, state, this.options.heartbeatIntervalMs, events, () => {
+        ? new ThreadHeartbeats(thread, state, this.heartbeatIntervalMs, events, () => {
             this.logger.error("The heartbeat thread ended; beating from the event loop instead");
             // Its error was the thread's, not the database's: leases are renewed again from here on.
             this.beatsFailingSince = null;
@@ -239,7 +244,7 @@ export class Worker {
    * stale between beats. Nothing else said why.
    */
   private warnOfLongBeats(): void {
-    const interval = this.options.heartbeatIntervalMs;
+    const interval = this.heartbeatIntervalMs;
     const dead = interval >= DEFAULT_DEAD_AFTER_MS;
     if (!dead && interval < DEFAULT_STALE_AFTER_MS) return;
     const outcome = dead
@@ -277,11 +282,33 @@ export class Worker {
     await this.warnIfIdInUse();
     if (this.state !== "running") return;
     try {
-      await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] });
+      const { nextHeartbeatInSeconds } = await this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] });
+      if (nextHeartbeatInSeconds !== undefined) this.followServerInterval(nextHeartbeatInSeconds * 1000);
     } catch (error) {
       if (isRefusal(error)) throw error; // bad options: retrying will not help
       this.logger.error({ err: (error as Error).message }, `Cannot reach ${this.reaches} to register; will keep trying`);
     }
+  }
+
+  /**
+   * A server tells its HTTP workers how often to beat: half its coordinator's stale_after. A worker
+   * beating less often is marked stale between beats, and one whose silences outlast dead_after is
+   * declared dead, its tasks taken back (a server run with --stale-after 10000 --dead-after 20000,
+   * say, and a worker at the default 30 s). Unless told an interval, the worker beats as often as the
+   * server asks; told a longer one, it keeps it and says what follows.
+   */
+  private followServerInterval(askedMs: number): void {
+    if (askedMs >= this.heartbeatIntervalMs) return;
+    const asked = askedMs / 1000;
+    if (!this.heartbeatIntervalGiven) {
+      this.heartbeatIntervalMs = Math.max(10, Math.floor(askedMs));
+      this.logger.info(`Heartbeats every ${asked} s, as the server asks (its coordinator's stale_after is ${2 * asked} s)`);
+      return;
+    }
+    this.logger.warn(
+      `Heartbeats every ${this.heartbeatIntervalMs / 1000} s, but the server asks for one every ${asked} s: its coordinator marks this worker stale between beats, ` +
+        `and may declare it dead and take its tasks back. Set heartbeatIntervalMs (--heartbeat-interval, HEARTBEAT_INTERVAL_MS) to ${askedMs} or less, or leave it out to follow the server`,
+    );
   }
 
   /**
@@ -297,7 +324,7 @@ export class Worker {
     if (!other || other.pid === null || (other.status !== "active" && other.status !== "stale")) return;
     const here = other.hostname === hostname();
     if (here && other.pid === process.pid) return;
-    const live = here ? processRuns(other.pid) : other.secondsSinceHeartbeat * 1000 < 2 * this.options.heartbeatIntervalMs;
+    const live = here ? processRuns(other.pid) : other.secondsSinceHeartbeat * 1000 < 2 * this.heartbeatIntervalMs;
     if (!live) return;
     this.logger.warn(
       `Worker id ${this.id} is in use by another process (pid ${other.pid} on ${other.hostname ?? "an unknown host"}, heard ${other.secondsSinceHeartbeat} s ago): ` +
@@ -664,7 +691,7 @@ export class Worker {
    */
   private fenceExpiredLeases(): void {
     if (this.beatsFailingSince === null) return;
-    const renewedAtLeast = this.beatsFailingSince - this.options.heartbeatIntervalMs;
+    const renewedAtLeast = this.beatsFailingSince - this.heartbeatIntervalMs;
     const now = monotonicMs();
     for (const entry of this.running.values()) {
       const leaseEnds = Math.max(renewedAtLeast, entry.claimedAt) + this.options.leaseSeconds * 1000;
