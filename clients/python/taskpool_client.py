@@ -88,8 +88,22 @@ def _through_outage(call: Callable[[], Any], lost: Callable[[], bool], what: str
                 pause = max(pause, e.retry_after or 1.0)
             # Info, not warning: a server restart passes within a few tries; the last failure is raised, and the worker warns of it.
             log.info("could not %s (%s); trying again in %.1f s", what, e, pause)
-            time.sleep(pause)
+            # A lease lost meanwhile (the heartbeat says so) ends the wait: a 429's retry_after can be a
+            # minute, and the handler waited it out only to be refused.
+            if _wait_unless(lost, pause):
+                raise LeaseLost(409, "lease_lost", f"could not {what}: the lease was lost while waiting to try again") from e
     raise AssertionError("unreachable")
+
+
+def _wait_unless(done: Callable[[], bool], seconds: float) -> bool:
+    """Waits ``seconds``, or less if ``done()`` turns true (looked at every 50 ms); returns ``done()``."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(0.05, left))
+    return True
 
 
 def _unsent(error: BaseException) -> bool:

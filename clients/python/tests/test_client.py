@@ -397,6 +397,24 @@ class WorkerTest(unittest.TestCase):
         finally:
             server.close()
 
+    def test_a_lease_lost_during_a_rate_limit_wait_ends_the_wait(self):
+        # The handler sat out the whole retry_after (up to a minute) only to be refused.
+        task = {"id": 5, "lease_token": "tok", "params": {}}
+        limited = (429, {"success": False, "error": "rate_limited", "message": "Rate limit exceeded", "retry_after": 30})
+        server = ScriptedServer([limited])
+        try:
+            ctx = TaskContext(Client(server.url, retries=0), "w", task, threading.Event())
+            threading.Timer(0.3, ctx._mark_lost).start()
+            started = time.monotonic()
+            with self.assertLogs("taskpool_client", level="INFO"), self.assertRaises(LeaseLost) as raised:
+                ctx.save_checkpoint({"page": 2})
+            self.assertLess(time.monotonic() - started, 5)
+            self.assertIn("the lease was lost while waiting to try again", str(raised.exception))
+            self.assertEqual(server.requests, 1)
+            self.assertTrue(ctx.lost)
+        finally:
+            server.close()
+
     def test_retries_are_logged_at_debug_and_only_a_final_failure_warns(self):
         down = (503, {"success": False, "error": "database_unavailable", "message": "The database cannot be reached", "retry_after": 0.01})
         found = (200, {"success": True, "task": {"id": 5, "status": "pending"}, "events": []})
