@@ -203,8 +203,8 @@ export const MARK_DEAD = `
  * claimed-after-shutdown message.
  * Takes back every leased task of a dead worker, every task whose lease ran out, and every task leased to
  * a worker shut down: a claim that landed after its shutdown (a long-poll answered late, a stop that gave
- * up waiting), which no worker will run. Those go back as the shutdown gives tasks back, released with
- * no attempt charged, $7 their message; they waited for their lease to run out. The `fail` policy
+ * up waiting), which no worker will run: they used to wait for their lease to run out. Those go back as
+ * the shutdown gives tasks back, released with no attempt charged, $7 their message. The `fail` policy
  * or exhausted attempts end it `failed`; otherwise it is pending again at once, checkpoint kept (the
  * attempt was already counted when it was claimed); either way its lease token goes. The policy is
  * the sweep's for the type if given, else that of the registered version the task was created under,
