@@ -836,11 +836,14 @@ export class Worker {
     const beatsStopped = Promise.all([this.heartbeats?.stop(), toldFull]).catch(() => {});
     await settledBy(stopBy, beatsStopped);
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
-    // Each call goes once the one before has answered, waited for or not: sent together past the deadline,
-    // they raced on separate connections, and a beat landing after the shutdown left the worker active.
     const lastBeat = beatsStopped.then(() => this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] })).catch(() => {});
-    await settledBy(stopBy, lastBeat);
-    const markedInactive = lastBeat.then(() => this.store.shutdownWorker(this.id)).then(
+    const beatsAnswered = await settledBy(stopBy, lastBeat);
+    // A beat still unanswered at the deadline may land after the shutdown, on another connection, and
+    // mark the worker active again (the registry takes it for a restart): the shutdown is sent now, and
+    // again once that beat has answered. Not waited for: the stop's time is up.
+    const shutdown = () => this.store.shutdownWorker(this.id);
+    if (!beatsAnswered) void lastBeat.then(shutdown).catch(() => {});
+    const markedInactive = shutdown().then(
       // It gives back whatever the worker still held: an outcome that could not be written is lost, but
       // the task runs again now, not when its lease runs out.
       (released) => released.forEach((id) => this.leftLeased.delete(id)),

@@ -986,7 +986,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect((await store.listWorkers())[0]).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
   });
 
-  it("a stop whose last beat answers past its deadline sends the shutdown after it, so the worker ends inactive", { timeout: 30_000 }, async () => {
+  it("a stop whose last beat answers past its deadline sends the shutdown again after it, so the worker ends inactive", { timeout: 30_000 }, async () => {
     // Sent together once the stop had given up waiting, the beat and the shutdown raced on separate
     // connections; the slow beat landed second and left the worker shown active.
     let slow = false;
