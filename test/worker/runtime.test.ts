@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { hostname } from "node:os";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { Taskpool } from "../../src/api/taskpool.js";
 import { HttpStore } from "../../src/client/http-store.js";
@@ -12,14 +12,18 @@ import { UNKNOWN_TO_ITS_WORKER } from "../../src/core/worker.js";
 import type { WorkerOptions } from "../../src/worker/options.js";
 import { NonRetryableError, Worker, WorkerStoppingError } from "../../src/worker/worker.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
-import { postgresKind, sqliteKind, type TestStore, withOverrides } from "../helpers/stores.js";
+import { postgresKind, SpareSchemas, sqliteKind, type TestStore, withOverrides } from "../helpers/stores.js";
 
 describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
   let handle: TestStore;
   let store: Store;
   const workers: Worker[] = [];
+  // A schema goes back emptied once its workers are stopped and its stores closed: a write that
+  // comes late fails on the closed store rather than landing in the next test's schema.
+  const spares = new SpareSchemas();
+  afterAll(() => spares.dropAll());
   beforeEach(async () => {
-    handle = await kind.create();
+    handle = await kind.create({ spares });
     store = new CheckedStore(handle.store);
   });
   afterEach(async () => {
