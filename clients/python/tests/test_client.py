@@ -85,7 +85,9 @@ class ScriptedServer:
         # 127.0.0.1, so they cannot reach this socket.
         self.httpd = http.server.HTTPServer(("127.0.0.2", 0), Handler)
         self.url = f"http://127.0.0.2:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        # close() waits for the serving loop to look at its shutdown flag, which it does every poll_interval
+        # (0.5 s by default: half a second per scripted server, seconds per run of the suite).
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
 
     def close(self):
         self.httpd.shutdown()
