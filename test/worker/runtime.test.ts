@@ -203,6 +203,8 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
         pollIntervalMs: 100,
         heartbeatIntervalMs: 100,
         leaseSeconds: 1,
+        // The stop after the test waits for beats that hang 4 s (the one in flight, the last one): up to lastCallsMs.
+        lastCallsMs: 500,
         handleSignals: false,
         heartbeatThread: false,
         logger: logs.logger,
