@@ -881,9 +881,10 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
   });
 
   it("keeps draining quick tasks with many slots, where the prefetch window is larger than one claim may take", async () => {
-    await store.enqueueMany(Array.from({ length: 3000 }, () => ({ taskType: "quick" })));
+    // Past the claim limit (1,000), so that a claim takes a full 1,000: once the first 30 have shown the tasks are quick, the window (1,500) asks for more.
+    await store.enqueueMany(Array.from({ length: 1200 }, () => ({ taskType: "quick" })));
     const { logs } = await startWorker({ concurrency: 30, handlers: { quick: () => {} } });
-    await eventually(async () => (await store.counts()).byStatus.completed === 3000, 20_000, "all 3000 completed");
+    await eventually(async () => (await store.counts()).byStatus.completed === 1200, 20_000, "all 1200 completed");
     expect(logs.messages().filter((m) => m.startsWith("Claim failed"))).toEqual([]);
   });
 
