@@ -32,24 +32,25 @@ describe("taskpool CLI", () => {
     expect(enqueued).toMatchObject({ created: true, task: { id: 2, taskType: "product_resync", params: { storeId: 7 }, status: "pending" } });
     const records = JSON.parse((await taskpool("status", "--json", "--db", db)).stdout);
     expect(records).toMatchObject({ counts: { byStatus: { pending: 2 }, byType: { product_resync: { pending: 2 } } }, workers: [], coordinator: { holder: null, sweepOverdue: false } });
-    const bad = await taskpool("enqueue", "product_resync", "{not json", "--db", db).catch((e) => e);
-    expect(bad.code).toBe(1);
-    // JSON.parse's reason (its wording varies with Node), and the likely cause: the shell ate the quotes.
-    expect(bad.stderr).toMatch(/^taskpool: params is not valid JSON \(.+\): \{not json; quote it for the shell, e\.g\. '\{"storeId":42\}'\n$/);
-    const rounded = await taskpool("enqueue", "product_resync", '{"storeId":12345678901234567890}', "--db", db).catch((e) => e);
-    expect(rounded.stderr).toMatch(/^taskpool: params\.storeId: 12345678901234567890 is an integer beyond ±9007199254740991, .*stored as 12345678901234567000: send it as a string\n$/);
-    const badType = await taskpool("enqueue", "bad type", "--db", db).catch((e) => e);
-    expect(badType.stderr).toMatch(/taskpool: Invalid task: taskType: must be a letter, then letters/);
-    // Named as the flag typed, not as the library's field (maxAttempts, delaySeconds); --limit by its option.
-    const [attempts, delay, limit] = await Promise.all([
+    // The refusals are independent of each other: started together, as each costs a process start.
+    const [bad, rounded, badType, attempts, delay, limit, badUrl] = await Promise.all([
+      taskpool("enqueue", "product_resync", "{not json", "--db", db).catch((e) => e),
+      taskpool("enqueue", "product_resync", '{"storeId":12345678901234567890}', "--db", db).catch((e) => e),
+      taskpool("enqueue", "bad type", "--db", db).catch((e) => e),
       taskpool("enqueue", "crawl", "--max-attempts", "0", "--db", db).catch((e) => e),
       taskpool("enqueue", "crawl", "--delay", "-5", "--db", db).catch((e) => e),
       taskpool("tasks", "list", "--limit", "5000", "--db", db).catch((e) => e),
+      taskpool("status", "--db", "mysql://x").catch((e) => e),
     ]);
+    expect(bad.code).toBe(1);
+    // JSON.parse's reason (its wording varies with Node), and the likely cause: the shell ate the quotes.
+    expect(bad.stderr).toMatch(/^taskpool: params is not valid JSON \(.+\): \{not json; quote it for the shell, e\.g\. '\{"storeId":42\}'\n$/);
+    expect(rounded.stderr).toMatch(/^taskpool: params\.storeId: 12345678901234567890 is an integer beyond ±9007199254740991, .*stored as 12345678901234567000: send it as a string\n$/);
+    expect(badType.stderr).toMatch(/taskpool: Invalid task: taskType: must be a letter, then letters/);
+    // Named as the flag typed, not as the library's field (maxAttempts, delaySeconds); --limit by its option.
     expect(attempts.stderr).toMatch(/^taskpool: Invalid task: --max-attempts: Expected integer to be greater or equal to 1/);
     expect(delay.stderr).toMatch(/^taskpool: Invalid task: --delay: Expected number to be greater or equal to 0/);
     expect(limit.stderr).toBe("taskpool: option '--limit <n>' argument '5000' is invalid. expected a whole number from 1 to 1000\n");
-    const badUrl = await taskpool("status", "--db", "mysql://x").catch((e) => e);
     expect(badUrl.stderr).toMatch(/Unsupported database URL "mysql:\/\/x"/);
   }, 60_000);
 
@@ -100,19 +101,22 @@ describe("taskpool CLI", () => {
     try {
       const run = (env: Record<string, string>, ...args: string[]): Promise<{ code?: number; stdout: string; stderr: string }> =>
         taskpoolIn(dir, envWith(env), ...args).catch((e) => e);
-      const emptyDb = await run({ TASKPOOL_DATABASE_URL: "" }, "serve", "--port", "0");
-      expect([emptyDb.code, emptyDb.stderr]).toEqual([1, "taskpool: TASKPOOL_DATABASE_URL is set but empty: set it to what --db <url> takes, or unset it (or pass --db …, which wins over it)\n"]);
-      const emptyUrl = await run({ TASKPOOL_URL: "" }, "status");
-      expect(emptyUrl.stderr).toMatch(/^taskpool: TASKPOOL_URL is set but empty: set it to what --url <url> takes/);
       // --schema typed for a file, which has none, or for a server, which has its own, would be ignored.
-      const sqliteSchema = await run({}, "status", "--db", "sqlite:./pool.db", "--schema", "other");
+      const [emptyDb, emptyUrl, sqliteSchema, serverSchema] = await Promise.all([
+        run({ TASKPOOL_DATABASE_URL: "" }, "serve", "--port", "0"),
+        run({ TASKPOOL_URL: "" }, "status"),
+        run({}, "status", "--db", "sqlite:./pool.db", "--schema", "other"),
+        run({}, "tasks", "list", "--url", "http://127.0.0.1:9", "--schema", "other"),
+      ]);
+      expect([emptyDb.code, emptyDb.stderr]).toEqual([1, "taskpool: TASKPOOL_DATABASE_URL is set but empty: set it to what --db <url> takes, or unset it (or pass --db …, which wins over it)\n"]);
+      expect(emptyUrl.stderr).toMatch(/^taskpool: TASKPOOL_URL is set but empty: set it to what --url <url> takes/);
       expect([sqliteSchema.code, sqliteSchema.stderr]).toEqual([1, "taskpool: --schema names a PostgreSQL schema, and a SQLite database has none: leave it out, or keep another pool in another file (--db sqlite:./other.db)\n"]);
-      expect((await run({}, "tasks", "list", "--url", "http://127.0.0.1:9", "--schema", "other")).stderr).toMatch(/^taskpool: --schema is the server's setting/);
+      expect(serverSchema.stderr).toMatch(/^taskpool: --schema is the server's setting/);
       expect(readdirSync(dir)).toEqual([]);
       expect((await run({ TASKPOOL_DATABASE_URL: "" }, "migrate", "--db", db)).stdout).toMatch(/^Migrated /);
       // TASKPOOL_SCHEMA exported for the environment's PostgreSQL URLs does not stop a SQLite command, empty or not.
-      expect((await run({ TASKPOOL_SCHEMA: "other" }, "status", "--db", db)).stdout).toMatch(/^Tasks/);
-      expect((await run({ TASKPOOL_SCHEMA: "" }, "status", "--db", db)).stdout).toMatch(/^Tasks/);
+      const statuses = await Promise.all([run({ TASKPOOL_SCHEMA: "other" }, "status", "--db", db), run({ TASKPOOL_SCHEMA: "" }, "status", "--db", db)]);
+      for (const status of statuses) expect(status.stdout).toMatch(/^Tasks/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -152,18 +156,21 @@ describe("taskpool CLI", () => {
       new RegExp(`^taskpool: cannot open .*: Connection terminated unexpectedly; is PostgreSQL listening at 127\\.0\\.0\\.1:${webPort}\\? \\(A taskpool server is reached with --url http://host:port, not --db\\)\n$`),
     ]);
     try {
-      for (const [args, message] of failures) {
-        const error = await taskpool(...args).catch((e) => e);
+      const [verbose, ...errors] = await Promise.all([
+        taskpool("status", "--verbose", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres").catch((e) => e),
+        ...failures.map(([args]) => taskpool(...args).catch((e) => e)),
+      ]);
+      for (const [i, [, message]] of failures.entries()) {
+        const error = errors[i];
         expect(error.code).toBe(1);
         expect(error.stderr).toMatch(message);
         expect(error.stderr).not.toMatch(/s3cret|\n\s+at /);
         expect(error.stderr.trim().split("\n")).toHaveLength(1);
       }
+      expect(verbose.stderr).toMatch(/\n\s+at /);
     } finally {
       web.close();
     }
-    const verbose = await taskpool("status", "--verbose", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres").catch((e) => e);
-    expect(verbose.stderr).toMatch(/\n\s+at /);
   }, 60_000);
 
   it("enqueue warns when nobody serves an unregistered type, and --require-registered refuses it", async () => {
@@ -182,17 +189,19 @@ describe("taskpool CLI", () => {
     // A repeat after an answer lost (a timeout), written the other way round: the same request.
     const again = await taskpoolRun("enqueue", "crawl", '{ "page": 1 }', "--idempotency-key", "crawl-page-1", "--db", db);
     expect([again.code, again.stdout]).toEqual([0, 'Task 1 (crawl) already enqueued by an earlier call with idempotency key "crawl-page-1": nothing new created; it is pending now\n']);
-    const json = JSON.parse((await taskpool("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", "--json", "--db", db)).stdout);
-    expect(json).toMatchObject({ created: false, replayed: true, task: { id: 1, params: { page: 1 } } });
-    const reused = await taskpoolRun("enqueue", "crawl", '{"page":2}', "--idempotency-key", "crawl-page-1", "--db", db);
+    // Refused as the library and the server refuse it, before the database is opened: no file appears.
+    const fresh = `${path}.fresh.db`;
+    const [replayed, reused, bad] = await Promise.all([
+      taskpool("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", "--json", "--db", db),
+      taskpoolRun("enqueue", "crawl", '{"page":2}', "--idempotency-key", "crawl-page-1", "--db", db),
+      taskpoolRun("enqueue", "crawl", "--idempotency-key", "crawl page 1", "--db", `sqlite:${fresh}`),
+    ]);
+    expect(JSON.parse(replayed.stdout)).toMatchObject({ created: false, replayed: true, task: { id: 1, params: { page: 1 } } });
     expect([reused.code, reused.stdout, reused.stderr]).toEqual([
       1,
       "",
       'taskpool: Idempotency key "crawl-page-1" was already used for a different enqueue request; a key may only be sent again with the same request (a retry): use a new key for new tasks\n',
     ]);
-    // Refused as the library and the server refuse it, before the database is opened: no file appears.
-    const fresh = `${path}.fresh.db`;
-    const bad = await taskpoolRun("enqueue", "crawl", "--idempotency-key", "crawl page 1", "--db", `sqlite:${fresh}`);
     expect([bad.code, bad.stderr]).toEqual([1, 'taskpool: Invalid options: --idempotency-key: must be 1 to 255 visible ASCII characters, no spaces (a UUID is the usual choice) (got "crawl page 1")\n']);
     expect(existsSync(fresh)).toBe(false);
     const tasks = JSON.parse((await taskpool("tasks", "list", "--json", "--db", db)).stdout).tasks;
@@ -212,16 +221,24 @@ describe("taskpool CLI", () => {
       const piped = await taskpoolWithStdin('{"storeId":4}\n', "enqueue", "crawl", "--file", "-", "--json", "--db", db);
       expect(JSON.parse(piped.stdout)).toMatchObject([{ created: true, task: { id: 4, params: { storeId: 4 }, priority: 0 } }]);
 
-      // Every bad line named by its number, and none of the good ones enqueued.
+      // Every bad line named by its number, and none of the good ones enqueued. The refusals, each
+      // of a file of its own, run together.
       writeFileSync(file, ['{"storeId":5}', "storeId: 6", "[7]", '{"storeId":12345678901234567890}', ""].join("\n"));
-      const bad = await taskpoolRun("enqueue", "crawl", "--file", file, "--db", db);
+      const big = join(dir, "big.jsonl");
+      writeFileSync(big, '{"n":1}\n'.repeat(10_001));
+      const [bad, tooMany, uniqueKey, both, emptyStdin] = await Promise.all([
+        taskpoolRun("enqueue", "crawl", "--file", file, "--db", db),
+        taskpoolRun("enqueue", "crawl", "--file", big, "--db", db),
+        taskpoolRun("enqueue", "crawl", "--file", big, "--unique-key", "k", "--db", db),
+        taskpoolRun("enqueue", "crawl", "{}", "--file", big, "--db", db),
+        taskpoolWithStdin("\n", "enqueue", "crawl", "--file", "-", "--db", db),
+      ]);
       expect(bad.code).toBe(1);
       expect(bad.stderr).toMatch(/^taskpool: \S+stores\.jsonl has lines that are not a task's params \(a JSON object on one line\), so nothing was enqueued: line 2: not valid JSON \(.*\); line 3: expected a JSON object, got an array; line 4: params\.storeId: 12345678901234567890 is an integer beyond/);
-      writeFileSync(file, '{"n":1}\n'.repeat(10_001));
-      expect((await taskpoolRun("enqueue", "crawl", "--file", file, "--db", db)).stderr).toMatch(/holds 10001 tasks, more than the 10000 one enqueue takes \(all or nothing, in one transaction\), so nothing was enqueued: split it, e\.g\. split -l 10000 /);
-      expect((await taskpoolRun("enqueue", "crawl", "--file", file, "--unique-key", "k", "--db", db)).stderr).toMatch(/^taskpool: --unique-key names one task; with --file/);
-      expect((await taskpoolRun("enqueue", "crawl", "{}", "--file", file, "--db", db)).stderr).toBe("taskpool: give params or --file, not both: with --file, each line of the file is one task's params\n");
-      expect((await taskpoolWithStdin("\n", "enqueue", "crawl", "--file", "-", "--db", db)).stderr).toBe('taskpool: stdin holds no tasks: give one params object per line, e.g. {"storeId":42}\n');
+      expect(tooMany.stderr).toMatch(/holds 10001 tasks, more than the 10000 one enqueue takes \(all or nothing, in one transaction\), so nothing was enqueued: split it, e\.g\. split -l 10000 /);
+      expect(uniqueKey.stderr).toMatch(/^taskpool: --unique-key names one task; with --file/);
+      expect(both.stderr).toBe("taskpool: give params or --file, not both: with --file, each line of the file is one task's params\n");
+      expect(emptyStdin.stderr).toBe('taskpool: stdin holds no tasks: give one params object per line, e.g. {"storeId":42}\n');
 
       const tasks = JSON.parse((await taskpool("tasks", "list", "--order", "oldest", "--json", "--db", db)).stdout).tasks;
       expect(tasks.map((t: { params: unknown; priority: number }) => [t.params, t.priority])).toEqual([
@@ -240,10 +257,12 @@ describe("taskpool CLI", () => {
     try {
       const file = join(dir, "stores.jsonl");
       writeFileSync(file, '{"storeId":1}\n{"storeId":2}\n');
-      const unregistered = await taskpoolRun("enqueue", "prodcut_resync", "--file", file, "--require-registered", "--db", db);
+      const [unregistered, badName] = await Promise.all([
+        taskpoolRun("enqueue", "prodcut_resync", "--file", file, "--require-registered", "--db", db),
+        taskpoolRun("enqueue", "bad type!", "--file", file, "--db", db),
+      ]);
       expect(unregistered.code).toBe(1);
       expect(unregistered.stderr).toMatch(/^taskpool: Task type "prodcut_resync" is not registered, and this pool requires registered types/);
-      const badName = await taskpoolRun("enqueue", "bad type!", "--file", file, "--db", db);
       expect(badName.code).toBe(1);
       expect(badName.stderr).toMatch(/^taskpool: Invalid task: taskType: /);
       expect(JSON.parse((await taskpool("tasks", "list", "--json", "--db", db)).stdout).tasks).toEqual([]);
@@ -262,10 +281,10 @@ describe("taskpool CLI", () => {
       await taskpool("types", "register", definition, ...on);
       const file = join(dir, "stores.jsonl");
       writeFileSync(file, '{"storeId":1}\n{"storeId":"two"}\n');
-      const refused = await taskpoolRun("enqueue", "crawl", "--file", file, ...on);
+      const [refused, badOption] = await Promise.all([taskpoolRun("enqueue", "crawl", "--file", file, ...on), taskpoolRun("enqueue", "crawl", "--file", file, "--max-attempts", "0", ...on)]);
       expect([refused.code, refused.stderr]).toEqual([1, `taskpool: ${file} line 2: Invalid params for crawl v1: params.storeId: must be integer; nothing was enqueued\n`]);
       // An option every line shares is refused as the option, with no line.
-      expect((await taskpoolRun("enqueue", "crawl", "--file", file, "--max-attempts", "0", ...on)).stderr).toBe("taskpool: Invalid task: --max-attempts: Expected integer to be greater or equal to 1 (got 0)\n");
+      expect(badOption.stderr).toBe("taskpool: Invalid task: --max-attempts: Expected integer to be greater or equal to 1 (got 0)\n");
       expect(JSON.parse((await taskpool("tasks", "list", "--json", ...on)).stdout).tasks).toEqual([]);
       writeFileSync(file, '{"storeId":1}\n{"storeId":2}\n');
       expect((await taskpool("enqueue", "crawl", "--file", file, ...on)).stdout).toMatch(/^Enqueued 2 tasks \(crawl\): tasks \d+ to \d+\n$/);
@@ -308,16 +327,20 @@ describe("taskpool CLI", () => {
     try {
       expect((await taskpool("types", "register", file, "--db", db)).stdout).toMatch(/Registered product_resync v1 .*at most 3 running, params schema/);
       expect((await taskpool("types", "register", file, "--db", db)).stdout).toMatch(/Unchanged: product_resync v1/);
-      expect((await taskpool("types", "list", "--db", db)).stdout).toMatch(/^product_resync v1/);
+      const [list, listJson, show, bad, none, missing] = await Promise.all([
+        taskpool("types", "list", "--db", db),
+        taskpool("types", "list", "--json", "--db", db),
+        taskpool("types", "show", "product_resync", "--db", db),
+        taskpool("enqueue", "product_resync", '{"storeId":"x"}', "--db", db).catch((e) => e),
+        taskpool("migrate", "--db", `sqlite:${path}.empty`).then(() => taskpool("types", "show", "nope", "--db", `sqlite:${path}.empty`).catch((e) => e)),
+        taskpool("types", "show", "nope", "--db", db).catch((e) => e),
+      ]);
+      expect(list.stdout).toMatch(/^product_resync v1/);
       // docs/upgrading.md has operators look for patterns RE2 does not run in it.
-      expect(JSON.parse((await taskpool("types", "list", "--json", "--db", db)).stdout)).toMatchObject([{ name: "product_resync", version: 1, paramsSchema: { required: ["storeId"] } }]);
-      expect(JSON.parse((await taskpool("types", "show", "product_resync", "--db", db)).stdout)[0]).toMatchObject({ name: "product_resync", version: 1, maxRunning: 3 });
-      const bad = await taskpool("enqueue", "product_resync", '{"storeId":"x"}', "--db", db).catch((e) => e);
+      expect(JSON.parse(listJson.stdout)).toMatchObject([{ name: "product_resync", version: 1, paramsSchema: { required: ["storeId"] } }]);
+      expect(JSON.parse(show.stdout)[0]).toMatchObject({ name: "product_resync", version: 1, maxRunning: 3 });
       expect(bad.stderr).toMatch(/taskpool: Invalid params for product_resync v1: params.storeId: must be integer/);
-      await taskpool("migrate", "--db", `sqlite:${path}.empty`);
-      const none = await taskpool("types", "show", "nope", "--db", `sqlite:${path}.empty`).catch((e) => e);
       expect(none.stderr).toBe('taskpool: task type "nope" is not registered; no type is registered (taskpool types register <file> registers one)\n');
-      const missing = await taskpool("types", "show", "nope", "--db", db).catch((e) => e);
       expect(missing.stderr).toBe('taskpool: task type "nope" is not registered; registered: product_resync (taskpool types list shows them)\n');
     } finally {
       rmSync(file, { force: true });
@@ -341,13 +364,16 @@ describe("taskpool CLI", () => {
     writeFileSync(module, "export const handlers = { greet: async (params) => ({ hello: params.name }) };\n");
     try {
       await taskpool("enqueue", "greet", '{"name":"taskpool"}', "--db", db);
-      await workUntilTask1("--handlers", module, "--id", "cli-worker", "--db", db);
-      expect((await taskpool("status", "--db", db)).stdout).toMatch(/greet\s+completed 1[\s\S]*cli-worker\s+inactive/);
-      const missing = await taskpool("worker", "--handlers", `${path}.nothing.mjs`, "--db", db).catch((e) => e);
-      expect([missing.code, missing.stderr]).toEqual([1, `taskpool: cannot load handlers from ${path}.nothing.mjs: there is no file ${path}.nothing.mjs\n`]);
       // TypeScript, as the README's handlers are written: Node 20 said only "Unknown file extension".
       writeFileSync(`${path}.handlers.ts`, "export const handlers = { greet: async (params: { name: string }) => ({ hello: params.name }) };\n");
-      const typescript = await taskpool("worker", "--handlers", `${path}.handlers.ts`, "--db", db).catch((e) => e);
+      // The refusals alongside the worker that runs: each is a process start of its own.
+      const [missing, typescript] = await Promise.all([
+        taskpool("worker", "--handlers", `${path}.nothing.mjs`, "--db", db).catch((e) => e),
+        taskpool("worker", "--handlers", `${path}.handlers.ts`, "--db", db).catch((e) => e),
+        workUntilTask1("--handlers", module, "--id", "cli-worker", "--db", db),
+      ]);
+      expect((await taskpool("status", "--db", db)).stdout).toMatch(/greet\s+completed 1[\s\S]*cli-worker\s+inactive/);
+      expect([missing.code, missing.stderr]).toEqual([1, `taskpool: cannot load handlers from ${path}.nothing.mjs: there is no file ${path}.nothing.mjs\n`]);
       expect([typescript.code, typescript.stderr]).toEqual([
         1,
         `taskpool: cannot load handlers from ${path}.handlers.ts: taskpool loads JavaScript, not TypeScript: compile it (tsc) and pass the .js it makes\n`,
@@ -365,10 +391,12 @@ describe("taskpool CLI", () => {
     writeFileSync(module, "export const handlers = { crawl: async () => ({ crawled: true }), parse: async () => ({}) };\n");
     try {
       await taskpool("enqueue", "crawl", "{}", "--db", db);
-      const output = await workUntilTask1("--handlers", module, "--role", "crawl", "--db", db);
+      const [output, typo] = await Promise.all([
+        workUntilTask1("--handlers", module, "--role", "crawl", "--db", db),
+        taskpool("worker", "--handlers", module, "--role", "crawl,prase", "--db", db).catch((e) => e),
+      ]);
       expect(output).toMatch(/Starting worker \S+ for roles: crawl"/);
       expect(output.split("\n").filter((line) => line.includes('"level":40'))).toEqual([]);
-      const typo = await taskpool("worker", "--handlers", module, "--role", "crawl,prase", "--db", db).catch((e) => e);
       expect([typo.code, typo.stderr]).toEqual([1, 'taskpool: No handler for role "prase": add handlers.prase = async (params, ctx) => { ... }\n']);
     } finally {
       rmSync(module, { force: true });
@@ -379,7 +407,12 @@ describe("taskpool CLI", () => {
     const module = `${path}.slow.mjs`;
     writeFileSync(module, "export const handlers = { slow: (params, ctx) => new Promise((resolve) => ctx.signal.addEventListener('abort', resolve)) };\n");
     try {
-      const { id } = JSON.parse((await taskpool("enqueue", "slow", "{}", "--json", "--db", db)).stdout).task;
+      const [enqueued, bad] = await Promise.all([
+        taskpool("enqueue", "slow", "{}", "--json", "--db", db),
+        taskpool("worker", "--handlers", module, "--shutdown-grace", "5s", "--db", db).catch((e) => e),
+      ]);
+      expect(bad.stderr).toMatch(/--shutdown-grace <seconds>.*expected a whole number, without a unit/);
+      const { id } = JSON.parse(enqueued.stdout).task;
       const child = spawn(process.execPath, [CLI, "worker", "--handlers", module, "--id", "graceful", "--shutdown-grace", "1", "--db", db], {
         env: { ...process.env, POLL_INTERVAL_MS: "100", LOG_LEVEL: "debug" },
         stdio: ["ignore", "pipe", "pipe"],
@@ -395,8 +428,6 @@ describe("taskpool CLI", () => {
       expect(output).toContain("grace 1000 ms");
       const { task } = JSON.parse((await taskpool("tasks", "show", String(id), "--json", "--db", db)).stdout);
       expect(task).toMatchObject({ status: "pending", attempts: 0 });
-      const bad = await taskpool("worker", "--handlers", module, "--shutdown-grace", "5s", "--db", db).catch((e) => e);
-      expect(bad.stderr).toMatch(/--shutdown-grace <seconds>.*expected a whole number, without a unit/);
     } finally {
       rmSync(module, { force: true });
     }
@@ -440,10 +471,13 @@ describe("taskpool CLI", () => {
       }
       expect(readdirSync(dir)).toEqual([]);
       // A database named (--db, or TASKPOOL_DATABASE_URL) is what such a command works on, TASKPOOL_URL or not.
-      expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server, TASKPOOL_DATABASE_URL: db }), "migrate")).stdout).toMatch(/^Migrated .*: applied migrations 001 to /);
-      expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server }), "keys", "list", "--db", db)).stdout).toMatch(/^No API keys/);
       // A key id that is none is refused before any database is opened.
-      const typo = await run({}, ["keys", "revoke", "abc", "--db", `sqlite:${join(dir, "keys.db")}`]);
+      const [migrated, typo] = await Promise.all([
+        taskpoolIn(dir, envWith({ TASKPOOL_URL: server, TASKPOOL_DATABASE_URL: db }), "migrate"),
+        run({}, ["keys", "revoke", "abc", "--db", `sqlite:${join(dir, "keys.db")}`]),
+      ]);
+      expect(migrated.stdout).toMatch(/^Migrated .*: applied migrations 001 to /);
+      expect((await taskpoolIn(dir, envWith({ TASKPOOL_URL: server }), "keys", "list", "--db", db)).stdout).toMatch(/^No API keys/);
       expect([typo.code, typo.stderr]).toEqual([1, 'taskpool: "abc" is not a key id: pass the number `taskpool keys list` shows first, e.g. 3\n']);
       expect(readdirSync(dir)).toEqual([]);
     } finally {
@@ -460,8 +494,10 @@ describe("taskpool CLI", () => {
     const handlers = `${path}.handlers.mjs`;
     writeFileSync(handlers, "export const handlers = { greet: async () => null };\n");
     try {
-      for (const args of [["status"], ["migrate"], ["serve", "--port", "0"], ["worker", "--handlers", handlers]]) {
-        const refused = await taskpool(...args, "--db", db).catch((e) => e);
+      const commands = [["status"], ["migrate"], ["serve", "--port", "0"], ["worker", "--handlers", handlers]];
+      const refusals = await Promise.all(commands.map((args) => taskpool(...args, "--db", db).catch((e) => e)));
+      for (const [i, args] of commands.entries()) {
+        const refused = refusals[i];
         expect([args[0], refused.code, refused.stderr]).toEqual([
           args[0],
           1,
@@ -478,8 +514,10 @@ describe("taskpool CLI", () => {
     const dir = mkdtempSync(join(tmpdir(), "taskpool-cli-"));
     const run = (...args: string[]) => taskpoolIn(dir, envWith({}), ...args).then(() => ({ code: 0, stderr: "" }), (e: { code: number; stderr: string }) => e);
     try {
-      for (const args of [["status"], ["tasks", "list"], ["workers"], ["keys", "list"], ["tasks", "cancel", "1"], ["capacity"]]) {
-        const refused = await run(...args);
+      const commands = [["status"], ["tasks", "list"], ["workers"], ["keys", "list"], ["tasks", "cancel", "1"], ["capacity"]];
+      const refusals = await Promise.all(commands.map((args) => run(...args)));
+      for (const [i, args] of commands.entries()) {
+        const refused = refusals[i];
         expect([args.join(" "), refused.code, refused.stderr]).toEqual([
           args.join(" "),
           1,
