@@ -56,19 +56,22 @@ describe("taskpool keys and serve", () => {
     );
     expect(list).not.toContain(quiet.trim());
     expect((await taskpool("keys", "revoke", "1", "--db", db)).stdout).toBe("Revoked API key 1 (worker); running servers refuse it within 5 s\n");
-    expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/^ 1 {2}worker .* revoked \d{4}-\S+Z {2}server's$/m);
     // Again: said so, with when, and nothing changes (exit 0: repeating is harmless).
-    const again = (await taskpool("keys", "revoke", "1", "--db", db)).stdout;
-    const revokedAt = /revoked (\S+Z) /.exec((await taskpool("keys", "list", "--db", db)).stdout)![1];
+    const [revokedList, revokedAgain] = await Promise.all([taskpool("keys", "list", "--db", db), taskpool("keys", "revoke", "1", "--db", db)]);
+    expect(revokedList.stdout).toMatch(/^ 1 {2}worker .* revoked \d{4}-\S+Z {2}server's$/m);
+    const again = revokedAgain.stdout;
+    const revokedAt = /revoked (\S+Z) /.exec(revokedList.stdout)![1];
     expect(again).toBe(`API key 1 (worker) was already revoked, at ${revokedAt}; nothing changed\n`);
-    const json = JSON.parse((await taskpool("keys", "list", "--json", "--db", db)).stdout);
-    expect(json.map((k: { id: number; scope: string; revokedAt: string | null }) => [k.id, k.scope, k.revokedAt !== null])).toEqual([
+    const [listed, unknown, badScope] = await Promise.all([
+      taskpool("keys", "list", "--json", "--db", db),
+      taskpool("keys", "revoke", "7", "--db", db).catch((e) => e),
+      taskpool("keys", "create", "--scope", "root", "--db", db).catch((e) => e),
+    ]);
+    expect(JSON.parse(listed.stdout).map((k: { id: number; scope: string; revokedAt: string | null }) => [k.id, k.scope, k.revokedAt !== null])).toEqual([
       [1, "worker", true],
       [2, "admin", false],
     ]);
-    const unknown = await taskpool("keys", "revoke", "7", "--db", db).catch((e) => e);
     expect(unknown.stderr).toBe("taskpool: API key 7 does not exist (taskpool keys list shows the ids)\n");
-    const badScope = await taskpool("keys", "create", "--scope", "root", "--db", db).catch((e) => e);
     expect(badScope.stderr).toMatch(/argument 'root' is invalid\. Allowed choices are admin, producer, worker/);
   }, 60_000);
 
@@ -85,19 +88,20 @@ describe("taskpool keys and serve", () => {
   }, 30_000);
 
   it("serve refuses a non-loopback address for a database not set up, and creates nothing (a mistyped --db or --schema)", async () => {
-    // No file there: it was created, migrated, then refused for want of a key, as if the fix were a key in it.
-    const refused = await taskpool("serve", "--host", "0.0.0.0", "--port", "0", "--db", db).catch((e) => e);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toBe(
-      `taskpool: refusing to listen on 0.0.0.0 with no API key, as there is no database at ${path} (${path}) to hold one: fix --db, ` +
-        "or create the database and a key first (taskpool keys create --scope admin), or pass --no-auth on a network you trust\n",
-    );
-    expect(existsSync(path)).toBe(false);
-
     const { schema, cleanup } = await createPostgres();
     const typo = `${schema}_typo`;
     try {
-      const pgRefused = await taskpool("serve", "--host", "0.0.0.0", "--port", "0", "--db", PG_URL, "--schema", typo).catch((e) => e);
+      const [refused, pgRefused] = await Promise.all([
+        taskpool("serve", "--host", "0.0.0.0", "--port", "0", "--db", db).catch((e) => e),
+        taskpool("serve", "--host", "0.0.0.0", "--port", "0", "--db", PG_URL, "--schema", typo).catch((e) => e),
+      ]);
+      // No file there: it was created, migrated, then refused for want of a key, as if the fix were a key in it.
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(
+        `taskpool: refusing to listen on 0.0.0.0 with no API key, as there is no database at ${path} (${path}) to hold one: fix --db, ` +
+          "or create the database and a key first (taskpool keys create --scope admin), or pass --no-auth on a network you trust\n",
+      );
+      expect(existsSync(path)).toBe(false);
       expect(pgRefused.code).toBe(1);
       expect(pgRefused.stderr).toMatch(
         new RegExp(`^taskpool: refusing to listen on 0\\.0\\.0\\.0 with no API key, as there is no taskpool schema "${typo}" in postgres://\\S+ \\(taskpool's schemas there: [^)]*\\b${schema}\\b[^)]*\\) to hold one: fix --db or --schema, `),
@@ -179,35 +183,47 @@ describe("taskpool keys and serve", () => {
   });
 
   it("serve --shutdown-delay: on SIGTERM it goes on serving while /readyz answers 503 and answers close their connections; a second signal, or the delay's end, stops it", async () => {
-    const { child, url, output } = await startServe("--db", db, "--no-auth", "--shutdown-delay", "600");
-    expect((await request(url, "GET", "/readyz", undefined, null)).status).toBe(200);
-    child.kill("SIGTERM");
-    await eventually(() => output().includes("SIGTERM: /readyz answers 503 from now; serving 600 s more"), 5000, "the delay to begin");
-    const ready = await request(url, "GET", "/readyz", undefined, null);
-    expect([ready.status, ready.body, ready.headers.get("connection")]).toEqual([
-      503,
-      { success: false, error: "not_ready", message: "This server is shutting down; send requests to another" },
-      "close",
-    ]);
-    // The drain is planned: its 503s are said at info, not warned about.
-    await eventually(() => output().includes("GET /readyz answered 503: This server is shutting down"), 5000, "the 503 to be logged");
-    expect(output()).toMatch(/"level":30[^\n]*GET \/readyz answered 503: This server is shutting down/);
-    // Requests a balancer still sends meanwhile are served, not refused.
-    const created = await request(url, "POST", "/api/tasks", { task_type: "crawl" }, null);
-    expect([created.status, created.headers.get("connection")]).toEqual([201, "close"]);
-    const code = new Promise((resolve) => child.on("exit", resolve));
-    child.kill("SIGTERM");
-    expect(await code).toBe(0);
-    expect(output()).toMatch(/SIGTERM: no new requests; finishing those in flight[\s\S]*"msg":"Stopped"/);
+    // The second server, for the delay's end, starts beside the first.
+    const [started, briefStarted] = await Promise.allSettled([startServe("--db", db, "--no-auth", "--shutdown-delay", "600"), startServe("--db", db, "--no-auth", "--shutdown-delay", "1")]);
+    if (started.status === "rejected" || briefStarted.status === "rejected") {
+      await Promise.all([started, briefStarted].map((s) => s.status === "fulfilled" && s.value.stop()));
+      throw started.status === "rejected" ? started.reason : (briefStarted as PromiseRejectedResult).reason;
+    }
+    try {
+      const { child, url, output } = started.value;
+      expect((await request(url, "GET", "/readyz", undefined, null)).status).toBe(200);
+      child.kill("SIGTERM");
+      await eventually(() => output().includes("SIGTERM: /readyz answers 503 from now; serving 600 s more"), 5000, "the delay to begin");
+      const ready = await request(url, "GET", "/readyz", undefined, null);
+      expect([ready.status, ready.body, ready.headers.get("connection")]).toEqual([
+        503,
+        { success: false, error: "not_ready", message: "This server is shutting down; send requests to another" },
+        "close",
+      ]);
+      // The drain is planned: its 503s are said at info, not warned about.
+      await eventually(() => output().includes("GET /readyz answered 503: This server is shutting down"), 5000, "the 503 to be logged");
+      expect(output()).toMatch(/"level":30[^\n]*GET \/readyz answered 503: This server is shutting down/);
+      // Requests a balancer still sends meanwhile are served, not refused.
+      const created = await request(url, "POST", "/api/tasks", { task_type: "crawl" }, null);
+      expect([created.status, created.headers.get("connection")]).toEqual([201, "close"]);
+      const code = new Promise((resolve) => child.on("exit", resolve));
+      child.kill("SIGTERM");
+      expect(await code).toBe(0);
+      expect(output()).toMatch(/SIGTERM: no new requests; finishing those in flight[\s\S]*"msg":"Stopped"/);
 
-    const brief = await startServe("--db", db, "--no-auth", "--shutdown-delay", "1");
-    const exited = new Promise((resolve) => brief.child.on("exit", resolve));
-    brief.child.kill("SIGTERM");
-    expect(await exited).toBe(0);
-    expect(brief.output()).toMatch(/serving 1 s more[\s\S]*"msg":"Stopped"/);
+      const brief = briefStarted.value;
+      const exited = new Promise((resolve) => brief.child.on("exit", resolve));
+      brief.child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      expect(brief.output()).toMatch(/serving 1 s more[\s\S]*"msg":"Stopped"/);
+    } finally {
+      // A check failed with a server still up: SIGTERM would have it serve 600 s more.
+      for (const { child } of [started.value, briefStarted.value]) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    }
   }, 60_000);
 
   it("serve stops on SIGTERM when its stdout has been closed (a log shipper gone), and logs one line per request only at debug", async () => {
+    const bogusRun = run(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { env: { ...process.env, LOG_LEVEL: "verbose" } }).catch((e) => e);
     const { child, url, output } = await startServe("--db", db, "--no-auth");
     expect((await request(url, "POST", "/api/tasks", { task_type: "crawl" }, null)).status).toBe(201);
     // At info, requests are not logged: two lines each used to flood the log, probes and scrapes included.
@@ -220,7 +236,7 @@ describe("taskpool keys and serve", () => {
     if (exited !== 0) child.kill("SIGKILL");
     expect(exited).toBe(0);
 
-    const bogus = await run(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { env: { ...process.env, LOG_LEVEL: "verbose" } }).catch((e) => e);
+    const bogus = await bogusRun;
     expect([bogus.code, bogus.stderr]).toEqual([1, "taskpool: LOG_LEVEL=verbose is not a log level: use one of fatal, error, warn, info, debug, trace, silent\n"]);
 
     const debug = await startServeAt("debug", "--db", db, "--no-auth");
@@ -233,12 +249,13 @@ describe("taskpool keys and serve", () => {
   }, 60_000);
 
   it("serve and dev refuse a port out of range as the option's error, before they open the database", async () => {
-    for (const command of ["serve", "dev"]) {
-      const refused = await taskpool(command, "--port", "99999", "--db", db).catch((e) => e);
+    const commands = ["serve", "dev"];
+    const refusals = await Promise.all(commands.map((command) => taskpool(command, "--port", "99999", "--db", db).catch((e) => e)));
+    for (const [i, command] of commands.entries()) {
       // It was Node's "options.port should be >= 0 and < 65536", after serve had created the database.
-      expect([command, refused.code, refused.stderr]).toEqual([command, 1, "taskpool: option '--port <port>' argument '99999' is invalid. expected a port from 0 to 65535 (0: any free one)\n"]);
-      expect(existsSync(path)).toBe(false);
+      expect([command, refusals[i].code, refusals[i].stderr]).toEqual([command, 1, "taskpool: option '--port <port>' argument '99999' is invalid. expected a port from 0 to 65535 (0: any free one)\n"]);
     }
+    expect(existsSync(path)).toBe(false);
   }, 30_000);
 
   it("serve on a port another process holds says so in one line and exits 1, its coordinator never started: no leadership taken, no sweep", async () => {
@@ -259,13 +276,17 @@ describe("taskpool keys and serve", () => {
   it("serve on an address this machine does not have, or a host name that does not resolve, says so and what --host takes", async () => {
     // Node's words were "listen EADDRNOTAVAIL: address not available 192.0.2.1" and "getaddrinfo ENOTFOUND …".
     const fix = "--host takes an address of this machine: 127.0.0.1 for it alone, 0.0.0.0 for all of its interfaces";
-    const foreign = await taskpool("serve", "--host", "192.0.2.1", "--port", "0", "--no-auth", "--db", db).catch((e) => e);
+    const [foreign, unknown] = await Promise.all([
+      taskpool("serve", "--host", "192.0.2.1", "--port", "0", "--no-auth", "--db", db).catch((e) => e),
+      taskpool("serve", "--host", "nowhere.invalid", "--port", "0", "--no-auth", "--db", db).catch((e) => e),
+    ]);
     expect([foreign.code, foreign.stderr]).toEqual([1, `taskpool: cannot listen on 192.0.2.1:0: 192.0.2.1 is not an address of this machine; ${fix}\n`]);
-    const unknown = await taskpool("serve", "--host", "nowhere.invalid", "--port", "0", "--no-auth", "--db", db).catch((e) => e);
     expect([unknown.code, unknown.stderr]).toEqual([1, `taskpool: cannot listen on nowhere.invalid:0: the host name nowhere.invalid does not resolve; ${fix}\n`]);
   }, 30_000);
 
   it("serve --auth-failure-limit sets how many wrong keys a client address may send a minute", async () => {
+    // The refusals of bad values run beside the server's start; they open no database.
+    const refusals = Promise.all([taskpool("serve", "--auth-failure-limit", "-1", "--db", db).catch((e) => e), taskpool("serve", "--rate-limit", "-5", "--db", db).catch((e) => e)]);
     const key = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
     const { url, stop } = await startServe("--auth-failure-limit", "2", "--db", db);
     try {
@@ -277,10 +298,9 @@ describe("taskpool keys and serve", () => {
     } finally {
       await stop();
     }
-    const negative = await taskpool("serve", "--auth-failure-limit", "-1", "--db", db).catch((e) => e);
+    const [negative, negativeRate] = await refusals;
     expect([negative.code, negative.stderr]).toEqual([1, expect.stringMatching(/option '--auth-failure-limit <n>' argument '-1' is invalid\. expected 0 or a whole number above it/)]);
     // Nor a negative rate limit, which refused every request with 429.
-    const negativeRate = await taskpool("serve", "--rate-limit", "-5", "--db", db).catch((e) => e);
     expect([negativeRate.code, negativeRate.stderr]).toEqual([1, expect.stringMatching(/option '--rate-limit <n>' argument '-5' is invalid\. expected 0 or a whole number above it/)]);
   }, 60_000);
 
@@ -303,12 +323,14 @@ describe("taskpool keys and serve", () => {
   }, 60_000);
 
   it("serve --statement-timeout sets how long PostgreSQL runs a statement before the request is answered 503; SQLite has none to set", async () => {
-    const refused = await taskpool("serve", "--statement-timeout", "5", "--db", db).catch((e) => e);
+    const [refused, tooLong, handle] = await Promise.all([
+      taskpool("serve", "--statement-timeout", "5", "--db", db).catch((e) => e),
+      taskpool("serve", "--statement-timeout", "26", "--db", db).catch((e) => e),
+      createPostgres(),
+    ]);
     expect([refused.code, refused.stderr]).toEqual([1, "taskpool: --statement-timeout is PostgreSQL's setting; a SQLite database has no limit to set: leave it out\n"]);
     // An HTTP client waits 30 s for an answer: a statement allowed longer would be started again beside itself.
-    const tooLong = await taskpool("serve", "--statement-timeout", "26", "--db", db).catch((e) => e);
     expect(tooLong.stderr).toMatch(/--statement-timeout <seconds>' argument '26' is invalid\. expected a whole number from 1 to 25/);
-    const handle = await createPostgres();
     const { url, stop } = await startServe("--statement-timeout", "1", "--no-coordinator", "--db", handle.url, "--schema", handle.schema as string);
     const holder = new pg.Client({ connectionString: handle.url });
     await holder.connect();
@@ -342,6 +364,7 @@ describe("taskpool keys and serve", () => {
   }, 60_000);
 
   it("serve --sweep-interval, --stale-after and --dead-after set how fast its coordinator finds a dead worker, and the heartbeat interval it tells HTTP workers", async () => {
+    const refused = taskpool("serve", "--dead-after", "soon", "--db", db).catch((e) => e);
     const { url, stop } = await startServe("--sweep-interval", "200", "--stale-after", "300", "--dead-after", "600", "--db", db);
     try {
       // No key exists: on loopback the server asks for none.
@@ -354,8 +377,7 @@ describe("taskpool keys and serve", () => {
     } finally {
       await stop();
     }
-    const bad = await taskpool("serve", "--dead-after", "soon", "--db", db).catch((e) => e);
-    expect(bad.stderr).toMatch(/option '--dead-after <ms>' argument 'soon' is invalid/);
+    expect((await refused).stderr).toMatch(/option '--dead-after <ms>' argument 'soon' is invalid/);
   }, 30_000);
 
   it("serve with no key, on loopback, answers only requests addressed to loopback (DNS rebinding); with --no-auth it leaves the Host alone", async () => {
@@ -367,18 +389,15 @@ describe("taskpool keys and serve", () => {
           resolve(res.statusCode ?? 0);
         }).on("error", reject).end();
       });
-    const keyless = await startServe("--no-coordinator", "--db", db);
+    const [keyless, open] = await Promise.allSettled([startServe("--no-coordinator", "--db", db), startServe("--no-coordinator", "--no-auth", "--db", db)]);
     try {
-      expect(await hostAnswer(keyless.url, "evil.example")).toBe(403);
-      expect(await hostAnswer(keyless.url, new URL(keyless.url).host)).toBe(200);
+      if (keyless.status === "rejected") throw keyless.reason;
+      if (open.status === "rejected") throw open.reason;
+      expect(await hostAnswer(keyless.value.url, "evil.example")).toBe(403);
+      expect(await hostAnswer(keyless.value.url, new URL(keyless.value.url).host)).toBe(200);
+      expect(await hostAnswer(open.value.url, "taskpool.internal")).toBe(200);
     } finally {
-      await keyless.stop();
-    }
-    const open = await startServe("--no-coordinator", "--no-auth", "--db", db);
-    try {
-      expect(await hostAnswer(open.url, "taskpool.internal")).toBe(200);
-    } finally {
-      await open.stop();
+      await Promise.all([keyless, open].map((started) => started.status === "fulfilled" && started.value.stop()));
     }
   }, 40_000);
 
@@ -404,15 +423,17 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       expect([first.code, first.stdout]).toEqual([0, "Enqueued task 1 (crawl)\n"]);
       const again = await taskpoolRun("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", ...remote);
       expect([again.code, again.stdout]).toEqual([0, 'Task 1 (crawl) already enqueued by an earlier call with idempotency key "crawl-page-1": nothing new created; it is pending now\n']);
-      const json = JSON.parse((await taskpool("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", "--json", ...remote)).stdout);
-      expect(json).toMatchObject({ created: false, replayed: true, task: { id: 1, params: { page: 1 } } });
-      const reused = await taskpoolRun("enqueue", "crawl", '{"page":2}', "--idempotency-key", "crawl-page-1", ...remote);
+      const [replayed, reused, bad] = await Promise.all([
+        taskpool("enqueue", "crawl", '{"page":1}', "--idempotency-key", "crawl-page-1", "--json", ...remote),
+        taskpoolRun("enqueue", "crawl", '{"page":2}', "--idempotency-key", "crawl-page-1", ...remote),
+        taskpoolRun("enqueue", "crawl", "--idempotency-key", "x".repeat(256), ...remote),
+      ]);
+      expect(JSON.parse(replayed.stdout)).toMatchObject({ created: false, replayed: true, task: { id: 1, params: { page: 1 } } });
       expect([reused.code, reused.stdout, reused.stderr]).toEqual([
         1,
         "",
         'taskpool: Idempotency key "crawl-page-1" was already used for a different enqueue request; a key may only be sent again with the same request (a retry): use a new key for new tasks\n',
       ]);
-      const bad = await taskpoolRun("enqueue", "crawl", "--idempotency-key", "x".repeat(256), ...remote);
       expect([bad.code, bad.stderr]).toEqual([1, `taskpool: Invalid options: --idempotency-key: Expected string length less or equal to 255 (got "${"x".repeat(56)}...)\n`]);
       // Read from the database, not the server: one task, the first call's.
       const tasks = JSON.parse((await taskpool("tasks", "list", "--json", "--db", db)).stdout).tasks;
@@ -423,23 +444,29 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
   }, 60_000);
 
   it("a --db typed on the command line wins over an exported TASKPOOL_URL; --url and --db both typed are refused, changing nothing", async () => {
-    const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
-    await taskpool("enqueue", "served", "--db", db);
     const own = sqlitePath();
     const ownDb = `sqlite:${own}`;
-    await taskpool("enqueue", "mine", "--db", ownDb);
+    const [admin] = await Promise.all([
+      taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db).then(async ({ stdout }) => {
+        await taskpool("enqueue", "served", "--db", db);
+        return stdout.trim();
+      }),
+      taskpool("enqueue", "mine", "--db", ownDb),
+    ]);
     const { url, stop } = await startServe("--no-coordinator", "--db", db);
     try {
       const env = envWith({ TASKPOOL_URL: url, TASKPOOL_API_KEY: admin });
       // Task 1 of the database named, not of the server's.
-      const cancel = await taskpoolIn(process.cwd(), env, "tasks", "cancel", "1", "--db", ownDb);
+      const [cancel, both] = await Promise.all([
+        taskpoolIn(process.cwd(), env, "tasks", "cancel", "1", "--db", ownDb),
+        taskpoolRun("tasks", "cancel", "1", "--db", ownDb, "--url", url, "--api-key", admin),
+      ]);
       expect(cancel.stdout).toMatch(/^ 1 +mine +cancelled +cancelled$/m);
-      const both = await taskpoolRun("tasks", "cancel", "1", "--db", ownDb, "--url", url, "--api-key", admin);
       expect([both.code, both.stderr]).toEqual([1, "taskpool: --url and --db both name a pool: give one (--url http://host:port goes through a taskpool server; --db opens a database)\n"]);
-      const served = JSON.parse((await taskpool("tasks", "show", "1", "--json", "--db", db)).stdout).task;
-      expect([served.taskType, served.status]).toEqual(["served", "pending"]);
       // TASKPOOL_URL alone still goes through the server.
-      expect((await taskpoolIn(process.cwd(), env, "tasks", "show", "1")).stdout).toMatch(/type +served/);
+      const [served, viaServer] = await Promise.all([taskpool("tasks", "show", "1", "--json", "--db", db), taskpoolIn(process.cwd(), env, "tasks", "show", "1")]);
+      expect([JSON.parse(served.stdout).task.taskType, JSON.parse(served.stdout).task.status]).toEqual(["served", "pending"]);
+      expect(viaServer.stdout).toMatch(/type +served/);
     } finally {
       await stop();
       removeSqliteFiles(own);
@@ -452,8 +479,8 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
     await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
     try {
-      for (const command of [["status"], ["tasks", "cancel", "7"]]) {
-        const refused = await taskpoolRun(...command, "--url", url, "--api-key", "tp_x");
+      const refusals = await Promise.all([["status"], ["tasks", "cancel", "7"]].map((command) => taskpoolRun(...command, "--url", url, "--api-key", "tp_x")));
+      for (const refused of refusals) {
         expect(refused.code).toBe(1);
         expect(refused.stderr).toMatch(
           new RegExp(`^taskpool: .*the server at ${url} answered 404 with something that is not taskpool's JSON \\("<!DOCTYPE HTML> <html lang="en"> <head> <title>Error response</title>.*"\\); is it a taskpool server \\(taskpool serve\\), and is the URL right\\?\n$`),
@@ -470,9 +497,9 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
     try {
       const remote = ["--url", url, "--api-key", admin];
       expect((await taskpool("enqueue", "crawl", '{"page":1}', ...remote)).stdout).toMatch(/^Enqueued task 1 \(crawl\)/);
-      const listed = JSON.parse((await taskpool("tasks", "list", "--json", ...remote)).stdout);
-      expect(listed.tasks.map((t: { id: number; params: unknown }) => [t.id, t.params])).toEqual([[1, { page: 1 }]]);
-      expect((await taskpool("tasks", "show", "1", ...remote)).stdout).toMatch(/created/);
+      const [listed, shown] = await Promise.all([taskpool("tasks", "list", "--json", ...remote), taskpool("tasks", "show", "1", ...remote)]);
+      expect(JSON.parse(listed.stdout).tasks.map((t: { id: number; params: unknown }) => [t.id, t.params])).toEqual([[1, { page: 1 }]]);
+      expect(shown.stdout).toMatch(/created/);
       // serve runs a coordinator unless told not to: it leads and has swept (its first sweep runs at start).
       const status = await eventually(async () => {
         const { stdout } = await taskpool("status", ...remote);
@@ -480,33 +507,36 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       }, 10_000, "serve's coordinator to lead and sweep");
       expect(status).toMatch(/Tasks: pending 1/);
       expect(output()).toMatch(/Coordinator started/);
-      // Over TASKPOOL_URL / TASKPOOL_API_KEY as well.
-      const viaEnv = await run(process.execPath, [CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } });
+      const handlers = `${path}.handlers.mjs`;
+      writeFileSync(handlers, "export const handlers = { crawl: async () => null };\n");
+      // Each its own process, none changing what the others see: started together.
+      const [viaEnv, badKey, noKey, worker, notServer, tls, nobody] = await Promise.all([
+        // Over TASKPOOL_URL / TASKPOOL_API_KEY as well.
+        run(process.execPath, [CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } }),
+        taskpool("tasks", "list", "--url", url, "--api-key", "tp_wrong-key-0000000000").catch((e) => e),
+        taskpool("tasks", "list", "--url", url).catch((e) => e),
+        taskpool("worker", "--handlers", handlers, "--url", url).catch((e) => e),
+        taskpool("tasks", "list", "--url", "postgres://x@localhost/db").catch((e) => e),
+        taskpool("tasks", "list", "--url", url.replace("http:", "https:"), "--api-key", admin).catch((e) => e),
+        taskpool("tasks", "list", "--url", "http://127.0.0.1:9").catch((e) => e),
+      ]);
+      rmSync(handlers);
       expect(viaEnv.stdout).toMatch(/crawl/);
 
       // In the CLI's terms (--api-key), not the server's (the X-API-Key header), for a query and a worker alike.
-      const badKey = await taskpool("tasks", "list", "--url", url, "--api-key", "tp_wrong-key-0000000000").catch((e) => e);
       expect([badKey.code, badKey.stderr]).toEqual([
         1,
         "taskpool: the taskpool server refused the API key (not one of its keys, or revoked): check --api-key or TASKPOOL_API_KEY; `taskpool keys list --db …` on its database shows its keys\n",
       ]);
       const missing = "taskpool: the taskpool server asks for an API key: pass --api-key K (or set TASKPOOL_API_KEY); `taskpool keys create --scope admin --db …` on its database makes one\n";
-      const noKey = await taskpool("tasks", "list", "--url", url).catch((e) => e);
       expect([noKey.code, noKey.stderr]).toEqual([1, missing]);
-      const handlers = `${path}.handlers.mjs`;
-      writeFileSync(handlers, "export const handlers = { crawl: async () => null };\n");
-      const worker = await taskpool("worker", "--handlers", handlers, "--url", url).catch((e) => e);
-      rmSync(handlers);
       expect([worker.code, worker.stderr]).toEqual([1, missing]);
-      const notServer = await taskpool("tasks", "list", "--url", "postgres://x@localhost/db").catch((e) => e);
       expect(notServer.stderr).toBe('taskpool: --url takes a taskpool server\'s address (http://host:port), not "postgres://x@localhost/db"; a database goes in --db\n');
       // https:// for the plain-HTTP server: one line saying so, not OpenSSL's two with its source file.
-      const tls = await taskpool("tasks", "list", "--url", url.replace("http:", "https:"), "--api-key", admin).catch((e) => e);
       expect([tls.code, tls.stderr]).toEqual([
         1,
         `taskpool: Cannot reach the taskpool server at ${url.replace("http:", "https:")} (TLS handshake failed: the server does not speak TLS; taskpool serve answers plain http://); is \`taskpool serve\` running there, and is the URL right?\n`,
       ]);
-      const nobody = await taskpool("tasks", "list", "--url", "http://127.0.0.1:9").catch((e) => e);
       expect(nobody.code).toBe(1);
       expect(nobody.stderr).toMatch(/^taskpool: Cannot reach the taskpool server at http:\/\/127\.0\.0\.1:9 \(.*\); is `taskpool serve` running there, and is the URL right\?\n$/);
     } finally {
