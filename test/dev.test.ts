@@ -190,10 +190,9 @@ describe("taskpool dev and the dispensary-crawl example", () => {
 
   it("dev refuses what it cannot run in one line, before starting anything", async () => {
     const taskpool = (...args: string[]) => promisify(execFile)(process.execPath, [CLI, ...args]).catch((e) => e);
-    const missing = await taskpool("dev", "--handlers", `${path}.nothing.js`, "--db", db);
+    const [missing, remote] = await Promise.all([taskpool("dev", "--handlers", `${path}.nothing.js`, "--db", db), taskpool("dev", "--db", "http://127.0.0.1:8080")]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/^taskpool: cannot load handlers from .*nothing\.js: /);
-    const remote = await taskpool("dev", "--db", "http://127.0.0.1:8080");
     expect(remote.stderr).toMatch(/^taskpool: dev runs its own server: give it a database \(sqlite:\.\/taskpool\.db or postgres:\/\/…\), not http:\/\/127\.0\.0\.1:8080\n$/);
   }, 20_000);
 
@@ -218,16 +217,19 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/\nproduct_resync\s+product_resync\s+\*\/20 \* \* \* \* \*\s+running/);
     dev.child.kill("SIGHUP");
     expect(await dev.exit).toBe(0);
-    expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/ admin {2}taskpool dev on .* tp_\S+… +\S+Z {2}revoked \S+Z {2}1000\/min\n$/);
+    const [keysLeft, schedulesLeft] = await Promise.all([taskpool("keys", "list", "--db", db), taskpool("schedules", "list", "--db", db)]);
+    expect(keysLeft.stdout).toMatch(/ admin {2}taskpool dev on .* tp_\S+… +\S+Z {2}revoked \S+Z {2}1000\/min\n$/);
     // Left behind, they would go on making demo tasks every few seconds under any later serve or coordinator.
-    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
+    expect(schedulesLeft.stdout).toMatch(/^No schedules/);
     expect(dev.output()).toMatch(/Schedules\s+store_discovery .* from examples\/dispensary-crawl\/schedules\.js: for this session, removed when dev stops\n/);
     expect(dev.output()).toMatch(/Removed the schedules dev saved: store_discovery, product_resync, analytics_refresh\n[\s\S]*Stopped\n$/);
 
     // The user's own (here the example's real cadence): dev neither puts it on a 20-s day nor deletes it when it stops.
-    await taskpool("schedules", "add", "product_resync", "--type", "product_resync", "--cron", "0 0 * * *", "--db", db);
     // A killed dev's key (no process has that pid: above pid_max) is revoked even by a dev that is then refused.
-    await taskpool("keys", "create", "--scope", "admin", "--name", `taskpool dev on ${hostname()}, pid 4194305`, "--db", db);
+    await Promise.all([
+      taskpool("schedules", "add", "product_resync", "--type", "product_resync", "--cron", "0 0 * * *", "--db", db),
+      taskpool("keys", "create", "--scope", "admin", "--name", `taskpool dev on ${hostname()}, pid 4194305`, "--db", db),
+    ]);
     const refused = await taskpoolIn(".", envWith({}), "dev", "--db", db).catch((e) => e);
     expect([refused.code, refused.stderr]).toEqual([
       1,
@@ -235,8 +237,9 @@ describe("taskpool dev and the dispensary-crawl example", () => {
         "dev would replace it with its own and delete it when it stops. Run dev on another database (--db sqlite:./tour.db), with --no-demo, " +
         "or remove it first (taskpool schedules remove product_resync)\n",
     ]);
-    expect(JSON.parse((await taskpool("schedules", "list", "--json", "--db", db)).stdout)).toEqual([expect.objectContaining({ name: "product_resync", cron: "0 0 * * *", timezone: "UTC", fanOut: null })]);
-    const left = JSON.parse((await taskpool("keys", "list", "--json", "--db", db)).stdout).find((k: { name: string }) => k.name.endsWith("pid 4194305"));
+    const [schedulesKept, keysListed] = await Promise.all([taskpool("schedules", "list", "--json", "--db", db), taskpool("keys", "list", "--json", "--db", db)]);
+    expect(JSON.parse(schedulesKept.stdout)).toEqual([expect.objectContaining({ name: "product_resync", cron: "0 0 * * *", timezone: "UTC", fanOut: null })]);
+    const left = JSON.parse(keysListed.stdout).find((k: { name: string }) => k.name.endsWith("pid 4194305"));
     expect(left.revokedAt).not.toBeNull();
   }, 60_000);
 
@@ -254,9 +257,10 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     );
     dev.stdout.destroy();
     expect(await exit).toBe(0);
-    expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/^No schedules/);
-    expect((await taskpool("keys", "list", "--db", db)).stdout).toMatch(/ admin {2}taskpool dev on .* revoked \S+Z {2}1000\/min\n$/);
-    const workers: { workerId: string; status: string }[] = JSON.parse((await taskpool("workers", "--json", "--db", db)).stdout);
+    const [schedulesLeft, keysLeft, workersLeft] = await Promise.all([taskpool("schedules", "list", "--db", db), taskpool("keys", "list", "--db", db), taskpool("workers", "--json", "--db", db)]);
+    expect(schedulesLeft.stdout).toMatch(/^No schedules/);
+    expect(keysLeft.stdout).toMatch(/ admin {2}taskpool dev on .* revoked \S+Z {2}1000\/min\n$/);
+    const workers: { workerId: string; status: string }[] = JSON.parse(workersLeft.stdout);
     expect(workers.map((w) => [w.workerId, w.status])).toEqual(expect.arrayContaining(ROLES.map((role) => [`dev-${role}`, "inactive"])));
   }, 30_000);
 
