@@ -13,7 +13,7 @@ const post = (msg: FromThread) => port.postMessage(msg);
 const store = await openStore(database.url, { ...database, migrate: false });
 const loop = new BeatLoop(store, () => state, {
   onLost: (leases) => post({ type: "lost", leases }),
-  onRenewed: (sentAt) => post({ type: "renewed", sentAt }),
+  onRenewed: (sentAt, leases) => post({ type: "renewed", sentAt, leases }),
   onError: (error, sentAt) => post({ type: "error", message: error.message, sentAt }),
   onRecovered: () => post({ type: "recovered" }),
 });

@@ -35,10 +35,11 @@ export interface HeartbeatEvents {
   /** Leases the store says this worker no longer holds. */
   onLost(leases: LostLease[]): void;
   /**
-   * A beat got through: every lease it listed that the store did not report lost (after onLost) now
-   * runs for a lease's length from `sentAt` (monotonicMs(): when it was sent).
+   * A beat got through: `leases`, those it listed that the store did not report lost (after onLost),
+   * now run for a lease's length from `sentAt` (monotonicMs(): when it was sent). Only those: the
+   * heartbeat thread beats with the state last posted to it, which may not list a lease just claimed.
    */
-  onRenewed(sentAt: number): void;
+  onRenewed(sentAt: number, leases: LostLease[]): void;
   /** A beat failed, or is still unanswered when the next is due; `sentAt` (monotonicMs()): when it was sent. */
   onError(error: Error, sentAt: number): void;
   onRecovered(): void;
@@ -101,7 +102,8 @@ export class BeatLoop {
       if (this.failing) this.events.onRecovered();
       this.failing = false;
       if (lost.length > 0) this.events.onLost(lostLeases(sent, lost));
-      this.events.onRenewed(sentAt);
+      const gone = new Set(lost);
+      this.events.onRenewed(sentAt, (sent.leases ?? []).filter((l) => !gone.has(l.taskId)));
     } catch (error) {
       this.failing = true;
       this.events.onError(error as Error, sentAt);
@@ -161,7 +163,7 @@ export type ToThread = { type: "state"; state: HeartbeatState } | { type: "stop"
 export type FromThread =
   | { type: "ready" }
   | { type: "lost"; leases: LostLease[] }
-  | { type: "renewed"; sentAt: number }
+  | { type: "renewed"; sentAt: number; leases: LostLease[] }
   | { type: "error"; message: string; sentAt: number }
   | { type: "recovered" };
 
@@ -206,7 +208,7 @@ export class ThreadHeartbeats implements Heartbeats {
     this.thread.on("message", (msg: FromThread) => {
       if (msg.type === "lost") events.onLost(msg.leases);
       // monotonicMs() reads the process's monotonic clock: the thread's sentAt is comparable here.
-      else if (msg.type === "renewed") events.onRenewed(msg.sentAt);
+      else if (msg.type === "renewed") events.onRenewed(msg.sentAt, msg.leases);
       else if (msg.type === "error") events.onError(new Error(msg.message), msg.sentAt);
       else if (msg.type === "recovered") events.onRecovered();
     });

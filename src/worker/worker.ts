@@ -59,6 +59,8 @@ interface Running {
   /** The handler has returned or thrown: what is left is writing its outcome, never to be released. */
   returned: boolean;
   renewUntil: number | null;
+  /** When the last heartbeat that renewed its lease was sent (monotonicMs()): see leaseMayHaveRunOut. */
+  renewedAt: number | null;
   timeout: NodeJS.Timeout | null;
 }
 
@@ -100,8 +102,6 @@ export class Worker {
   private readonly running = new Map<number, Running>();
   /** When the first failing heartbeat was sent (null while they get through): see fenceExpiredLeases. */
   private beatsFailingSince: number | null = null;
-  /** When the last heartbeat that got through was sent (monotonicMs()): see leaseMayHaveRunOut. */
-  private leasesRenewedAt: number | null = null;
   /** The roles whose type recovers by failing: never claimed into the buffer (see claimScope). */
   private failPolicyRoles = new Set<string>();
   private failPoliciesReadAt = -Infinity;
@@ -175,8 +175,11 @@ export class Worker {
     if (this.state !== "running") return;
     const events = {
       onLost: (leases: LostLease[]) => void this.leasesLost(leases),
-      onRenewed: (sentAt: number) => {
-        this.leasesRenewedAt = Math.max(this.leasesRenewedAt ?? sentAt, sentAt);
+      onRenewed: (sentAt: number, leases: LostLease[]) => {
+        for (const { taskId, leaseToken } of leases) {
+          const entry = this.running.get(taskId);
+          if (entry?.task.leaseToken === leaseToken) entry.renewedAt = Math.max(entry.renewedAt ?? sentAt, sentAt);
+        }
         // Tasks held ready past their lease's end (see startReady) may start now: the beat renewed them.
         this.startReady();
       },
@@ -476,7 +479,7 @@ export class Worker {
 
   /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */
   private admit(task: ClaimedTask, askedAt: number): void {
-    const entry: Running = { task, claimedAt: askedAt, abort: new RunAbort(), renewUntil: null, timeout: null, done: Promise.resolve(), returned: false };
+    const entry: Running = { task, claimedAt: askedAt, abort: new RunAbort(), renewUntil: null, renewedAt: null, timeout: null, done: Promise.resolve(), returned: false };
     this.running.set(task.id, entry);
     this.ready.push(entry);
   }
@@ -710,7 +713,7 @@ export class Worker {
    * completed); their writes were refused, their side effects were not.
    */
   private leaseMayHaveRunOut(entry: Running): boolean {
-    const renewedAt = Math.max(entry.claimedAt, this.leasesRenewedAt ?? entry.claimedAt);
+    const renewedAt = Math.max(entry.claimedAt, entry.renewedAt ?? entry.claimedAt);
     return monotonicMs() >= renewedAt + this.options.leaseSeconds * 1000;
   }
 
