@@ -1,15 +1,16 @@
 /**
  * One claimer process for the SQLite concurrency tests: opens its own connection to the shared file,
- * waits for the common start time, then either drains the pool (claim + complete) or claims once.
- * Prints the ids it claimed as one JSON line.
+ * waits until all the claimers are ready (startTogether), then either drains the pool (claim +
+ * complete) or claims once. Prints the ids it claimed as one JSON line.
  */
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { waitForGo } from "../helpers/processes.js";
 
-const [path, workerId, mode, startAt] = process.argv.slice(2);
+const [path, workerId, mode] = process.argv.slice(2);
 const store = new SqliteStore({ path, busyTimeoutMs: 30_000 });
 const claimed: number[] = [];
 
-await new Promise((resolve) => setTimeout(resolve, Math.max(0, Number(startAt) - Date.now())));
+await waitForGo();
 if (mode === "race") {
   claimed.push(...(await store.claim({ workerId })).map((t) => t.id));
 } else {

@@ -1,16 +1,17 @@
 /**
  * One claimer process for the SQLite max_running test: opens its own connection to the shared file,
- * waits for the common start time, then claims, holds each batch a few milliseconds, and completes it,
- * until no task is left. Prints the ids it completed as one JSON line.
+ * waits until all the claimers are ready (startTogether), then claims, holds each batch a few
+ * milliseconds, and completes it, until no task is left. Prints the ids it completed as one JSON line.
  */
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { waitForGo } from "../helpers/processes.js";
 
-const [path, workerId, startAt] = process.argv.slice(2);
+const [path, workerId] = process.argv.slice(2);
 const store = new SqliteStore({ path, busyTimeoutMs: 30_000 });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const done: number[] = [];
 
-await sleep(Math.max(0, Number(startAt) - Date.now()));
+await waitForGo();
 const limit = Number(workerId.split("-")[1]) % 2 === 0 ? 1 : 3;
 for (;;) {
   const batch = await store.claim({ workerId, limit });

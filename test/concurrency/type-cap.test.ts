@@ -1,15 +1,12 @@
-import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import type { EnqueueInput } from "../../src/core/task.js";
 import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import type { Store } from "../../src/store/store.js";
 import { createPostgres, createSqlite, type TestStore } from "../helpers/stores.js";
 import { claimedOnceEach } from "./audit.js";
-import { script } from "../helpers/processes.js";
+import { script, startTogether } from "../helpers/processes.js";
 
-const run = promisify(execFile);
 const CLAIMER = fileURLToPath(new URL("./type-cap-claimer.ts", import.meta.url));
 const CAP = 3;
 const TASKS: EnqueueInput[] = [
@@ -114,14 +111,9 @@ describe("max_running under 16 concurrent claimers", () => {
     const count = db.prepare("SELECT count(*) AS n FROM tasks WHERE task_type = 'capped' AND status IN ('claimed', 'running')");
     const watch = watchCapped(async () => (count.get() as { n: number }).n);
 
-    const startAt = Date.now() + 3000;
-    const outputs = await Promise.all(
-      Array.from({ length: 16 }, (_, n) =>
-        run(process.execPath, [script(CLAIMER), db.name, `claimer-${n}`, String(startAt)], { timeout: 120_000 }),
-      ),
-    );
+    const lines = await startTogether(Array.from({ length: 16 }, (_, n) => [script(CLAIMER), db.name, `claimer-${n}`]), 120_000);
     const maxSeen = await watch.stop();
-    const done = outputs.flatMap((o) => JSON.parse(o.stdout.trim().split("\n").at(-1) as string) as number[]);
+    const done = lines.flatMap((line) => JSON.parse(line) as number[]);
     expect(done).toHaveLength(TASKS.length);
     expect(new Set(done).size).toBe(TASKS.length);
     expect(maxSeen).toBeLessThanOrEqual(CAP);
