@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it, type OnTestFinishedHandler } from "vitest";
 import { Coordinator, type CoordinatorOptions } from "../../src/coordinator/coordinator.js";
 import type { Store } from "../../src/store/store.js";
 import { eventually } from "../helpers/logs.js";
@@ -13,47 +13,70 @@ const DEAD_AFTER_MS = 2000;
 const COORDINATION: CoordinatorOptions = { sweepIntervalMs: 200, staleAfterMs: 1000, deadAfterMs: DEAD_AFTER_MS, reservationMs: 10_000 };
 const silent = { logger: (await import("pino")).pino({ level: "silent" }) };
 
-describe.each([
+const STORES = [
   ["postgres", createPostgres],
   ["sqlite", createSqlite],
-] as const)("worker processes on %s", (_name, create) => {
-  let handle: TestStore;
-  let store: Store;
+] as const;
+
+/** One test's database, with the worker processes and coordinators it starts, all gone when it ends. */
+interface Scene {
+  store: Store;
+  worker(id: string, env: Record<string, string>): Promise<WorkerProcess>;
+  coordinator(options?: CoordinatorOptions): Promise<Coordinator>;
+  status(id: number): Promise<string | undefined>;
+}
+
+async function scene(create: () => Promise<TestStore>, onTestFinished: (fn: OnTestFinishedHandler) => void): Promise<Scene> {
+  const handle = await create();
   const procs: WorkerProcess[] = [];
   const coordinators: Coordinator[] = [];
-  beforeEach(async () => {
-    handle = await create();
-    store = handle.store;
-  });
-  afterEach(async () => {
-    await Promise.all(coordinators.splice(0).map((c) => c.stop()));
-    await killAll(procs.splice(0));
+  onTestFinished(async () => {
+    await Promise.all(coordinators.map((c) => c.stop()));
+    await killAll(procs);
     await handle.cleanup();
   });
-
-  const worker = async (id: string, env: Record<string, string>) => {
-    const p = await startWorker(handle, id, env);
-    procs.push(p);
-    return p;
+  return {
+    store: handle.store,
+    async worker(id, env) {
+      const p = await startWorker(handle, id, env);
+      procs.push(p);
+      return p;
+    },
+    async coordinator(options = {}) {
+      const c = new Coordinator(await handle.another(), { ...COORDINATION, ...silent, ...options });
+      coordinators.push(c);
+      c.start();
+      return c;
+    },
+    status: async (id) => (await handle.store.get(id))?.status,
   };
-  const coordinator = async (options: CoordinatorOptions = {}) => {
-    const c = new Coordinator(await handle.another(), { ...COORDINATION, ...silent, ...options });
-    coordinators.push(c);
-    c.start();
-    return c;
-  };
-  const status = async (id: number) => (await store.get(id))?.status;
+}
 
-  it("SIGKILL mid-task: dead, reserved for the least-loaded live worker, resumed from the checkpoint, completed once", async () => {
+/**
+ * A scenario on each store. Both stores' runs go at once (each has its own schema or file, and the
+ * machine's two cores carry two runs' few processes), except where `alone` says the scenario's own
+ * timing is what it checks.
+ */
+function scenario(name: string, body: (s: Scene) => Promise<void>, { alone = false } = {}): void {
+  describe(name, () => {
+    for (const [kind, create] of STORES) {
+      (alone ? it : it.concurrent)(`on ${kind}`, async ({ onTestFinished }) => body(await scene(create, onTestFinished)));
+    }
+  });
+}
+
+describe("worker processes", () => {
+  scenario("SIGKILL mid-task: dead, reserved for the least-loaded live worker, resumed from the checkpoint, completed once", async ({ store, worker, coordinator, status }) => {
     // The victim crawls slowly (it must still be mid-task when killed); survivors crawl fast.
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
     const victim = await worker("victim", { WORKER_ROLE: "crawl", PAGE_MS: "200" });
     await victim.waitFor({ event: "page", page: 2 });
     // Two survivors: "loaded" is busy with a hold task (1 of 2 slots), "idle" has nothing.
     await store.enqueue({ taskType: "hold" });
-    const loaded = await worker("loaded", { WORKER_ROLE: "hold,crawl", CONCURRENCY: "2", PAGE_MS: "5" });
-    await loaded.waitFor({ event: "start" });
-    const idle = await worker("idle", { WORKER_ROLE: "crawl", CONCURRENCY: "2", PAGE_MS: "5" });
+    const [loaded, idle] = await Promise.all([
+      worker("loaded", { WORKER_ROLE: "hold,crawl", CONCURRENCY: "2", PAGE_MS: "5" }).then(async (w) => (await w.waitFor({ event: "start" }), w)),
+      worker("idle", { WORKER_ROLE: "crawl", CONCURRENCY: "2", PAGE_MS: "5" }),
+    ]);
     await coordinator();
 
     victim.child.kill("SIGKILL");
@@ -77,7 +100,7 @@ describe.each([
     expect(reassignment).toMatchObject({ fromWorkerId: "victim", toWorkerId: "idle", success: true, reason: "Worker died unexpectedly" });
   });
 
-  it("SIGSTOP: the frozen worker loses its lease; after SIGCONT its signal fires and its writes are refused", async () => {
+  scenario("SIGSTOP: the frozen worker loses its lease; after SIGCONT its signal fires and its writes are refused", async ({ store, worker, coordinator, status }) => {
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
     const frozen = await worker("frozen", { WORKER_ROLE: "crawl", PAGE_MS: "300" });
     await frozen.waitFor({ event: "page", page: 1 });
@@ -96,7 +119,7 @@ describe.each([
     expect((await store.events(task.id)).filter((e) => e.event === "completed")).toHaveLength(1);
   });
 
-  it("SIGTERM: running tasks are released with their checkpoint, no attempt charged, the worker inactive", async () => {
+  scenario("SIGTERM: running tasks are released with their checkpoint, no attempt charged, the worker inactive", async ({ store, worker }) => {
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
     const leaving = await worker("leaving", { WORKER_ROLE: "crawl", PAGE_MS: "100", SHUTDOWN_GRACE_MS: "300" });
     await leaving.waitFor({ event: "page", page: 2 });
@@ -109,7 +132,7 @@ describe.each([
     expect((await store.events(task.id)).at(-1)).toMatchObject({ event: "released", fromWorkerId: "leaving" });
   });
 
-  it("SIGTERM after the tasks waiting in its buffer were cancelled: the running task is released and the worker exits 0, holding nothing", async () => {
+  scenario("SIGTERM after the tasks waiting in its buffer were cancelled: the running task is released and the worker exits 0, holding nothing", async ({ store, worker, status }) => {
     // An instant task first (the worker learns its tasks are short, so its next claim fills its buffer), then long ones.
     await store.enqueue({ taskType: "crawl", params: { pages: 0 }, priority: 10 });
     const long = new Set((await Promise.all([0, 1, 2, 3, 4].map(() => store.enqueue({ taskType: "crawl", params: { pages: 100 } })))).map((r) => r.task.id));
@@ -133,7 +156,7 @@ describe.each([
     expect((await store.listWorkers())[0]).toMatchObject({ workerId: "leaving", status: "inactive" });
   });
 
-  it("a second SIGTERM ends the grace period at once: the running task is aborted and released, the worker inactive", async () => {
+  scenario("a second SIGTERM ends the grace period at once: the running task is aborted and released, the worker inactive", async ({ store, worker }) => {
     const { task } = await store.enqueue({ taskType: "hold" });
     const stubborn = await worker("stubborn", { WORKER_ROLE: "hold", SHUTDOWN_GRACE_MS: "60000" });
     await stubborn.waitFor({ event: "start" });
@@ -147,7 +170,7 @@ describe.each([
     expect((await store.listWorkers()).find((w) => w.workerId === "stubborn")).toMatchObject({ status: "inactive" });
   });
 
-  it("the fail policy ends a dead worker's task failed with 'Worker died unexpectedly'", async () => {
+  scenario("the fail policy ends a dead worker's task failed with 'Worker died unexpectedly'", async ({ store, worker, coordinator, status }) => {
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 50 } });
     const victim = await worker("victim", { WORKER_ROLE: "crawl" });
     await victim.waitFor({ event: "page", page: 1 });
@@ -157,7 +180,7 @@ describe.each([
     expect((await store.get(task.id))?.errorMessage).toBe("Worker died unexpectedly");
   });
 
-  it("the fail policy fails only the task that ran: a dead worker held no others of its type in its buffer, which go back to the pool unharmed", async () => {
+  scenario("the fail policy fails only the task that ran: a dead worker held no others of its type in its buffer, which go back to the pool unharmed", async ({ store, worker, coordinator, status }) => {
     await store.registerTaskType({ name: "crawl", recoveryPolicy: "fail" });
     // A quick task first: its pace makes the worker fill a buffer, which the slow fail-policy tasks must stay out of.
     await store.enqueue({ taskType: "busy" });
@@ -172,7 +195,7 @@ describe.each([
     expect(rest.map((t) => [t?.status, t?.attempts])).toEqual(Array.from({ length: 7 }, () => ["pending", 0]));
   });
 
-  it("with no healthy worker the reassignment event says so, and the task still completes later", async () => {
+  scenario("with no healthy worker the reassignment event says so, and the task still completes later", async ({ store, worker, coordinator, status }) => {
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 20 } });
     const victim = await worker("victim", { WORKER_ROLE: "crawl" });
     await victim.waitFor({ event: "page", page: 1 });
@@ -185,7 +208,7 @@ describe.each([
     await eventually(async () => (await status(task.id)) === "completed", 20_000, "completion");
   });
 
-  it("two coordinators: each dead worker is handled once", async () => {
+  scenario("two coordinators: each dead worker is handled once", async ({ store, worker, coordinator, status }) => {
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
     const victim = await worker("victim", { WORKER_ROLE: "crawl", PAGE_MS: "200" });
     await victim.waitFor({ event: "page", page: 1 });
@@ -199,7 +222,7 @@ describe.each([
     expect((await store.events(task.id)).filter((e) => e.event === "requeued")).toHaveLength(1);
   });
 
-  it("a handler that busy-loops for 3× dead_after is not declared dead and completes once", async () => {
+  scenario("a handler that busy-loops for 3× dead_after is not declared dead and completes once", async ({ store, worker, coordinator, status }) => {
     const { task } = await store.enqueue({ taskType: "busy" });
     const cruncher = await worker("cruncher", { WORKER_ROLE: "busy", BUSY_MS: String(3 * DEAD_AFTER_MS) });
     await coordinator();
@@ -208,5 +231,5 @@ describe.each([
     expect(await store.get(task.id)).toMatchObject({ attempts: 1, workerId: "cruncher" });
     expect((await store.listWorkers())[0].status).toBe("active");
     expect((await store.events(task.id)).map((e) => e.event)).toEqual(["created", "claimed", "completed"]);
-  });
+  }, { alone: true });
 });
