@@ -99,12 +99,17 @@ describe("SQLite: another process holds the write lock", () => {
     const db = `sqlite:${path}`;
     const lock = await holdLock(path, "write");
 
-    expect((await taskpool("status", "--db", db)).stdout).toMatch(/pending 1/);
-    expect((await taskpool("tasks", "list", "--db", db)).stdout).toMatch(/old/);
-    const refused = await taskpool("enqueue", "job", "--db", db).then(
-      () => null,
-      (e: { code: number; stderr: string }) => e,
-    );
+    // Together: the write waits out its busy timeout (5 s) whatever the reads do meanwhile.
+    const [status, list, refused] = await Promise.all([
+      taskpool("status", "--db", db),
+      taskpool("tasks", "list", "--db", db),
+      taskpool("enqueue", "job", "--db", db).then(
+        () => null,
+        (e: { code: number; stderr: string }) => e,
+      ),
+    ]);
+    expect(status.stdout).toMatch(/pending 1/);
+    expect(list.stdout).toMatch(/old/);
     expect(refused?.code).toBe(1);
     expect(refused?.stderr).toMatch(/stayed locked by other processes' writes for 5000 ms \(one long write, or too many at once\); nothing was written: try again/);
     expect(refused?.stderr).not.toMatch(/permissions|--verbose/);
