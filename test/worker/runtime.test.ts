@@ -968,13 +968,23 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     // went on to register the worker and beat for ever, active again after its shutdown.
     let answer: (() => void) | null = null;
     const sent: string[] = [];
+    let unanswered = 0;
+    const counted = async <T>(what: string, call: () => Promise<T>): Promise<T> => {
+      sent.push(what);
+      unanswered++;
+      try {
+        return await call();
+      } finally {
+        unanswered--;
+      }
+    };
     const slowStart = withOverrides(store, {
       listWorkers: async () => {
         await new Promise<void>((resolve) => (answer = resolve));
         return store.listWorkers();
       },
-      workerHeartbeat: async (beat) => (sent.push("beat"), store.workerHeartbeat(beat)),
-      shutdownWorker: async (id) => (sent.push("shutdown"), store.shutdownWorker(id)),
+      workerHeartbeat: (beat) => counted("beat", () => store.workerHeartbeat(beat)),
+      shutdownWorker: (id) => counted("shutdown", () => store.shutdownWorker(id)),
     });
     const worker = new Worker(slowStart, { roles: ["x"], handlers: { x: async () => {} }, heartbeatIntervalMs: 50, heartbeatThread: false, handleSignals: false, lastCallsMs: 100, logger: captureLogs().logger });
     workers.push(worker);
@@ -986,11 +996,14 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     (answer as unknown as () => void)();
     await started;
     // The stop's last beat and its shutdown were sent past its deadline (its wait for start() used it
-    // up), so it returned without their answers: the registry turns inactive when the shutdown lands.
+    // up), so it returned without their answers; a beat answered after it is followed by the shutdown
+    // again. Once all have answered, the last a shutdown, the registry shows the worker inactive.
+    await eventually(() => unanswered === 0 && sent.at(-1) === "shutdown", 5000, "the stop's calls to be answered");
     const stopped = await eventually(async () => (await store.listWorkers()).find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
+    const calls = sent.length;
     // Heartbeats begun now would beat every 50 ms.
     await new Promise((r) => setTimeout(r, 300));
-    expect(sent.at(-1)).toBe("shutdown");
+    expect(sent).toHaveLength(calls);
     expect((await store.listWorkers())[0]).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
   });
 
