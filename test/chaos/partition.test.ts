@@ -45,9 +45,10 @@ const TASK = { steps: 30, stepMs: 100 };
 /**
  * The run both ways share: `isolated` holds two tasks mid-way; `cut()`; they are recovered and
  * completed by a worker elsewhere; `heal()`; the isolated worker's handlers must abort with
- * lease_lost and none of its writes sent after the cut may be accepted.
+ * lease_lost and none of its writes sent after the cut may be accepted. Then the history is checked
+ * and its figures reported as `scenario`.
  */
-async function cutOff(cluster: ChaosCluster, isolated: WorkerProcess, cut: () => void, heal: () => void): Promise<{ lateWrites: number; lateRefused: number; partitionMs: number }> {
+async function cutOff(cluster: ChaosCluster, isolated: WorkerProcess, cut: () => void, heal: () => void, scenario: string): Promise<void> {
   const tasks = await cluster.pool.enqueueMany([0, 1].map(() => ({ taskType: "step", params: TASK, maxAttempts: 50 })));
   const ids = tasks.map((t) => t.task.id);
   const held = await eventually(async () => {
@@ -79,7 +80,12 @@ async function cutOff(cluster: ChaosCluster, isolated: WorkerProcess, cut: () =>
   expect(aborted.map((a) => a.reason)).toEqual(["lease_lost", "lease_lost"]);
   const late = (await lines()).filter((e): e is Extract<HistoryEntry, { kind: "write" }> => e.kind === "write" && e.sentAt >= cutAt);
   expect(late.filter((e) => e.ok === true)).toEqual([]);
-  return { lateWrites: late.length, lateRefused: late.filter((e) => e.ok === false).length, partitionMs };
+  await cluster.drained(30_000);
+  const summary = await cluster.check();
+  report(scenario, { lateWrites: late.length, lateRefused: late.filter((e) => e.ok === false).length, partitionMs, ...summary });
+  expect(summary.violations.slice(0, 20)).toEqual([]);
+  expect(summary.completed).toBe(2);
+  expect(cluster.crashed()).toEqual([]);
 }
 
 /**
@@ -180,13 +186,7 @@ describe("network partitions on postgres", () => {
       opened.cleanups.push(() => app.close());
       const isolated = await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: url, TASKPOOL_SCHEMA: "" }, "isolated", ["ip", "netns", "exec", ns]);
 
-      const figures = await cutOff(c, isolated, () => ip("link", "set", hostEnd, "down"), () => ip("link", "set", hostEnd, "up"));
-      await c.drained(30_000);
-      const summary = await c.check();
-      report("partition: network namespace, link down", { ...figures, ...summary });
-      expect(summary.violations.slice(0, 20)).toEqual([]);
-      expect(summary.completed).toBe(2);
-      expect(c.crashed()).toEqual([]);
+      await cutOff(c, isolated, () => ip("link", "set", hostEnd, "down"), () => ip("link", "set", hostEnd, "up"), "partition: network namespace, link down");
     });
 
     it.concurrent("a half-open connection to PostgreSQL (a proxy that stops forwarding without closing): recovered elsewhere, late writes refused", { timeout: 90_000 }, async ({ onTestFinished }) => {
@@ -195,13 +195,7 @@ describe("network partitions on postgres", () => {
       const { proxy, url } = await opened.proxyToPostgres();
       const isolated = await c.startWorker({ CONCURRENCY: "2", TASKPOOL_URL: url }, "isolated");
 
-      const figures = await cutOff(c, isolated, () => proxy.freeze(), () => proxy.thaw());
-      await c.drained(30_000);
-      const summary = await c.check();
-      report("partition: half-open connection to PostgreSQL", { ...figures, ...summary });
-      expect(summary.violations.slice(0, 20)).toEqual([]);
-      expect(summary.completed).toBe(2);
-      expect(c.crashed()).toEqual([]);
+      await cutOff(c, isolated, () => proxy.freeze(), () => proxy.thaw(), "partition: half-open connection to PostgreSQL");
     });
 
     // A connection that goes silent without closing (new ones would work): the store's query timeout
