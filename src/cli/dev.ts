@@ -132,8 +132,6 @@ export function devCommand(program: Command): void {
         `  Crash       ${crashLine}`,
         "",
       ];
-      process.stdout.write(`${banner.join("\n")}\n`);
-      live?.start(pool, banner);
       const status = !live && opts.statusEvery > 0 ? setInterval(() => void printStatus(pool, (l) => logger.info(l)), opts.statusEvery * 1000) : null;
 
       const stop = async () => {
@@ -162,7 +160,11 @@ export function devCommand(program: Command): void {
       process.on("SIGTERM", () => void stop());
       // The terminal closed: by default Node would exit at once, leaving the schedules and the key.
       process.on("SIGHUP", () => void stop());
-      // So did the reader of its output (`taskpool dev | head`), maybe while dev started; not a second Ctrl-C when already stopping.
+      // Printed once Ctrl-C is handled: a signal sent on seeing the banner (CI's test did) would otherwise
+      // find the default action still in place and kill dev, leaving its schedules and key.
+      process.stdout.write(`${banner.join("\n")}\n`);
+      live?.start(pool, banner);
+      // The reader of its output went away (`taskpool dev | head`), maybe while dev started; not a second Ctrl-C when already stopping.
       whenStdoutCloses(() => stopping || void stop());
       if (outputClosed) void stop();
     });

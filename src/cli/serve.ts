@@ -104,9 +104,6 @@ export function serveCommand(program: Command): void {
         logger,
       });
       const address = await listenOrExplain(app, pool, opts.host, opts.port);
-      // The database is named here: a mistyped --schema makes a new, empty pool, and this line is where it shows.
-      const database = opts.db.startsWith("postgres") ? `${redactUrl(opts.db)}, schema ${opts.schema ?? DEFAULT_SCHEMA}` : opts.db;
-      logger.info(`taskpool ${auth === "keys" ? "requires API keys" : "asks for no API key"}; listening on ${address} (docs: ${address}/docs); database ${database}`);
       // A signal while serving begins the stop; one during --shutdown-delay's wait ends the wait; one
       // while closing exits at once, said (it used to end the process without a word, exit 143).
       let phase: "serving" | "delaying" | "closing" = "serving";
@@ -134,5 +131,9 @@ export function serveCommand(program: Command): void {
       };
       process.on("SIGTERM", () => void stop("SIGTERM"));
       process.on("SIGINT", () => void stop("SIGINT"));
+      // Said once a signal is handled: one sent on reading this line would otherwise kill the server unclean.
+      // The database is named here: a mistyped --schema makes a new, empty pool, and this line is where it shows.
+      const database = opts.db.startsWith("postgres") ? `${redactUrl(opts.db)}, schema ${opts.schema ?? DEFAULT_SCHEMA}` : opts.db;
+      logger.info(`taskpool ${auth === "keys" ? "requires API keys" : "asks for no API key"}; listening on ${address} (docs: ${address}/docs); database ${database}`);
     });
 }
