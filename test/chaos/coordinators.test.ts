@@ -34,17 +34,22 @@ describe.each([
     await handle?.cleanup();
   });
 
-  /** A fresh cluster: a worker (the victim) running four tasks of `steps` × 50 ms, and coordinator "first" leading. */
+  /**
+   * A fresh cluster: a worker (the victim) running four tasks of `steps` × 50 ms, and coordinator
+   * "first" leading. The tasks carry no step time of their own, so that a worker started later with
+   * STEP_MS=1 finishes them at once.
+   */
   async function victimRunningUnderLeader(steps: number) {
     handle = await create();
     cluster = await ChaosCluster.open(handle);
-    await cluster.enqueueSteps(4, { steps, stepMs: 50 });
-    const victim = await cluster.startWorker({ CONCURRENCY: "4" });
+    await cluster.enqueueSteps(4, { steps });
+    // Started together: the tasks must still be running once the leader leads, and a coordinator's
+    // start (up to 4 s on a loaded machine) after the victim's took a good part of their time.
+    const [victim] = await Promise.all([cluster.startWorker({ CONCURRENCY: "4", STEP_MS: "50" }), cluster.startCoordinator("first")]);
     const held = await eventually(async () => {
       const tasks = (await cluster.pool.list({ workerId: victim.id, status: "running" })).tasks;
       return tasks.length === 4 ? tasks : null;
     }, 20_000, "the victim to run all four tasks");
-    await cluster.startCoordinator("first");
     await eventually(async () => (await cluster.pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP)).holder === "first", 10_000, "first to lead");
     return { victim, held };
   }
@@ -110,13 +115,13 @@ describe.each([
         await observer.end();
       }
       await cluster.kill("first");
-      await cluster.startCoordinator("second");
+      // The worker that finishes the tasks has nothing to claim before their recovery: it starts beside the successor.
+      await Promise.all([cluster.startCoordinator("second"), cluster.startWorker({ CONCURRENCY: "4", STEP_MS: "1" })]);
     } finally {
       await locker.query("ROLLBACK").catch(() => {});
       await locker.end();
     }
     await cluster.kill(victim.id);
-    await cluster.startWorker({ CONCURRENCY: "4" });
     await cluster.drained(30_000);
 
     const summary = await cluster.check();
@@ -126,12 +131,14 @@ describe.each([
       expect(events.filter((e) => e.event === "requeued")).toHaveLength(1);
       expect(events.filter((e) => e.event === "completed")).toHaveLength(1);
     }
-    expect((await cluster.pool.workers()).find((w) => w.workerId === victim.id)?.status).toBe("dead");
+    // Eventually: the victim's last beat, blocked on the locked rows since before its freeze, can land
+    // after the successor declared it dead and show it active until the next sweep finds it silent.
+    await eventually(async () => (await cluster.pool.workers()).find((w) => w.workerId === victim.id)?.status === "dead", 10_000, "the victim declared dead");
     expect(reported(cluster.coordinators.get("first")!.lines)).toBe(0);
   });
 
   it.runIf(name === "postgres")("a leader frozen (SIGSTOP) inside its sweep transaction does not stop its successor recovering other dead workers; thawed, it recovers nothing", { timeout: 90_000 }, async () => {
-    const { victim, held } = await victimRunningUnderLeader(600);
+    const { victim, held } = await victimRunningUnderLeader(300);
 
     // Hold the victim's tasks so that the leader's sweep waits inside its transaction (the victim
     // marked dead, uncommitted), freeze the leader there, then let its statement finish: the
@@ -152,8 +159,8 @@ describe.each([
     await cluster.kill(victim.id);
 
     // Another worker dies while the leader is frozen: its successor must recover its tasks.
-    await cluster.enqueueSteps(2, { steps: 600, stepMs: 50 });
-    const second = await cluster.startWorker({ CONCURRENCY: "2" });
+    await cluster.enqueueSteps(2, { steps: 300 });
+    const second = await cluster.startWorker({ CONCURRENCY: "2", STEP_MS: "50" });
     const secondHeld = await eventually(async () => {
       const tasks = (await cluster.pool.list({ workerId: second.id, status: "running" })).tasks;
       return tasks.length === 2 ? tasks : null;
