@@ -17,29 +17,29 @@ export interface HeartbeatState {
 }
 
 /**
- * A lease the store said this worker no longer holds. The token says which run of the task it was:
- * by the time the answer arrives the worker may be running the same task again under a new lease.
+ * A lease a beat's answer names, lost or renewed. The token says which run of the task it was: by the
+ * time the answer arrives the worker may be running the same task again under a new lease.
  */
-export interface LostLease {
+export interface LeaseRef {
   taskId: number;
   leaseToken: string;
 }
 
 /** The leases of `beat` among the task ids the store reported lost. */
-function lostLeases(beat: WorkerBeat, lost: number[]): LostLease[] {
+function lostLeases(beat: WorkerBeat, lost: number[]): LeaseRef[] {
   const ids = new Set(lost);
   return (beat.leases ?? []).filter((l) => ids.has(l.taskId));
 }
 
 export interface HeartbeatEvents {
   /** Leases the store says this worker no longer holds. */
-  onLost(leases: LostLease[]): void;
+  onLost(leases: LeaseRef[]): void;
   /**
    * A beat got through: `leases`, those it listed that the store did not report lost (after onLost),
    * now run for a lease's length from `sentAt` (monotonicMs(): when it was sent). Only those: the
    * heartbeat thread beats with the state last posted to it, which may not list a lease just claimed.
    */
-  onRenewed(sentAt: number, leases: LostLease[]): void;
+  onRenewed(sentAt: number, leases: LeaseRef[]): void;
   /** A beat failed, or is still unanswered when the next is due; `sentAt` (monotonicMs()): when it was sent. */
   onError(error: Error, sentAt: number): void;
   onRecovered(): void;
@@ -162,8 +162,8 @@ export interface ThreadData {
 export type ToThread = { type: "state"; state: HeartbeatState } | { type: "stop" };
 export type FromThread =
   | { type: "ready" }
-  | { type: "lost"; leases: LostLease[] }
-  | { type: "renewed"; sentAt: number; leases: LostLease[] }
+  | { type: "lost"; leases: LeaseRef[] }
+  | { type: "renewed"; sentAt: number; leases: LeaseRef[] }
   | { type: "error"; message: string; sentAt: number }
   | { type: "recovered" };
 

@@ -27,7 +27,7 @@ import { DEFAULT_DEAD_AFTER_MS, DEFAULT_STALE_AFTER_MS } from "../core/worker.js
 import { WriteBatcher } from "../api/write-batcher.js";
 import type { DatabaseConfig } from "../store/open-store.js";
 import type { Store } from "../store/store.js";
-import { type Heartbeats, type HeartbeatState, InProcessHeartbeats, type LostLease, ThreadHeartbeats } from "./heartbeats.js";
+import { type Heartbeats, type HeartbeatState, InProcessHeartbeats, type LeaseRef, ThreadHeartbeats } from "./heartbeats.js";
 import { resolveWorkerOptions, type ResolvedWorkerOptions, type WorkerOptions } from "./options.js";
 import { Prefetch } from "./prefetch.js";
 import { RunAbort } from "./run-abort.js";
@@ -174,8 +174,8 @@ export class Worker {
     await this.register();
     if (this.state !== "running") return;
     const events = {
-      onLost: (leases: LostLease[]) => void this.leasesLost(leases),
-      onRenewed: (sentAt: number, leases: LostLease[]) => {
+      onLost: (leases: LeaseRef[]) => void this.leasesLost(leases),
+      onRenewed: (sentAt: number, leases: LeaseRef[]) => {
         for (const { taskId, leaseToken } of leases) {
           const entry = this.running.get(taskId);
           if (entry?.task.leaseToken === leaseToken) entry.renewedAt = Math.max(entry.renewedAt ?? sentAt, sentAt);
@@ -723,7 +723,7 @@ export class Worker {
     if (entry && !entry.abort.aborted) entry.abort.abort("cancelled");
   }
 
-  private async leasesLost(leases: LostLease[]): Promise<void> {
+  private async leasesLost(leases: LeaseRef[]): Promise<void> {
     // Tasks that have not started are dropped at once (startReady), before onRenewed may start them.
     const waiting = new Set(this.ready);
     for (const { taskId, leaseToken } of leases) {

@@ -1,6 +1,6 @@
 /** What a heartbeat tells the worker it renewed: only the leases it listed, and not those the store said were lost. */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { BeatLoop, type LostLease } from "../../src/worker/heartbeats.js";
+import { BeatLoop, type LeaseRef } from "../../src/worker/heartbeats.js";
 import { createSqlite, type TestStore } from "../helpers/stores.js";
 
 describe("a heartbeat's renewals", () => {
@@ -18,7 +18,7 @@ describe("a heartbeat's renewals", () => {
     await store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }, { taskType: "crawl" }]);
     const [listed, unlisted, lostOne] = await store.claim({ workerId: "w", limit: 3 });
     await store.release(lostOne.id, lostOne);
-    const reported: { renewed: LostLease[]; lost: LostLease[] } = { renewed: [], lost: [] };
+    const reported: { renewed: LeaseRef[]; lost: LeaseRef[] } = { renewed: [], lost: [] };
     const lease = (t: typeof listed) => ({ taskId: t.id, leaseToken: t.leaseToken });
     const loop = new BeatLoop(store, () => ({ beat, leases: [listed, lostOne].map((t) => ({ ...lease(t), renewUntil: null })) }), {
       onLost: (leases) => reported.lost.push(...leases),
