@@ -45,7 +45,13 @@ export async function startWorker(handle: Pick<TestStore, "url" | "schema">, id:
     waitFor: (match, timeoutMs = 20_000) =>
       eventually(() => lines.find((l) => Object.entries(match).every(([k, v]) => l[k] === v)), timeoutMs, `${id} to print ${JSON.stringify(match)}`),
   };
-  await proc.waitFor({ event: "ready" }, 30_000);
+  try {
+    await proc.waitFor({ event: "ready" }, 30_000);
+  } catch (error) {
+    // Not yet on any kill list: left running, it would work on through the tests after this one.
+    await killAll([proc]);
+    throw error;
+  }
   return proc;
 }
 
