@@ -44,13 +44,15 @@ describe.each([
     const started = Date.now();
     let kills = 0;
     let storming = true;
-    // Replacements start in the background, so the kills keep their pace however slow a start-up is.
+    // Replacements start in the background, so the kills keep their pace while start-ups keep up; a kill
+    // waits for the cluster to be whole again, else on a loaded machine (load 10+) kills outran start-ups
+    // and the live workers fell to none, the storm's deadline passing with nothing left to run the tasks.
     const replacements: Promise<unknown>[] = [];
     const storm = (async () => {
       while (storming) {
         await new Promise((r) => setTimeout(r, KILL_EVERY_MS));
         const live = cluster.live();
-        if (!storming || live.length === 0) continue;
+        if (!storming || live.length < WORKERS) continue;
         await cluster.kill(live[Math.floor(Math.random() * live.length)].id);
         kills++;
         replacements.push(cluster.startWorker({ CONCURRENCY: "8" }));
