@@ -243,6 +243,27 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     expect(left.revokedAt).not.toBeNull();
   }, 60_000);
 
+  it("dev given Ctrl-C while it starts (its database just created) stops once started, leaving no schedule and no working key; asked twice, it quits at once", async () => {
+    const dev = start(["dev", "--db", db, "--status-every", "0", "--no-crash"]);
+    children.push(dev.child);
+    await eventually(() => existsSync(path), 20_000, "dev to create its database");
+    dev.child.kill("SIGINT");
+    expect(await dev.exit).toBe(0);
+    expect(dev.output()).toMatch(/Stopping once started, so nothing dev saves is left behind \(Ctrl-C again to quit at once\)\n[\s\S]*Removed the schedules dev saved: store_discovery, product_resync, analytics_refresh\n[\s\S]*Stopped\n$/);
+    const [schedulesLeft, keysLeft] = await Promise.all([taskpool("schedules", "list", "--db", db), taskpool("keys", "list", "--db", db)]);
+    expect(schedulesLeft.stdout).toMatch(/^No schedules/);
+    expect(keysLeft.stdout).toMatch(/ admin {2}taskpool dev on .* revoked \S+Z {2}1000\/min\n$/);
+
+    removeSqliteFiles(path);
+    const impatient = start(["dev", "--db", db, "--status-every", "0", "--no-crash"]);
+    children.push(impatient.child);
+    await eventually(() => existsSync(path), 20_000, "dev to create its database");
+    impatient.child.kill("SIGINT");
+    await eventually(() => impatient.output().includes("Stopping once started"), 10_000, "dev to say it stops once started");
+    impatient.child.kill("SIGINT");
+    expect(await impatient.exit).toBe(130);
+  }, 60_000);
+
   it("dev whose output's reader goes away (taskpool dev | head -3) stops as on Ctrl-C: its schedules removed, its key revoked, its workers shut down", async () => {
     const dev = spawn(process.execPath, [CLI, "dev", "--db", db, "--no-live", "--no-crash"], { stdio: ["ignore", "pipe", "inherit"] });
     children.push(dev);

@@ -53,11 +53,23 @@ export function devCommand(program: Command): void {
     .action(async (opts: { db: string; schema?: string; port: number; handlers?: string; schedules?: string; demo: boolean; crash: boolean; live: boolean; concurrency: number; statusEvery: number }) => {
       // On a terminal the log lines feed the live status; piped (CI, tests), they are printed as they come.
       const live = opts.live && process.stdout.isTTY ? new LiveStatus() : null;
-      // Ended at once, a closed stdout would leave what dev saves behind: it stops once started (below).
-      let outputClosed = false;
-      whenStdoutCloses(() => (outputClosed = true));
       // The tour shows every task move; a worker in production logs them at debug only.
       const logger = consoleLogger("debug", live?.print);
+      // Ended at once while starting (Ctrl-C as it migrates or saves its schedules, the terminal or
+      // the output's reader gone), dev would leave what it had saved behind: it stops once started,
+      // unless asked twice. By default Node ends the process at SIGINT, SIGTERM and SIGHUP.
+      let stop: (() => Promise<void>) | null = null;
+      let stopAsked = false;
+      let stopping = false;
+      const onSignal = () => {
+        if (stop) return void stop();
+        if (stopAsked) process.exit(130);
+        stopAsked = true;
+        logger.info("Stopping once started, so nothing dev saves is left behind (Ctrl-C again to quit at once)");
+      };
+      for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, onSignal);
+      // Not a second Ctrl-C when already stopping.
+      whenStdoutCloses(() => (stop ? stopping || void stop() : (stopAsked = true)));
       const handlersPath = opts.handlers ?? `${EXAMPLE}handlers.js`;
       const handlers = await loadHandlers(handlersPath);
       const schedulesPath = opts.schedules ?? (opts.handlers === undefined ? `${EXAMPLE}schedules.js` : undefined);
@@ -65,7 +77,6 @@ export function devCommand(program: Command): void {
 
       const pool = await openPool(opts);
       // Before anything is saved: a handlers module whose role is no task type name is refused here.
-      let stopping = false;
       const workers = Object.keys(handlers).map((role) => {
         const worker = pool.worker({
           roles: [role],
@@ -134,7 +145,7 @@ export function devCommand(program: Command): void {
       ];
       const status = !live && opts.statusEvery > 0 ? setInterval(() => void printStatus(pool, (l) => logger.info(l)), opts.statusEvery * 1000) : null;
 
-      const stop = async () => {
+      stop = async () => {
         if (stopping) process.exit(130);
         stopping = true;
         // No staged kill from now: it would leave its task to a coordinator that is stopping too.
@@ -156,16 +167,8 @@ export function devCommand(program: Command): void {
         logger.info("Stopped");
         process.exit(0);
       };
-      process.on("SIGINT", () => void stop());
-      process.on("SIGTERM", () => void stop());
-      // The terminal closed: by default Node would exit at once, leaving the schedules and the key.
-      process.on("SIGHUP", () => void stop());
-      // Printed once Ctrl-C is handled: a signal sent on seeing the banner (CI's test did) would otherwise
-      // find the default action still in place and kill dev, leaving its schedules and key.
       process.stdout.write(`${banner.join("\n")}\n`);
       live?.start(pool, banner);
-      // The reader of its output went away (`taskpool dev | head`), maybe while dev started; not a second Ctrl-C when already stopping.
-      whenStdoutCloses(() => stopping || void stop());
-      if (outputClosed) void stop();
+      if (stopAsked) void stop();
     });
 }
