@@ -131,8 +131,8 @@ describe.each([
       expect(events.filter((e) => e.event === "requeued")).toHaveLength(1);
       expect(events.filter((e) => e.event === "completed")).toHaveLength(1);
     }
-    // Eventually: the victim's last beat, blocked on the locked rows since before its freeze, can land
-    // after the successor declared it dead and show it active until the next sweep finds it silent.
+    // Eventually: thawed for a moment by its kill (SIGCONT, then SIGKILL), the victim can send one more
+    // beat, a sign of life after it was declared dead, which shows it active until the next sweep.
     await eventually(async () => (await cluster.pool.workers()).find((w) => w.workerId === victim.id)?.status === "dead", 10_000, "the victim declared dead");
     expect(reported(cluster.coordinators.get("first")!.lines)).toBe(0);
   });

@@ -284,6 +284,29 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.listWorkers())[0].status).toBe("active");
     });
 
+    it("a beat stamped before its worker was declared dead or shut down, landing after (held up on a lock), leaves it so; a later beat brings it back", async () => {
+      const status = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1")?.status;
+      await beat("w1", { currentLoad: 3 });
+      ctx.clock.advance(121_000);
+      expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w1"]);
+      ctx.clock.advance(-1);
+      await beat("w1", { currentLoad: 3 });
+      expect(await status()).toBe("dead");
+      // Active again, it would be the least-loaded worker a recovery reserves tasks for.
+      expect((await ctx.store.listWorkers())[0].currentLoad).toBe(0);
+      ctx.clock.advance(2);
+      await beat("w1");
+      expect(await status()).toBe("active");
+
+      await ctx.store.shutdownWorker("w1");
+      ctx.clock.advance(-1);
+      await beat("w1");
+      expect(await status()).toBe("inactive");
+      ctx.clock.advance(2);
+      await beat("w1");
+      expect(await status()).toBe("active");
+    });
+
     it("says when the next sweep would take something back: a live worker turning dead, or a lease running out", async () => {
       expect(await ctx.store.nextRecoveryIn(SWEEP)).toBeNull();
       await beat("w1");

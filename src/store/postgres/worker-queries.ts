@@ -77,7 +77,10 @@ export const WORKER_HEARTBEAT = `
       current_load = ${KEPT_IF_LEFT_OUT("current_load")}, tasks_processed = ${KEPT_IF_LEFT_OUT("tasks_processed")},
       hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
       metadata = EXCLUDED.metadata, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
-      started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END
+      started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END,
+      gone_at = NULL
+    -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at).
+    WHERE workers.gone_at IS NULL OR EXCLUDED.last_seen_at >= workers.gone_at
     RETURNING worker_id
   ),
   held AS (
@@ -127,7 +130,7 @@ export const WORKER_HEARTBEAT = `
 /** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded; what was reserved for it is open to all. */
 export const WORKER_SHUTDOWN = `
   WITH worker AS (
-    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz WHERE worker_id = $1 RETURNING 1
+    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz, gone_at = $2::timestamptz WHERE worker_id = $1 RETURNING 1
   ),
   released AS (
     UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
@@ -184,7 +187,7 @@ export const MARK_STALE = `
  */
 export const MARK_DEAD = `
   WITH dead AS (
-    UPDATE workers SET status = 'dead', current_load = 0
+    UPDATE workers SET status = 'dead', current_load = 0, gone_at = $2::timestamptz
     WHERE status IN ('active', 'stale') AND last_seen_at < $1::timestamptz
     RETURNING worker_id, last_seen_at
   ),

@@ -26,7 +26,7 @@ export function sweepSqlite(conn: SqliteConnection, nowDate: Date, options: Swee
 
   return conn.tx(true, () => {
     const staleWorkers = (conn.stmt(sql.MARK_STALE).all({ staleBefore, deadBefore }) as { worker_id: string }[]).map((r) => r.worker_id);
-    const dead = conn.stmt(sql.MARK_DEAD).all({ deadBefore }) as { worker_id: string; last_seen_at: string }[];
+    const dead = conn.stmt(sql.MARK_DEAD).all({ deadBefore, now }) as { worker_id: string; last_seen_at: string }[];
     for (const w of dead) {
       conn.logEvent({ taskId: null, event: "worker_dead", fromWorkerId: w.worker_id, message: `No heartbeat since ${w.last_seen_at.slice(0, 19)}Z` }, now);
     }

@@ -18,7 +18,10 @@ export const UPSERT_WORKER = `
     capacity = coalesce(@capacity, workers.capacity), current_load = coalesce(@currentLoad, workers.current_load),
     tasks_processed = coalesce(@tasksProcessed, workers.tasks_processed),
     metadata = excluded.metadata, status = 'active', last_seen_at = excluded.last_seen_at,
-    started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END`;
+    started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END,
+    gone_at = NULL
+  -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at).
+  WHERE workers.gone_at IS NULL OR excluded.last_seen_at >= workers.gone_at`;
 
 export const RENEW_LEASE = `
   UPDATE tasks SET last_heartbeat_at = @now,
@@ -68,7 +71,7 @@ export const UNRESERVE_FOR = `
   UPDATE tasks SET reserved_for = NULL, reserved_until = NULL
   WHERE status = 'pending' AND reserved_for IN (SELECT value FROM json_each(@workers))`;
 
-export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now WHERE worker_id = @workerId`;
+export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now, gone_at = @now WHERE worker_id = @workerId`;
 
 export const LIST_WORKERS = `
   SELECT w.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})) AS active_tasks
@@ -87,7 +90,7 @@ export const MARK_STALE = `
   WHERE status = 'active' AND last_seen_at < @staleBefore AND last_seen_at >= @deadBefore RETURNING worker_id`;
 
 export const MARK_DEAD = `
-  UPDATE workers SET status = 'dead', current_load = 0
+  UPDATE workers SET status = 'dead', current_load = 0, gone_at = @now
   WHERE status IN ('active', 'stale') AND last_seen_at < @deadBefore
   RETURNING worker_id, last_seen_at`;
 
