@@ -82,6 +82,39 @@ export function viewsContract(kind: StoreKind) {
       expect(again).toEqual(new Map([...capacity].map(([type, r]) => [type, type === "crawl" ? { ...r, oldestReadySeconds: expect.any(Number) } : r])));
     });
 
+    it("v_worker_capacity rounds its ratios as decimals, half up", async () => {
+      // 3 tasks an hour among 20 workers is 0.15 a worker-hour, and 3 pending at 40 an hour drain in
+      // 0.075 hours: neither is a binary fraction, and SQLite's round() of the float (0.1499…, 0.0749…)
+      // gave 0.1 and 0.07 where PostgreSQL's numeric gives 0.2 and 0.08.
+      start = Date.now();
+      at(-10 * MINUTE);
+      await ctx.store.enqueueMany(Array.from({ length: 3 }, () => ({ taskType: "crawl" })));
+      await ctx.store.enqueueMany(Array.from({ length: 40 }, () => ({ taskType: "mail" })));
+      await completeAll(43);
+      await ctx.store.enqueueMany(Array.from({ length: 3 }, () => ({ taskType: "mail" })));
+      at(0);
+      for (let i = 0; i < 20; i++) await beat(`r${i}`, { roles: ["crawl", "mail"] });
+      const capacity = new Map((await ctx.store.capacity()).map((r) => [r.taskType, r]));
+      expect(capacity.get("crawl")).toMatchObject({ completedLastHour: 3, activeWorkers: 20, tasksPerWorkerHour: 0.2 });
+      expect(capacity.get("mail")).toMatchObject({
+        pendingTasks: 3, completedLastHour: 40, activeWorkers: 20, tasksPerWorkerHour: 2, estimatedHoursToDrain: 0.08,
+        workersNeeded: { for1Hour: 2, for4Hours: 1, for8Hours: 1 },
+      });
+    });
+
+    it("the reassignment rate rounds as a decimal, half up", async () => {
+      // 247 of 2,000 is 12.35 %: SQLite's round() of the float (12.3499…) gave 12.3. Two thousand
+      // reassignments are seeded in SQL both dialects read alike, rather than swept one by one.
+      start = Date.now();
+      at(0);
+      const { task } = await ctx.store.enqueue({ taskType: "crawl" });
+      await ctx.execute(`
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+        INSERT INTO reassignment_events (task_id, from_worker_id, reason, success, created_at)
+        SELECT ${task.id}, 'gone', 'seeded', i <= 247, '${new Date(start - MINUTE).toISOString()}' FROM n`);
+      expect(await ctx.store.reassignmentRate()).toEqual({ total: 2000, successful: 247, successRatePercent: 12.4 });
+    });
+
     it("v_worker_capacity counts a worker that lists its role twice once", async () => {
       start = Date.now();
       at(0);
