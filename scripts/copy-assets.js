@@ -1,7 +1,9 @@
 // tsc compiles only TypeScript. What ships beside the compiled code: the migrations (.sql, next to
 // each compiled store) and the dashboard's static files (next to the compiled server, which serves
 // them). The argument is where the compiled src/ is (dist, or .build/src for the tests' processes).
-import { cpSync, readdirSync } from "node:fs";
+// Each copy replaces what was there: a migration renamed or removed in src/ left its old copy behind,
+// which the store then applied as well.
+import { cpSync, readdirSync, rmSync } from "node:fs";
 import process from "node:process";
 
 const out = process.argv[2] ?? "dist";
@@ -9,10 +11,13 @@ const out = process.argv[2] ?? "dist";
 for (const dialect of readdirSync("src/store", { withFileTypes: true }).filter((d) => d.isDirectory())) {
   const from = `src/store/${dialect.name}/migrations`;
   try {
+    readdirSync(from);
+    rmSync(`${out}/store/${dialect.name}/migrations`, { recursive: true, force: true });
     cpSync(from, `${out}/store/${dialect.name}/migrations`, { recursive: true });
   } catch (error) {
     if (error.code !== "ENOENT") throw error;
   }
 }
 
+rmSync(`${out}/dashboard/public`, { recursive: true, force: true });
 cpSync("src/dashboard/public", `${out}/dashboard/public`, { recursive: true });
