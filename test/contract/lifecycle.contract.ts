@@ -158,6 +158,26 @@ export function lifecycleContract(kind: StoreKind) {
       expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "failed", message: "try 4" });
     });
 
+    it("a steep backoff after hundreds of attempts waits its maxSeconds: 10^309 overflowed (PostgreSQL) or made 0 × ∞ (SQLite), and the failure was refused", async () => {
+      ctx.jitter.value = 0;
+      await ctx.store.enqueue({ taskType: "a", maxAttempts: 1000, backoff: { baseSeconds: 1, factor: 10, maxSeconds: 60, jitter: 0 } });
+      await ctx.store.enqueue({ taskType: "a", maxAttempts: 1000, backoff: { baseSeconds: 0, factor: 10, maxSeconds: 60, jitter: 0 } });
+      const delays: number[][] = [];
+      for (let attempt = 1; attempt <= 312; attempt++) {
+        const leases = await ctx.store.claim({ workerId: "w1", limit: 2 });
+        expect(leases).toHaveLength(2);
+        const outcomes = await ctx.store.failMany(leases.map((lease) => ({ id: lease.id, lease, error: `try ${attempt}` })));
+        delays.push(outcomes.map((o) => (o.ok ? o.scheduledFor.getTime() - ctx.clock.now().getTime() : -1)));
+        ctx.clock.advance(60_000);
+      }
+      expect(delays.slice(0, 3)).toEqual([[1_000, 0], [10_000, 0], [60_000, 0]]);
+      expect(delays.slice(305)).toEqual(Array.from({ length: 7 }, () => [60_000, 0]));
+      const lease = await claimOne(ctx.store);
+      const failed = await ctx.store.fail(lease.id, lease, { error: "one more" });
+      expect(failed.scheduledFor.getTime() - ctx.clock.now().getTime()).toBe(lease.backoff.baseSeconds === 1 ? 60_000 : 0);
+      expect(retryDelayMs(lease.backoff, 313)).toBe(lease.backoff.baseSeconds === 1 ? 60_000 : 0);
+    });
+
     it("fails for good at once when the error is not retryable", async () => {
       const lease = await claimNew({ maxAttempts: 5 });
       const failed = await ctx.store.fail(lease.id, lease, { error: "invalid store id", retryable: false });

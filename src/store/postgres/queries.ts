@@ -507,11 +507,13 @@ export const COMPLETE = `
 
 /**
  * Backoff delay in seconds of the attempt that just failed; the same formula as core/backoff.ts
- * (retryDelayMs), written in SQL so a failure stays one round trip. `jitter` is the draw in [0, 1).
+ * (retryDelayMs, its exponent stopped as backoffExponent stops it, short of an overflow), written in
+ * SQL so a failure stays one round trip. `jitter` is the draw in [0, 1).
  */
 const backoffSeconds = (jitter: string) => `
   LEAST((t.backoff->>'maxSeconds')::float8,
-        (t.backoff->>'baseSeconds')::float8 * power((t.backoff->>'factor')::float8, GREATEST(0, t.attempts - 1)))
+        (t.backoff->>'baseSeconds')::float8 * power((t.backoff->>'factor')::float8,
+          CASE WHEN (t.backoff->>'factor')::float8 > 1 THEN LEAST(GREATEST(0, t.attempts - 1), 300 / log10((t.backoff->>'factor')::float8)) ELSE 0 END))
   * (1 - (t.backoff->>'jitter')::float8 * ${jitter})`;
 
 /** The columns a failure sets, for one item whose retryability is `retry` and jitter draw `jitter`. */

@@ -71,11 +71,14 @@ export const COMPLETE = `
 
 /**
  * retryDelayMs (core/backoff.ts) in SQL, its operations in the same order so the delay is the same to
- * the millisecond: min(max, base * factor^(attempts - 1)) * 1000 * (1 - jitter * @jitterDraw), rounded.
+ * the millisecond: min(max, base * factor^(attempts - 1)) * 1000 * (1 - jitter * @jitterDraw), rounded,
+ * the exponent stopped as backoffExponent stops it, short of an overflow.
  */
 const BACKOFF_MS = `
   round(min(json_extract(backoff, '$.maxSeconds'),
-            json_extract(backoff, '$.baseSeconds') * pow(json_extract(backoff, '$.factor'), max(0, attempts - 1)))
+            json_extract(backoff, '$.baseSeconds') * pow(json_extract(backoff, '$.factor'),
+              CASE WHEN json_extract(backoff, '$.factor') > 1
+                   THEN min(max(0, attempts - 1), 300 / log10(json_extract(backoff, '$.factor'))) ELSE 0 END))
         * 1000 * (1 - json_extract(backoff, '$.jitter') * @jitterDraw))`;
 
 /**
