@@ -98,6 +98,28 @@ describe("the dashboard in a real browser", () => {
     expect(await page.locator("#timeline strong").allTextContents()).toEqual(expect.arrayContaining(["created", "claimed", "requeued", "reassigned", "completed"]));
   });
 
+  it("a worker's held tasks that cannot be read again say why, rather than showing the last list as what it holds now", async () => {
+    let finish = () => {};
+    const held = new Promise<void>((resolve) => (finish = resolve));
+    const worker = server.pool.worker({ roles: ["hold"], workerId: "holder", pollIntervalMs: 100, heartbeatIntervalMs: 200, logger: silent, handlers: { hold: () => held } });
+    workers.push(worker);
+    await worker.start();
+    const task = await server.pool.enqueue("hold", {});
+    try {
+      const page = await open(server.keys.producer, "#/workers");
+      await page.click('tr[data-worker="holder"]');
+      await page.locator(".running-tasks").getByText(`#${task.id}`).waitFor();
+      await page.route(
+        (url) => url.pathname === "/api/tasks" && url.searchParams.get("worker_id") === "holder",
+        (route) => route.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ success: false, error: "unavailable", message: "The database did not answer" }) }),
+      );
+      // The registry's own poll is answered meanwhile and keeps the header "live": the page is the only place to say it.
+      await page.locator("[role=alert]", { hasText: "The database did not answer" }).waitFor({ timeout: 3000 });
+    } finally {
+      finish();
+    }
+  });
+
   it("the overview's banner lists workers that died within the last day; ones dead longer are only counted", async () => {
     const beat = (workerId: string) => server.pool.protocol.workerHeartbeat({ workerId, roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
     await beat("gone-today");

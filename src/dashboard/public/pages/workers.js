@@ -11,8 +11,10 @@ const ORDER = { dead: 0, stale: 1, active: 2, inactive: 3 };
 function RunningTasks({ workerId }) {
   const { data, error } = usePoll(() => api("GET", `api/tasks${query({ worker_id: workerId, status: ["claimed", "running"], limit: 100 })}`), [workerId]);
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
-  if (data.tasks.length === 0) return html`<p class="muted">No task held.</p>`;
-  return html`<table class="running-tasks">
+  // A failed poll keeps the last list: said above it, or that list reads as what the worker holds now
+  // (the registry's poll, answered, keeps the header "live").
+  if (data.tasks.length === 0) return html`<${ErrorBox} error=${error} /><p class="muted">No task held.</p>`;
+  return html`<${ErrorBox} error=${error} /><table class="running-tasks">
     <thead><tr><th>task</th><th>type</th><th>status</th><th class="num">attempt</th><th class="num">progress</th><th>claimed</th><th>last heartbeat</th></tr></thead>
     <tbody>
       ${data.tasks.map(
