@@ -320,6 +320,23 @@ describe("the dashboard in a real browser", () => {
     expect(refused).toEqual([]);
   });
 
+  it("the Tasks page's filters cleared start at page 1 again, not at the page the list was left on before filtering", async () => {
+    const tasks = await server.pool.enqueueMany(Array.from({ length: 30 }, (_, i) => ({ taskType: i % 2 ? "crawl" : "mail", params: {} })));
+    // The newest of the type filtered out: on the unfiltered list's first page only.
+    const newest = Math.max(...tasks.filter((t) => t.task.taskType === "mail").map((t) => t.task.id));
+    const page = await open(server.keys.producer, "#/tasks");
+    await page.locator(`#tasks tr[data-task="${newest}"]`).waitFor();
+    await page.getByRole("button", { name: "older →" }).click();
+    await page.getByText("page 2").waitFor();
+    await page.selectOption('select[name="task_type"]', "crawl");
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.getByText("page 1").waitFor();
+    await page.getByRole("link", { name: "clear" }).click();
+    // The whole list from its newest task, as on opening the page: not page 2's tasks under the old cursor.
+    await page.locator(`#tasks tr[data-task="${newest}"]`).waitFor({ timeout: 3000 });
+    expect(await page.locator(".actions .muted").textContent()).toBe("page 1");
+  });
+
   it("a finished task's page reads only its latest 500 events, and asks again rarely", async () => {
     const task = await server.pool.enqueue("crawl", {});
     const [lease] = await server.pool.protocol.claim({ workerId: "w1" });

@@ -44,6 +44,9 @@ export function Tasks({ params }) {
   // other filters is refused, so new filters start at page 1 in the same render, not one request later.
   const [paging, setPaging] = useState({ key, cursors: [undefined] });
   const cursors = paging.key === key ? paging.cursors : [undefined];
+  // And forgotten then: kept, filters changed and changed back ("clear") found them again, and the list
+  // opened at the page it was left on before filtering, not at its newest tasks.
+  if (paging.key !== key) setPaging({ key, cursors });
   const setCursors = (next) => setPaging({ key, cursors: next });
   const cursor = cursors[cursors.length - 1];
   const { data, error } = usePoll(() => api("GET", `api/tasks${query({ ...filter, cursor, limit: PAGE_SIZE })}`), [key, cursor]);
