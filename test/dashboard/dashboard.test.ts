@@ -196,6 +196,41 @@ describe("the dashboard in a real browser", () => {
     expect(await server.pool.get(task.id)).toMatchObject({ status: "completed", result: { ok: true } });
   });
 
+  it("a task retried from its page while a poll was out shows the retry, not that poll's answer from before it", async () => {
+    const [id] = await failDl("gave up", 1);
+    const page = await open(server.keys.admin, `#/tasks/${id}`);
+    await page.locator("#retry").waitFor();
+    // The tab shown again polls at once, and the admin clicks Retry while that answer, read before the retry, is on its way.
+    let polled = () => {};
+    const pollRead = new Promise<void>((resolve) => (polled = resolve));
+    let deliver = () => {};
+    const delivered = new Promise<void>((resolve) => (deliver = resolve));
+    await page.route(
+      (url) => url.pathname === `/api/tasks/${id}`,
+      async (route) => {
+        const response = await route.fetch();
+        polled();
+        await delivered;
+        await route.fulfill({ response });
+      },
+      { times: 1 },
+    );
+    await page.route(
+      (url) => url.pathname === `/api/tasks/${id}/retry`,
+      async (route) => {
+        await page.evaluate("document.dispatchEvent(new Event('visibilitychange'))");
+        await pollRead;
+        await route.continue();
+      },
+    );
+    await page.click("#retry");
+    await page.locator(".actions [role=status]", { hasText: "Put back in the pool." }).waitFor();
+    deliver();
+    // A finished task's page asks again only every 30 s: the answer from before the retry must not stand that long.
+    await page.locator("h2 .status-pending").waitFor({ timeout: 3000 });
+    expect(await page.locator("#retry").count()).toBe(0);
+  });
+
   it("an admin who cancels a task from its page is told it was, and why not when it could not be", async () => {
     const [task, raced] = await Promise.all([server.pool.enqueue("nobody-runs-this", {}), server.pool.enqueue("nobody-runs-this", {})]);
     const page = await open(server.keys.admin, `#/tasks/${task.id}`);

@@ -57,6 +57,9 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
     let running = false;
     let timer = null;
     let failed = null; // the last error this poll put in the header
+    // A reload asked for while a request was out: that request's answer may predate what was just done
+    // (a retry), and the next poll can be 30 s off, so it is asked again as soon as the answer comes.
+    let reloadAsked = false;
     const token = {}; // this poll's request while it is out
     const schedule = (ms) => {
       clearTimeout(timer);
@@ -80,14 +83,18 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         setResult((r) => ({ data: r.data, error }));
         failed = error;
         publish({ mode: "error", error });
-        if (error.status === 429) wait = Math.max(wait, (error.retryAfter ?? 10) * 1000);
+        if (error.status === 429) {
+          wait = Math.max(wait, (error.retryAfter ?? 10) * 1000);
+          reloadAsked = false; // the server's wait comes first
+        }
       } finally {
         track(token, null);
         running = false;
         // A slow answer is a costly one (a search of the params reads every task): ask again only
         // after SLOW_FACTOR times as long as it took, so one open tab keeps the server busy a small
         // share of the time however long its query, instead of re-running it every period.
-        wait = Math.max(wait, (Date.now() - started) * SLOW_FACTOR);
+        wait = reloadAsked ? 0 : Math.max(wait, (Date.now() - started) * SLOW_FACTOR);
+        reloadAsked = false;
         if (!stopped && document.visibilityState !== "hidden") schedule(wait);
       }
     }
@@ -99,7 +106,7 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
       }
     };
     document.addEventListener("visibilitychange", onVisibility);
-    reloadRef.current = () => schedule(0);
+    reloadRef.current = () => (running ? (reloadAsked = true) : schedule(0));
     setResult({ data: null, error: null });
     tick();
     return () => {
