@@ -30,8 +30,8 @@ describe("the dashboard in a real browser", () => {
     await server.close();
   });
 
-  const open = async (key: string | null, hash?: string) => {
-    const page = await openDashboard(browser, server, key, hash);
+  const open = async (key: string | null, hash?: string, before?: (page: Page) => Promise<unknown>) => {
+    const page = await openDashboard(browser, server, key, hash, before);
     pages.push(page);
     return page;
   };
@@ -720,6 +720,18 @@ describe("the dashboard in a real browser", () => {
     await row.getByRole("button", { name: "pause" }).click();
     await row.getByText("paused").waitFor();
     expect(await server.pool.schedules.get("nightly_resync")).toMatchObject({ enabled: false, nextRunAt: null });
+  });
+
+  it("the Schedules page stays listed, and its link opens it, when the call that looks for it is refused for a while (a 429)", async () => {
+    const page = await open(server.keys.producer, "#/schedules", (p) =>
+      p.route(
+        (url) => url.pathname === "/api/schedules",
+        (route) => route.fulfill({ status: 429, contentType: "application/json", body: JSON.stringify({ success: false, error: "rate_limited", message: "Rate limit exceeded", retry_after: 1 }) }),
+        { times: 1 },
+      ),
+    );
+    await page.locator("#schedules").waitFor({ timeout: 5000 });
+    expect(await page.locator('nav a[href="#/schedules"]').count()).toBe(1);
   });
 
   it("an admin cancels a schedule's pending tasks from the page and is told how many; a refusal shows the server's message", async () => {

@@ -54,9 +54,13 @@ export async function startDashboardServer(auth: "keys" | "none" = "keys", runCo
   };
 }
 
-/** Opens the dashboard polling every 500 ms and enters `key` in its form (null: none asked); fails the test on any error the page throws. */
-export async function openDashboard(browser: Browser, server: DashboardServer, key: string | null, hash = "#/overview"): Promise<Page> {
+/**
+ * Opens the dashboard polling every 500 ms and enters `key` in its form (null: none asked); fails the test on any error the page throws.
+ * `before` runs on the page before it loads (routes that must see its first calls).
+ */
+export async function openDashboard(browser: Browser, server: DashboardServer, key: string | null, hash = "#/overview", before?: (page: Page) => Promise<unknown>): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await before?.(page);
   const errors: string[] = [];
   page.on("pageerror", (error) => errors.push(error.message));
   page.on("close", () => {

@@ -123,8 +123,9 @@ function App() {
       }
       setSession(who);
       setGate(null);
-      // The Schedules page appears once the server has the routes.
-      api("GET", "api/schedules").then(() => setHasSchedules(true), () => setHasSchedules(false));
+      // The Schedules page appears once the server has the routes. Only a 404 says it has none: a 429 or a
+      // 503 answered to this one call hid the page, and its link said "No page", until the next login.
+      api("GET", "api/schedules").then(() => setHasSchedules(true), (error) => setHasSchedules(error.status !== 404));
     } catch (error) {
       if (error.status === 401) return; // onUnauthorized has shown the form
       setGate({ message: `The server did not answer as expected: ${error.message}`, retry: true });
