@@ -254,6 +254,27 @@ describe("the dashboard in a real browser", () => {
     expect(await page.locator(".actions [role=status]").allTextContents()).toEqual([expect.stringMatching(/only pending, claimed or running tasks can be cancelled/)]);
   });
 
+  it("an action the server could not be reached for says so, and does not promise a retry it will not make", async () => {
+    const task = await server.pool.enqueue("nobody-runs-this", {});
+    const page = await open(server.keys.admin, `#/tasks/${task.id}`);
+    page.on("dialog", (dialog) => dialog.accept());
+    let calls = 0;
+    await page.route(
+      (url) => url.pathname === `/api/tasks/${task.id}/cancel`,
+      (route) => {
+        calls++;
+        return route.abort("connectionrefused");
+      },
+    );
+    await page.click("#cancel");
+    const outcome = page.locator(".actions [role=status]");
+    await outcome.getByText("The server cannot be reached").waitFor();
+    await page.waitForTimeout(1500);
+    expect(calls).toBe(1);
+    expect(await outcome.textContent()).not.toMatch(/retrying/);
+    expect(await server.pool.get(task.id)).toMatchObject({ status: "pending" });
+  });
+
   it("the overview shows the throughput of every role, or of the one picked", async () => {
     const worker = server.pool.worker({
       roles: ["crawl", "parse"],

@@ -35,7 +35,8 @@ export async function api(method, path, body) {
   try {
     response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   } catch {
-    throw new ApiError(0, "network_error", "The server cannot be reached; retrying");
+    // No "retrying" here: polls do retry, but an action (retry, cancel, pause) is sent once, and said so beside its button.
+    throw new ApiError(0, "network_error", "The server cannot be reached");
   }
   heardServerTime(response.headers.get("date"), sentAt, Date.now());
   let answer = {};
