@@ -147,6 +147,19 @@ describe("the dashboard in a real browser", () => {
     await expect(field("worker")).resolves.toBe("—");
   });
 
+  it("a task whose reservation lapsed does not show as reserved for its worker: any worker may claim it", async () => {
+    const task = await server.pool.enqueue("nobody-runs-this", {});
+    // Reserved by a reassignment 30 s (the default) for a worker that never claimed it: a claim by any worker clears it.
+    server.handle.store.db.prepare("UPDATE tasks SET reserved_for = ?, reserved_until = ? WHERE id = ?").run("slowpoke", new Date(Date.now() - 60_000).toISOString(), task.id);
+    const page = await open(server.keys.producer, `#/tasks/${task.id}`);
+    await page.locator("h2 .status-pending").waitFor();
+    const field = page.locator("dl.fields dt", { hasText: /^reserved for$/ }).locator("xpath=following-sibling::dd[1]");
+    await expect(field.innerText()).resolves.toMatch(/^— \(slowpoke's reservation lapsed at .+\)$/);
+    // One still running names its worker.
+    server.handle.store.db.prepare("UPDATE tasks SET reserved_until = ? WHERE id = ?").run(new Date(Date.now() + 60_000).toISOString(), task.id);
+    await expect.poll(() => field.innerText(), { timeout: 3000 }).toMatch(/^slowpoke until .+/);
+  });
+
   it("an admin retries a failed task from its page and it completes; a producer key sees no retry button", async () => {
     let calls = 0;
     const worker = server.pool.worker({

@@ -6,6 +6,7 @@ import { ErrorBox, Json, Loading, Status } from "../lib/components.js";
 import { ago, duration, time } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { POLL_MS, usePoll } from "../lib/live.js";
+import { serverNow } from "../lib/server-clock.js";
 
 const UNFINISHED = ["pending", "claimed", "running"];
 
@@ -80,6 +81,16 @@ const leased = (task) => task.status === "claimed" || task.status === "running";
  */
 const ofTheLease = (task, at) => (at && task.status === "pending" ? `${time(at)} (an earlier attempt)` : time(at));
 
+/**
+ * Whom a reassignment reserved the task for. The reservation stays on the task once it lapses, until a
+ * claim clears it, and any worker may claim it then: read as current, it sent an operator after the wrong worker.
+ */
+function reservation(task) {
+  if (!task.reserved_for) return "—";
+  if (Date.parse(task.reserved_until) > serverNow()) return `${task.reserved_for} until ${time(task.reserved_until)}`;
+  return `— (${task.reserved_for}'s reservation lapsed at ${time(task.reserved_until)})`;
+}
+
 /** The latest events a task page shows: a task that saved a checkpoint per page has tens of thousands. */
 const EVENTS_SHOWN = 500;
 /** A finished task changes only when someone retries it: its page asks again this rarely. */
@@ -104,7 +115,7 @@ export function TaskPage({ id, session }) {
     ["priority", task.priority],
     ["attempts", `${task.attempts} of ${task.max_attempts}`],
     ["worker", task.worker_id ?? "—"],
-    ["reserved for", task.reserved_for ? `${task.reserved_for} until ${time(task.reserved_until)}` : "—"],
+    ["reserved for", reservation(task)],
     ["concurrency key", task.concurrency_key ?? "—"],
     ["unique key", task.unique_key ?? "—"],
     ["scheduled for", time(task.scheduled_for)],
