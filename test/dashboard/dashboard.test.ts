@@ -392,6 +392,26 @@ describe("the dashboard in a real browser", () => {
     expect(asked.counts).toBe(1);
   });
 
+  it("a server that answers after hanging is asked again within 10 periods, not 10 times as long as it hung", async () => {
+    const page = await open(server.keys.producer, "#/workers");
+    await page.locator("#live", { hasText: "live · updated" }).waitFor();
+    // Stopped (SIGSTOP, a VM paused) for eight periods, then answering: the header said it was waiting.
+    await page.route(
+      (url) => url.pathname === "/api/workers",
+      async (route) => {
+        await new Promise((resolve) => setTimeout(resolve, 4000));
+        await route.continue();
+      },
+      { times: 1 },
+    );
+    await page.locator("#live", { hasText: "waiting" }).waitFor({ timeout: 5000 });
+    await page.locator("#live", { hasText: "live · updated" }).waitFor({ timeout: 5000 });
+    const answered = Date.now();
+    // 10 times 4 s is 40 s under "live" with nothing asked (20 min after a 2-minute outage at the default period).
+    await page.waitForRequest((request) => new URL(request.url()).pathname === "/api/workers", { timeout: 7000 });
+    expect(Date.now() - answered).toBeLessThan(6000);
+  });
+
   it("the Tasks page's filters changed on page 2 start at page 1, never sending page 2's cursor with the new filters", async () => {
     await server.pool.enqueueMany(Array.from({ length: 30 }, (_, i) => ({ taskType: i % 2 ? "crawl" : "mail", params: {} })));
     const page = await open(server.keys.producer, "#/tasks");

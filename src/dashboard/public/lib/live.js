@@ -9,6 +9,13 @@ export const POLL_MS = Math.max(500, Number(params.get("interval")) || 3000);
 const SLOW_FACTOR = 10;
 
 /**
+ * The longest a slow answer puts the next poll off. An answer slow because the server hung (stopped, cut
+ * off, its database locked) says nothing of the query's cost: 10 times a 2-minute outage left the page
+ * 20 minutes unasked after the server came back, under "live".
+ */
+const SLOW_WAIT_MAX_MS = 10 * POLL_MS;
+
+/**
  * A request out this long says so in the header: a server stopped or cut off by the network takes the
  * request and never answers, and the fetch waits minutes, while the header said "live · updated 4 min ago".
  */
@@ -45,8 +52,8 @@ export function useLiveState() {
 /**
  * Calls `load` now and every `periodMs` while the tab is visible, again at once when it becomes
  * visible; after a 429 it waits as long as the API asks, and after a slow answer SLOW_FACTOR times
- * as long as it took. Returns the last data, the last error (cleared by the next success) and
- * `reload()`. `periodMs` may be a function of the last data: a page whose subject stopped changing
+ * as long as it took (at most SLOW_WAIT_MAX_MS). Returns the last data, the last error (cleared by
+ * the next success) and `reload()`. `periodMs` may be a function of the last data: a page whose subject stopped changing
  * polls rarely.
  */
 export function usePoll(load, deps, periodMs = POLL_MS) {
@@ -92,8 +99,8 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         running = false;
         // A slow answer is a costly one (a search of the params reads every task): ask again only
         // after SLOW_FACTOR times as long as it took, so one open tab keeps the server busy a small
-        // share of the time however long its query, instead of re-running it every period.
-        wait = reloadAsked ? 0 : Math.max(wait, (Date.now() - started) * SLOW_FACTOR);
+        // share of the time, instead of re-running it every period (up to SLOW_WAIT_MAX_MS: see there).
+        wait = reloadAsked ? 0 : Math.max(wait, Math.min((Date.now() - started) * SLOW_FACTOR, SLOW_WAIT_MAX_MS));
         reloadAsked = false;
         if (!stopped && document.visibilityState !== "hidden") schedule(wait);
       }
