@@ -120,26 +120,6 @@ describe("the dashboard in a real browser", () => {
     }
   });
 
-  it("a worker's load bar counts the tasks it holds now, not the load its last heartbeat said", async () => {
-    await server.pool.enqueueMany([{ taskType: "crawl", params: {} }, { taskType: "crawl", params: {} }]);
-    // A worker beats every 30 s by default, its load as it was then: here every beat says 0, as they all
-    // would between a claim and the next beat; the harness's coordinator declares one silent for 2 s dead.
-    const beat = () => server.pool.protocol.workerHeartbeat({ workerId: "busy", roles: ["crawl"], capacity: 4, currentLoad: 0, tasksProcessed: 0 });
-    await beat();
-    const beating = setInterval(() => void beat(), 300);
-    try {
-      await server.pool.protocol.claim({ workerId: "busy", taskTypes: ["crawl"], limit: 2 });
-      const page = await open(server.keys.producer, "#/workers");
-      const row = page.locator('tr[data-worker="busy"]');
-      await row.locator(".status-active").waitFor();
-      await row.click();
-      await page.locator("h3", { hasText: "Tasks held by busy (2)" }).waitFor();
-      expect((await row.locator("td").nth(4).innerText()).trim()).toBe("2/4");
-    } finally {
-      clearInterval(beating);
-    }
-  });
-
   it("the overview's banner lists workers that died within the last day; ones dead longer are only counted", async () => {
     const beat = (workerId: string) => server.pool.protocol.workerHeartbeat({ workerId, roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
     await beat("gone-today");

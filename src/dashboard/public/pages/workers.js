@@ -32,8 +32,6 @@ export function Workers({ params }) {
   const { data, error } = usePoll(() => api("GET", "api/workers"), []);
   const [open, setOpen] = useState(params.worker ?? null);
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
-  // Load is the tasks each holds now (active_tasks, from the tasks), not current_load: that is what its
-  // last heartbeat said, up to an interval (30 s by default) old, and read 0/4 beside "Tasks held (4)".
   const workers = [...data.workers].sort((a, b) => ORDER[a.status] - ORDER[b.status] || a.worker_id.localeCompare(b.worker_id));
   return html`<${ErrorBox} error=${error} />
     <section class="panel">
@@ -51,7 +49,7 @@ export function Workers({ params }) {
                   <td><${Status} status=${w.status} /></td>
                   <td>${w.roles.join(", ")}</td>
                   <td class="num">${duration(w.seconds_since_heartbeat)}</td>
-                  <td><${LoadBar} load=${w.active_tasks} capacity=${w.capacity} /></td>
+                  <td><${LoadBar} load=${w.current_load} capacity=${w.capacity} /></td>
                   <td class="num">${num(w.tasks_processed)}</td>
                   <td class="hide-narrow">${w.hostname ?? "—"}</td>
                   <td class="num hide-narrow">${w.pid ?? "—"}</td>
