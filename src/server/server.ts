@@ -316,6 +316,9 @@ function heartbeatInterval(options: ServerOptions): number {
   return seconds;
 }
 
+/** The router's limit on one path parameter: Node's limit on a request's headers and URL together (16 KiB). */
+const MAX_PATH_PARAMETER = 16 * 1024;
+
 /** What a request refused because the server is shutting down tells its client to wait: a restart, or the balancer's next pick, takes about that. */
 const SHUTDOWN_RETRY_SECONDS = 1;
 
@@ -340,8 +343,11 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
     // Node arms the timeout only when the server is made with it (Fastify sets it after), and looks for
     // requests past their time every 30 s by default: a slow client held on up to that much longer.
     http: { requestTimeout, connectionsCheckingInterval: requestTimeout > 0 ? Math.min(5000, Math.ceil(requestTimeout / 4)) : 30_000 },
-    // `GET /api/tasks/` is the list, not a task whose id is "".
-    routerOptions: { ignoreTrailingSlash: true },
+    // `GET /api/tasks/` is the list, not a task whose id is "". The router's default limit on a path
+    // parameter (100 characters) is under the 128 a worker id, task type or schedule name may have: a
+    // worker with a longer id beat and claimed, then could not shut down. Past this limit, which no
+    // valid parameter nears, the route's own check says which field is too long and its limit.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PATH_PARAMETER },
     trustProxy: options.trustProxy ?? false,
     // Fastify bounds each preClose hook by the plugin timeout (10 s by default): the close's wait for the
     // requests in flight, up to closeGraceMs, failed the close with "Plugin did not start in time" at 10 s.

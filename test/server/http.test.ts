@@ -599,6 +599,29 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     expect((await create({ task_type: "product_resync", params: { storeId: 42 } })).task_type_version).toBe(2);
   });
 
+  it("a worker id, task type or schedule name in a path may be as long as a body's (128 characters); a longer one is refused naming the field", async () => {
+    // The router refused a path parameter over 100 characters: such a worker beat and claimed, then could not shut down.
+    const longest = (first: string) => first + "x".repeat(127);
+    const [workerId, taskType, schedule] = [longest("w"), longest("t"), longest("s")];
+    const task = await create({ task_type: taskType, params: {} });
+    expect((await s.call("POST", "/api/workers/heartbeat", { worker_id: workerId, roles: [taskType] })).status).toBe(200);
+    await claim(workerId, { task_types: [taskType] });
+    const shutdown = await s.call("POST", `/api/workers/${workerId}/shutdown`);
+    expect([shutdown.status, shutdown.body.released]).toEqual([200, [task.id]]);
+    expect((await s.call("GET", "/api/workers")).body.workers.find((w: Body) => w.worker_id === workerId).status).toBe("inactive");
+
+    expect((await s.call("POST", "/api/task-types", { name: taskType })).status).toBe(201);
+    expect((await s.call("GET", `/api/task-types/${taskType}`)).body.task_type.name).toBe(taskType);
+    expect((await s.call("GET", `/api/tasks/capacity/${taskType}`)).body).toMatchObject({ success: true, task_type: taskType, pending_tasks: 1 });
+    expect((await s.call("POST", "/api/schedules", { name: schedule, task_type: taskType, cron: "0 0 * * *" })).status).toBe(201);
+    expect((await s.call("GET", `/api/schedules/${schedule}`)).body.schedule.name).toBe(schedule);
+    expect((await s.call("POST", `/api/schedules/${schedule}/pause`)).body.schedule.enabled).toBe(false);
+    expect((await s.call("DELETE", `/api/schedules/${schedule}`)).status).toBe(200);
+
+    const tooLong = await s.call("POST", `/api/workers/${workerId}x/shutdown`);
+    expect([tooLong.status, tooLong.body.error, tooLong.body.issues.map((i: Body) => i.path)]).toEqual([400, "validation_error", ["id"]]);
+  });
+
   it("refuses bad input with 400 naming the field, never a 5xx, and a refused request changes nothing", async () => {
     const task = await create({ task_type: "crawl" });
     const held = await claim("w1");
