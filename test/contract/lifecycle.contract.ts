@@ -158,7 +158,7 @@ export function lifecycleContract(kind: StoreKind) {
       expect((await ctx.store.events(lease.id)).at(-1)).toMatchObject({ event: "failed", message: "try 4" });
     });
 
-    it("a steep backoff after hundreds of attempts waits its maxSeconds: 10^309 overflowed (PostgreSQL) or made 0 × ∞ (SQLite), and the failure was refused", async () => {
+    it("a steep backoff after hundreds of attempts waits its maxSeconds: 10^309 overflowed (PostgreSQL) or made zero times infinity (SQLite), and the failure was refused", async () => {
       ctx.jitter.value = 0;
       await ctx.store.enqueue({ taskType: "a", maxAttempts: 1000, backoff: { baseSeconds: 1, factor: 10, maxSeconds: 60, jitter: 0 } });
       await ctx.store.enqueue({ taskType: "a", maxAttempts: 1000, backoff: { baseSeconds: 0, factor: 10, maxSeconds: 60, jitter: 0 } });

@@ -141,7 +141,7 @@ export function workersContract(kind: StoreKind) {
       expect(await ctx.store.workerHeartbeatMany([])).toEqual([]);
     });
 
-    it("a beat may leave its figures out (seed 000's beat): a new worker gets the defaults, a known one keeps what it said, in a batch too", async () => {
+    it("a beat may leave its figures and details out (seed 000's beat): a new worker gets the defaults, a known one keeps what it said, in a batch too", async () => {
       await ctx.store.workerHeartbeat({ workerId: "seed", metadata: { hostname: "server-01" } });
       await beat("w1", { capacity: 4, currentLoad: 2, tasksProcessed: 7 });
       await ctx.store.workerHeartbeatMany([{ workerId: "w1", currentLoad: 3 }, { workerId: "w2", roles: ["index"] }]);
@@ -152,6 +152,15 @@ export function workersContract(kind: StoreKind) {
         ["w2", ["index"], 1, 0, 0, "active"],
       ]);
       expect(registry[0].metadata).toEqual({ hostname: "server-01" });
+
+      // The worker's own details too: a beat of figures alone (a client that sends its metadata once) erased them.
+      await beat("w3", { hostname: "box-3", pid: 4242, version: "1.2.0", metadata: { zone: "eu-1" } });
+      await ctx.store.workerHeartbeatMany([{ workerId: "w3", currentLoad: 1 }, { workerId: "seed" }]);
+      const kept = await ctx.store.listWorkers();
+      expect(kept.find((w) => w.workerId === "w3")).toMatchObject({ hostname: "box-3", pid: 4242, version: "1.2.0", metadata: { zone: "eu-1" }, currentLoad: 1 });
+      expect(kept.find((w) => w.workerId === "seed")?.metadata).toEqual({ hostname: "server-01" });
+      await beat("w3", { hostname: "box-4", metadata: {} });
+      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w3")).toMatchObject({ hostname: "box-4", pid: 4242, metadata: {} });
     });
 
     it("refuses a batch of beats with a bad one or a worker twice, naming the item, and registers none", async () => {

@@ -714,7 +714,7 @@ export class PostgresStore implements Store {
       capacity: b.capacity ?? null,
       current_load: b.currentLoad ?? null,
       tasks_processed: b.tasksProcessed ?? null,
-      metadata: b.metadata ?? {},
+      metadata: b.metadata ?? null,
       all_leases: b.allLeases === true,
     }));
     const leases = beats.flatMap((b) => (b.leases ?? []).map((l) => ({ ...l, workerId: b.workerId })));

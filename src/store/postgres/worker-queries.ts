@@ -18,7 +18,7 @@ const UNRESERVED_FOR = (workers: string) => `
     WHERE status = 'pending' AND reserved_for IN (${workers})
   )`;
 
-/** In WORKER_HEARTBEAT's update of a registered worker: the registered figure where the beat left it out. */
+/** In WORKER_HEARTBEAT's update of a registered worker: the registered value where the beat left it out. */
 const KEPT_IF_LEFT_OUT = (column: string) =>
   `CASE WHEN EXCLUDED.worker_id IN (SELECT worker_id FROM beat WHERE ${column} IS NULL) THEN workers.${column} ELSE EXCLUDED.${column} END`;
 
@@ -67,7 +67,7 @@ export const WORKER_HEARTBEAT = `
     INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                          metadata, status, last_seen_at, started_at)
     SELECT b.worker_id, coalesce(b.roles, $6::text[]), b.hostname, b.pid, b.version, coalesce(b.capacity, $7::int),
-           coalesce(b.current_load, $8::int), coalesce(b.tasks_processed, $9::bigint), b.metadata,
+           coalesce(b.current_load, $8::int), coalesce(b.tasks_processed, $9::bigint), coalesce(b.metadata, '{}'::jsonb),
            'active', $2::timestamptz, $2::timestamptz
     FROM beat b
     -- One order for every batch: two servers' batches naming the same workers cannot deadlock.
@@ -75,8 +75,8 @@ export const WORKER_HEARTBEAT = `
     ON CONFLICT (worker_id) DO UPDATE SET
       roles = ${KEPT_IF_LEFT_OUT("roles")}, capacity = ${KEPT_IF_LEFT_OUT("capacity")},
       current_load = ${KEPT_IF_LEFT_OUT("current_load")}, tasks_processed = ${KEPT_IF_LEFT_OUT("tasks_processed")},
-      hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, version = EXCLUDED.version,
-      metadata = EXCLUDED.metadata, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
+      hostname = ${KEPT_IF_LEFT_OUT("hostname")}, pid = ${KEPT_IF_LEFT_OUT("pid")}, version = ${KEPT_IF_LEFT_OUT("version")},
+      metadata = ${KEPT_IF_LEFT_OUT("metadata")}, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
       started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END,
       gone_at = NULL
     -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at).

@@ -465,7 +465,7 @@ export class SqliteStore implements Store {
         capacity: beat.capacity ?? null,
         currentLoad: beat.currentLoad ?? null,
         tasksProcessed: beat.tasksProcessed ?? null,
-        metadata: JSON.stringify(beat.metadata ?? {}),
+        metadata: beat.metadata === undefined ? null : JSON.stringify(beat.metadata),
         now,
         defaultRoles: JSON.stringify(WORKER_BEAT_DEFAULTS.roles),
         defaultCapacity: WORKER_BEAT_DEFAULTS.capacity,

@@ -7,17 +7,18 @@ import { GIVE_UP_HELD_UNIQUE_KEY } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
-/** A figure the beat left out (null) keeps the registered one, or takes its default (@default…) for a new worker. */
+/** What the beat left out (null) keeps the registered value, or takes its default (@default…, metadata {}) for a new worker. */
 export const UPSERT_WORKER = `
   INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                        metadata, status, last_seen_at, started_at)
   VALUES (@workerId, coalesce(@roles, @defaultRoles), @hostname, @pid, @version, coalesce(@capacity, @defaultCapacity),
-          coalesce(@currentLoad, @defaultCurrentLoad), coalesce(@tasksProcessed, @defaultTasksProcessed), @metadata, 'active', @now, @now)
+          coalesce(@currentLoad, @defaultCurrentLoad), coalesce(@tasksProcessed, @defaultTasksProcessed), coalesce(@metadata, '{}'), 'active', @now, @now)
   ON CONFLICT (worker_id) DO UPDATE SET
-    roles = coalesce(@roles, workers.roles), hostname = excluded.hostname, pid = excluded.pid, version = excluded.version,
+    roles = coalesce(@roles, workers.roles), hostname = coalesce(@hostname, workers.hostname), pid = coalesce(@pid, workers.pid),
+    version = coalesce(@version, workers.version),
     capacity = coalesce(@capacity, workers.capacity), current_load = coalesce(@currentLoad, workers.current_load),
     tasks_processed = coalesce(@tasksProcessed, workers.tasks_processed),
-    metadata = excluded.metadata, status = 'active', last_seen_at = excluded.last_seen_at,
+    metadata = coalesce(@metadata, workers.metadata), status = 'active', last_seen_at = excluded.last_seen_at,
     started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END,
     gone_at = NULL
   -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at).
