@@ -682,6 +682,25 @@ describe("the dashboard in a real browser", () => {
     }
   });
 
+  it("a server that takes the first request and does not answer it is said to, rather than 'Connecting…' for good; the dashboard opens when it answers", async () => {
+    const page = await open(server.keys.producer);
+    await page.locator("#live", { hasText: /^live · updated/ }).waitFor();
+    // Opened again with its key kept: the first call, the key's check, is held as a stopped server holds it.
+    let answer = () => {};
+    const held = new Promise<void>((resolve) => (answer = resolve));
+    await page.route((url) => url.pathname === "/api/whoami", async (route) => {
+      await held;
+      await route.continue();
+    });
+    await page.reload();
+    try {
+      await page.getByRole("alert").filter({ hasText: /^⚠ waiting \d+(\.\d)? s for the server to answer: it may be stopped, or cut off by the network/ }).waitFor({ timeout: 6000 });
+    } finally {
+      answer();
+    }
+    await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 5000 });
+  });
+
   it("a wrong key, and a worker's key, get a clear message and no data", async () => {
     const page = await open("tp_not-a-real-key-at-all");
     await page.locator("#key-message", { hasText: 'Wrong API key: the server answered "Invalid or revoked API key"' }).waitFor();

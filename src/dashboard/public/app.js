@@ -75,6 +75,22 @@ function KeyForm({ message, onSaved }) {
   </main>`;
 }
 
+/**
+ * Before the server's first answer. One that takes the request and never answers (stopped, cut off by
+ * the network) left "Connecting…" on screen for good, saying nothing; the header says the same later on.
+ */
+function Connecting() {
+  const [since] = useState(Date.now);
+  const [, tick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => tick((n) => n + 1), 1000);
+    return () => clearInterval(timer);
+  }, []);
+  const waited = Date.now() - since;
+  if (waited < NO_ANSWER_MS) return html`<p class="loading">Connecting…</p>`;
+  return html`<p class="loading status-failed" role="alert">⚠ waiting ${duration(waited / 1000)} for the server to answer: it may be stopped, or cut off by the network. The dashboard opens as soon as it answers.</p>`;
+}
+
 function LiveIndicator() {
   const live = useLiveState();
   const [, tick] = useState(0);
@@ -150,7 +166,7 @@ function App() {
     if (gate.retry) return html`<main class="login"><div class="alert bad" role="alert">${gate.message}</div><button onClick=${check}>Try again</button></main>`;
     return html`<${KeyForm} message=${gate.message} onSaved=${check} />`;
   }
-  if (!session) return html`<p class="loading">Connecting…</p>`;
+  if (!session) return html`<${Connecting} />`;
   const pages = PAGES.filter((p) => !p.optional || hasSchedules);
   const isTask = route.page === "tasks" && route.rest.length > 0;
   const page = pages.find((p) => p.path === route.page);
