@@ -3,20 +3,16 @@
 // them). The argument is where the compiled src/ is (dist, or .build/src for the tests' processes).
 // Each copy replaces what was there: a migration renamed or removed in src/ left its old copy behind,
 // which the store then applied as well.
-import { cpSync, readdirSync, rmSync } from "node:fs";
+import { cpSync, existsSync, readdirSync, rmSync } from "node:fs";
 import process from "node:process";
 
 const out = process.argv[2] ?? "dist";
 
 for (const dialect of readdirSync("src/store", { withFileTypes: true }).filter((d) => d.isDirectory())) {
   const from = `src/store/${dialect.name}/migrations`;
-  try {
-    readdirSync(from);
-    rmSync(`${out}/store/${dialect.name}/migrations`, { recursive: true, force: true });
-    cpSync(from, `${out}/store/${dialect.name}/migrations`, { recursive: true });
-  } catch (error) {
-    if (error.code !== "ENOENT") throw error;
-  }
+  if (!existsSync(from)) continue;
+  rmSync(`${out}/store/${dialect.name}/migrations`, { recursive: true, force: true });
+  cpSync(from, `${out}/store/${dialect.name}/migrations`, { recursive: true });
 }
 
 rmSync(`${out}/dashboard/public`, { recursive: true, force: true });
