@@ -330,6 +330,19 @@ const KEPT = "omitted: what the worker's last heartbeat said";
 export const WorkerBeatSchema = Type.Object(
   {
     workerId: WorkerId,
+    /**
+     * This run of the worker (the runtime makes a UUID at each start). A beat of a run that has shut down
+     * leaves the worker inactive however late it lands; a beat of another run is a restart.
+     */
+    runId: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 64,
+        pattern: "^[A-Za-z0-9_.:-]+$",
+        description:
+          "this run of the worker, unique to it (a UUID made at its start): a beat of a run that has shut down, arriving late or sent again, leaves the worker inactive; a beat of another run is a restart",
+      }),
+    ),
     roles: Type.Optional(Type.Array(TaskTypeName, { minItems: 1, maxItems: 100, description: `the task types it claims; ${KEPT}, none for a new worker` })),
     hostname: Type.Optional(Text({ maxLength: 255 })),
     pid: Type.Optional(Type.Integer({ minimum: 0, maximum: Int32.maximum })),

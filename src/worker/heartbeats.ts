@@ -70,9 +70,9 @@ function beatOf(state: HeartbeatState, now: number): WorkerBeat {
 
 /**
  * Beats every interval: each beat sends the state's beat and reports lost leases, an error, or the
- * first success after errors. stop() waits for a beat in flight: landing after the worker's
- * shutdown, it would mark the worker active again. The heartbeat thread and InProcessHeartbeats each
- * run one.
+ * first success after errors. stop() waits for a beat in flight, so that it lands before the worker's
+ * shutdown (one landing after is refused, being of the run that shut down: see Worker.runId). The
+ * heartbeat thread and InProcessHeartbeats each run one.
  *
  * One beat at a time: a beat still unanswered when the next is due (a transport retrying it for
  * longer than the interval) is reported as failing, from when it was sent, and goes on; none starts

@@ -13,6 +13,7 @@
  * make a live worker look dead. Any failure to reach the database is logged and retried with
  * backoff; the worker stops claiming meanwhile but never crashes.
  */
+import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { inspect } from "node:util";
 import { pino, type Logger } from "pino";
@@ -132,6 +133,14 @@ export class Worker {
   private readonly leftLeased = new Set<number>();
   /** Whether a stop could not mark the worker inactive in the registry. */
   private leftActive = false;
+  /**
+   * Sent with every beat. The registry refuses a beat of this run once the worker has shut down,
+   * whenever it arrives: over HTTP the server stamps a beat when it writes it, so a beat sent before
+   * the shutdown but landing after (held up, or sent again by the transport) revived the worker. No
+   * wait or cancel here can prevent that (a request already on the wire cannot be recalled), and
+   * without the run the server cannot tell it from a restart, whose first beat is no different.
+   */
+  private readonly runId = randomUUID();
   /** The options' interval, or the shorter one a server asks for (see followServerInterval). */
   private heartbeatIntervalMs: number;
   private readonly heartbeatIntervalGiven: boolean;
@@ -339,6 +348,7 @@ export class Worker {
     return {
       beat: {
         workerId: this.id,
+        runId: this.runId,
         roles: this.options.roles,
         hostname: hostname(),
         pid: process.pid,
@@ -840,13 +850,10 @@ export class Worker {
     await settledBy(stopBy, beatsStopped);
     // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
     const lastBeat = beatsStopped.then(() => this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] })).catch(() => {});
-    const beatsAnswered = await settledBy(stopBy, lastBeat);
-    // A beat still unanswered at the deadline may land after the shutdown, on another connection, and
-    // mark the worker active again (the registry takes it for a restart): the shutdown is sent now, and
-    // again once that beat has answered. Not waited for: the stop's time is up.
-    const shutdown = () => this.store.shutdownWorker(this.id);
-    if (!beatsAnswered) void lastBeat.then(shutdown).catch(() => {});
-    const markedInactive = shutdown().then(
+    await settledBy(stopBy, lastBeat);
+    // A beat still unanswered at the deadline may land after the shutdown, on another connection: being
+    // of this run (runId), it leaves the worker inactive.
+    const markedInactive = this.store.shutdownWorker(this.id).then(
       // It gives back whatever the worker still held: an outcome that could not be written is lost, but
       // the task runs again now, not when its lease runs out.
       (released) => released.forEach((id) => this.leftLeased.delete(id)),

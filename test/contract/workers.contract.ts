@@ -293,6 +293,29 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.listWorkers())[0].status).toBe("active");
     });
 
+    it("a beat of the run that shut down leaves the worker inactive however late it lands (over HTTP, stamped as it is written); a beat of another run is a restart", async () => {
+      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      await beat("w1", { runId: "run-1", currentLoad: 2 });
+      await ctx.store.shutdownWorker("w1");
+      // Sent before the shutdown, it arrives a second after (held up, or sent again by the transport).
+      ctx.clock.advance(1000);
+      await beat("w1", { runId: "run-1", currentLoad: 2 });
+      expect(await worker()).toMatchObject({ status: "inactive", currentLoad: 0 });
+      // Dead is not shut down: the run beating again after a partition is alive, and registers again.
+      await beat("w1", { runId: "run-2" });
+      expect(await worker()).toMatchObject({ status: "active" });
+      ctx.clock.advance(121_000);
+      expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w1"]);
+      ctx.clock.advance(1000);
+      await beat("w1", { runId: "run-2" });
+      expect(await worker()).toMatchObject({ status: "active" });
+      // A beat that names no run (seed 000's body) is taken as a restart, as before.
+      await ctx.store.shutdownWorker("w1");
+      ctx.clock.advance(1000);
+      await beat("w1");
+      expect(await worker()).toMatchObject({ status: "active" });
+    });
+
     it("a beat stamped before its worker was declared dead or shut down, landing after (held up on a lock), leaves it so; a later beat brings it back", async () => {
       const status = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1")?.status;
       await beat("w1", { currentLoad: 3 });

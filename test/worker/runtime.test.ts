@@ -1007,7 +1007,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect((await store.listWorkers())[0]).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
   });
 
-  it("a stop whose last beat answers past its deadline sends the shutdown again after it, so the worker ends inactive", { timeout: 30_000 }, async () => {
+  it("a stop whose last beat answers past its deadline leaves the worker inactive: that beat, of the run that shut down, does not bring it back", { timeout: 30_000 }, async () => {
     // Sent together once the stop had given up waiting, the beat and the shutdown raced on separate
     // connections; the slow beat landed second and left the worker shown active.
     let slow = false;
@@ -1025,6 +1025,50 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await eventually(async () => (await store.listWorkers()).find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
     await new Promise((r) => setTimeout(r, 1000));
     expect((await store.listWorkers()).find((w) => w.workerId === worker.id)).toMatchObject({ status: "inactive" });
+  });
+
+  it("over HTTP, beats held up at the server until after the worker's shutdown leave it inactive: they are of the run that shut down", { timeout: 30_000 }, async () => {
+    // The server stamps a beat when it writes it: without the run, these were written as a restart's.
+    const app = await buildServer(new Taskpool(new CheckedStore(handle.store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
+    let hold: Promise<void> | null = null;
+    let release = () => {};
+    const held = new WeakSet<object>();
+    /** The worker's status as each held beat was written, before its answer left. */
+    const statusAfterHeldBeat: (string | undefined)[] = [];
+    const status = async () => (await store.listWorkers()).find((w) => w.workerId === worker.id)?.status;
+    app.addHook("preHandler", async (request) => {
+      if (hold === null || request.routeOptions.url !== "/api/workers/heartbeat") return;
+      held.add(request);
+      await hold;
+    });
+    app.addHook("onSend", async (request, _reply, payload) => {
+      if (held.has(request)) statusAfterHeldBeat.push(await status());
+      return payload;
+    });
+    const http = new HttpStore(await app.listen({ host: "127.0.0.1", port: 0 }), { retryForMs: 0 });
+    const worker = new Worker(
+      new CheckedStore(http),
+      { roles: ["x"], handlers: { x: async () => {} }, heartbeatIntervalMs: 60_000, heartbeatThread: false, handleSignals: false, lastCallsMs: 200, logger: captureLogs().logger },
+      null,
+    );
+    try {
+      await http.migrate();
+      await worker.start();
+      hold = new Promise((resolve) => (release = resolve));
+      // The stop's beat (saying the worker full) is held; the stop gives up on it after lastCallsMs and shuts down.
+      await worker.stop(0);
+      expect(await status()).toBe("inactive");
+      release();
+      // That beat, then the last one chained on it: both written after the shutdown.
+      await eventually(() => statusAfterHeldBeat.length === 2, 5000, "the held beats to be written");
+      expect(statusAfterHeldBeat).toEqual(["inactive", "inactive"]);
+      expect(await status()).toBe("inactive");
+    } finally {
+      release();
+      await worker.stop(0);
+      await http.close();
+      await app.close();
+    }
   });
 
   it("on stop, waits for a heartbeat in flight, so the worker stays inactive", async () => {

@@ -707,6 +707,7 @@ export class PostgresStore implements Store {
   async workerHeartbeatMany(beats: WorkerBeat[]): Promise<WorkerBeatResult[]> {
     const rows = beats.map((b) => ({
       worker_id: b.workerId,
+      run_id: b.runId ?? null,
       roles: b.roles ?? null,
       hostname: b.hostname ?? null,
       pid: b.pid ?? null,

@@ -39,8 +39,8 @@ const GIVES_UP = `(t.attempts >= t.max_attempts
   OR coalesce((SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = t.task_type AND tt.version = t.task_type_version), 'retry') = 'fail')`;
 
 /**
- * $1 the beats (a JSON array of {worker_id, roles, hostname, pid, version, capacity, current_load,
- * tasks_processed, metadata}, distinct worker ids; roles … tasks_processed null when left out), $2 now,
+ * $1 the beats (a JSON array of {worker_id, run_id, roles, hostname, pid, version, capacity, current_load,
+ * tasks_processed, metadata}, distinct worker ids; run_id … tasks_processed null when left out), $2 now,
  * $3 worker ids, $4 task ids, $5 lease tokens (the leases the beats list, one row each), $6 … $9 a new
  * worker's roles, capacity, current_load and tasks_processed when its beat leaves them out, $10 why a
  * task a beat listing all its leases leaves out is back in the pool (UNKNOWN_TO_ITS_WORKER).
@@ -52,7 +52,7 @@ const GIVES_UP = `(t.attempts >= t.max_attempts
  */
 export const WORKER_HEARTBEAT = `
   WITH beat AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(worker_id text, roles text[], hostname text, pid int, version text,
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS b(worker_id text, run_id text, roles text[], hostname text, pid int, version text,
                                                      capacity int, current_load int, tasks_processed bigint, metadata jsonb,
                                                      all_leases boolean)
   ),
@@ -64,9 +64,9 @@ export const WORKER_HEARTBEAT = `
   -- beats leaving a figure out are read once (hashed), not looked up per conflicting row: that made
   -- a batch of 1,000 beats four times slower.
   worker AS (
-    INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
+    INSERT INTO workers (worker_id, run_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                          metadata, status, last_seen_at, started_at)
-    SELECT b.worker_id, coalesce(b.roles, $6::text[]), b.hostname, b.pid, b.version, coalesce(b.capacity, $7::int),
+    SELECT b.worker_id, b.run_id, coalesce(b.roles, $6::text[]), b.hostname, b.pid, b.version, coalesce(b.capacity, $7::int),
            coalesce(b.current_load, $8::int), coalesce(b.tasks_processed, $9::bigint), coalesce(b.metadata, '{}'::jsonb),
            'active', $2::timestamptz, $2::timestamptz
     FROM beat b
@@ -78,9 +78,11 @@ export const WORKER_HEARTBEAT = `
       hostname = ${KEPT_IF_LEFT_OUT("hostname")}, pid = ${KEPT_IF_LEFT_OUT("pid")}, version = ${KEPT_IF_LEFT_OUT("version")},
       metadata = ${KEPT_IF_LEFT_OUT("metadata")}, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
       started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END,
-      gone_at = NULL
-    -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at).
-    WHERE workers.gone_at IS NULL OR EXCLUDED.last_seen_at >= workers.gone_at
+      gone_at = NULL, run_id = coalesce(EXCLUDED.run_id, workers.run_id)
+    -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
+    -- so does a beat of the run that shut down, however late it lands (see run_id); another run's is a restart.
+    WHERE (workers.gone_at IS NULL OR EXCLUDED.last_seen_at >= workers.gone_at)
+      AND NOT (workers.status = 'inactive' AND coalesce(EXCLUDED.run_id = workers.run_id, false))
     RETURNING worker_id
   ),
   held AS (

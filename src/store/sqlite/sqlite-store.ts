@@ -458,6 +458,7 @@ export class SqliteStore implements Store {
       const now = this.now();
       this.conn.stmt(workerSql.UPSERT_WORKER).run({
         workerId: beat.workerId,
+        runId: beat.runId ?? null,
         roles: beat.roles === undefined ? null : JSON.stringify(beat.roles),
         hostname: beat.hostname ?? null,
         pid: beat.pid ?? null,

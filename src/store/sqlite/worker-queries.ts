@@ -9,9 +9,9 @@ const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
 /** What the beat left out (null) keeps the registered value, or takes its default (@default…, metadata {}) for a new worker. */
 export const UPSERT_WORKER = `
-  INSERT INTO workers (worker_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
+  INSERT INTO workers (worker_id, run_id, roles, hostname, pid, version, capacity, current_load, tasks_processed,
                        metadata, status, last_seen_at, started_at)
-  VALUES (@workerId, coalesce(@roles, @defaultRoles), @hostname, @pid, @version, coalesce(@capacity, @defaultCapacity),
+  VALUES (@workerId, @runId, coalesce(@roles, @defaultRoles), @hostname, @pid, @version, coalesce(@capacity, @defaultCapacity),
           coalesce(@currentLoad, @defaultCurrentLoad), coalesce(@tasksProcessed, @defaultTasksProcessed), coalesce(@metadata, '{}'), 'active', @now, @now)
   ON CONFLICT (worker_id) DO UPDATE SET
     roles = coalesce(@roles, workers.roles), hostname = coalesce(@hostname, workers.hostname), pid = coalesce(@pid, workers.pid),
@@ -20,9 +20,11 @@ export const UPSERT_WORKER = `
     tasks_processed = coalesce(@tasksProcessed, workers.tasks_processed),
     metadata = coalesce(@metadata, workers.metadata), status = 'active', last_seen_at = excluded.last_seen_at,
     started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END,
-    gone_at = NULL
-  -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at).
-  WHERE workers.gone_at IS NULL OR excluded.last_seen_at >= workers.gone_at`;
+    gone_at = NULL, run_id = coalesce(@runId, workers.run_id)
+  -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
+  -- so does a beat of the run that shut down, however late it lands (see run_id); another run's is a restart.
+  WHERE (workers.gone_at IS NULL OR excluded.last_seen_at >= workers.gone_at)
+    AND NOT (workers.status = 'inactive' AND coalesce(@runId = workers.run_id, 0))`;
 
 export const RENEW_LEASE = `
   UPDATE tasks SET last_heartbeat_at = @now,
