@@ -94,14 +94,16 @@ describe("taskpool schedules", () => {
     const file = join(tmpdir(), `taskpool-schedule-${process.pid}.json`);
     writeFileSync(file, JSON.stringify({ taskType: "crawl", cron: "@daily", concurrencyKey: "store:{id}" }));
     try {
-      const [twice, badTemplate, fromFile] = await Promise.all([
+      const [twice, badTemplate, fromFile, noSuchSchedule] = await Promise.all([
         failing("schedules", "add", "s1", "--type", "crawl", "--cron", "@daily", "--keys", "7,7", "--db", db),
         failing("schedules", "add", "s1", "--type", "crawl", "--cron", "@daily", "--keys", "7", "--concurrency-key", "store:{id}", "--db", db),
         failing("schedules", "add", "s1", "--file", file, "--keys", "7", "--db", db),
+        failing("schedules", "add", "s1", "--type", "crawl", "--cron", "@daily", "--from-results", "discovry:ids", "--db", db),
       ]);
       expect(twice.stderr).toBe("taskpool: Invalid schedule: --keys: Expected array elements to be unique (got a list of 2)\n");
       expect(badTemplate.stderr).toMatch(/^taskpool: Invalid --concurrency-key: "store:\{id\}" has \{id\}/);
       expect(fromFile.stderr).toMatch(/^taskpool: Invalid concurrencyKey: "store:\{id\}" has \{id\}/);
+      expect(noSuchSchedule.stderr).toMatch(/^taskpool: Invalid --from-results: there is no schedule "discovry" whose last run's results could hold the keys; create "discovry" first/);
     } finally {
       rmSync(file, { force: true });
     }

@@ -71,6 +71,7 @@ const FLAGS: Readonly<Record<string, readonly [option: string, flag: string]>> =
   missedTicks: ["missedTicks", "--missed-ticks"],
   "fanOut.keys": ["keys", "--keys"],
   "fanOut.fromResults": ["fromResults", "--from-results"],
+  "fanOut.fromResults.schedule": ["fromResults", "--from-results"],
   "fanOut.batches": ["batches", "--batches"],
   "fanOut.batchIntervalSeconds": ["batchInterval", "--batch-interval"],
 };

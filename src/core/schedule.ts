@@ -196,6 +196,31 @@ function keysOf(templates: KeyTemplates, key: FanOutKey): KeyTemplates {
   return keys;
 }
 
+/**
+ * The schedule another one's fan-out reads its keys from (`fanOut.fromResults.schedule`), when it
+ * names one other than itself: it must exist when the schedule is saved, and a run finds it gone if
+ * it was removed since.
+ */
+export function resultsScheduleOf(definition: { name: string; fanOut?: FanOut | null }): string | null {
+  const named = definition.fanOut?.fromResults?.schedule;
+  return named === undefined || named === definition.name ? null : named;
+}
+
+/** `fanOut.fromResults` names a schedule that does not exist: refused when saved (`run` false), a run's error when removed since. */
+export function noResultsSchedule(name: string, run = false): ValidationError {
+  const field = "fanOut.fromResults.schedule";
+  return new ValidationError(
+    run
+      ? (v) =>
+          `Invalid ${v.field(field)}: the schedule "${name}" whose last run's results hold the keys does not exist (removed since this schedule was saved?), so this run made no task; ` +
+          `create "${name}" again, or save this schedule reading another schedule's results (or its own: leave schedule out)`
+      : (v) =>
+          `Invalid ${v.field(field)}: there is no schedule "${name}" whose last run's results could hold the keys; create "${name}" first, ` +
+          `correct the name (taskpool schedules list shows them), or leave schedule out to read this schedule's own results`,
+    [{ path: field, message: `no schedule "${name}"` }],
+  );
+}
+
 /** A definition with its defaults, as a store writes it. `existing` keeps an update's state: paused stays paused, an unchanged cron keeps its next tick. */
 export function resolveSchedule(definition: ScheduleDefinition, existing: ScheduleRecord | null, now: Date): Omit<ScheduleRecord, "lastRunAt" | "lastResult" | "createdAt" | "updatedAt"> {
   const timezone = definition.timezone ?? DEFAULT_TIMEZONE;

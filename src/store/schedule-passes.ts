@@ -12,8 +12,10 @@ import {
   type GenerateInput,
   type GenerateResult,
   keysFromResults,
+  noResultsSchedule,
   planFanOut,
   planTick,
+  resultsScheduleOf,
   type ScheduleRecord,
   type ScheduleRunResult,
   tickIntervalMs,
@@ -44,6 +46,8 @@ export interface ScheduleWriter {
   due(now: Date): Promise<ScheduleRecord[]>;
   /** The results of the completed tasks of the schedule's latest run that has any, oldest task first. */
   lastRunResults(name: string): Promise<Json[]>;
+  /** The schedule of that name, or null (one a fan-out reads the results of may have been removed). */
+  getSchedule(name: string): Promise<ScheduleRecord | null>;
   /**
    * Writes a run: the task ids created (not those of pending tasks holding a unique key); `[]` and no task when this tick already has its row (it fired
    * before: only the schedule moves on); null, writing nothing, when the schedule changed since it was read.
@@ -86,6 +90,10 @@ async function passOne(w: ScheduleWriter, s: ScheduleRecord, now: Date, graceMs:
   const run = { ...pass, tickAt: plan.tickAt };
   let made: FanOutPlan;
   try {
+    // The schedule its fan-out reads, checked when it was saved, may have been removed since: the run
+    // says so in its error rather than "the fan-out found no keys".
+    const readsFrom = resultsScheduleOf(s);
+    if (readsFrom !== null && (await w.getSchedule(readsFrom)) === null) throw noResultsSchedule(readsFrom, true);
     made = planFanOut(asGeneration(s), await fanOutKeys(w, s.fanOut, s.name), plan.startAt, tickIntervalMs(s, plan.tickAt));
   } catch (error) {
     if (!(error instanceof ValidationError)) throw error;
@@ -138,7 +146,7 @@ async function fanOutKeys(w: Pick<ScheduleWriter, "lastRunResults">, fanOut: Gen
 
 /** Makes a generation's tasks now, all or nothing (pool.generate). */
 export async function generateTasks(
-  w: Pick<ScheduleWriter, "lastRunResults"> & { enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]>; getSchedule(name: string): Promise<ScheduleRecord | null> },
+  w: Pick<ScheduleWriter, "lastRunResults" | "getSchedule"> & { enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> },
   now: Date,
   input: GenerateInput,
 ): Promise<GenerateResult> {

@@ -308,6 +308,33 @@ export function schedulesContract(kind: StoreKind) {
       expect(await tasks()).toEqual([]);
     });
 
+    it("refuses a fan-out reading the results of a schedule that does not exist, saving nothing; a run finding it removed since says so in its error", async () => {
+      const reading = (schedule: string): ScheduleDefinition => ({ ...RESYNC, fanOut: { fromResults: { schedule, field: "ids" } } });
+      const refused = await ctx.store.saveSchedule(reading("discovry")).catch((e) => e);
+      expect(refused).toBeInstanceOf(ValidationError);
+      expect(refused.issues).toEqual([{ path: "fanOut.fromResults.schedule", message: 'no schedule "discovry"' }]);
+      // Through a server (connect("http://…")) the message is the server's, in the wire's names.
+      expect(refused.message).toMatch(/^Invalid (fanOut\.fromResults|fan_out\.from_results)\.schedule: there is no schedule "discovry" whose last run's results could hold the keys; create "discovry" first/);
+      expect(await ctx.store.listSchedules()).toEqual([]);
+      // Naming itself is reading its own results: it exists once saved.
+      expect((await ctx.store.saveSchedule(reading("resync"))).created).toBe(true);
+      const saved = await ctx.store.getSchedule("resync");
+      await expect(ctx.store.saveSchedule(reading("discovry"))).rejects.toThrow(ValidationError);
+      expect(await ctx.store.getSchedule("resync")).toEqual(saved);
+
+      // Removed after: the run records why it made nothing (it said "the fan-out found no keys"), once per tick.
+      await ctx.store.saveSchedule({ name: "discovery", taskType: "store_discovery", cron: "0 0 * * *" });
+      await ctx.store.saveSchedule(reading("discovery"));
+      await ctx.store.removeSchedule("discovery");
+      ctx.clock.set(at("2030-01-01T04:00:00.000Z"));
+      const gone = /^Invalid fanOut\.fromResults\.schedule: the schedule "discovery" whose last run's results hold the keys does not exist \(removed since this schedule was saved\?\), so this run made no task; create "discovery" again/;
+      const [fired] = await ctx.store.fireDueSchedules(FIRE);
+      expect(fired).toMatchObject({ name: "resync", taskIds: [], error: expect.stringMatching(gone) });
+      expect(await ctx.store.getSchedule("resync")).toMatchObject({ nextRunAt: at("2030-01-01T08:00:00.000Z"), lastResult: { tasksCreated: 0, error: expect.stringMatching(gone) } });
+      expect(await ctx.store.fireDueSchedules(FIRE)).toEqual([]);
+      expect(await tasks()).toEqual([]);
+    });
+
     it("generates a fan-out's tasks now, in batches from a start; all or nothing", async () => {
       const result = await ctx.store.generateTasks({
         taskType: "product_resync",

@@ -102,6 +102,13 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
       message: 'Invalid fan_out.keys.1: 1 and "1" are one key written twice (the same as text, as {key} puts it in a concurrency key); list it once',
       issues: [{ path: "fan_out.keys.1", message: "the same key as an earlier one" }],
     });
+    // A fan-out reading the results of a schedule that does not exist: a 400 like the definition's other checks.
+    expect(await refused("/api/schedules", { ...RESYNC, fan_out: { from_results: { schedule: "discovry", field: "ids" } } })).toEqual({
+      message:
+        'Invalid fan_out.from_results.schedule: there is no schedule "discovry" whose last run\'s results could hold the keys; create "discovry" first, ' +
+        "correct the name (taskpool schedules list shows them), or leave schedule out to read this schedule's own results",
+      issues: [{ path: "fan_out.from_results.schedule", message: 'no schedule "discovry"' }],
+    });
     expect(await refused("/api/tasks", { task_type: "crawl", scheduled_for: "2030-01-02T00:00:00Z", delay_seconds: 5 })).toMatchObject({
       message: "Invalid task: scheduled_for and delay_seconds are both given: give one or the other",
     });
@@ -113,6 +120,10 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
     });
     await expect(s.pool.schedule({ ...definition, fanOut: { keys: [1, "1"] } })).rejects.toMatchObject({
       message: expect.stringMatching(/^Invalid fanOut\.keys\.1: 1 and "1" are one key/),
+    });
+    await expect(s.pool.schedule({ ...definition, fanOut: { fromResults: { schedule: "discovry", field: "ids" } } })).rejects.toMatchObject({
+      message: expect.stringMatching(/^Invalid fanOut\.fromResults\.schedule: there is no schedule "discovry"/),
+      issues: [{ path: "fanOut.fromResults.schedule", message: 'no schedule "discovry"' }],
     });
     expect((await s.call("GET", "/api/schedules")).body.schedules).toEqual([]);
   });

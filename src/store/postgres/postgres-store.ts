@@ -898,12 +898,13 @@ export class PostgresStore implements Store {
   }
 
   async generateTasks(input: GenerateInput): Promise<GenerateResult> {
-    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs), getSchedule: (name) => this.getSchedule(name) }, await this.now(), input);
+    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs) }, await this.now(), input);
   }
 
   private readonly scheduleWriter: ScheduleWriter = {
     due: async (now) => (await this.rows<ScheduleRow>("tp_due_schedules", scheduleSql.DUE_SCHEDULES, [now])).map(toSchedule),
     lastRunResults: async (name) => (await this.rows<{ result: Json }>("tp_last_run_results", scheduleSql.LAST_RUN_RESULTS, [name])).map((r) => r.result),
+    getSchedule: (name) => this.getSchedule(name),
     writeRun: (run) => this.writeRun(run),
     writePass: async (pass) => (await this.recordPass(this.pool, pass, null, storedRunResult(pass.result), await this.now())) > 0,
   };

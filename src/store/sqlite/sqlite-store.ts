@@ -731,12 +731,13 @@ export class SqliteStore implements Store {
   }
 
   async generateTasks(input: GenerateInput): Promise<GenerateResult> {
-    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs), getSchedule: (name) => this.getSchedule(name) }, this.clock.now(), input);
+    return generateTasks({ ...this.scheduleWriter, enqueueMany: (inputs) => this.enqueueMany(inputs) }, this.clock.now(), input);
   }
 
   private readonly scheduleWriter: ScheduleWriter = {
     due: async (now) => (this.conn.stmt(scheduleSql.DUE_SCHEDULES).all(now.toISOString()) as SqliteScheduleRow[]).map(decodeSchedule),
     lastRunResults: async (name) => (this.conn.stmt(scheduleSql.LAST_RUN_RESULTS).all(name) as { result: string | null }[]).map((r) => (r.result === null ? null : JSON.parse(r.result))),
+    getSchedule: async (name) => this.scheduleNamed(name),
     writeRun: async (run) => this.writeRun(run),
     writePass: async (pass) => await this.conn.tx(true, () => this.recordPass(pass, null, storedRunResult(pass.result))),
   };
