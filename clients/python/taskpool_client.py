@@ -439,6 +439,9 @@ class Worker:
         #: When heartbeats started failing (time.monotonic()), None while they get through.
         self._beats_failing_since: Optional[float] = None
         self._next_beat = heartbeat_interval or 10.0
+        #: This run (a worker runs once), sent with every beat: once it has shut down, a beat of it that lands late (held up, or
+        #: sent again by a retry) leaves the worker inactive, where one of another run is a restart.
+        self._run_id = str(uuid.uuid4())
 
     def stop(self) -> None:
         """Asks the worker to stop: no new claims; the running handler sees ``ctx.cancelled``."""
@@ -595,6 +598,7 @@ class Worker:
                 hostname=socket.gethostname()[:255],
                 pid=os.getpid(),
                 version=f"taskpool-python/{__version__}",
+                run_id=self._run_id,
             )
         except TaskpoolError as e:
             # One warning per outage, not one per interval while it lasts (a minute's outage flooded the

@@ -543,6 +543,19 @@ class WorkerTest(unittest.TestCase):
         worker._beat()
         self.assertEqual(load(), 1)
 
+    def test_a_late_beat_of_a_run_that_shut_down_leaves_the_worker_inactive_and_another_run_is_a_restart(self):
+        worker = self.worker({unique("gone"): lambda ctx: None}, wait_ms=0)
+        worker.run(max_tasks=0, handle_signals=False)
+        status = lambda: next(w for w in self.client.request("GET", "/api/workers")["workers"] if w["worker_id"] == worker.worker_id)["status"]
+        self.assertEqual(status(), "inactive")
+        # A beat of the run that shut down, landing after the shutdown (held up on the way, or sent again).
+        worker._beat()
+        self.assertEqual(status(), "inactive")
+        # The same id started again is another run: registered.
+        again = Worker(self.client, worker.handlers, worker_id=worker.worker_id, heartbeat_interval=0.05)
+        again._beat()
+        self.assertEqual(status(), "active")
+
     def test_a_busy_worker_gets_its_next_task_in_the_answer_to_its_completion(self):
         kind = unique("chained")
         ids = [self.client.enqueue(kind, {"n": n}, priority=10 - n)["id"] for n in range(4)]
