@@ -392,6 +392,33 @@ describe("the dashboard in a real browser", () => {
     expect(Date.now() - answered).toBeLessThan(6000);
   });
 
+  it("a 503's retry_after puts every poll off that long, the header saying until when, and the page comes back by itself", async () => {
+    const page = await open(server.keys.producer, "#/workers");
+    await page.locator("#live", { hasText: "live · updated" }).waitFor();
+    const asked: number[] = [];
+    page.on("request", (request) => {
+      if (new URL(request.url()).pathname === "/api/workers") asked.push(Date.now());
+    });
+    // The database unreachable: the server answers 503 database_unavailable with retry_after 1 (s).
+    const workers = server.pool.workers;
+    server.pool.workers = () => Promise.reject(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED", syscall: "connect" }));
+    const since = asked.length;
+    await page.locator("#live", { hasText: /^⚠ The database cannot be reached .* · waiting until \d{1,2}:\d{2}:\d{2}.* \(\d+(\.\d)? s\), as the server asked$/ }).waitFor({ timeout: 5000 });
+    await page.waitForTimeout(3500);
+    // Every period (500 ms here) it was asked again; now once a second, as retry_after says.
+    const gaps = asked.slice(since).map((at, i, all) => (i === 0 ? null : at - all[i - 1])).slice(1);
+    expect(gaps.length).toBeGreaterThanOrEqual(2);
+    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(900);
+
+    // A proxy's 503 in the server's place: no envelope, a Retry-After header alone.
+    server.pool.workers = workers;
+    await page.route((url) => url.pathname === "/api/workers", (route) => route.fulfill({ status: 503, contentType: "text/html", headers: { "retry-after": "3" }, body: "<h1>503 Service Unavailable</h1>" }), { times: 1 });
+    await page.locator("#live", { hasText: /^⚠ HTTP 503 · waiting until .*, as the server asked$/ }).waitFor({ timeout: 5000 });
+    const refusedAt = asked.at(-1) as number;
+    await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 6000 });
+    expect(asked.at(-1)! - refusedAt).toBeGreaterThanOrEqual(2950);
+  });
+
   it("the Tasks page's filters changed on page 2 start at page 1, never sending page 2's cursor with the new filters", async () => {
     await server.pool.enqueueMany(Array.from({ length: 30 }, (_, i) => ({ taskType: i % 2 ? "crawl" : "mail", params: {} })));
     const page = await open(server.keys.producer, "#/tasks");

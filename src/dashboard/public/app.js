@@ -99,6 +99,11 @@ function LiveIndicator() {
     return () => clearInterval(timer);
   }, []);
   if (live.mode === "paused") return html`<span id="live">⏸ paused while the tab is hidden</span>`;
+  // A 429 or a 503 asked the polls to wait (retry_after): said with until when, as a page left keeps the wait.
+  if (live.retryAt !== null && live.retryAt > Date.now()) {
+    const until = new Date(live.retryAt).toLocaleTimeString(undefined, { timeStyle: "medium" });
+    return html`<span id="live" class="status-failed">⚠ ${live.retryError?.message} · waiting until ${until} (${duration((live.retryAt - Date.now()) / 1000)}), as the server asked</span>`;
+  }
   const waited = live.waitingSince === null ? 0 : Date.now() - live.waitingSince;
   if (waited >= NO_ANSWER_MS) {
     const last = live.at ? `; last answer ${duration((Date.now() - live.at) / 1000)} ago` : "";

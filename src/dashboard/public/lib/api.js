@@ -1,5 +1,5 @@
 // The public HTTP API with the operator's key (X-API-Key), kept in localStorage; every failure is an ApiError carrying the API's envelope.
-import { heardServerTime } from "./server-clock.js";
+import { heardServerTime, serverNow } from "./server-clock.js";
 
 const KEY_STORAGE = "taskpool.apiKey";
 
@@ -46,11 +46,25 @@ export async function api(method, path, body) {
     // Not the API's JSON (a proxy's error page): fall through with the status alone.
   }
   if (!response.ok || answer.success !== true) {
-    const error = new ApiError(response.status, answer.error ?? "http_error", answer.message ?? `HTTP ${response.status}`, answer.retry_after);
+    const error = new ApiError(response.status, answer.error ?? "http_error", answer.message ?? `HTTP ${response.status}`, retryAfter(answer, response));
     if (response.status === 401) unauthorized(error);
     throw error;
   }
   return answer;
+}
+
+/**
+ * The seconds the server asked a caller to wait: the API's `retry_after`, or else the Retry-After
+ * header (seconds or an HTTP date), which a proxy or load balancer answering 503 in its place may send.
+ * Undefined when neither says.
+ */
+function retryAfter(answer, response) {
+  if (typeof answer.retry_after === "number" && answer.retry_after >= 0) return answer.retry_after;
+  const header = response.headers.get("retry-after")?.trim();
+  if (!header) return undefined;
+  if (/^\d+$/.test(header)) return Number(header);
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? undefined : Math.max(0, (at - serverNow()) / 1000);
 }
 
 /** A query string from an object, leaving out empty values; arrays repeat the key. */

@@ -22,7 +22,18 @@ const SLOW_WAIT_MAX_MS = 10 * POLL_MS;
 export const NO_ANSWER_MS = 5 * POLL_MS;
 
 const listeners = new Set();
-let state = { mode: "live", at: null, error: null, waitingSince: null };
+let state = { mode: "live", at: null, error: null, waitingSince: null, retryAt: null, retryError: null };
+
+/**
+ * Until when the server asked every poll to wait (Date.now() ms; 0: it did not): a 429's or a 503's
+ * `retry_after` (a database unreachable or its statement cancelled, a server shutting down, a proxy's
+ * Retry-After). Shared by all polls, the page's and the next page's: the whole server asked, not one
+ * call. Only 429s were waited out; after a 503 every poll asked again each period.
+ */
+let notBefore = 0;
+
+/** How long a 429 without `retry_after` waits (a proxy's, say). */
+const RATE_LIMITED_WAIT_S = 10;
 
 /** The requests of the polls now out, each with when it was sent. */
 const outstanding = new Map();
@@ -39,7 +50,11 @@ function publish(next) {
   for (const listener of listeners) listener(state);
 }
 
-/** The live state (`live` | `paused` | `error`), the time of the last good answer, the last error, and since when the oldest request out has waited (null: none out). */
+/**
+ * The live state (`live` | `paused` | `error`), the time of the last good answer, the last error, since
+ * when the oldest request out has waited (null: none out), and until when the server asked the polls
+ * to wait (`retryAt`, with the error that asked it, `retryError`; null: it did not, or a good answer came since).
+ */
 export function useLiveState() {
   const [current, setCurrent] = useState(state);
   useEffect(() => {
@@ -51,7 +66,8 @@ export function useLiveState() {
 
 /**
  * Calls `load` now and every `periodMs` while the tab is visible, again at once when it becomes
- * visible; after a 429 it waits as long as the API asks, and after a slow answer SLOW_FACTOR times
+ * visible; after an answer with `retry_after` (a 429 or a 503) it and every other poll wait as long as
+ * the API asks (a 429 without one: RATE_LIMITED_WAIT_S), and after a slow answer SLOW_FACTOR times
  * as long as it took (at most SLOW_WAIT_MAX_MS). Returns the last data, the last error (cleared by
  * the next success) and `reload()`. `periodMs` may be a function of the last data: a page whose subject stopped changing
  * polls rarely.
@@ -75,6 +91,8 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
     async function tick() {
       if (stopped || running) return;
       if (document.visibilityState === "hidden") return publish({ mode: "paused" });
+      // The server asked for a wait (another poll's answer, maybe): a reload or the tab shown again comes after it.
+      if (Date.now() < notBefore) return schedule(notBefore - Date.now());
       running = true;
       let wait = typeof periodMs === "function" ? periodMs(null) : periodMs;
       const started = Date.now();
@@ -83,15 +101,17 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         const data = await load();
         if (typeof periodMs === "function") wait = periodMs(data);
         if (!stopped) setResult({ data, error: null });
-        publish({ mode: "live", at: Date.now(), error: null });
+        publish({ mode: "live", at: Date.now(), error: null, retryAt: null, retryError: null });
       } catch (error) {
         // Its page was left while the request was out: no later answer of this poll would clear the error.
         if (stopped) return;
         setResult((r) => ({ data: r.data, error }));
         failed = error;
         publish({ mode: "error", error });
-        if (error.status === 429) {
-          wait = Math.max(wait, (error.retryAfter ?? 10) * 1000);
+        const asked = error.retryAfter ?? (error.status === 429 ? RATE_LIMITED_WAIT_S : undefined);
+        if (asked !== undefined) {
+          notBefore = Math.max(notBefore, Date.now() + asked * 1000);
+          publish({ retryAt: notBefore, retryError: error });
           reloadAsked = false; // the server's wait comes first
         }
       } finally {
@@ -102,6 +122,7 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         // share of the time, instead of re-running it every period (up to SLOW_WAIT_MAX_MS: see there).
         wait = reloadAsked ? 0 : Math.max(wait, Math.min((Date.now() - started) * SLOW_FACTOR, SLOW_WAIT_MAX_MS));
         reloadAsked = false;
+        wait = Math.max(wait, notBefore - Date.now());
         if (!stopped && document.visibilityState !== "hidden") schedule(wait);
       }
     }
