@@ -466,11 +466,29 @@ describe("the dashboard in a real browser", () => {
     });
     await page.evaluate(`location.hash = '#/tasks/${task.id}'`);
     await page.locator("h2", { hasText: "Timeline" }).waitFor();
-    expect(await page.locator("h2", { hasText: "Timeline" }).textContent()).toBe("Timeline (the latest 500 events)");
+    expect(await page.locator("h2", { hasText: "Timeline" }).textContent()).toBe("Timeline (the latest 500 events; earlier ones left out)");
     expect(await page.locator("#timeline strong").allTextContents()).toEqual(["checkpoint ×499", "completed"]);
-    // Polled every 500 ms (the harness's interval) while it ran; finished, every 30 s.
+    expect(await page.locator("h3", { hasText: "Checkpoint" }).textContent()).toBe("Checkpoint (499+ saved)");
+    // Polled every 500 ms (the harness's interval) while it ran; finished, every 30 s. One more than it shows, to know whether there are more.
     await page.waitForTimeout(2500);
-    expect(asked).toEqual(["?events_limit=500"]);
+    expect(asked).toEqual(["?events_limit=501"]);
+  });
+
+  it("a task with exactly 500 events shows them all, not as the latest of more", async () => {
+    const task = await server.pool.enqueue("crawl", {});
+    const [lease] = await server.pool.protocol.claim({ workerId: "w1" });
+    // Checkpoints up to 499 events, the completion the 500th.
+    const page = 499 - (await server.pool.events(task.id)).length;
+    for (let i = 1; i <= page; i++) await server.pool.protocol.checkpoint(lease.id, lease, { page: i });
+    await server.pool.protocol.complete(lease.id, lease);
+    const events = await server.pool.events(task.id);
+    expect(events).toHaveLength(500);
+    const tab = await open(server.keys.producer, `#/tasks/${task.id}`);
+    await tab.locator("h2", { hasText: "Timeline" }).waitFor();
+    // Asked for 500, exactly 500 came, and the page said "the latest 500 events" and "N+ saved".
+    expect(await tab.locator("h2", { hasText: "Timeline" }).textContent()).toBe("Timeline (500 events)");
+    expect(await tab.locator("h3", { hasText: "Checkpoint" }).textContent()).toBe(`Checkpoint (${page} saved)`);
+    expect(await tab.locator("#timeline strong").first().textContent()).toBe(events[0].event);
   });
 
   it("long names and an error of one long token stay within a phone's width", async () => {

@@ -98,14 +98,17 @@ const FINISHED_POLL_MS = 30_000;
 
 export function TaskPage({ id, session }) {
   const { data, error, reload } = usePoll(
-    () => api("GET", `api/tasks/${encodeURIComponent(id)}?events_limit=${EVENTS_SHOWN}`),
+    // One more than shown: whether it comes says whether earlier events were left out.
+    () => api("GET", `api/tasks/${encodeURIComponent(id)}?events_limit=${EVENTS_SHOWN + 1}`),
     [id],
     (latest) => (latest && !UNFINISHED.includes(latest.task.status) ? FINISHED_POLL_MS : POLL_MS),
   );
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
-  const { task, events } = data;
-  // At the limit, earlier events were left out: the counts below are of the latest ones.
-  const more = events.length === EVENTS_SHOWN ? "+" : "";
+  const { task } = data;
+  // Past the limit, earlier events were left out: the counts below are of the latest ones. A task with
+  // exactly EVENTS_SHOWN events was said to have more when the page asked for EVENTS_SHOWN.
+  const more = data.events.length > EVENTS_SHOWN ? "+" : "";
+  const events = more ? data.events.slice(-EVENTS_SHOWN) : data.events;
   const checkpoints = events.filter((e) => e.event === "checkpoint").length;
   // The stack of the failure that left the task's error, if it came with one.
   const lastFailure = events.findLast(isFailure);
@@ -149,5 +152,5 @@ export function TaskPage({ id, session }) {
         <h3>Result</h3><${Json} value=${task.result} />
       </section>
     </div>
-    <section class="panel"><h2>Timeline (${more ? `the latest ${EVENTS_SHOWN} events` : `${events.length} events`})</h2><${Timeline} events=${events} /></section>`;
+    <section class="panel"><h2>Timeline (${more ? `the latest ${EVENTS_SHOWN} events; earlier ones left out` : `${events.length} event${events.length === 1 ? "" : "s"}`})</h2><${Timeline} events=${events} /></section>`;
 }
