@@ -852,6 +852,36 @@ describe("the dashboard in a real browser", () => {
     expect(await page.locator('nav a[href="#/schedules"]').count()).toBe(1);
   });
 
+  it("the schedules table fits the page at 1280 px with long names and a long last result, cut with the whole of it at hand", async () => {
+    const name = `s${"c".repeat(127)}`;
+    const taskType = `t${"y".repeat(127)}`;
+    await server.pool.schedule({ name, taskType, cron: "0 3 * * *", timezone: "America/Argentina/ComodRivadavia" });
+    // What a failed run leaves: words, and one long token (a URL) with no space to wrap at.
+    const error = `Run failed: the params the schedule gives were refused by the task type's schema; see https://example.com/${"a".repeat(600)} for the ${"details ".repeat(60)}end`;
+    const page = await open(server.keys.admin, "#/schedules", (p) =>
+      p.route((url) => url.pathname === "/api/schedules", async (route) => {
+        const response = await route.fetch();
+        const body = await response.json();
+        for (const s of body.schedules) s.last_result = { tick_at: s.created_at, fired_at: s.created_at, tasks_created: 0, skipped_ticks: 0, message: "failed", error };
+        await route.fulfill({ response, json: body });
+      }),
+    );
+    const cell = page.locator("#schedules tbody tr td.status-failed");
+    await cell.waitFor({ timeout: 5000 });
+    // The table's scrolling box (.scroll) has nothing to scroll sideways: 11,086 px wide in its 1,221 without the wrapping.
+    const box = await page.locator("#schedules").evaluate((t) => ({ scroll: t.parentElement!.scrollWidth, client: t.parentElement!.clientWidth }));
+    expect(box.scroll).toBeLessThanOrEqual(box.client);
+    expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
+    // Cut at three lines, the whole of it in the title, and shown whole on a click.
+    const text = cell.locator(".clamp");
+    expect(await text.getAttribute("title")).toBe(error);
+    const shown = () => text.evaluate((e) => e.getBoundingClientRect().height);
+    const cut = await shown();
+    await text.click();
+    expect(await shown()).toBeGreaterThan(cut * 2);
+    expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
+  });
+
   it("an admin cancels a schedule's pending tasks from the page and is told how many; a refusal shows the server's message", async () => {
     // Every second, three keys in hourly batches: the first run's tasks stay pending (no worker), and the unique key makes later runs add none.
     await server.pool.schedule({ name: "resync", taskType: "product_resync", cron: "* * * * * *", fanOut: { keys: [1, 2, 3], batches: 3, batchIntervalSeconds: 3600 }, uniqueKey: "resync:{key}" });

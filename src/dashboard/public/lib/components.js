@@ -1,4 +1,5 @@
-// Pieces every page uses: status badges, load bars, the throughput chart, errors, JSON.
+// Pieces every page uses: status badges, load bars, the throughput chart, errors, JSON, long text.
+import { useState } from "preact/hooks";
 import { html } from "./html.js";
 import { json } from "./format.js";
 
@@ -18,6 +19,12 @@ export function LoadBar({ load, capacity }) {
 export function ErrorBox({ error }) {
   if (!error) return null;
   return html`<div class="alert bad" role="alert"><strong>${error.code ?? "error"}</strong>: ${error.message}</div>`;
+}
+
+/** Text of any length, cut at three lines (in a `td.text`): the whole of it is its title, and a click opens or closes it. */
+export function LongText({ text }) {
+  const [open, setOpen] = useState(false);
+  return html`<span class="clamp ${open ? "open" : ""}" title=${text} onClick=${() => setOpen(!open)}>${text}</span>`;
 }
 
 export function Json({ value }) {

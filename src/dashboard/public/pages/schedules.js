@@ -1,8 +1,8 @@
 // Recurring schedules: next and last run, what the last run did, pause, resume and cancelling their
-// pending tasks (admin). Listed in the header only when the server answers GET /api/schedules (app.js).
+// pending tasks (admin). Long names, crons and results wrap, a result cut at three lines: the table fits the page. Listed in the header only when the server answers GET /api/schedules (app.js).
 import { useState } from "preact/hooks";
 import { api } from "../lib/api.js";
-import { ErrorBox, Loading } from "../lib/components.js";
+import { ErrorBox, Loading, LongText } from "../lib/components.js";
 import { ago, time } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { usePoll } from "../lib/live.js";
@@ -52,12 +52,12 @@ export function Schedules({ session }) {
           <tbody>
             ${schedules.map(
               (s) => html`<tr key=${s.name}>
-                <td>${s.name}</td><td>${s.task_type}</td><td><code>${s.cron}</code> <span class="muted small">${s.timezone}</span></td>
+                <td class="text">${s.name}</td><td class="text">${s.task_type}</td><td class="text"><code>${s.cron}</code> <span class="muted small">${s.timezone}</span></td>
                 <td class=${s.enabled ? "status-active" : "status-inactive"}>${s.enabled ? "running" : "paused"}</td>
                 <td>${s.next_run_at ? time(s.next_run_at) : "—"}</td>
                 <td>${s.last_run_at ? ago(s.last_run_at) : "never"}</td>
-                <td class="small ${s.last_result?.error ? "status-failed" : ""}">${s.last_result ? (s.last_result.error ?? s.last_result.message) : "—"}</td>
-                ${session.scope === "admin" && html`<td><${Toggle} schedule=${s} reload=${reload} /> <${CancelPending} schedule=${s} /></td>`}
+                <td class="text small ${s.last_result?.error ? "status-failed" : ""}">${s.last_result ? html`<${LongText} text=${s.last_result.error ?? s.last_result.message} />` : "—"}</td>
+                ${session.scope === "admin" && html`<td class="text"><${Toggle} schedule=${s} reload=${reload} /> <${CancelPending} schedule=${s} /></td>`}
               </tr>`,
             )}
           </tbody>
