@@ -35,6 +35,9 @@ let notBefore = 0;
 /** How long a 429 without `retry_after` waits (a proxy's, say). */
 const RATE_LIMITED_WAIT_S = 10;
 
+/** The longest wait a server (or a proxy's Retry-After: 86400) can put the polls off: a page that never asks again is dead. */
+const RETRY_WAIT_MAX_S = 300;
+
 /** The requests of the polls now out, each with when it was sent. */
 const outstanding = new Map();
 
@@ -110,7 +113,7 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         publish({ mode: "error", error });
         const asked = error.retryAfter ?? (error.status === 429 ? RATE_LIMITED_WAIT_S : undefined);
         if (asked !== undefined) {
-          notBefore = Math.max(notBefore, Date.now() + asked * 1000);
+          notBefore = Math.max(notBefore, Date.now() + Math.min(asked, RETRY_WAIT_MAX_S) * 1000);
           publish({ retryAt: notBefore, retryError: error });
           reloadAsked = false; // the server's wait comes first
         }

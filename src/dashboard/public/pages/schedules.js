@@ -1,5 +1,6 @@
 // Recurring schedules: next and last run, what the last run did, pause, resume and cancelling their
-// pending tasks (admin). Long names, crons and results wrap, a result cut at three lines: the table fits the page. Listed in the header only when the server answers GET /api/schedules (app.js).
+// pending tasks (admin). Long names, crons and results wrap (a result cut at three lines), so the table
+// fits the page. Listed in the header only when the server answers GET /api/schedules (app.js).
 import { useState } from "preact/hooks";
 import { api } from "../lib/api.js";
 import { ErrorBox, Loading, LongText } from "../lib/components.js";
