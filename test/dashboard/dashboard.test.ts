@@ -392,7 +392,7 @@ describe("the dashboard in a real browser", () => {
     expect(Date.now() - answered).toBeLessThan(6000);
   });
 
-  it("a 503's retry_after puts every poll off that long, the header saying until when, and the page comes back by itself", async () => {
+  it("a 503's retry_after puts every poll off that long (at most 5 minutes), the header saying until when, and the page comes back by itself", async () => {
     const page = await open(server.keys.producer, "#/workers");
     await page.locator("#live", { hasText: "live · updated" }).waitFor();
     const asked: number[] = [];
@@ -417,6 +417,10 @@ describe("the dashboard in a real browser", () => {
     const refusedAt = asked.at(-1) as number;
     await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 6000 });
     expect(asked.at(-1)! - refusedAt).toBeGreaterThanOrEqual(2950);
+
+    // A Retry-After of a day would leave the page dead until reloaded: the wait is capped at 5 minutes.
+    await page.route((url) => url.pathname === "/api/workers", (route) => route.fulfill({ status: 503, contentType: "text/html", headers: { "retry-after": "86400" }, body: "<h1>503</h1>" }), { times: 1 });
+    await page.locator("#live", { hasText: /^⚠ HTTP 503 · waiting until .* \(5 min\), as the server asked$/ }).waitFor({ timeout: 5000 });
   });
 
   it("the Tasks page's filters changed on page 2 start at page 1, never sending page 2's cursor with the new filters", async () => {
