@@ -136,7 +136,7 @@ describe("migrations", () => {
     sqlite: async (handle: TestStore) => {
       const { db } = handle.store as SqliteStore;
       // Back to version 9: what the later migrations made goes too, as they make it again.
-      db.exec("ALTER TABLE workers DROP COLUMN run_id; ALTER TABLE workers DROP COLUMN gone_at; ALTER TABLE schedules DROP COLUMN unique_key; ALTER TABLE last_sweeps DROP COLUMN interval_seconds; DROP TRIGGER tasks_finished_per_minute; DROP TABLE throughput_minutes; DROP TABLE idempotency_keys; PRAGMA user_version = 9");
+      db.exec("ALTER TABLE workers DROP COLUMN gone_run_id; ALTER TABLE workers DROP COLUMN run_id; ALTER TABLE workers DROP COLUMN gone_at; ALTER TABLE schedules DROP COLUMN unique_key; ALTER TABLE last_sweeps DROP COLUMN interval_seconds; DROP TRIGGER tasks_finished_per_minute; DROP TABLE throughput_minutes; DROP TABLE idempotency_keys; PRAGMA user_version = 9");
     },
   };
   for (const [name, create] of [["postgres", createPostgres], ["sqlite", createSqlite]] as const) {

@@ -316,6 +316,22 @@ export function workersContract(kind: StoreKind) {
       expect(await worker()).toMatchObject({ status: "active" });
     });
 
+    it("a late beat of a run that shut down, landing after another run registered under the id, changes nothing: the new run stays registered, and its tasks leased to it", async () => {
+      await beat("w1", { runId: "run-1" });
+      await ctx.store.shutdownWorker("w1");
+      // Restarted under its id (WORKER_ID): another run, registered.
+      await beat("w1", { runId: "run-2", currentLoad: 1 });
+      await ctx.store.enqueue({ taskType: "crawl" });
+      const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
+      ctx.clock.advance(31_000);
+      // run-1's last beat, held up until now, says it lists every lease it holds: none.
+      expect(await beat("w1", { runId: "run-1", leases: [], allLeases: true })).toMatchObject({ lost: [] });
+      expect(await ctx.store.get(lease.id)).toMatchObject({ status: "claimed", workerId: "w1" });
+      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w1")).toMatchObject({ status: "active", currentLoad: 1 });
+      // Its lease is the one it was given: its outcome is taken.
+      expect((await ctx.store.complete(lease.id, lease)).task.status).toBe("completed");
+    });
+
     it("a beat stamped before its worker was declared dead or shut down, landing after (held up on a lock), leaves it so; a later beat brings it back", async () => {
       const status = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1")?.status;
       await beat("w1", { currentLoad: 3 });

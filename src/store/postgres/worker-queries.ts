@@ -80,9 +80,10 @@ export const WORKER_HEARTBEAT = `
       started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END,
       gone_at = NULL, run_id = coalesce(EXCLUDED.run_id, workers.run_id)
     -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
-    -- so does a beat of the run that shut down, however late it lands (see run_id); another run's is a restart.
+    -- so does a beat of the run that shut down, however late it lands, even after another run registered
+    -- (see gone_run_id); another run's is a restart.
     WHERE (workers.gone_at IS NULL OR EXCLUDED.last_seen_at >= workers.gone_at)
-      AND NOT (workers.status = 'inactive' AND coalesce(EXCLUDED.run_id = workers.run_id, false))
+      AND NOT coalesce(EXCLUDED.run_id = workers.gone_run_id, false)
     RETURNING worker_id
   ),
   held AS (
@@ -95,7 +96,8 @@ export const WORKER_HEARTBEAT = `
   ),
   -- A beat that lists every lease of its worker (all_leases) takes back a task leased to it over half
   -- its lease ago that it leaves out: the worker does not know it holds it (UNKNOWN_TO_ITS_WORKER). As
-  -- a recovery does: pending again, or failed (GIVES_UP).
+  -- a recovery does: pending again, or failed (GIVES_UP). Only a beat the registry took (worker): a
+  -- refused one is of a life that ended, and the tasks leased under the id now are another run's.
   orphaned AS (
     UPDATE tasks t SET status = CASE WHEN ${GIVES_UP} THEN 'failed' ELSE 'pending' END,
         worker_id = CASE WHEN ${GIVES_UP} THEN t.worker_id END, lease_token = NULL, lease_expires_at = NULL,
@@ -103,7 +105,7 @@ export const WORKER_HEARTBEAT = `
         started_at = CASE WHEN ${GIVES_UP} THEN t.started_at END,
         completed_at = CASE WHEN ${GIVES_UP} THEN $2::timestamptz END,
         error_message = $10, updated_at = $2::timestamptz
-    FROM beat b
+    FROM beat b JOIN worker w ON w.worker_id = b.worker_id
     WHERE b.all_leases AND t.worker_id = b.worker_id AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS}
       AND t.claimed_at < $2::timestamptz - make_interval(secs => t.lease_seconds / 2.0)
       AND NOT EXISTS (SELECT 1 FROM unnest($4::bigint[], $5::text[]) AS l(id, token) WHERE l.id = t.id AND l.token = t.lease_token)
@@ -132,7 +134,8 @@ export const WORKER_HEARTBEAT = `
 /** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded; what was reserved for it is open to all. */
 export const WORKER_SHUTDOWN = `
   WITH worker AS (
-    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz, gone_at = $2::timestamptz WHERE worker_id = $1 RETURNING 1
+    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz, gone_at = $2::timestamptz, gone_run_id = run_id
+    WHERE worker_id = $1 RETURNING 1
   ),
   released AS (
     UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,

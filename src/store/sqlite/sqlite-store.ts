@@ -456,7 +456,7 @@ export class SqliteStore implements Store {
     let givenBack = 0;
     const result = await this.conn.tx(false, () => {
       const now = this.now();
-      this.conn.stmt(workerSql.UPSERT_WORKER).run({
+      const { changes: taken } = this.conn.stmt(workerSql.UPSERT_WORKER).run({
         workerId: beat.workerId,
         runId: beat.runId ?? null,
         roles: beat.roles === undefined ? null : JSON.stringify(beat.roles),
@@ -479,7 +479,9 @@ export class SqliteStore implements Store {
         const lease = { taskId: l.taskId, leaseToken: l.leaseToken, workerId: beat.workerId };
         return !renew.get({ ...lease, now }) && !finished.get(lease);
       });
-      if (beat.allLeases === true) givenBack = this.giveBackUnlisted(beat.workerId, leases, now);
+      // Only a beat the registry took: a refused one is of a life that ended, and the tasks leased under
+      // the id now are another run's (see UPSERT_WORKER).
+      if (beat.allLeases === true && taken > 0) givenBack = this.giveBackUnlisted(beat.workerId, leases, now);
       return { lost: lost.map((l) => l.taskId) };
     });
     if (givenBack > 0) notifyLocal(this.channel, []);

@@ -22,9 +22,10 @@ export const UPSERT_WORKER = `
     started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END,
     gone_at = NULL, run_id = coalesce(@runId, workers.run_id)
   -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
-  -- so does a beat of the run that shut down, however late it lands (see run_id); another run's is a restart.
+  -- so does a beat of the run that shut down, however late it lands, even after another run registered
+  -- (see gone_run_id); another run's is a restart.
   WHERE (workers.gone_at IS NULL OR excluded.last_seen_at >= workers.gone_at)
-    AND NOT (workers.status = 'inactive' AND coalesce(@runId = workers.run_id, 0))`;
+    AND NOT coalesce(@runId = workers.gone_run_id, 0)`;
 
 export const RENEW_LEASE = `
   UPDATE tasks SET last_heartbeat_at = @now,
@@ -74,7 +75,7 @@ export const UNRESERVE_FOR = `
   UPDATE tasks SET reserved_for = NULL, reserved_until = NULL
   WHERE status = 'pending' AND reserved_for IN (SELECT value FROM json_each(@workers))`;
 
-export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now, gone_at = @now WHERE worker_id = @workerId`;
+export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now, gone_at = @now, gone_run_id = run_id WHERE worker_id = @workerId`;
 
 export const LIST_WORKERS = `
   SELECT w.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})) AS active_tasks
