@@ -318,9 +318,15 @@ class Client:
             body["leases"] = leases
         return self.request("POST", "/api/workers/heartbeat", body)
 
-    def shutdown_worker(self, worker_id: str) -> List[int]:
-        """Deregisters a worker; what it still held goes back to the pool. Returns the released task ids."""
-        return self.request("POST", f"/api/workers/{urllib.parse.quote(worker_id, safe='')}/shutdown")["released"]
+    def shutdown_worker(self, worker_id: str, *, run_id: Optional[str] = None) -> List[int]:
+        """Deregisters a worker; what it still held goes back to the pool. Returns the released task ids.
+
+        ``run_id`` names the run shutting down (the ``run_id`` of its beats): if another run has registered under the id
+        since (this shutdown arrived late, or was sent again), nothing changes and nothing is released (``[]``).
+        Without it, the shutdown is of whichever run is current.
+        """
+        body = None if run_id is None else {"run_id": run_id}
+        return self.request("POST", f"/api/workers/{urllib.parse.quote(worker_id, safe='')}/shutdown", body)["released"]
 
     def _lease_call(self, task_id: int, action: str, worker_id: str, lease_token: str, fields: Dict[str, Any]) -> Dict[str, Any]:
         return self.request("POST", f"/api/tasks/{int(task_id)}/{action}", {"worker_id": worker_id, "lease_token": lease_token, **fields})["task"]
@@ -440,7 +446,8 @@ class Worker:
         self._beats_failing_since: Optional[float] = None
         self._next_beat = heartbeat_interval or 10.0
         #: This run (a worker runs once), sent with every beat: once it has shut down, a beat of it that lands late (held up, or
-        #: sent again by a retry) leaves the worker inactive, where one of another run is a restart.
+        #: sent again by a retry) leaves the worker inactive, where one of another run is a restart. Sent with the shutdown too:
+        #: one landing after another run registered under the id changes nothing.
         self._run_id = str(uuid.uuid4())
 
     def stop(self) -> None:
@@ -474,7 +481,9 @@ class Worker:
             # The shutdown gives back whatever it holds, a task handed over but not run included.
             self._handed = None
             try:
-                released = self.client.shutdown_worker(self.worker_id)
+                # Named, so that landing late (sent again after a lost answer) once the worker restarted under
+                # its id, it leaves the new run and its tasks be.
+                released = self.client.shutdown_worker(self.worker_id, run_id=self._run_id)
                 if released:
                     log.info("worker %s gave back tasks %s", self.worker_id, released)
             except TaskpoolError as e:

@@ -45,6 +45,7 @@ import {
   ThroughputQuerySchema,
   WorkerBeatSchema,
   WorkerId,
+  WorkerShutdownSchema,
   type CancelOptions,
   type RetryOptions,
   type ClaimByIdOptions,
@@ -351,9 +352,10 @@ export class CheckedStore implements Store {
     return this.each(beats, (beat) => this.checkBeat(beat, seen), (valid) => this.store.workerHeartbeatMany(valid.map(distinctRoles)));
   }
 
-  async shutdownWorker(workerId: string): Promise<number[]> {
+  async shutdownWorker(workerId: string, runId?: string): Promise<number[]> {
     validate(WorkerId, workerId, "worker_id");
-    return this.store.shutdownWorker(workerId);
+    if (runId !== undefined) validate(WorkerShutdownSchema, { runId }, "worker shutdown");
+    return this.store.shutdownWorker(workerId, runId);
   }
 
   listWorkers(): Promise<WorkerRecord[]> {

@@ -230,8 +230,10 @@ export class HttpStore implements Store {
     return Promise.all(beats.map((beat) => this.workerHeartbeat(beat)));
   }
 
-  async shutdownWorker(workerId: string): Promise<number[]> {
-    return (await this.call<{ released: number[] }>("POST /api/workers/:id/shutdown", { params: { id: workerId } }, { repeatable: "yes", subject: { workerId } })).released;
+  /** Sent again, a shutdown naming its run changes nothing once another run registered (see Store.shutdownWorker). */
+  async shutdownWorker(workerId: string, runId?: string): Promise<number[]> {
+    const body = runId === undefined ? undefined : { runId };
+    return (await this.call<{ released: number[] }>("POST /api/workers/:id/shutdown", { params: { id: workerId }, body }, { repeatable: "yes", subject: { workerId } })).released;
   }
 
   async listWorkers(): Promise<WorkerRecord[]> {

@@ -327,6 +327,9 @@ export type ThroughputQuery = Static<typeof ThroughputQuerySchema>;
 export const WORKER_BEAT_DEFAULTS = { roles: [] as string[], capacity: 1, currentLoad: 0, tasksProcessed: 0 } as const;
 const KEPT = "omitted: what the worker's last heartbeat said";
 
+/** A run of a worker (the runtime makes a UUID at each start), as its beats and its shutdown name it. */
+const RunId = (description: string) => Type.String({ minLength: 1, maxLength: 64, pattern: "^[A-Za-z0-9_.:-]+$", description });
+
 export const WorkerBeatSchema = Type.Object(
   {
     workerId: WorkerId,
@@ -335,13 +338,9 @@ export const WorkerBeatSchema = Type.Object(
      * leaves the worker inactive however late it lands; a beat of another run is a restart.
      */
     runId: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: 64,
-        pattern: "^[A-Za-z0-9_.:-]+$",
-        description:
-          "this run of the worker, unique to it (a UUID made at its start): a beat of a run that has shut down, arriving late or sent again, leaves the worker inactive; a beat of another run is a restart",
-      }),
+      RunId(
+        "this run of the worker, unique to it (a UUID made at its start): a beat of a run that has shut down, arriving late or sent again, leaves the worker inactive; a beat of another run is a restart",
+      ),
     ),
     roles: Type.Optional(Type.Array(TaskTypeName, { minItems: 1, maxItems: 100, description: `the task types it claims; ${KEPT}, none for a new worker` })),
     hostname: Type.Optional(Text({ maxLength: 255 })),
@@ -364,6 +363,24 @@ export const WorkerBeatSchema = Type.Object(
 );
 /** What a worker says about itself on every heartbeat (seed 000's payload, plus its leases). */
 export type WorkerBeat = Static<typeof WorkerBeatSchema>;
+
+/** A graceful shutdown's body (optional: without it the shutdown is of whichever run is current). */
+export const WorkerShutdownSchema = Type.Object(
+  {
+    /**
+     * The run shutting down (the runId of its beats). A shutdown of a run that is no longer the
+     * worker's current one (another registered under the id since: the shutdown landed late, held up
+     * or sent again) changes nothing of the worker and gives back none of the tasks leased under its id,
+     * which are the new run's.
+     */
+    runId: Type.Optional(
+      RunId(
+        "the run shutting down (the run_id of its beats): if another run has registered under the id since (this shutdown arrived late, held up or sent again), nothing changes and nothing is released; without it, the shutdown is of whichever run is current",
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 export const SweepOptionsSchema = Type.Object(
   {

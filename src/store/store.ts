@@ -209,8 +209,14 @@ export interface Store {
   /**
    * Graceful deregistration: what it still holds goes back to the pool (no attempt charged); it turns
    * inactive. WorkerNotFoundError when the registry has no such worker and it held nothing.
+   * `runId` names the run shutting down (the runId of its beats): when the registry's current run is
+   * another (one registered under the id since, and this shutdown landed late: held up, or sent again
+   * by a transport), it answers [] and changes nothing but recording `runId` as the run that shut down
+   * (its late beats are refused too): the worker stays active and the tasks leased under its id, the
+   * new run's, stay leased. Without it (an operator's shutdown), or when the registry knows no run of
+   * the worker, it is of whichever run is current.
    */
-  shutdownWorker(workerId: string): Promise<number[]>;
+  shutdownWorker(workerId: string, runId?: string): Promise<number[]>;
   listWorkers(): Promise<WorkerRecord[]>;
   /** One coordinator pass: stale/dead workers, recovery of their tasks and of expired leases, reassignment. */
   sweep(options: SweepOptions): Promise<SweepResult>;

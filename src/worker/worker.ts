@@ -138,7 +138,8 @@ export class Worker {
    * whenever it arrives: over HTTP the server stamps a beat when it writes it, so a beat sent before
    * the shutdown but landing after (held up, or sent again by the transport) revived the worker. No
    * wait or cancel here can prevent that (a request already on the wire cannot be recalled), and
-   * without the run the server cannot tell it from a restart, whose first beat is no different.
+   * without the run the server cannot tell it from a restart, whose first beat is no different. Sent
+   * with the shutdown too: one landing after another run registered under the id leaves that run be.
    */
   private readonly runId = randomUUID();
   /** The options' interval, or the shorter one a server asks for (see followServerInterval). */
@@ -852,8 +853,9 @@ export class Worker {
     const lastBeat = beatsStopped.then(() => this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] })).catch(() => {});
     await settledBy(stopBy, lastBeat);
     // A beat still unanswered at the deadline may land after the shutdown, on another connection: being
-    // of this run (runId), it leaves the worker inactive.
-    const markedInactive = this.store.shutdownWorker(this.id).then(
+    // of this run (runId), it leaves the worker inactive. The shutdown names the run too: landing late
+    // itself (held up, sent again), after the worker restarted under its id, it leaves the new run be.
+    const markedInactive = this.store.shutdownWorker(this.id, this.runId).then(
       // It gives back whatever the worker still held: an outcome that could not be written is lost, but
       // the task runs again now, not when its lease runs out.
       (released) => released.forEach((id) => this.leftLeased.delete(id)),

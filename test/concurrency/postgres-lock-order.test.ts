@@ -58,7 +58,7 @@ describe("PostgreSQL: a worker's heartbeat and shutdown take their locks in the 
   async function declaredDeadAsItActs(act: (store: PostgresStore, task: ClaimedTask) => Promise<unknown>) {
     handle = await createPostgres();
     const [acting, sweeper] = await Promise.all([handle.another({ poolSize: 1 }), handle.another({ poolSize: 1 })]);
-    await handle.store.workerHeartbeat({ workerId: "w1", roles: ["crawl"] });
+    await handle.store.workerHeartbeat({ workerId: "w1", runId: "run-1", roles: ["crawl"] });
     await handle.store.enqueue({ taskType: "crawl", params: {} });
     const [task] = await handle.store.claim({ workerId: "w1", taskTypes: ["crawl"] });
     await handle.execute("UPDATE workers SET last_seen_at = now() - interval '1 hour'");
@@ -118,5 +118,33 @@ describe("PostgreSQL: a worker's heartbeat and shutdown take their locks in the 
     expect(outcome).toEqual({ status: "fulfilled", value: [task.id] });
     expect(swept).toMatchObject({ status: "fulfilled", value: { deadWorkers: [], requeued: [] } });
     expect(await handle.store.get(task.id)).toMatchObject({ status: "pending", workerId: null });
+  });
+
+  it("so does one naming its run, which the registry still has as the worker's current one", async () => {
+    const { task, outcome, swept } = await declaredDeadAsItActs((store) => store.shutdownWorker("w1", "run-1"));
+    expect(outcome).toEqual({ status: "fulfilled", value: [task.id] });
+    expect(swept).toMatchObject({ status: "fulfilled", value: { deadWorkers: [], requeued: [] } });
+    expect(await handle.store.get(task.id)).toMatchObject({ status: "pending", workerId: null });
+  });
+
+  it("a shutdown naming its run that waits on its worker's row for a beat of another run decides by that run: it changes nothing", async () => {
+    // Decided on the row as the snapshot showed it, the late shutdown released the new run's task.
+    handle = await createPostgres();
+    const acting = await handle.another({ poolSize: 1 });
+    await handle.store.workerHeartbeat({ workerId: "w1", runId: "run-1", roles: ["crawl"] });
+    await handle.store.enqueue({ taskType: "crawl", params: {} });
+    const [task] = await handle.store.claim({ workerId: "w1", taskTypes: ["crawl"] });
+    holder = new pg.Client({ connectionString: PG_URL });
+    watcher = new pg.Client({ connectionString: PG_URL });
+    await Promise.all([holder.connect(), watcher.connect()]);
+    // run-2's first beat, committing as run-1's shutdown arrives.
+    await holder.query("BEGIN");
+    await holder.query(`UPDATE "${handle.schema}".workers SET run_id = 'run-2' WHERE worker_id = 'w1'`);
+    const shutdown = acting.shutdownWorker("w1", "run-1");
+    await waitingOnLocks(1);
+    await holder.query("COMMIT");
+    expect(await shutdown).toEqual([]);
+    expect(await handle.store.get(task.id)).toMatchObject({ status: "claimed", workerId: "w1", leaseToken: task.leaseToken });
+    expect((await handle.store.listWorkers())[0]).toMatchObject({ status: "active" });
   });
 });

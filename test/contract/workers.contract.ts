@@ -332,6 +332,74 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.complete(lease.id, lease)).task.status).toBe("completed");
     });
 
+    it("a late shutdown of a run, landing after another run registered under the id, changes nothing: the new run stays active, its tasks leased to it and reserved for it, its beats taken", async () => {
+      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      // A task a sweep will reserve for w1, once w-dead is found dead.
+      const orphan = await deadWorkerWithTask();
+      await beat("w1", { runId: "run-1", currentLoad: 1 });
+      await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }, { taskType: "crawl" }]);
+      const ofRun1 = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
+      // run-1 stops; its shutdown is held up (or its answer lost, and it is sent again), and the process
+      // restarts under its id (WORKER_ID) meanwhile: run-2 registers and claims.
+      await beat("w1", { runId: "run-2", currentLoad: 2 });
+      const ofRun2 = await ctx.store.claim({ workerId: "w1", limit: 2, leaseSeconds: 60 });
+      expect((await ctx.store.sweep(SWEEP)).reassigned).toEqual([{ taskId: orphan.id, workerId: "w1" }]);
+      ctx.clock.advance(1000);
+      // run-1's shutdown lands now. It released all three tasks and marked run-2 inactive: they ran twice.
+      expect(await ctx.store.shutdownWorker("w1", "run-1")).toEqual([]);
+      expect(await worker()).toMatchObject({ status: "active", currentLoad: 2, activeTasks: 3 });
+      for (const lease of [ofRun1, ...ofRun2]) {
+        expect(await ctx.store.get(lease.id)).toMatchObject({ status: "claimed", workerId: "w1", attempts: 1 });
+        expect((await ctx.store.events(lease.id)).map((e) => e.event)).toEqual(["created", "claimed"]);
+      }
+      expect(await ctx.store.get(orphan.id)).toMatchObject({ status: "pending", reservedFor: "w1" });
+      // run-2's beats are taken and renew its leases, and its outcomes are too.
+      const leases = ofRun2.map((t) => ({ taskId: t.id, leaseToken: t.leaseToken }));
+      expect(await beat("w1", { runId: "run-2", currentLoad: 2, leases })).toMatchObject({ lost: [] });
+      expect((await ctx.store.get(ofRun2[0].id))?.leaseExpiresAt).toEqual(new Date(ctx.clock.now().getTime() + 60_000));
+      expect((await ctx.store.complete(ofRun2[0].id, ofRun2[0])).task.status).toBe("completed");
+      // The shutdown recorded run-1 as gone: its last beat, held up too, listing every lease it holds
+      // (none), takes nothing back either.
+      ctx.clock.advance(30_000);
+      expect(await beat("w1", { runId: "run-1", leases: [], allLeases: true })).toMatchObject({ lost: [] });
+      expect(await worker()).toMatchObject({ status: "active", currentLoad: 2, activeTasks: 2 });
+      expect(await ctx.store.get(ofRun2[1].id)).toMatchObject({ status: "claimed", workerId: "w1" });
+      // run-2's own shutdown is of the current run: it gives back what is leased under the id.
+      expect((await ctx.store.shutdownWorker("w1", "run-2")).sort((a, b) => a - b)).toEqual([ofRun1.id, ofRun2[1].id].sort((a, b) => a - b));
+      expect(await worker()).toMatchObject({ status: "inactive", currentLoad: 0, activeTasks: 0 });
+    });
+
+    it("a shutdown naming the current run, or no run, gives back what the worker holds and marks it inactive; sent again it answers [], and the run's late beats are refused", async () => {
+      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      await beat("w1", { runId: "run-1", currentLoad: 2 });
+      await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }, { taskType: "crawl" }]);
+      const held = await ctx.store.claim({ workerId: "w1", limit: 2 });
+      await expect(ctx.store.shutdownWorker("w1", "run 1")).rejects.toBeInstanceOf(ValidationError);
+      await expect(ctx.store.shutdownWorker("w-typo", "run-1")).rejects.toBeInstanceOf(WorkerNotFoundError);
+      expect(await worker()).toMatchObject({ status: "active", activeTasks: 2 });
+      expect(await ctx.store.shutdownWorker("w1", "run-1")).toEqual(held.map((t) => t.id).sort((a, b) => a - b));
+      expect(await ctx.store.get(held[0].id)).toMatchObject({ status: "pending", attempts: 0, workerId: null });
+      expect(await worker()).toMatchObject({ status: "inactive", currentLoad: 0, activeTasks: 0 });
+      // Sent again (its answer was lost): nothing more to do, as before.
+      expect(await ctx.store.shutdownWorker("w1", "run-1")).toEqual([]);
+      ctx.clock.advance(1000);
+      await beat("w1", { runId: "run-1", currentLoad: 2 });
+      expect(await worker()).toMatchObject({ status: "inactive" });
+      // An operator's shutdown names no run: it is of whichever run is current.
+      await beat("w1", { runId: "run-2" });
+      const next = await claimOne(ctx.store, "w1");
+      expect(await ctx.store.shutdownWorker("w1")).toEqual([next.id]);
+      expect(await worker()).toMatchObject({ status: "inactive", activeTasks: 0 });
+      ctx.clock.advance(1000);
+      await beat("w1", { runId: "run-2" });
+      expect(await worker()).toMatchObject({ status: "inactive" });
+      // A worker whose beats named no run (seed 000's body): a shutdown naming one cannot be told from its own.
+      await beat("w2");
+      const ofW2 = await claimOne(ctx.store, "w2");
+      expect(await ctx.store.shutdownWorker("w2", "run-x")).toEqual([ofW2.id]);
+      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w2")).toMatchObject({ status: "inactive" });
+    });
+
     it("a beat stamped before its worker was declared dead or shut down, landing after (held up on a lock), leaves it so; a later beat brings it back", async () => {
       const status = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1")?.status;
       await beat("w1", { currentLoad: 3 });

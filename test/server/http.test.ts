@@ -520,6 +520,25 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     ]);
   });
 
+  it("a shutdown may name its run (run_id): one of a run replaced since answers 200, nothing released, and changes nothing; no body is still the current run's", async () => {
+    const worker = async () => (await s.call("GET", "/api/workers")).body.workers.find((w: Body) => w.worker_id === "w1");
+    await s.call("POST", "/api/workers/heartbeat", { worker_id: "w1", roles: ["crawl"], run_id: "run-1" });
+    // Restarted under its id before run-1's shutdown landed.
+    await s.call("POST", "/api/workers/heartbeat", { worker_id: "w1", roles: ["crawl"], run_id: "run-2" });
+    const task = await create({ task_type: "crawl" });
+    await claim("w1");
+    const late = await s.call("POST", "/api/workers/w1/shutdown", { run_id: "run-1" });
+    expect([late.status, late.body]).toEqual([200, { success: true, message: "Run run-1 of worker w1 shut down; 0 tasks released", released: [] }]);
+    expect(await worker()).toMatchObject({ status: "active", active_tasks: 1 });
+    const camel = await s.call("POST", "/api/workers/w1/shutdown", { runId: "run-2" });
+    expect([camel.status, camel.body.issues]).toEqual([400, [{ path: "runId", message: "Unexpected property (got \"run-2\"); the API's fields are snake_case: run_id" }]]);
+    expect((await s.call("POST", "/api/workers/w1/shutdown", { run_id: "" })).body.issues).toEqual([{ path: "run_id", message: 'Expected string length greater or equal to 1 (got "")' }]);
+    expect(await worker()).toMatchObject({ status: "active", active_tasks: 1 });
+    const own = await s.call("POST", "/api/workers/w1/shutdown", { run_id: "run-2" });
+    expect([own.status, own.body]).toEqual([200, { success: true, message: "Run run-2 of worker w1 shut down; 1 task released", released: [task.id] }]);
+    expect(await worker()).toMatchObject({ status: "inactive", active_tasks: 0 });
+  });
+
   it("worker heartbeat takes seed 000's body as it is (worker_id and metadata): a new worker gets defaults, a known one keeps what it said", async () => {
     const seedBeat = { worker_id: "worker-youtube-01", metadata: { hostname: "server-01", pid: 12345, version: "1.0.0", tasks_processed: 42 } };
     const answer = await s.call("POST", "/api/workers/heartbeat", seedBeat);
@@ -841,12 +860,11 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const swept = await s.call("POST", "/api/tasks/recover-stale", { dry_run: true });
     expect(swept).toMatchObject({ status: 400, body: { error: "validation_error", issues: [{ path: "dry_run" }] } });
     expect(swept.body.message).toBe("Invalid request body: dry_run: Unexpected property (got true); POST /api/tasks/recover-stale takes no request body");
-    expect((await s.call("POST", "/api/workers/w1/shutdown", [1])).body.message).toBe("Invalid request body: request body: Expected object (got a list of 1); POST /api/workers/:id/shutdown takes no request body");
+    expect((await s.call("POST", "/api/tasks/recover-stale", [1])).body.message).toBe("Invalid request body: request body: Expected object (got a list of 1); POST /api/tasks/recover-stale takes no request body");
     // JSON null is a body too: it was let through as if none had been sent.
-    const nulled = await s.call("POST", "/api/workers/w1/shutdown", undefined, { raw: "null" });
+    const nulled = await s.call("POST", "/api/tasks/recover-stale", undefined, { raw: "null" });
     expect(nulled).toMatchObject({ status: 400, body: { success: false, error: "validation_error", issues: [{ path: "request body" }] } });
-    expect(nulled.body.message).toBe("Invalid request body: request body: Expected object (got null); POST /api/workers/:id/shutdown takes no request body");
-    expect((await s.call("POST", "/api/tasks/recover-stale", undefined, { raw: "null" })).status).toBe(400);
+    expect(nulled.body.message).toBe("Invalid request body: request body: Expected object (got null); POST /api/tasks/recover-stale takes no request body");
     // No body, an empty one, or {} is what such a route takes, as before.
     expect((await s.call("POST", "/api/tasks/recover-stale")).status).toBe(200);
     expect((await s.call("POST", "/api/tasks/recover-stale", undefined, { raw: "" })).status).toBe(200);

@@ -140,7 +140,7 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "POST /api/tasks/wait": { body: strict(WaitForWork) },
   "POST /api/workers/heartbeat": { body: schemas.WorkerBeatSchema },
   "GET /api/workers": {},
-  "POST /api/workers/{id}/shutdown": { params: Type.Object({ id: schemas.WorkerId }) },
+  "POST /api/workers/{id}/shutdown": { params: Type.Object({ id: schemas.WorkerId }), body: schemas.WorkerShutdownSchema },
   "GET /api/reassignments": { query: schemas.ReassignmentQuerySchema },
   "GET /api/reassignments/stats": {},
   "GET /api/task-types": {},

@@ -391,7 +391,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
         return down.value ? refused() : store.completeMany(items, options);
       },
       workerHeartbeat: (beat) => (down.value ? refused() : store.workerHeartbeat(beat)),
-      shutdownWorker: (workerId) => (down.value ? refused() : store.shutdownWorker(workerId)),
+      shutdownWorker: (workerId, runId) => (down.value ? refused() : store.shutdownWorker(workerId, runId)),
     });
     const { worker, logs } = await startWorker({ handlers: { quick: async () => ({ done: true }) } }, unreachable);
     const task = (await store.enqueue({ taskType: "quick" })).task;
@@ -489,7 +489,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     const hangs = withOverrides(store, {
       release: async (...args) => (silent ? never : store.release(...args)),
       workerHeartbeat: async (beat) => (silent ? never : store.workerHeartbeat(beat)),
-      shutdownWorker: async (id) => (silent ? never : store.shutdownWorker(id)),
+      shutdownWorker: async (id, runId) => (silent ? never : store.shutdownWorker(id, runId)),
     });
     const long = (_params: unknown, ctx: { signal: AbortSignal }) => new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve()));
     const { worker, logs } = await startWorker({ concurrency: 1, lastCallsMs: 2000, handlers: { quick: async () => {}, long } }, hangs);
@@ -984,7 +984,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
         return store.listWorkers();
       },
       workerHeartbeat: (beat) => counted("beat", () => store.workerHeartbeat(beat)),
-      shutdownWorker: (id) => counted("shutdown", () => store.shutdownWorker(id)),
+      shutdownWorker: (id, runId) => counted("shutdown", () => store.shutdownWorker(id, runId)),
     });
     const worker = new Worker(slowStart, { roles: ["x"], handlers: { x: async () => {} }, heartbeatIntervalMs: 50, heartbeatThread: false, handleSignals: false, lastCallsMs: 100, logger: captureLogs().logger });
     workers.push(worker);
@@ -1025,6 +1025,42 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await eventually(async () => (await store.listWorkers()).find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
     await new Promise((r) => setTimeout(r, 1000));
     expect((await store.listWorkers()).find((w) => w.workerId === worker.id)).toMatchObject({ status: "inactive" });
+  });
+
+  it("a stop's shutdown names its run: held up until the worker restarted under its id, it leaves the new run's task with it", { timeout: 30_000 }, async () => {
+    // Without the run, the late shutdown took the restarted worker for the one stopping: it marked it
+    // inactive and put its running task back in the pool, for another worker to run it again.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let landed: Promise<number[]> | null = null;
+    const heldShutdown = withOverrides(store, { shutdownWorker: (workerId, runId) => (landed = held.then(() => store.shutdownWorker(workerId, runId))) });
+    const options = { workerId: "w-restarted", roles: ["long"], pollIntervalMs: 100, heartbeatIntervalMs: 60_000, heartbeatThread: false, handleSignals: false, lastCallsMs: 100 };
+    const first = new Worker(heldShutdown, { ...options, handlers: { long: async () => {} }, logger: captureLogs().logger });
+    workers.push(first);
+    await first.start();
+    // It gives up waiting for the shutdown after lastCallsMs.
+    await first.stop(0);
+    let started = () => {};
+    const running = new Promise<void>((resolve) => (started = resolve));
+    let finish = () => {};
+    const finishing = new Promise<void>((resolve) => (finish = resolve));
+    const long = async () => {
+      started();
+      await finishing;
+      return { done: true };
+    };
+    const second = new Worker(store, { ...options, handlers: { long }, logger: captureLogs().logger });
+    workers.push(second);
+    await second.start();
+    const { task } = await store.enqueue({ taskType: "long" });
+    await running;
+    release();
+    expect(await landed).toEqual([]);
+    expect(await store.get(task.id)).toMatchObject({ status: "running", workerId: "w-restarted", attempts: 1 });
+    expect((await store.listWorkers()).find((w) => w.workerId === "w-restarted")).toMatchObject({ status: "active", activeTasks: 1 });
+    finish();
+    await settled(task.id);
+    expect((await store.events(task.id)).map((e) => e.event)).toEqual(["created", "claimed", "completed"]);
   });
 
   it("over HTTP, beats held up at the server until after the worker's shutdown leave it inactive: they are of the run that shut down", { timeout: 30_000 }, async () => {

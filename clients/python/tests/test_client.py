@@ -556,6 +556,40 @@ class WorkerTest(unittest.TestCase):
         again._beat()
         self.assertEqual(status(), "active")
 
+    def test_a_late_shutdown_of_a_run_replaced_since_leaves_the_new_run_and_its_task_be(self):
+        kind = unique("replaced")
+        task_id = self.client.enqueue(kind, {})["id"]
+        # The old run has a client of its own, whose shutdown is held up until the new run has registered and claimed.
+        old_client = Client(URL, API_KEY, retries=2, backoff=0.01)
+        old = Worker(old_client, {kind: lambda ctx: None}, worker_id=f"py-{uuid.uuid4().hex[:8]}", wait_ms=0, heartbeat_interval=0.05)
+        new = Worker(self.client, old.handlers, worker_id=old.worker_id, heartbeat_interval=0.05)
+        send = old_client.request
+        claimed = []
+        answers = []
+
+        def held_until_a_restart(method, path, body=None, **options):
+            if not path.endswith("/shutdown"):
+                return send(method, path, body, **options)
+            new._beat()
+            claimed.append(self.client.claim(new.worker_id, [kind], start=True))
+            answers.append(send(method, path, body, **options))
+            return answers[-1]
+
+        old_client.request = held_until_a_restart
+        old.run(max_tasks=0, handle_signals=False)
+        self.assertEqual([t["id"] for t in claimed], [task_id])
+        self.assertEqual([a["released"] for a in answers], [[]])
+        registered = next(w for w in self.client.request("GET", "/api/workers")["workers"] if w["worker_id"] == old.worker_id)
+        self.assertEqual((registered["status"], registered["active_tasks"]), ("active", 1))
+        # The new run's lease holds: its outcome is taken, the task ran once.
+        self.client.complete(task_id, new.worker_id, claimed[0]["lease_token"], {"ok": True})
+        shown = self.client.get(task_id)
+        self.assertEqual((shown["task"]["status"], shown["task"]["attempts"]), ("completed", 1))
+        self.assertEqual([e["event"] for e in shown["events"]], ["created", "claimed", "completed"])
+        # An operator's shutdown names no run: it is of the current one.
+        self.assertEqual(self.client.shutdown_worker(new.worker_id), [])
+        self.assertEqual(next(w for w in self.client.request("GET", "/api/workers")["workers"] if w["worker_id"] == old.worker_id)["status"], "inactive")
+
     def test_a_busy_worker_gets_its_next_task_in_the_answer_to_its_completion(self):
         kind = unique("chained")
         ids = [self.client.enqueue(kind, {"n": n}, priority=10 - n)["id"] for n in range(4)]

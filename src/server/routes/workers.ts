@@ -1,7 +1,7 @@
 /** The worker registry: heartbeats (seed 000), the registry view, graceful shutdown. */
 import { Type } from "@sinclair/typebox";
 import { WorkerRecordSchema } from "../../core/record-schemas.js";
-import { WorkerBeatSchema, WorkerId } from "../../core/schemas.js";
+import { WorkerBeatSchema, WorkerId, WorkerShutdownSchema } from "../../core/schemas.js";
 import { defineRoute } from "../route.js";
 import { counted } from "../../core/counted.js";
 
@@ -44,14 +44,22 @@ export const workerRoutes = [
     summary: "Graceful deregistration",
     description:
       "What the worker still holds goes back to the pool (no attempt charged, checkpoints kept); it turns inactive. Again for an " +
-      "inactive worker: 200, nothing released. 404 for a worker the registry does not know (it never sent a heartbeat).",
+      "inactive worker: 200, nothing released. 404 for a worker the registry does not know (it never sent a heartbeat). The body is " +
+      "optional: `run_id` names the run shutting down (the `run_id` of its beats). If another run has registered under the id since " +
+      "(this shutdown arrived late: held up, or sent again by a retry), it answers 200 with nothing released and changes nothing: the " +
+      "worker stays active and the tasks leased under its id, the new run's, stay leased; only that run's late beats are refused from " +
+      "then on. Without a body (an operator's shutdown), it is of whichever run is current.",
     access: ["worker"],
     params: Type.Object({ id: WorkerId }, { additionalProperties: false }),
+    body: WorkerShutdownSchema,
     reply: { message: Type.String(), released: Type.Array(Type.Integer()) },
     errors: [404],
-    async handler({ params }, { pool }) {
-      const released = await pool.protocol.shutdownWorker(params.id);
-      return { message: `Worker ${params.id} shut down; ${counted(released.length, "task")} released`, released };
+    async handler({ params, body }, { pool }) {
+      // No body at all comes as undefined.
+      const runId = body?.runId;
+      const released = await pool.protocol.shutdownWorker(params.id, runId);
+      const who = runId === undefined ? `Worker ${params.id}` : `Run ${runId} of worker ${params.id}`;
+      return { message: `${who} shut down; ${counted(released.length, "task")} released`, released };
     },
   }),
 ];

@@ -736,8 +736,8 @@ export class PostgresStore implements Store {
     return beats.map((b) => ({ lost: (b.leases ?? []).map((l) => l.taskId).filter((id) => !held.has(`${b.workerId}:${id}`)) }));
   }
 
-  async shutdownWorker(workerId: string): Promise<number[]> {
-    const rows = await this.rows<{ known: boolean; id: number | null }>("tp_worker_shutdown", workerSql.WORKER_SHUTDOWN, [workerId, await this.now()]);
+  async shutdownWorker(workerId: string, runId?: string): Promise<number[]> {
+    const rows = await this.rows<{ known: boolean; id: number | null }>("tp_worker_shutdown", workerSql.WORKER_SHUTDOWN, [workerId, await this.now(), runId ?? null]);
     const released = rows.flatMap((r) => (r.id === null ? [] : [r.id]));
     if (released.length > 0) await this.notify("");
     else if (!rows[0].known) throw new WorkerNotFoundError(workerId);

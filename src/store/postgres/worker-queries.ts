@@ -131,23 +131,45 @@ export const WORKER_HEARTBEAT = `
     FROM (SELECT worker_id, id FROM held UNION ALL SELECT worker_id, id FROM finished) AS kept
   ) h`;
 
-/** $1 worker_id, $2 now. Graceful shutdown: everything it holds goes back to the pool, attempt refunded; what was reserved for it is open to all. */
+/**
+ * In WORKER_SHUTDOWN, of the worker's row: the run shutting down ($3) is not the registered one. Another
+ * run registered under the id since (the shutdown landed late, held up or sent again), and what the
+ * worker holds now is that run's. A shutdown naming no run, or a worker whose beats named none, is of
+ * the current run.
+ */
+const REPLACED = "($3::text IS NOT NULL AND workers.run_id IS NOT NULL AND workers.run_id <> $3::text)";
+
+/** In WORKER_SHUTDOWN's update of the worker: `value`, unless the run shutting down was replaced (REPLACED). */
+const UNLESS_REPLACED = (column: string, value: string) => `${column} = CASE WHEN ${REPLACED} THEN workers.${column} ELSE ${value} END`;
+
+/**
+ * $1 worker_id, $2 now, $3 the run shutting down (null: the current one). Graceful shutdown: everything
+ * it holds goes back to the pool, attempt refunded; what was reserved for it is open to all. A shutdown
+ * of a replaced run (REPLACED) changes nothing but the run that shut down, so that its late beats are
+ * refused too (see WORKER_HEARTBEAT): the worker stays active, its tasks leased and its reservations
+ * kept. Decided on the worker's row as the update finds it once locked, so a beat of the new run
+ * committed meanwhile counts; the tasks are read after (AFTER_THE_WORKERS).
+ */
 export const WORKER_SHUTDOWN = `
   WITH worker AS (
-    UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = $2::timestamptz, gone_at = $2::timestamptz, gone_run_id = run_id
-    WHERE worker_id = $1 RETURNING 1
+    UPDATE workers SET ${UNLESS_REPLACED("status", "'inactive'")}, ${UNLESS_REPLACED("current_load", "0")},
+        ${UNLESS_REPLACED("last_seen_at", "$2::timestamptz")}, ${UNLESS_REPLACED("gone_at", "$2::timestamptz")},
+        gone_run_id = coalesce($3::text, workers.run_id)
+    WHERE worker_id = $1 RETURNING ${REPLACED} AS replaced
   ),
+  -- Whether the shutdown is of the current run (or of a worker the registry does not know: its tasks go back, as before).
+  of_the_run AS (SELECT NOT EXISTS (SELECT 1 FROM worker WHERE replaced) AS yes),
   released AS (
     UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
         claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0), updated_at = $2::timestamptz
-    WHERE t.worker_id = $1 AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS}
+    WHERE t.worker_id = $1 AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS} AND (SELECT yes FROM of_the_run)
     RETURNING t.id, t.checkpoint
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
     SELECT id, 'released', $1, 'worker shut down', checkpoint, $2::timestamptz FROM released
   ),
-  ${UNRESERVED_FOR("SELECT $1")}
+  ${UNRESERVED_FOR("SELECT $1 WHERE (SELECT yes FROM of_the_run)")}
   -- One row at least: whether the registry knew the worker, with each released task's id (null if none).
   SELECT k.known, r.id FROM (SELECT EXISTS (SELECT 1 FROM worker) AS known) k LEFT JOIN released r ON true ORDER BY r.id`;
 

@@ -510,15 +510,17 @@ export class SqliteStore implements Store {
     return results;
   }
 
-  async shutdownWorker(workerId: string): Promise<number[]> {
+  async shutdownWorker(workerId: string, runId?: string): Promise<number[]> {
     const released = await this.conn.tx(true, () => {
       const now = this.now();
+      // Another run registered under the id since: what the worker holds is that run's.
+      if (this.conn.stmt(workerSql.MARK_REPLACED_RUN_GONE).run({ workerId, runId: runId ?? null }).changes > 0) return [];
       const rows = this.conn.stmt(workerSql.RELEASE_WORKER_TASKS).all({ workerId, now }) as { id: number; checkpoint: string | null }[];
       for (const r of rows) {
         this.conn.logEvent({ taskId: r.id, event: "released", fromWorkerId: workerId, message: "worker shut down", data: r.checkpoint === null ? null : JSON.parse(r.checkpoint) }, now);
       }
       this.conn.stmt(workerSql.UNRESERVE_FOR).run({ workers: JSON.stringify([workerId]) });
-      const known = this.conn.stmt(workerSql.MARK_INACTIVE).run({ workerId, now }).changes > 0;
+      const known = this.conn.stmt(workerSql.MARK_INACTIVE).run({ workerId, runId: runId ?? null, now }).changes > 0;
       if (!known && rows.length === 0) throw new WorkerNotFoundError(workerId);
       return rows.map((r) => r.id).sort((a, b) => a - b);
     });

@@ -75,7 +75,17 @@ export const UNRESERVE_FOR = `
   UPDATE tasks SET reserved_for = NULL, reserved_until = NULL
   WHERE status = 'pending' AND reserved_for IN (SELECT value FROM json_each(@workers))`;
 
-export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now, gone_at = @now, gone_run_id = run_id WHERE worker_id = @workerId`;
+/**
+ * A shutdown of a run that is no longer the worker's current one (PostgreSQL's WORKER_SHUTDOWN says
+ * when) records it as the run that shut down, so that its late beats are refused too, and changes
+ * nothing else; no change: the shutdown is of the current run (or of a worker unknown to the registry).
+ */
+export const MARK_REPLACED_RUN_GONE = `
+  UPDATE workers SET gone_run_id = @runId
+  WHERE worker_id = @workerId AND @runId IS NOT NULL AND run_id IS NOT NULL AND run_id <> @runId`;
+
+/** @runId the run shutting down, or null for the current one. */
+export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now, gone_at = @now, gone_run_id = coalesce(@runId, run_id) WHERE worker_id = @workerId`;
 
 export const LIST_WORKERS = `
   SELECT w.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})) AS active_tasks
