@@ -1,7 +1,8 @@
 /**
  * A refusal from the server becomes the error the same call throws on a store, so code written
  * against the library (the worker runtime aborting a handler on LeaseLostError, a caller catching
- * ValidationError) behaves the same over HTTP. The server's message is kept as it is.
+ * ValidationError) behaves the same over HTTP. The server's message is kept as it is, but for the
+ * names of the fields a validation error's issues name: the library's, as a store's message has them.
  */
 import {
   AlreadyClaimedError,
@@ -19,7 +20,7 @@ import {
   ValidationError,
   WorkerNotFoundError,
 } from "../core/errors.js";
-import { libraryPath } from "../core/wire.js";
+import { libraryPath, renameFields } from "../core/wire.js";
 
 /** A refusal only HTTP has (no or a bad key, a scope, a reply that is not the API's). */
 export class HttpApiError extends TaskpoolError {
@@ -123,9 +124,11 @@ export function errorFromReply(status: number, body: Record<string, unknown>, su
   if (status >= 500) return new UnavailableError(code, text);
   switch (code) {
     case "validation_error": {
-      // The server names fields as the request did (snake_case): back to the library's names.
-      const list = Array.isArray(issues) ? (issues as { path: string; message: string }[]).map((i) => ({ path: libraryPath(i.path), message: i.message })) : [];
-      return new ValidationError(text, list);
+      // The server names fields as the request did (snake_case): back to the library's names, in the
+      // message too, which the CLI then says in its flags' names as it does a database's refusal.
+      const wire = Array.isArray(issues) ? (issues as { path: string; message: string }[]) : [];
+      const list = wire.map((i) => ({ path: libraryPath(i.path), message: i.message }));
+      return new ValidationError(renameFields(text, wire.map((i) => i.path), libraryPath), list);
     }
     case "lease_lost":
       return withMessage(new LeaseLostError(id), text);

@@ -197,15 +197,17 @@ function buildConverter(s: Schema, direction: Direction): Converter {
 /** Fields whose value is the user's JSON: a path goes on unchanged past them (`params.storeId` stays). */
 const JSON_FIELDS = new Set(["params", "checkpoint", "result", "metadata", "paramsSchema", "data"]);
 
+/** How many of a path's segments name fields: up to the first field of the user's JSON, whose keys follow. */
+function fieldCount(segments: string[]): number {
+  const json = segments.findIndex((segment) => JSON_FIELDS.has(toCamel(segment)));
+  return json < 0 ? segments.length : json + 1;
+}
+
 /** `path` with each field's name passed through `rename`, up to the first field of the user's JSON, whose keys stay as they are. */
 function renamePath(path: string, rename: (name: string) => string): string {
   const segments = path.split(".");
-  const out: string[] = [];
-  for (let i = 0; i < segments.length; i++) {
-    out.push(rename(segments[i]));
-    if (JSON_FIELDS.has(toCamel(segments[i]))) return [...out, ...segments.slice(i + 1)].join(".");
-  }
-  return out.join(".");
+  const fields = fieldCount(segments);
+  return [...segments.slice(0, fields).map(rename), ...segments.slice(fields)].join(".");
 }
 
 /** A wire field path (`follow_ups.0.task_type`) as the library names it (`followUps.0.taskType`; `params.store_id` stays). */
@@ -213,3 +215,21 @@ export const libraryPath = (path: string): string => renamePath(path, toCamel);
 
 /** A library field path (`followUps.0.taskType`) as the wire names it (`follow_ups.0.task_type`; `params.storeId` stays). */
 export const wirePath = (path: string): string => renamePath(path, toSnake);
+
+/** A name in a message, dotted or not (`fan_out.keys.0`, `maxAttempts`): not the end of a longer one, nor the start of a quoted value (`(got "max_attempts")`). */
+const NAME = /(?<![\w."])[A-Za-z_]\w*(?:\.\w+)*/g;
+
+/**
+ * A validation message with the fields it names passed through `rename` (`wirePath`, `libraryPath`),
+ * so that it names them as its issues' paths then do. A name is taken for a field when it starts with
+ * a field of one of `paths`: a message names a field whole (`fan_out.keys.0.params.storeId`), by a
+ * part (`fan_out.keys.0`, `batch_interval_seconds`) or as a batch item has it (`item 1: …:
+ * maxAttempts:`). The keys of the user's JSON keep their names, as in the paths.
+ */
+export function renameFields(message: string, paths: readonly string[], rename: (path: string) => string): string {
+  const fields = new Set(paths.flatMap((path) => {
+    const segments = path.split(".");
+    return segments.slice(0, fieldCount(segments));
+  }));
+  return message.replace(NAME, (name) => (fields.has(name.split(".", 1)[0]) ? rename(name) : name));
+}

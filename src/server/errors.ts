@@ -5,8 +5,8 @@
  */
 import { Type } from "@sinclair/typebox";
 import { TaskpoolError, ValidationError, type Vocabulary } from "../core/errors.js";
-import { invalidMessage, MAX_ISSUES } from "../core/validation.js";
-import { toSnake, toWire, wirePath } from "../core/wire.js";
+import { invalidMessage } from "../core/validation.js";
+import { renameFields, toSnake, toWire, wirePath } from "../core/wire.js";
 
 /** The status each error code answers with; an unlisted code is a bug (500). */
 export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
@@ -97,9 +97,6 @@ interface FastifyLikeError {
   message?: string;
 }
 
-/** The start of a batch item's issue path: its index, after the list's name if the item is in one ("followUps.1."). */
-const ITEM_PREFIX = /^(?:[A-Za-z]+\.)?\d+\./;
-
 /** What a 503 `database_unavailable` tells clients to wait (Retry-After): a restart or failover takes seconds, a retry after one finds out. */
 const DATABASE_RETRY_SECONDS = 1;
 
@@ -126,11 +123,7 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
       body.issues = error.issuesIn(WIRE_VOCABULARY).map((i) => ({ path: wirePath(i.path), message: i.message }));
       // A message worded for either vocabulary says the wire's names itself. One given as text names a
       // batch item's field as the item has it ("item 1: …: maxAttempts: …"), not by its whole path.
-      // The first issues only: the message names no more (MAX_ISSUES), and each is a pass over it.
-      body.message = error.issues.slice(0, 2 * MAX_ISSUES).reduce((m, i) => {
-        const local = i.path.replace(ITEM_PREFIX, "");
-        return [i.path, local].reduce((text, path) => text.replaceAll(`${path}:`, `${wirePath(path)}:`).replaceAll(`${path} `, `${wirePath(path)} `), m);
-      }, error.messageIn(WIRE_VOCABULARY));
+      body.message = renameFields(error.messageIn(WIRE_VOCABULARY), error.issues.map((i) => i.path), wirePath);
     }
     if (error instanceof HttpError) Object.assign(body, error.details);
     return { status: STATUS_BY_CODE[error.code], body: toWire(ErrorEnvelope, body) };

@@ -443,6 +443,34 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
     }
   }, 60_000);
 
+  it("a refusal only the server makes (it reads the database) names the command's flags, word for word as the same command on the database", async () => {
+    const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
+    const definition = `${path}.type.json`;
+    writeFileSync(definition, JSON.stringify({ name: "product_resync", paramsSchema: { type: "object", properties: { key: { type: "integer" } }, required: ["key"] } }));
+    await taskpool("types", "register", definition, "--db", db);
+    rmSync(definition);
+    const { url, stop } = await startServe("--no-coordinator", "--db", db);
+    try {
+      const add = ["schedules", "add", "resync", "--type", "product_resync", "--cron", "0 0 * * *"];
+      // A fan-out reading a schedule that does not exist; keys the registered type refuses.
+      const commands = [
+        [...add, "--from-results", "discovry:storeIds"],
+        [...add, "--keys", "1,x"],
+      ];
+      const [viaServer, onDatabase] = await Promise.all(
+        [["--url", url, "--api-key", admin], ["--db", db]].map((target) => Promise.all(commands.map((command) => taskpoolRun(...command, ...target)))),
+      );
+      // The server's message named the wire's fields (fan_out.from_results.schedule): no flag of the command's.
+      expect(viaServer.map((r) => [r.code, r.stderr])).toEqual([
+        [1, expect.stringMatching(/^taskpool: Invalid --from-results: there is no schedule "discovry" whose last run's results could hold the keys; create "discovry" first/)],
+        [1, 'taskpool: fanOut.keys.1 ("x"): Invalid params for product_resync v1: params.key: must be integer\n'],
+      ]);
+      expect(viaServer.map((r) => r.stderr)).toEqual(onDatabase.map((r) => r.stderr));
+    } finally {
+      await stop();
+    }
+  }, 60_000);
+
   it("a --db typed on the command line wins over an exported TASKPOOL_URL; --url and --db both typed are refused, changing nothing", async () => {
     const own = sqlitePath();
     const ownDb = `sqlite:${own}`;

@@ -25,6 +25,7 @@ import type { TaskTypeRecord } from "../../src/core/task-type.js";
 import { fromWire, libraryPath, toCamel, toSnake, toWire, wirePath, wireSchema } from "../../src/core/wire.js";
 import type { ReassignmentEvent, SweepResult, WorkerRecord } from "../../src/core/worker.js";
 import { ValidationError } from "../../src/core/errors.js";
+import { errorFromReply } from "../../src/client/errors.js";
 import { errorReply } from "../../src/server/errors.js";
 import { buildServer, ROUTES } from "../../src/server/server.js";
 import { ClaimNext, ClaimWait } from "../../src/server/routes/task-leases.js";
@@ -56,6 +57,16 @@ describe("the wire mapping", () => {
     const reply = (message: string, path: string) => errorReply(new ValidationError(message, [{ path, message: "Expected string" }])).body as { message: string };
     expect(reply("Invalid schedule: fanOut.0.taskType: Expected string", "fanOut.0.taskType").message).toBe("Invalid schedule: fan_out.0.task_type: Expected string");
     expect(reply("item 1: Invalid task: taskType: Expected string", "1.taskType").message).toBe("item 1: Invalid task: task_type: Expected string");
+    // And back in the client, the library's names again, a field named by a part of its path too; the
+    // user's JSON keys, a value (quoted) and a type's name stay as they are, whatever their casing.
+    const refusal = new ValidationError('fanOut.keys.1 ("max_attempts"): Invalid params for product_resync v1: params.store_id: is required; fanOut: maxAttempts: too many', [
+      { path: "fanOut.keys.1.params.store_id", message: "is required" },
+      { path: "fanOut.maxAttempts", message: "too many" },
+    ]);
+    const { status, body } = errorReply(refusal);
+    expect((body as { message: string }).message).toBe('fan_out.keys.1 ("max_attempts"): Invalid params for product_resync v1: params.store_id: is required; fan_out: max_attempts: too many');
+    const back = errorFromReply(status, body as Record<string, unknown>) as ValidationError;
+    expect([back.message, back.issues]).toEqual([refusal.message, refusal.issues]);
   });
 
   it("every property name of every library schema survives the round trip (a name that cannot is caught here)", () => {
