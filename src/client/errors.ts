@@ -2,7 +2,8 @@
  * A refusal from the server becomes the error the same call throws on a store, so code written
  * against the library (the worker runtime aborting a handler on LeaseLostError, a caller catching
  * ValidationError) behaves the same over HTTP. The server's message is kept as it is, but for the
- * names of the fields a validation error's issues name: the library's, as a store's message has them.
+ * names of the fields a validation error's issues name (the library's, as a store's message has
+ * them) and a not-found of what the call named, which the client says as a store does.
  */
 import {
   AlreadyClaimedError,
@@ -133,8 +134,10 @@ export function errorFromReply(status: number, body: Record<string, unknown>, su
     case "lease_lost":
       return withMessage(new LeaseLostError(id), text);
     case "not_found":
-      if (subject && "scheduleName" in subject) return withMessage(new ScheduleNotFoundError(subject.scheduleName), text);
-      if (subject && "workerId" in subject) return withMessage(new WorkerNotFoundError(subject.workerId), text);
+      // Said as a store says it, pointing where the library's callers look (the server's points to its
+      // routes): it tells nothing the name does not.
+      if (subject && "scheduleName" in subject) return new ScheduleNotFoundError(subject.scheduleName);
+      if (subject && "workerId" in subject) return new WorkerNotFoundError(subject.workerId);
       return taskId === undefined ? new HttpApiError(code, text, status) : withMessage(new TaskNotFoundError(id), text);
     case "already_claimed":
       return withMessage(new AlreadyClaimedError(id, null), text);

@@ -3,12 +3,21 @@
  * the `error` field); the message says what was wrong and how to fix it.
  */
 export class TaskpoolError extends Error {
+  #message: string | Wording;
+
   constructor(
     readonly code: string,
-    message: string,
+    /** Text, or a wording when it names what the caller can change or look at: the HTTP layer words it in the wire's terms. */
+    message: string | Wording,
   ) {
-    super(message);
+    super(say(message, LIBRARY_VOCABULARY));
     this.name = new.target.name;
+    this.#message = message;
+  }
+
+  /** The message in `vocabulary`'s terms (`message` is the library's). */
+  messageIn(vocabulary: Vocabulary): string {
+    return typeof this.#message === "string" ? this.message : this.#message(vocabulary);
   }
 }
 
@@ -53,10 +62,13 @@ export interface FieldIssue {
   message: string;
 }
 
+/** What a not-found refusal points to, where the caller can see what does exist. */
+export type Listing = "workers" | "schedules";
+
 /**
- * How a message names what the caller can change. The library's callers know fields by the
- * library's names (`fanOut.keys`) and limits as connect() options; an HTTP caller sent the wire's
- * (`fan_out.keys`) and cannot set the server's limits.
+ * How a message names what the caller can change or look at. The library's callers know fields by
+ * the library's names (`fanOut.keys`) and limits as connect() options; an HTTP caller sent the
+ * wire's (`fan_out.keys`), cannot set the server's limits, and may have no CLI to run.
  */
 export interface Vocabulary {
   /** A field of the call, given by its library path (`fanOut.keys.1`). */
@@ -65,13 +77,21 @@ export interface Vocabulary {
   setting(path: string): string;
   /** A call the caller can make, given as the pool's method (`registerTaskType`). */
   call(method: string): string;
+  /** Where the caller sees what exists (the workers, the schedules). */
+  listing(what: Listing): string;
 }
 
 /** Text naming fields or settings, written once for each vocabulary: `(v) => \`Invalid ${v.field("fanOut.keys")}: …\``. */
 export type Wording = (vocabulary: Vocabulary) => string;
 
+/**
+ * Where the library's messages point for a listing: the CLI's commands. The CLI prints the library's
+ * messages as they are, and it shows any pool, one behind a server included.
+ */
+const CLI_LISTINGS: Record<Listing, string> = { workers: "taskpool workers", schedules: "taskpool schedules list" };
+
 /** The library's own names: what `message` and `issues` say. */
-export const LIBRARY_VOCABULARY: Vocabulary = { field: (path) => path, setting: (path) => path, call: (method) => `pool.${method}` };
+export const LIBRARY_VOCABULARY: Vocabulary = { field: (path) => path, setting: (path) => path, call: (method) => `pool.${method}`, listing: (what) => CLI_LISTINGS[what] };
 
 /** An issue whose message names fields or settings. */
 export interface WordedIssue {
@@ -104,8 +124,8 @@ export class ValidationError extends TaskpoolError {
     });
   }
 
-  /** The message in `vocabulary`'s names (`message` is the library's). */
-  messageIn(vocabulary: Vocabulary): string {
+  /** The message in `vocabulary`'s names (`message` is the library's), prefixed as prefixMessage made it. */
+  override messageIn(vocabulary: Vocabulary): string {
     return typeof this.#message === "string" ? this.message : this.#message(vocabulary);
   }
 
@@ -277,14 +297,14 @@ export class ApiKeyNotFoundError extends TaskpoolError {
 /** Shutting down a worker the registry does not know: a mistyped id, one that never beat, or one retention forgot. */
 export class WorkerNotFoundError extends TaskpoolError {
   constructor(readonly workerId: string) {
-    super("not_found", `Worker "${workerId}" is not in the registry: it never sent a heartbeat, or retention removed it (taskpool workers lists them)`);
+    super("not_found", (v) => `Worker "${workerId}" is not in the registry: it never sent a heartbeat, or retention removed it (${v.listing("workers")} lists them)`);
   }
 }
 
 /** Naming a schedule that does not exist. */
 export class ScheduleNotFoundError extends TaskpoolError {
   constructor(readonly scheduleName: string) {
-    super("not_found", `Schedule "${scheduleName}" does not exist (taskpool schedules list shows them)`);
+    super("not_found", (v) => `Schedule "${scheduleName}" does not exist (${v.listing("schedules")} shows them)`);
   }
 }
 

@@ -4,7 +4,7 @@
  * body too large) turned into the same envelope: `{ "success": false, "error": code, "message": … }`.
  */
 import { Type } from "@sinclair/typebox";
-import { TaskpoolError, ValidationError, type Vocabulary } from "../core/errors.js";
+import { type Listing, TaskpoolError, ValidationError, type Vocabulary } from "../core/errors.js";
 import { invalidMessage } from "../core/validation.js";
 import { renameFields, toSnake, toWire, wirePath } from "../core/wire.js";
 
@@ -101,29 +101,34 @@ interface FastifyLikeError {
 const DATABASE_RETRY_SECONDS = 1;
 
 /**
- * How an HTTP caller knows what it can change: the fields by the names it sent them with, the
- * pool's limits as the server's own (no request sets them), and the routes it can call.
+ * How an HTTP caller knows what it can change or look at: the fields by the names it sent them with,
+ * the pool's limits as the server's own (no request sets them), and the routes it can call.
  */
 const WIRE_VOCABULARY: Vocabulary = {
   field: wirePath,
   setting: (name) => (name === "requireRegistered" ? "taskpool serve --require-registered" : "set on this server"),
   call: (method) => WIRE_CALLS[method] ?? method,
+  listing: (what) => WIRE_LISTINGS[what],
 };
 
 /** The routes of the pool's methods that refusals point to. */
 const WIRE_CALLS: Record<string, string> = { registerTaskType: "POST /api/task-types" };
 
+/** The routes that list what a not-found refusal names. */
+const WIRE_LISTINGS: Record<Listing, string> = { workers: "GET /api/workers", schedules: "GET /api/schedules" };
+
 /** The status and wire body of any error a request ended with. */
 export function errorReply(error: unknown, bodyLimit?: number): { status: number; body: unknown } {
   if (error instanceof TaskpoolError && STATUS_BY_CODE[error.code] !== undefined) {
-    const body: Record<string, unknown> = { success: false, error: error.code, message: error.message };
+    const message = error.messageIn(WIRE_VOCABULARY);
+    const body: Record<string, unknown> = { success: false, error: error.code, message };
     if (error instanceof RequestValidationError) body.issues = error.issues;
     else if (error instanceof ValidationError) {
       // The library names fields as it does (camelCase): the HTTP caller sent them in snake_case.
       body.issues = error.issuesIn(WIRE_VOCABULARY).map((i) => ({ path: wirePath(i.path), message: i.message }));
       // A message worded for either vocabulary says the wire's names itself. One given as text names a
       // batch item's field as the item has it ("item 1: …: maxAttempts: …"), not by its whole path.
-      body.message = renameFields(error.messageIn(WIRE_VOCABULARY), error.issues.map((i) => i.path), wirePath);
+      body.message = renameFields(message, error.issues.map((i) => i.path), wirePath);
     }
     if (error instanceof HttpError) Object.assign(body, error.details);
     return { status: STATUS_BY_CODE[error.code], body: toWire(ErrorEnvelope, body) };

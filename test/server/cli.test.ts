@@ -471,6 +471,23 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
     }
   }, 60_000);
 
+  it("a schedule the server does not know: the CLI through it points to its own command, as on the database; an HTTP caller, to the route", async () => {
+    const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
+    const { url, stop } = await startServe("--no-coordinator", "--db", db);
+    try {
+      const [http, viaServer, onDatabase] = await Promise.all([
+        request(url, "POST", "/api/schedules/nope/pause", undefined, admin),
+        taskpoolRun("schedules", "pause", "nope", "--url", url, "--api-key", admin),
+        taskpoolRun("schedules", "pause", "nope", "--db", db),
+      ]);
+      expect([http.status, http.body.message]).toEqual([404, 'Schedule "nope" does not exist (GET /api/schedules shows them)']);
+      expect([viaServer.code, viaServer.stderr]).toEqual([1, 'taskpool: Schedule "nope" does not exist (taskpool schedules list shows them)\n']);
+      expect(viaServer.stderr).toBe(onDatabase.stderr);
+    } finally {
+      await stop();
+    }
+  }, 60_000);
+
   it("a --db typed on the command line wins over an exported TASKPOOL_URL; --url and --db both typed are refused, changing nothing", async () => {
     const own = sqlitePath();
     const ownDb = `sqlite:${own}`;

@@ -516,7 +516,8 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     const typo = await s.call("POST", "/api/workers/worker-youtube-1/shutdown");
     expect([typo.status, typo.body]).toEqual([
       404,
-      { success: false, error: "not_found", message: 'Worker "worker-youtube-1" is not in the registry: it never sent a heartbeat, or retention removed it (taskpool workers lists them)' },
+      // The route that lists them, not the CLI's command: an HTTP caller may have no CLI.
+      { success: false, error: "not_found", message: 'Worker "worker-youtube-1" is not in the registry: it never sent a heartbeat, or retention removed it (GET /api/workers lists them)' },
     ]);
   });
 
