@@ -97,7 +97,11 @@ interface FastifyLikeError {
   message?: string;
 }
 
-/** What a 503 `database_unavailable` tells clients to wait (Retry-After): a restart or failover takes seconds, a retry after one finds out. */
+/**
+ * What a 503 `database_unavailable` tells clients to wait (Retry-After): a restart or failover takes
+ * seconds, a retry after one finds out. The same for a SQLite file other processes' writes held locked
+ * past the busy timeout: the request waited that long already, and the lock is free once they end.
+ */
 const DATABASE_RETRY_SECONDS = 1;
 
 /**
@@ -130,6 +134,8 @@ export function errorReply(error: unknown, bodyLimit?: number): { status: number
       // batch item's field as the item has it ("item 1: …: maxAttempts: …"), not by its whole path.
       body.message = renameFields(message, error.issues.map((i) => i.path), wirePath);
     }
+    // SQLite's file held locked past the busy timeout: the store's own error, with no wait of its own in it.
+    if (error.code === "database_unavailable") body.retryAfter = DATABASE_RETRY_SECONDS;
     if (error instanceof HttpError) Object.assign(body, error.details);
     return { status: STATUS_BY_CODE[error.code], body: toWire(ErrorEnvelope, body) };
   }

@@ -2,14 +2,16 @@ import { createServer } from "node:http";
 import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import { setTimeout as sleep } from "node:timers/promises";
+import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { CheckedStore } from "../../src/api/checked-store.js";
 import { Taskpool } from "../../src/api/taskpool.js";
 import { HttpStore } from "../../src/client/http-store.js";
 import { buildServer } from "../../src/server/server.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { captureLogs, eventually } from "../helpers/logs.js";
-import { postgresKind, sqliteKind } from "../helpers/stores.js";
+import { postgresKind, removeSqliteFiles, sqliteKind, sqlitePath } from "../helpers/stores.js";
 import { type Body, request, useServer } from "./harness.js";
 
 const LEASE_LOST = (id: number) => ({
@@ -1153,6 +1155,31 @@ describe("readiness while the database does not answer", () => {
       [40, "GET /readyz answered 503: The database did not answer; the server log says why (connect ECONNREFUSED 127.0.0.1:5432 (simulated))", undefined],
     ]);
     expect(said.filter((l) => l.level === 20)).toHaveLength(4);
+  });
+});
+
+describe("a SQLite file another connection holds the write lock of", () => {
+  it("answers a write 503 database_unavailable with retry_after and Retry-After, as the other 503s do, so clients back off", async () => {
+    const path = sqlitePath();
+    // Waits 200 ms for the lock, not the usual 5 s.
+    const store = new SqliteStore({ path, busyTimeoutMs: 200 });
+    await store.migrate();
+    const app = await buildServer(new Taskpool(new CheckedStore(store), null), { auth: "none" });
+    const url = await app.listen({ host: "127.0.0.1", port: 0 });
+    // What a long write of another process (a big batch, a migration, one stopped mid-transaction) looks like.
+    const holder = new Database(path);
+    try {
+      holder.exec("BEGIN IMMEDIATE");
+      const answer = await request(url, "POST", "/api/tasks", { task_type: "job" }, null);
+      expect(answer.status).toBe(503);
+      expect(answer.body).toMatchObject({ success: false, error: "database_unavailable", message: expect.stringMatching(/stayed locked .*nothing was written/), retry_after: 1 });
+      expect(answer.headers.get("retry-after")).toBe("1");
+    } finally {
+      holder.close();
+      await app.close();
+      await store.close();
+      removeSqliteFiles(path);
+    }
   });
 });
 
