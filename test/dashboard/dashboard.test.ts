@@ -750,6 +750,26 @@ describe("the dashboard in a real browser", () => {
     await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 5000 });
   });
 
+  it("the key's check answered 503 with retry_after waits that long, saying until when, and checks it again by itself", async () => {
+    const page = await open(server.keys.producer);
+    await page.locator("#live", { hasText: /^live · updated/ }).waitFor();
+    const asked: number[] = [];
+    page.on("request", (request) => {
+      if (new URL(request.url()).pathname === "/api/whoami") asked.push(Date.now());
+    });
+    // Opened again with its key kept: the check meets a server whose database is out of reach for a while.
+    const unavailable = { success: false, error: "database_unavailable", message: "The database cannot be reached", retry_after: 2 };
+    await page.route((url) => url.pathname === "/api/whoami", (route) => route.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify(unavailable) }), { times: 1 });
+    await page.reload();
+    await page.getByRole("alert").filter({ hasText: "The server did not answer as expected: The database cannot be reached" }).waitFor({ timeout: 5000 });
+    await page.locator("#retry-wait", { hasText: /^Waiting until \d{1,2}:\d{2}:\d{2}.* \(\d+(\.\d)? s\), as the server asked; the key is checked again then\.$/ }).waitFor();
+    // No "Try again" to send it sooner: it would only be refused again.
+    expect(await page.getByRole("button", { name: "Try again" }).count()).toBe(0);
+    await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 5000 });
+    expect(asked).toHaveLength(2);
+    expect(asked[1] - asked[0]).toBeGreaterThanOrEqual(1950);
+  });
+
   it("a wrong key, and a worker's key, get a clear message and no data", async () => {
     const page = await open("tp_not-a-real-key-at-all");
     await page.locator("#key-message", { hasText: 'Wrong API key: the server answered "Invalid or revoked API key"' }).waitFor();

@@ -1,10 +1,10 @@
 // The dashboard's shell: the key form, the header (pages, live state, key), and the hash router.
 import { render } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, forgetKey, onUnauthorized, saveKey, storedKey } from "./lib/api.js";
 import { duration } from "./lib/format.js";
 import { html } from "./lib/html.js";
-import { NO_ANSWER_MS, useLiveState } from "./lib/live.js";
+import { NO_ANSWER_MS, useLiveState, waitAsked } from "./lib/live.js";
 import { Capacity } from "./pages/capacity.js";
 import { DeadLetter } from "./pages/dead-letter.js";
 import { Overview } from "./pages/overview.js";
@@ -91,6 +91,17 @@ function Connecting() {
   return html`<p class="loading status-failed" role="alert">⚠ waiting ${duration(waited / 1000)} for the server to answer: it may be stopped, or cut off by the network. The dashboard opens as soon as it answers.</p>`;
 }
 
+/** The wait a 429 or a 503 asked of the key's check, counting down; the check is sent again by itself once it is over. */
+function RetryWait({ at }) {
+  const [, tick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => tick((n) => n + 1), 1000);
+    return () => clearInterval(timer);
+  }, []);
+  const until = new Date(at).toLocaleTimeString(undefined, { timeStyle: "medium" });
+  return html`<p class="muted" id="retry-wait">Waiting until ${until} (${duration(Math.max(0, at - Date.now()) / 1000)}), as the server asked; the key is checked again then.</p>`;
+}
+
 function LiveIndicator() {
   const live = useLiveState();
   const [, tick] = useState(0);
@@ -133,8 +144,10 @@ function App() {
   const [gate, setGate] = useState(null);
   const [hasSchedules, setHasSchedules] = useState(false);
   const route = useRoute();
+  const recheck = useRef(null);
 
   const check = async () => {
+    clearTimeout(recheck.current);
     try {
       const who = await api("GET", "api/whoami");
       if (who.scope === "worker") {
@@ -149,7 +162,11 @@ function App() {
       api("GET", "api/schedules").then(() => setHasSchedules(true), (error) => setHasSchedules(error.status !== 404));
     } catch (error) {
       if (error.status === 401) return; // onUnauthorized has shown the form
-      setGate({ message: `The server did not answer as expected: ${error.message}`, retry: true });
+      // A 429 (too many wrong keys from this address, say) or a 503 asking for a wait is waited out, as
+      // the polls do, and the key checked again then: "Try again" at once is only refused again.
+      const retryAt = waitAsked(error);
+      if (retryAt !== null) recheck.current = setTimeout(check, retryAt - Date.now());
+      setGate({ message: `The server did not answer as expected: ${error.message}`, retry: true, retryAt });
     }
   };
 
@@ -168,7 +185,10 @@ function App() {
   }, []);
 
   if (gate) {
-    if (gate.retry) return html`<main class="login"><div class="alert bad" role="alert">${gate.message}</div><button onClick=${check}>Try again</button></main>`;
+    if (gate.retry) {
+      return html`<main class="login"><div class="alert bad" role="alert">${gate.message}</div>
+        ${gate.retryAt === null ? html`<button onClick=${check}>Try again</button>` : html`<${RetryWait} at=${gate.retryAt} />`}</main>`;
+    }
     return html`<${KeyForm} message=${gate.message} onSaved=${check} />`;
   }
   if (!session) return html`<${Connecting} />`;

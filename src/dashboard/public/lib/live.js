@@ -27,8 +27,8 @@ let state = { mode: "live", at: null, error: null, waitingSince: null, retryAt: 
 /**
  * Until when the server asked every poll to wait (Date.now() ms; 0: it did not): a 429's or a 503's
  * `retry_after` (a database unreachable or its statement cancelled, a server shutting down, a proxy's
- * Retry-After). Shared by all polls, the page's and the next page's: the whole server asked, not one
- * call. Only 429s were waited out; after a 503 every poll asked again each period.
+ * Retry-After). Shared by all polls, the page's and the next page's, and the key's check: the whole
+ * server asked, not one call. Only 429s were waited out; after a 503 every poll asked again each period.
  */
 let notBefore = 0;
 
@@ -37,6 +37,18 @@ const RATE_LIMITED_WAIT_S = 10;
 
 /** The longest wait a server (or a proxy's Retry-After: 86400) can put the polls off: a page that never asks again is dead. */
 const RETRY_WAIT_MAX_S = 300;
+
+/**
+ * Puts every call off as long as `error` asks (a 429 or a 503 with `retry_after`, at most
+ * RETRY_WAIT_MAX_S; a 429 without one RATE_LIMITED_WAIT_S). Returns until when (Date.now() ms), or
+ * null when it asks no wait.
+ */
+export function waitAsked(error) {
+  const asked = error.retryAfter ?? (error.status === 429 ? RATE_LIMITED_WAIT_S : undefined);
+  if (asked === undefined) return null;
+  notBefore = Math.max(notBefore, Date.now() + Math.min(asked, RETRY_WAIT_MAX_S) * 1000);
+  return notBefore;
+}
 
 /** The requests of the polls now out, each with when it was sent. */
 const outstanding = new Map();
@@ -111,10 +123,9 @@ export function usePoll(load, deps, periodMs = POLL_MS) {
         setResult((r) => ({ data: r.data, error }));
         failed = error;
         publish({ mode: "error", error });
-        const asked = error.retryAfter ?? (error.status === 429 ? RATE_LIMITED_WAIT_S : undefined);
-        if (asked !== undefined) {
-          notBefore = Math.max(notBefore, Date.now() + Math.min(asked, RETRY_WAIT_MAX_S) * 1000);
-          publish({ retryAt: notBefore, retryError: error });
+        const retryAt = waitAsked(error);
+        if (retryAt !== null) {
+          publish({ retryAt, retryError: error });
           reloadAsked = false; // the server's wait comes first
         }
       } finally {
