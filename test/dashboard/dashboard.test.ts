@@ -906,6 +906,41 @@ describe("the dashboard in a real browser", () => {
     expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
   });
 
+  it("the Tasks and Reassignments tables fit the page at 1280 px with a long error and a long reason, cut with the whole of it at hand", async () => {
+    // Words, and one long token (a URL) with no space to wrap at: what a worker's error or a release's reason can hold.
+    const long = (what: string) => `${what}: see https://example.com/${"a".repeat(600)} for the ${"details ".repeat(60)}end`;
+    const error = long("404 from the store's API");
+    const reason = long("Released by its worker");
+    const task = await server.pool.enqueue("crawl", {}, { maxAttempts: 1 });
+    const [claimed] = await server.pool.protocol.claim({ workerId: "w1", limit: 1 });
+    await server.pool.protocol.fail(claimed.id, { workerId: "w1", leaseToken: claimed.leaseToken }, { error, retryable: false });
+    await server.handle.execute(`INSERT INTO reassignment_events (task_id, from_worker_id, to_worker_id, reason, checkpoint, success, error_message, created_at)
+      VALUES (${task.id}, 'w1', NULL, '${reason.replaceAll("'", "''")}', NULL, 0, '${error.replaceAll("'", "''")}', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
+    /** The table's scrolling box (.scroll) has nothing to scroll sideways, nor the page; its cell `n` cuts `text` at three lines, whole in its title and on a click. */
+    const fits = async (page: Page, table: string, n: number, text: string) => {
+      const cell = page.locator(`${table} tbody tr`).first().locator("td").nth(n);
+      await cell.waitFor({ timeout: 5000 });
+      const box = await page.locator(table).evaluate((t) => ({ scroll: t.parentElement!.scrollWidth, client: t.parentElement!.clientWidth }));
+      expect(box.scroll).toBeLessThanOrEqual(box.client);
+      expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
+      const clamp = cell.locator(".clamp");
+      expect(await clamp.getAttribute("title")).toBe(text);
+      const shown = () => clamp.evaluate((e) => e.getBoundingClientRect().height);
+      const cut = await shown();
+      const hash = await page.evaluate("location.hash");
+      await clamp.click();
+      // The click opened the text, not the page a Tasks row opens on its own click.
+      expect(await page.evaluate("location.hash")).toBe(hash);
+      expect(await shown()).toBeGreaterThan(cut * 2);
+      expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
+    };
+    const page = await open(server.keys.producer, "#/tasks");
+    await fits(page, "#tasks", 8, error);
+    await page.evaluate("location.hash = '#/reassignments'");
+    await fits(page, "#reassignments", 4, reason);
+    await fits(page, "#reassignments", 5, error);
+  });
+
   it("an admin cancels a schedule's pending tasks from the page and is told how many; a refusal shows the server's message", async () => {
     // Every second, three keys in hourly batches: the first run's tasks stay pending (no worker), and the unique key makes later runs add none.
     await server.pool.schedule({ name: "resync", taskType: "product_resync", cron: "* * * * * *", fanOut: { keys: [1, 2, 3], batches: 3, batchIntervalSeconds: 3600 }, uniqueKey: "resync:{key}" });

@@ -21,10 +21,17 @@ export function ErrorBox({ error }) {
   return html`<div class="alert bad" role="alert"><strong>${error.code ?? "error"}</strong>: ${error.message}</div>`;
 }
 
-/** Text of any length, cut at three lines (in a `td.text`): the whole of it is its title, and a click opens or closes it. */
+/**
+ * Text of any length, cut at three lines (in a `td.text`): the whole of it is its title, and a click
+ * opens or closes it, and only that: in a row that opens a page on a click (Tasks) it went there instead.
+ */
 export function LongText({ text }) {
   const [open, setOpen] = useState(false);
-  return html`<span class="clamp ${open ? "open" : ""}" title=${text} onClick=${() => setOpen(!open)}>${text}</span>`;
+  const toggle = (event) => {
+    event.stopPropagation();
+    setOpen(!open);
+  };
+  return html`<span class="clamp ${open ? "open" : ""}" title=${text} onClick=${toggle}>${text}</span>`;
 }
 
 export function Json({ value }) {

@@ -1,6 +1,6 @@
 // Reassignment history and seed 003's statistics.
 import { api } from "../lib/api.js";
-import { ErrorBox, Loading } from "../lib/components.js";
+import { ErrorBox, Loading, LongText } from "../lib/components.js";
 import { ago, num, time } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { usePoll } from "../lib/live.js";
@@ -54,8 +54,8 @@ export function Reassignments() {
                 <td><a href="#/tasks/${r.task_id}">#${r.task_id}</a></td>
                 <td>${r.from_worker_id ?? "—"}</td>
                 <td>${r.to_worker_id ?? "—"}</td>
-                <td class="small">${r.reason}</td>
-                <td class=${r.success ? "status-completed" : "status-failed"}>${r.success ? "reassigned" : (r.error_message ?? "failed")}</td>
+                <td class="text small"><${LongText} text=${r.reason} /></td>
+                <td class=${r.success ? "status-completed" : "text status-failed"}>${r.success ? "reassigned" : html`<${LongText} text=${r.error_message ?? "failed"} />`}</td>
                 <td class="hide-narrow small">${r.checkpoint === null ? "—" : JSON.stringify(r.checkpoint).slice(0, 60)}</td>
               </tr>`,
             )}

@@ -1,7 +1,7 @@
 // The task list: filtered by status, role, worker and text in the params (kept in the URL), paged with the API's cursors.
 import { useEffect, useState } from "preact/hooks";
 import { api, query } from "../lib/api.js";
-import { ErrorBox, Loading, Status } from "../lib/components.js";
+import { ErrorBox, Loading, LongText, Status } from "../lib/components.js";
 import { ago, TASK_STATUSES } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { POLL_MS, usePoll } from "../lib/live.js";
@@ -68,7 +68,7 @@ export function Tasks({ params }) {
                     <td><a href="#/tasks/${t.id}">#${t.id}</a></td><td>${t.task_type}</td><td><${Status} status=${t.status} /></td>
                     <td class="num">${t.priority}</td><td class="num">${t.attempts}/${t.max_attempts}</td><td>${t.worker_id ?? "—"}</td>
                     <td class="hide-narrow">${ago(t.created_at)}</td><td class="hide-narrow">${ago(t.updated_at)}</td>
-                    <td class="hide-narrow small">${t.error_message ?? ""}</td>
+                    <td class="hide-narrow text small">${t.error_message && html`<${LongText} text=${t.error_message} />`}</td>
                   </tr>`,
                 )}
               </tbody>
