@@ -83,7 +83,7 @@ export const ErrorEnvelope = Type.Object(
     issues: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
     /** no_tasks: the filters of the claim that found nothing (seed 002). */
     filters: Type.Optional(Type.Object({ taskTypes: Type.Union([Type.Array(Type.String()), Type.Null()]), maxAttemptsRemaining: Type.Union([Type.Integer(), Type.Null()]) })),
-    /** rate_limited and database_unavailable: seconds to wait before calling again (also in the Retry-After header). */
+    /** rate_limited, database_unavailable and shutting_down: seconds to wait before calling again (also in the Retry-After header). */
     retryAfter: Type.Optional(Type.Integer()),
   },
   { description: "an error" },

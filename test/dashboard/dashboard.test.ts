@@ -906,16 +906,19 @@ describe("the dashboard in a real browser", () => {
     expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
   });
 
-  it("the Tasks and Reassignments tables fit the page at 1280 px with a long error and a long reason, cut with the whole of it at hand", async () => {
+  it("the Tasks and Reassignments tables fit the page at 1280 px with the longest type and worker names, a long error and a long reason, cut with the whole of it at hand", async () => {
     // Words, and one long token (a URL) with no space to wrap at: what a worker's error or a release's reason can hold.
     const long = (what: string) => `${what}: see https://example.com/${"a".repeat(600)} for the ${"details ".repeat(60)}end`;
     const error = long("404 from the store's API");
     const reason = long("Released by its worker");
-    const task = await server.pool.enqueue("crawl", {}, { maxAttempts: 1 });
-    const [claimed] = await server.pool.protocol.claim({ workerId: "w1", limit: 1 });
-    await server.pool.protocol.fail(claimed.id, { workerId: "w1", leaseToken: claimed.leaseToken }, { error, retryable: false });
+    // The longest names there can be, with nowhere to wrap but where the cell says it may.
+    const taskType = `crawl_${"x".repeat(122)}`;
+    const workerId = `worker-${"y".repeat(121)}`;
+    const task = await server.pool.enqueue(taskType, {}, { maxAttempts: 1 });
+    const [claimed] = await server.pool.protocol.claim({ workerId, limit: 1 });
+    await server.pool.protocol.fail(claimed.id, { workerId, leaseToken: claimed.leaseToken }, { error, retryable: false });
     await server.handle.execute(`INSERT INTO reassignment_events (task_id, from_worker_id, to_worker_id, reason, checkpoint, success, error_message, created_at)
-      VALUES (${task.id}, 'w1', NULL, '${reason.replaceAll("'", "''")}', NULL, 0, '${error.replaceAll("'", "''")}', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
+      VALUES (${task.id}, '${workerId}', '${workerId}', '${reason.replaceAll("'", "''")}', NULL, 0, '${error.replaceAll("'", "''")}', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
     /** The table's scrolling box (.scroll) has nothing to scroll sideways, nor the page; its cell `n` cuts `text` at three lines, whole in its title and on a click. */
     const fits = async (page: Page, table: string, n: number, text: string) => {
       const cell = page.locator(`${table} tbody tr`).first().locator("td").nth(n);

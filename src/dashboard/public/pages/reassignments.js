@@ -29,7 +29,7 @@ export function Reassignments() {
         <h2>Workers whose tasks were taken back (7 days)</h2>
         <table id="failing-workers">
           <thead><tr><th>worker</th><th class="num">tasks</th><th>last</th></tr></thead>
-          <tbody>${stats.failing_workers.map((w) => html`<tr><td>${w.worker_id ?? "—"}</td><td class="num">${w.failure_count}</td><td>${ago(w.last_failure_at)}</td></tr>`)}</tbody>
+          <tbody>${stats.failing_workers.map((w) => html`<tr><td class="text">${w.worker_id ?? "—"}</td><td class="num">${w.failure_count}</td><td>${ago(w.last_failure_at)}</td></tr>`)}</tbody>
         </table>
         ${stats.failing_workers.length === 0 && html`<p class="muted">None.</p>`}
       </section>
@@ -52,8 +52,8 @@ export function Reassignments() {
               (r) => html`<tr class=${r.success ? "" : "bad"}>
                 <td title=${time(r.created_at)}>${ago(r.created_at)}</td>
                 <td><a href="#/tasks/${r.task_id}">#${r.task_id}</a></td>
-                <td>${r.from_worker_id ?? "—"}</td>
-                <td>${r.to_worker_id ?? "—"}</td>
+                <td class="text">${r.from_worker_id ?? "—"}</td>
+                <td class="text">${r.to_worker_id ?? "—"}</td>
                 <td class="text small"><${LongText} text=${r.reason} /></td>
                 <td class=${r.success ? "status-completed" : "text status-failed"}>${r.success ? "reassigned" : html`<${LongText} text=${r.error_message ?? "failed"} />`}</td>
                 <td class="hide-narrow small">${r.checkpoint === null ? "—" : JSON.stringify(r.checkpoint).slice(0, 60)}</td>

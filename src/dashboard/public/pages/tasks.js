@@ -65,8 +65,8 @@ export function Tasks({ params }) {
               <tbody>
                 ${data.tasks.map(
                   (t) => html`<tr class="clickable" data-task=${t.id} onClick=${() => (location.hash = `#/tasks/${t.id}`)}>
-                    <td><a href="#/tasks/${t.id}">#${t.id}</a></td><td>${t.task_type}</td><td><${Status} status=${t.status} /></td>
-                    <td class="num">${t.priority}</td><td class="num">${t.attempts}/${t.max_attempts}</td><td>${t.worker_id ?? "—"}</td>
+                    <td><a href="#/tasks/${t.id}">#${t.id}</a></td><td class="text">${t.task_type}</td><td><${Status} status=${t.status} /></td>
+                    <td class="num">${t.priority}</td><td class="num">${t.attempts}/${t.max_attempts}</td><td class="text">${t.worker_id ?? "—"}</td>
                     <td class="hide-narrow">${ago(t.created_at)}</td><td class="hide-narrow">${ago(t.updated_at)}</td>
                     <td class="hide-narrow text small">${t.error_message && html`<${LongText} text=${t.error_message} />`}</td>
                   </tr>`,
