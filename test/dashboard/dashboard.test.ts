@@ -1,4 +1,4 @@
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Worker } from "../../src/worker/worker.js";
 import { eventually } from "../helpers/logs.js";
@@ -47,6 +47,26 @@ describe("the dashboard in a real browser", () => {
     const leases = await server.pool.protocol.claim({ workerId: "w1", limit: count });
     for (const lease of leases) await server.pool.protocol.fail(lease.id, lease, { error });
     return leases.map((lease) => lease.id);
+  };
+  /**
+   * The table's scrolling box (.scroll) has nothing to scroll sideways, nor the page; `cell` cuts `text`
+   * at three lines, whole in its title and on a click, which opens the text and not the page a row
+   * may open on its own click.
+   */
+  const fitsCut = async (page: Page, table: string, cell: Locator, text: string) => {
+    await cell.waitFor({ timeout: 5000 });
+    const box = await page.locator(table).evaluate((t) => ({ scroll: t.parentElement!.scrollWidth, client: t.parentElement!.clientWidth }));
+    expect(box.scroll).toBeLessThanOrEqual(box.client);
+    expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
+    const clamp = cell.locator(".clamp");
+    expect(await clamp.getAttribute("title")).toBe(text);
+    const shown = () => clamp.evaluate((e) => e.getBoundingClientRect().height);
+    const cut = await shown();
+    const hash = await page.evaluate("location.hash");
+    await clamp.click();
+    expect(await page.evaluate("location.hash")).toBe(hash);
+    expect(await shown()).toBeGreaterThan(cut * 2);
+    expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
   };
   /** Holds the page's retry calls from the `from`-th on (0: all) until `release()`, a slow server, noting each task sent, in order; `before` runs as each call arrives. */
   const holdRetries = async (page: Page, { from = 0, before = async () => {} }: { from?: number; before?: (id: number) => Promise<unknown> } = {}) => {
@@ -890,20 +910,8 @@ describe("the dashboard in a real browser", () => {
         await route.fulfill({ response, json: body });
       }),
     );
-    const cell = page.locator("#schedules tbody tr td.status-failed");
-    await cell.waitFor({ timeout: 5000 });
-    // The table's scrolling box (.scroll) has nothing to scroll sideways: 11,086 px wide in its 1,221 without the wrapping.
-    const box = await page.locator("#schedules").evaluate((t) => ({ scroll: t.parentElement!.scrollWidth, client: t.parentElement!.clientWidth }));
-    expect(box.scroll).toBeLessThanOrEqual(box.client);
-    expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
-    // Cut at three lines, the whole of it in the title, and shown whole on a click.
-    const text = cell.locator(".clamp");
-    expect(await text.getAttribute("title")).toBe(error);
-    const shown = () => text.evaluate((e) => e.getBoundingClientRect().height);
-    const cut = await shown();
-    await text.click();
-    expect(await shown()).toBeGreaterThan(cut * 2);
-    expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
+    // Without the wrapping the table was 11,086 px wide in its 1,221.
+    await fitsCut(page, "#schedules", page.locator("#schedules tbody tr td.status-failed"), error);
   });
 
   it("the Tasks and Reassignments tables fit the page at 1280 px with the longest type and worker names, a long error and a long reason, cut with the whole of it at hand", async () => {
@@ -919,29 +927,12 @@ describe("the dashboard in a real browser", () => {
     await server.pool.protocol.fail(claimed.id, { workerId, leaseToken: claimed.leaseToken }, { error, retryable: false });
     await server.handle.execute(`INSERT INTO reassignment_events (task_id, from_worker_id, to_worker_id, reason, checkpoint, success, error_message, created_at)
       VALUES (${task.id}, '${workerId}', '${workerId}', '${reason.replaceAll("'", "''")}', NULL, 0, '${error.replaceAll("'", "''")}', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))`);
-    /** The table's scrolling box (.scroll) has nothing to scroll sideways, nor the page; its cell `n` cuts `text` at three lines, whole in its title and on a click. */
-    const fits = async (page: Page, table: string, n: number, text: string) => {
-      const cell = page.locator(`${table} tbody tr`).first().locator("td").nth(n);
-      await cell.waitFor({ timeout: 5000 });
-      const box = await page.locator(table).evaluate((t) => ({ scroll: t.parentElement!.scrollWidth, client: t.parentElement!.clientWidth }));
-      expect(box.scroll).toBeLessThanOrEqual(box.client);
-      expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
-      const clamp = cell.locator(".clamp");
-      expect(await clamp.getAttribute("title")).toBe(text);
-      const shown = () => clamp.evaluate((e) => e.getBoundingClientRect().height);
-      const cut = await shown();
-      const hash = await page.evaluate("location.hash");
-      await clamp.click();
-      // The click opened the text, not the page a Tasks row opens on its own click.
-      expect(await page.evaluate("location.hash")).toBe(hash);
-      expect(await shown()).toBeGreaterThan(cut * 2);
-      expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
-    };
+    const cell = (page: Page, table: string, n: number) => page.locator(`${table} tbody tr`).first().locator("td").nth(n);
     const page = await open(server.keys.producer, "#/tasks");
-    await fits(page, "#tasks", 8, error);
+    await fitsCut(page, "#tasks", cell(page, "#tasks", 8), error);
     await page.evaluate("location.hash = '#/reassignments'");
-    await fits(page, "#reassignments", 4, reason);
-    await fits(page, "#reassignments", 5, error);
+    await fitsCut(page, "#reassignments", cell(page, "#reassignments", 4), reason);
+    await fitsCut(page, "#reassignments", cell(page, "#reassignments", 5), error);
   });
 
   it("an admin cancels a schedule's pending tasks from the page and is told how many; a refusal shows the server's message", async () => {
