@@ -3,7 +3,8 @@
  * the `error` field); the message says what was wrong and how to fix it.
  */
 export class TaskpoolError extends Error {
-  #message: string | Wording;
+  /** What `message` says, as given: text, or a wording for any vocabulary (see messageIn). */
+  protected wording: string | Wording;
 
   constructor(
     readonly code: string,
@@ -12,12 +13,12 @@ export class TaskpoolError extends Error {
   ) {
     super(say(message, LIBRARY_VOCABULARY));
     this.name = new.target.name;
-    this.#message = message;
+    this.wording = message;
   }
 
   /** The message in `vocabulary`'s terms (`message` is the library's). */
   messageIn(vocabulary: Vocabulary): string {
-    return typeof this.#message === "string" ? this.message : this.#message(vocabulary);
+    return typeof this.wording === "string" ? this.message : this.wording(vocabulary);
   }
 }
 
@@ -104,7 +105,6 @@ const say = (text: string | Wording, vocabulary: Vocabulary) => (typeof text ===
 /** Input that cannot be accepted; nothing was written. */
 export class ValidationError extends TaskpoolError {
   readonly issues: FieldIssue[];
-  #message: string | Wording;
   /** Each issue's wording, by the issue (its path may be moved under a list: see nestUnder). */
   #issueWordings = new WeakMap<FieldIssue, Wording>();
 
@@ -115,18 +115,12 @@ export class ValidationError extends TaskpoolError {
     /** More fields were refused than `issues` lists (see MAX_ISSUES in validation.ts). */
     readonly unlisted = false,
   ) {
-    super("validation_error", say(message, LIBRARY_VOCABULARY));
-    this.#message = message;
+    super("validation_error", message);
     this.issues = issues.map((issue) => {
       const plain = { path: issue.path, message: say(issue.message, LIBRARY_VOCABULARY) };
       if (typeof issue.message === "function") this.#issueWordings.set(plain, issue.message);
       return plain;
     });
-  }
-
-  /** The message in `vocabulary`'s names (`message` is the library's), prefixed as prefixMessage made it. */
-  override messageIn(vocabulary: Vocabulary): string {
-    return typeof this.#message === "string" ? this.message : this.#message(vocabulary);
   }
 
   /** The issues with their messages in `vocabulary`'s names; their paths stay the library's. */
@@ -139,8 +133,8 @@ export class ValidationError extends TaskpoolError {
 
   /** Says `prefix` before the message (which item of a batch, which key of a fan-out). */
   prefixMessage(prefix: string | Wording): void {
-    const rest = this.#message;
-    this.#message = typeof prefix === "string" && typeof rest === "string" ? prefix + rest : (v) => say(prefix, v) + say(rest, v);
+    const rest = this.wording;
+    this.wording = typeof prefix === "string" && typeof rest === "string" ? prefix + rest : (v) => say(prefix, v) + say(rest, v);
     this.message = say(prefix, LIBRARY_VOCABULARY) + this.message;
   }
 
