@@ -370,6 +370,29 @@ export function workersContract(kind: StoreKind) {
       expect(await worker()).toMatchObject({ status: "inactive", currentLoad: 0, activeTasks: 0 });
     });
 
+    it("a restart that names no run replaces the named run before it: that run's late shutdown and beats change nothing", async () => {
+      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      await beat("w1", { runId: "run-1", currentLoad: 1 });
+      // Restarted under its id by a client that names no run (seed 000's body), which claims.
+      await beat("w1", { currentLoad: 1 });
+      await ctx.store.enqueue({ taskType: "crawl" });
+      const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
+      // run-1's shutdown lands now (held up, or sent again): it took the new process for run-1 and gave its task back.
+      ctx.clock.advance(1000);
+      expect(await ctx.store.shutdownWorker("w1", "run-1")).toEqual([]);
+      expect(await worker()).toMatchObject({ status: "active", activeTasks: 1 });
+      // run-1's last beat, held up too, listing every lease it holds (none), takes nothing back either.
+      ctx.clock.advance(30_000);
+      expect(await beat("w1", { runId: "run-1", leases: [], allLeases: true })).toMatchObject({ lost: [] });
+      expect(await ctx.store.get(lease.id)).toMatchObject({ status: "claimed", workerId: "w1" });
+      // The process's own shutdown names no run: it gives its task back; run-1's, sent again, still changes nothing.
+      expect(await ctx.store.shutdownWorker("w1")).toEqual([lease.id]);
+      await beat("w1");
+      const next = await claimOne(ctx.store, "w1");
+      expect(await ctx.store.shutdownWorker("w1", "run-1")).toEqual([]);
+      expect(await ctx.store.get(next.id)).toMatchObject({ status: "claimed", workerId: "w1" });
+    });
+
     it("a shutdown naming the current run, or no run, gives back what the worker holds and marks it inactive; sent again it answers [], and the run's late beats are refused", async () => {
       const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
       await beat("w1", { runId: "run-1", currentLoad: 2 });

@@ -39,6 +39,13 @@ const GIVES_UP = `(t.attempts >= t.max_attempts
   OR coalesce((SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = t.task_type AND tt.version = t.task_type_version), 'retry') = 'fail')`;
 
 /**
+ * In WORKER_HEARTBEAT's update of a registered worker, its gone_run_id. A beat naming no run (seed 000's
+ * body, a client without runs) is a restart like another run's: the named run before it is replaced, and
+ * is recorded as gone, so that run's late shutdown or beats cannot take the new process for it.
+ */
+const GONE_AFTER_A_BEAT = "CASE WHEN EXCLUDED.run_id IS NULL THEN coalesce(workers.run_id, workers.gone_run_id) ELSE workers.gone_run_id END";
+
+/**
  * $1 the beats (a JSON array of {worker_id, run_id, roles, hostname, pid, version, capacity, current_load,
  * tasks_processed, metadata}, distinct worker ids; run_id … tasks_processed null when left out), $2 now,
  * $3 worker ids, $4 task ids, $5 lease tokens (the leases the beats list, one row each), $6 … $9 a new
@@ -78,7 +85,7 @@ export const WORKER_HEARTBEAT = `
       hostname = ${KEPT_IF_LEFT_OUT("hostname")}, pid = ${KEPT_IF_LEFT_OUT("pid")}, version = ${KEPT_IF_LEFT_OUT("version")},
       metadata = ${KEPT_IF_LEFT_OUT("metadata")}, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
       started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END,
-      gone_at = NULL, run_id = coalesce(EXCLUDED.run_id, workers.run_id)
+      gone_at = NULL, run_id = EXCLUDED.run_id, gone_run_id = ${GONE_AFTER_A_BEAT}
     -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
     -- so does a beat of the run that shut down, however late it lands, even after another run registered
     -- (see gone_run_id); another run's is a restart.
@@ -134,10 +141,10 @@ export const WORKER_HEARTBEAT = `
 /**
  * In WORKER_SHUTDOWN, of the worker's row: the run shutting down ($3) is not the registered one. Another
  * run registered under the id since (the shutdown landed late, held up or sent again), and what the
- * worker holds now is that run's. A shutdown naming no run, or a worker whose beats named none, is of
- * the current run.
+ * worker holds now is that run's; a run that names none counts (GONE_AFTER_A_BEAT says which named run
+ * it replaced). A shutdown naming no run, or a worker whose beats never named one, is of the current run.
  */
-const REPLACED = "($3::text IS NOT NULL AND workers.run_id IS NOT NULL AND workers.run_id <> $3::text)";
+const REPLACED = `($3::text IS NOT NULL AND CASE WHEN workers.run_id IS NULL THEN workers.gone_run_id IS NOT DISTINCT FROM $3::text ELSE workers.run_id <> $3::text END)`;
 
 /** In WORKER_SHUTDOWN's update of the worker: `value`, unless the run shutting down was replaced (REPLACED). */
 const UNLESS_REPLACED = (column: string, value: string) => `${column} = CASE WHEN ${REPLACED} THEN workers.${column} ELSE ${value} END`;
@@ -154,7 +161,9 @@ export const WORKER_SHUTDOWN = `
   WITH worker AS (
     UPDATE workers SET ${UNLESS_REPLACED("status", "'inactive'")}, ${UNLESS_REPLACED("current_load", "0")},
         ${UNLESS_REPLACED("last_seen_at", "$2::timestamptz")}, ${UNLESS_REPLACED("gone_at", "$2::timestamptz")},
-        gone_run_id = coalesce($3::text, workers.run_id)
+        -- The run that shut down; a worker running without runs keeps the one it replaced. Either way REPLACED,
+        -- read again in RETURNING on the row as updated, still tells what it did.
+        gone_run_id = CASE WHEN workers.run_id IS NULL THEN workers.gone_run_id ELSE coalesce($3::text, workers.run_id) END
     WHERE worker_id = $1 RETURNING ${REPLACED} AS replaced
   ),
   -- Whether the shutdown is of the current run (or of a worker the registry does not know: its tasks go back, as before).

@@ -20,7 +20,10 @@ export const UPSERT_WORKER = `
     tasks_processed = coalesce(@tasksProcessed, workers.tasks_processed),
     metadata = coalesce(@metadata, workers.metadata), status = 'active', last_seen_at = excluded.last_seen_at,
     started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END,
-    gone_at = NULL, run_id = coalesce(@runId, workers.run_id)
+    gone_at = NULL, run_id = @runId,
+    -- A beat naming no run is a restart like another run's: the named run before it is replaced, and
+    -- recorded as gone, so that run's late shutdown or beats cannot take the new process for it.
+    gone_run_id = CASE WHEN @runId IS NULL THEN coalesce(workers.run_id, workers.gone_run_id) ELSE workers.gone_run_id END
   -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
   -- so does a beat of the run that shut down, however late it lands, even after another run registered
   -- (see gone_run_id); another run's is a restart.
@@ -82,10 +85,13 @@ export const UNRESERVE_FOR = `
  */
 export const MARK_REPLACED_RUN_GONE = `
   UPDATE workers SET gone_run_id = @runId
-  WHERE worker_id = @workerId AND @runId IS NOT NULL AND run_id IS NOT NULL AND run_id <> @runId`;
+  WHERE worker_id = @workerId AND @runId IS NOT NULL AND CASE WHEN run_id IS NULL THEN gone_run_id IS @runId ELSE run_id <> @runId END`;
 
-/** @runId the run shutting down, or null for the current one. */
-export const MARK_INACTIVE = `UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now, gone_at = @now, gone_run_id = coalesce(@runId, run_id) WHERE worker_id = @workerId`;
+/** @runId the run shutting down, or null for the current one; a worker running without runs keeps the one it replaced as gone. */
+export const MARK_INACTIVE = `
+  UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now, gone_at = @now,
+    gone_run_id = CASE WHEN run_id IS NULL THEN gone_run_id ELSE coalesce(@runId, run_id) END
+  WHERE worker_id = @workerId`;
 
 export const LIST_WORKERS = `
   SELECT w.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})) AS active_tasks
