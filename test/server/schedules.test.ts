@@ -148,12 +148,17 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
     const first = (await s.call("GET", `/api/tasks/${resync.body.batches[1].task_ids[0]}`)).body.task;
     expect(first).toMatchObject({ task_type: "product_resync", params: { key: 51 }, concurrency_key: "store:51", scheduled_for: "2030-01-05T04:00:00.000Z" });
 
+    // The day's batches made again under unique keys make nothing: 200, not 201.
+    const keyed = { keys: [1, 2], date: "2030-01-06", unique_key: "resync:{key}" };
+    expect(await s.call("POST", "/api/tasks/generate/resync", keyed)).toMatchObject({ status: 201, body: { created: 2 } });
+    expect(await s.call("POST", "/api/tasks/generate/resync", keyed)).toMatchObject({ status: 200, body: { created: 0 } });
+
     const one = await s.call("POST", "/api/tasks/generate/discovery", {});
     expect(one).toMatchObject({ status: 201, body: { created: 1, batches: [{ batch: 1, scheduled_for: "2030-01-01T00:00:00.000Z" }] } });
     const regions = await s.call("POST", "/api/tasks/generate/discovery", { keys: ["CA", "OR"], params: { depth: 2 } });
     expect(regions.body.created).toBe(2);
     expect((await s.call("GET", `/api/tasks/${regions.body.batches[0].task_ids[1]}`)).body.task).toMatchObject({ task_type: "store_discovery", params: { depth: 2, key: "OR" } });
-    expect((await s.pool.counts()).byType).toEqual({ product_resync: { pending: 300 }, store_discovery: { pending: 3 } });
+    expect((await s.pool.counts()).byType).toEqual({ product_resync: { pending: 302 }, store_discovery: { pending: 3 } });
 
     const bad: [unknown, RegExp][] = [
       [{}, /give the stores either as keys/],
@@ -172,6 +177,6 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
     // A field the request does not have is no help: the query is from_results, at the top of the body.
     const unnamed = await s.call("POST", "/api/tasks/generate/resync", { from_results: { field: "ids" } });
     expect(unnamed.body).toMatchObject({ message: expect.stringMatching(/^Invalid from_results\.schedule: /), issues: [{ path: "from_results.schedule" }] });
-    expect((await s.pool.counts()).byStatus.pending).toBe(303);
+    expect((await s.pool.counts()).byStatus.pending).toBe(305);
   });
 });

@@ -14,15 +14,19 @@ export const taskGenerationRoutes = [
     summary: "Generate the day's resync batches (seed 004)",
     description:
       "One product_resync task per store (`keys`, or `from_results` of a schedule's last run) in `batches` (default 6) spread over 24 hours: " +
-      "from the `date`'s midnight UTC, or from now. Each task gets `{key}` in its params and the concurrency key store:{key}. All or nothing.",
+      "from the `date`'s midnight UTC, or from now. Each task gets `{key}` in its params and the concurrency key store:{key}. All or nothing. " +
+      "201 when it created a task; 200 when it created none (every task's `unique_key` already pending, or a `from_results` run with no keys).",
     access: ["producer"],
     body: ResyncInputSchema,
-    status: [201],
+    status: [201, 200],
     // from_results names no schedule.
     errors: [404],
     reply: GenerateResultRecord.properties,
-    async handler({ body }, { pool }) {
-      return pool.generate(resyncGeneration(body));
+    async handler({ body }, { pool, reply }) {
+      const result = await pool.generate(resyncGeneration(body));
+      // As POST /api/tasks/batch: a 201 says something was created, and a repeat of the day's generation under unique keys made nothing.
+      if (result.created === 0) reply.code(200);
+      return result;
     },
   }),
   defineRoute({
