@@ -294,12 +294,43 @@ describe("taskpool operator CLI", () => {
     }
   }, 60_000);
 
+  it("workers shutdown gives a gone worker's tasks back now; an active one only with --force; a replaced run's changes nothing", async () => {
+    const pool = await connect(db);
+    const p = pool.protocol;
+    try {
+      await p.workerHeartbeat({ workerId: "w1", runId: "run-1", roles: ["crawl"], capacity: 2 });
+      await pool.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }]);
+      const held = await p.claim({ workerId: "w1", limit: 2 });
+      const status = async (id: number) => (await pool.get(id))?.status;
+
+      // Heard from a moment ago: its process may well run on with them.
+      const refused = await taskpool("workers", "shutdown", "w1", "--db", db);
+      expectOneLine(refused, /^taskpool: Worker w1 is active \(heard \d+ s ago\): if its process still runs, its 2 tasks would run twice\. Stop the process instead \(SIGTERM: it shuts itself down\), or pass --force if it is gone$/);
+      expect(await status(held[0].id)).toBe("claimed");
+
+      // A run that is not the current one (a late or repeated call) changes nothing.
+      const stale = await taskpool("workers", "shutdown", "w1", "--run-id", "run-0", "--force", "--db", db);
+      expect(stale.stdout).toBe("Run run-0 of worker w1 is no longer its current one: nothing changed (the run that replaced it keeps its tasks)\n");
+      expect(await status(held[1].id)).toBe("claimed");
+
+      const done = await taskpool("workers", "shutdown", "w1", "--run-id", "run-1", "--force", "--json", "--db", db);
+      expect(JSON.parse(done.stdout)).toEqual({ workerId: "w1", shutDown: true, released: held.map((t) => t.id).sort((a, b) => a - b) });
+      expect([await status(held[0].id), await status(held[1].id)]).toEqual(["pending", "pending"]);
+      expect((await pool.workers())[0]).toMatchObject({ workerId: "w1", status: "inactive", activeTasks: 0 });
+      // Inactive now: no --force needed, and nothing left to give back.
+      expect((await taskpool("workers", "shutdown", "w1", "--db", db)).stdout).toBe("Worker w1 shut down; it held no tasks\n");
+      expectOneLine(await taskpool("workers", "shutdown", "w-typo", "--db", db), /^taskpool: Worker "w-typo" is not in the registry: .*\(taskpool workers lists them\)$/);
+    } finally {
+      await pool.close();
+    }
+  });
+
   it("every operator command's --help ends with an example", async () => {
     let help = "";
     // Subcommands inherit the exit override and the output from the program they are added to.
     const program = new Command("taskpool").exitOverride().configureOutput({ writeOut: (s) => (help += s) });
     for (const add of [tasksCommand, workersCommand, capacityCommand, reassignmentsCommand, recountCommand]) add(program);
-    for (const args of [["tasks", "list"], ["tasks", "show"], ["tasks", "retry"], ["tasks", "cancel"], ["workers"], ["capacity"], ["reassignments"], ["recount"]]) {
+    for (const args of [["tasks", "list"], ["tasks", "show"], ["tasks", "retry"], ["tasks", "cancel"], ["workers"], ["workers", "shutdown"], ["capacity"], ["reassignments"], ["recount"]]) {
       help = "";
       await expect(program.parseAsync([...args, "--help"], { from: "user" })).rejects.toMatchObject({ code: "commander.helpDisplayed" });
       expect(help, args.join(" ")).toMatch(new RegExp(`Usage: taskpool ${args.join(" ")}[\\s\\S]*Example:\\n  \\$ taskpool ${args.join(" ")}`));

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import type { WorkerRecord } from "../core/worker.js";
+import { CliError } from "./errors.js";
 import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
@@ -17,8 +18,14 @@ export const WORKER_COLUMNS: Column<WorkerRecord>[] = [
 ];
 
 export function workersCommand(program: Command): void {
-  program
+  const workers = program
     .command("workers")
+    .description("the worker registry: list it (the default), or shut down a worker whose process is gone")
+    .addHelpText("after", "\nExample:\n  $ taskpool workers\n  $ taskpool workers shutdown crawler-7");
+  // The default, so `taskpool workers` lists. A subcommand rather than the group's own action: the group's
+  // options would take `workers shutdown w1 --db …`'s --db.
+  workers
+    .command("list", { isDefault: true })
     .description("the worker registry: status, seconds since heartbeat, load/capacity, tasks held and processed, host, pid")
     .addOption(jsonOption())
     .addOption(dbOption())
@@ -31,6 +38,41 @@ export function workersCommand(program: Command): void {
       withPool(opts, async (pool) => {
         const workers = await pool.workers();
         emit(opts.json, workers, () => (workers.length === 0 ? ["No workers have registered (start one: taskpool worker --handlers ./handlers.js)"] : formatTable(WORKER_COLUMNS, workers)));
+      }),
+    );
+  workers
+    .command("shutdown <worker-id>")
+    .description("mark a worker shut down now and put the tasks it holds back in the pool (no attempt charged), for one whose process is gone without saying so; the coordinator would otherwise wait until it is found dead")
+    .option("--run-id <id>", "only if this run (the run_id of its beats) is still the worker's current one: a run that restarted under the id since keeps its tasks")
+    .option("--force", "also when the worker is active: its process, if it still runs, has its tasks taken back and its writes refused")
+    .addOption(jsonOption())
+    .addOption(dbOption())
+    .addOption(urlOption())
+    .addOption(apiKeyOption())
+    .addOption(timeoutOption())
+    .addOption(schemaOption())
+    .addHelpText("after", "\nExample:\n  $ taskpool workers shutdown crawler-7\n  $ taskpool workers shutdown crawler-7 --force --json")
+    .action((workerId: string, opts) =>
+      withPool(opts, async (pool) => {
+        const worker = (await pool.workers()).find((w) => w.workerId === workerId);
+        // An active worker is most likely running: what it holds would run twice. A stopped process says
+        // so itself (SIGTERM shuts it down); this is for one that could not.
+        if (worker?.status === "active" && opts.force !== true) {
+          throw new CliError(
+            `Worker ${workerId} is active (heard ${worker.secondsSinceHeartbeat} s ago): if its process still runs, its ${worker.activeTasks} tasks would run twice. ` +
+              "Stop the process instead (SIGTERM: it shuts itself down), or pass --force if it is gone",
+          );
+        }
+        const released = await pool.protocol.shutdownWorker(workerId, opts.runId);
+        // A run another has replaced changes nothing (Store.shutdownWorker): the worker stays as it was.
+        const replaced = opts.runId !== undefined && released.length === 0 && (await pool.workers()).find((w) => w.workerId === workerId)?.status !== "inactive";
+        emit(opts.json, { workerId, shutDown: !replaced, released }, () => [
+          replaced
+            ? `Run ${opts.runId} of worker ${workerId} is no longer its current one: nothing changed (the run that replaced it keeps its tasks)`
+            : released.length === 0
+              ? `Worker ${workerId} shut down; it held no tasks`
+              : `Worker ${workerId} shut down; ${released.length} task${released.length === 1 ? "" : "s"} back in the pool: ${released.join(", ")}`,
+        ]);
       }),
     );
 }
