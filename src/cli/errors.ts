@@ -21,6 +21,10 @@ export function namedAsFlags(error: ValidationError, flags: Readonly<Record<stri
   for (const { path } of error.issues) {
     const flag = flags[path];
     if (flag) message = message.replace(new RegExp(`(^|^Invalid |: |; )${path.replaceAll(".", "\\.")}:`, "g"), `$1${flag}:`);
+    // One value of a list a flag takes (fanOut.keys.1): the flag, and which value, counted from 1 as typed.
+    const item = /^(.+?)\.(\d+)(?:\.|$)/.exec(path);
+    const listFlag = item === null ? undefined : flags[item[1]];
+    if (item !== null && listFlag) message = message.replace(new RegExp(`${item[1].replaceAll(".", "\\.")}\\.${item[2]}(?!\\d)`, "g"), `${listFlag} value ${Number(item[2]) + 1}`);
   }
   return new CliError(message);
 }

@@ -21,7 +21,7 @@ import {
   ValidationError,
   WorkerNotFoundError,
 } from "../core/errors.js";
-import { libraryPath, renameFields } from "../core/wire.js";
+import { libraryListings, libraryPath, renameFields } from "../core/wire.js";
 
 /** A refusal only HTTP has (no or a bad key, a scope, a reply that is not the API's). */
 export class HttpApiError extends TaskpoolError {
@@ -126,10 +126,11 @@ export function errorFromReply(status: number, body: Record<string, unknown>, su
   switch (code) {
     case "validation_error": {
       // The server names fields as the request did (snake_case): back to the library's names, in the
-      // message too, which the CLI then says in its flags' names as it does a database's refusal.
+      // message too, which the CLI then says in its flags' names as it does a database's refusal; and
+      // the listings it points to are the library's (the CLI's commands), as a store's refusal says.
       const wire = Array.isArray(issues) ? (issues as { path: string; message: string }[]) : [];
       const list = wire.map((i) => ({ path: libraryPath(i.path), message: i.message }));
-      return new ValidationError(renameFields(text, wire.map((i) => i.path), libraryPath), list);
+      return new ValidationError(libraryListings(renameFields(text, wire.map((i) => i.path), libraryPath)), list);
     }
     case "lease_lost":
       return withMessage(new LeaseLostError(id), text);

@@ -216,7 +216,7 @@ export function noResultsSchedule(name: string, run = false): ValidationError {
           `create "${name}" again, or save this schedule reading another schedule's results (or its own: leave schedule out)`
       : (v) =>
           `Invalid ${v.field(field)}: there is no schedule "${name}" whose last run's results could hold the keys; create "${name}" first, ` +
-          `correct the name (taskpool schedules list shows them), or leave schedule out to read this schedule's own results`,
+          `correct the name (${v.listing("schedules")} shows them), or leave schedule out to read this schedule's own results`,
     [{ path: field, message: `no schedule "${name}"` }],
   );
 }

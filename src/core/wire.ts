@@ -16,6 +16,7 @@
  * digits as words of their own: `for1Hour` ⇄ `for_1_hour`, `last24Hours` ⇄ `last_24_hours`.
  */
 import { FormatRegistry, Kind, type TSchema } from "@sinclair/typebox";
+import { LIBRARY_VOCABULARY, type Listing } from "./errors.js";
 
 /**
  * Names are converted on every request and answer, for every field: remembered (a few hundred
@@ -232,4 +233,12 @@ export function renameFields(message: string, paths: readonly string[], rename: 
     return segments.slice(0, fieldCount(segments));
   }));
   return message.replace(NAME, (name) => (fields.has(name.split(".", 1)[0]) ? rename(name) : name));
+}
+
+/** The routes that list what a refusal names (Vocabulary.listing over HTTP). */
+export const WIRE_LISTINGS: Record<Listing, string> = { workers: "GET /api/workers", schedules: "GET /api/schedules" };
+
+/** A server's message pointing to its listing routes, pointing where the library's callers look instead (the CLI's commands). */
+export function libraryListings(message: string): string {
+  return (Object.keys(WIRE_LISTINGS) as Listing[]).reduce((text, what) => text.replaceAll(WIRE_LISTINGS[what], LIBRARY_VOCABULARY.listing(what)), message);
 }

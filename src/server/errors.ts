@@ -4,9 +4,9 @@
  * body too large) turned into the same envelope: `{ "success": false, "error": code, "message": … }`.
  */
 import { Type } from "@sinclair/typebox";
-import { type Listing, TaskpoolError, ValidationError, type Vocabulary } from "../core/errors.js";
+import { TaskpoolError, ValidationError, type Vocabulary } from "../core/errors.js";
 import { invalidMessage } from "../core/validation.js";
-import { renameFields, toSnake, toWire, wirePath } from "../core/wire.js";
+import { renameFields, toSnake, toWire, WIRE_LISTINGS, wirePath } from "../core/wire.js";
 
 /** The status each error code answers with; an unlisted code is a bug (500). */
 export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
@@ -117,9 +117,6 @@ const WIRE_VOCABULARY: Vocabulary = {
 
 /** The routes of the pool's methods that refusals point to. */
 const WIRE_CALLS: Record<string, string> = { registerTaskType: "POST /api/task-types" };
-
-/** The routes that list what a not-found refusal names. */
-const WIRE_LISTINGS: Record<Listing, string> = { workers: "GET /api/workers", schedules: "GET /api/schedules" };
 
 /** The status and wire body of any error a request ended with. */
 export function errorReply(error: unknown, bodyLimit?: number): { status: number; body: unknown } {

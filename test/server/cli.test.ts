@@ -456,6 +456,7 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       const commands = [
         [...add, "--from-results", "discovry:storeIds"],
         [...add, "--keys", "1,x"],
+        [...add, "--keys", "1,2,3,4,5,6,7,8,9,10,y"],
       ];
       const [viaServer, onDatabase] = await Promise.all(
         [["--url", url, "--api-key", admin], ["--db", db]].map((target) => Promise.all(commands.map((command) => taskpoolRun(...command, ...target)))),
@@ -463,7 +464,9 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       // The server's message named the wire's fields (fan_out.from_results.schedule): no flag of the command's.
       expect(viaServer.map((r) => [r.code, r.stderr])).toEqual([
         [1, expect.stringMatching(/^taskpool: Invalid --from-results: there is no schedule "discovry" whose last run's results could hold the keys; create "discovry" first/)],
-        [1, 'taskpool: fanOut.keys.1 ("x"): Invalid params for product_resync v1: params.key: must be integer\n'],
+        // The value of --keys the registered type refused, counted from 1 as typed.
+        [1, 'taskpool: --keys value 2 ("x"): Invalid params for product_resync v1: params.key: must be integer\n'],
+        [1, 'taskpool: --keys value 11 ("y"): Invalid params for product_resync v1: params.key: must be integer\n'],
       ]);
       expect(viaServer.map((r) => r.stderr)).toEqual(onDatabase.map((r) => r.stderr));
     } finally {

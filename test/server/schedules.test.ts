@@ -108,7 +108,7 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
     expect(await refused("/api/schedules", { ...RESYNC, fan_out: { from_results: { schedule: "discovry", field: "ids" } } })).toEqual({
       message:
         'Invalid fan_out.from_results.schedule: there is no schedule "discovry" whose last run\'s results could hold the keys; create "discovry" first, ' +
-        "correct the name (taskpool schedules list shows them), or leave schedule out to read this schedule's own results",
+        "correct the name (GET /api/schedules shows them), or leave schedule out to read this schedule's own results",
       issues: [{ path: "fan_out.from_results.schedule", message: 'no schedule "discovry"' }],
     });
     expect(await refused("/api/tasks", { task_type: "crawl", scheduled_for: "2030-01-02T00:00:00Z", delay_seconds: 5 })).toMatchObject({
