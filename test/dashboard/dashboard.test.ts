@@ -790,6 +790,28 @@ describe("the dashboard in a real browser", () => {
     expect(asked[1] - asked[0]).toBeGreaterThanOrEqual(1950);
   });
 
+  it("a key entered again while the polls wait out a 503's retry_after is checked once that wait is over, not refused meanwhile", async () => {
+    const page = await open(server.keys.producer, "#/workers");
+    await page.locator("#live", { hasText: /^live · updated/ }).waitFor();
+    const asked: number[] = [];
+    page.on("request", (request) => {
+      if (new URL(request.url()).pathname === "/api/whoami") asked.push(Date.now());
+    });
+    const unavailable = { success: false, error: "database_unavailable", message: "The database cannot be reached", retry_after: 3 };
+    await page.route((url) => url.pathname === "/api/workers", (route) => route.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify(unavailable) }), { times: 1 });
+    await page.locator("#live", { hasText: /waiting until .*, as the server asked$/ }).waitFor({ timeout: 5000 });
+    const refusedAt = Date.now();
+    // The operator forgets the key and enters it again during the wait.
+    await page.getByRole("button", { name: "Forget key" }).click();
+    await page.fill("#api-key", server.keys.producer);
+    await page.click("button[type=submit]");
+    await page.locator("#retry-wait", { hasText: /^Waiting until .*, as the server asked; the key is checked again then\.$/ }).waitFor({ timeout: 5000 });
+    await expect(page.getByRole("alert").textContent()).resolves.toBe("The server asked for a wait: The database cannot be reached");
+    await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 6000 });
+    expect(asked).toHaveLength(1);
+    expect(asked[0] - refusedAt).toBeGreaterThanOrEqual(2000);
+  });
+
   it("a wrong key, and a worker's key, get a clear message and no data", async () => {
     const page = await open("tp_not-a-real-key-at-all");
     await page.locator("#key-message", { hasText: 'Wrong API key: the server answered "Invalid or revoked API key"' }).waitFor();

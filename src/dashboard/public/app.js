@@ -4,7 +4,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, forgetKey, onUnauthorized, saveKey, storedKey } from "./lib/api.js";
 import { duration } from "./lib/format.js";
 import { html } from "./lib/html.js";
-import { NO_ANSWER_MS, useLiveState, waitAsked } from "./lib/live.js";
+import { NO_ANSWER_MS, useLiveState, waitAsked, waitPending } from "./lib/live.js";
 import { Capacity } from "./pages/capacity.js";
 import { DeadLetter } from "./pages/dead-letter.js";
 import { Overview } from "./pages/overview.js";
@@ -148,6 +148,14 @@ function App() {
 
   const check = async () => {
     clearTimeout(recheck.current);
+    // A wait the server asked of the polls holds for the key's check too (a key entered again after
+    // "Forget key" during it): sent at once, it would only be refused again.
+    const pending = waitPending();
+    if (pending !== null) {
+      recheck.current = setTimeout(check, pending.at - Date.now());
+      setGate({ message: `The server asked for a wait${pending.error ? `: ${pending.error.message}` : ""}`, retry: true, retryAt: pending.at });
+      return;
+    }
     try {
       const who = await api("GET", "api/whoami");
       if (who.scope === "worker") {

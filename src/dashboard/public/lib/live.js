@@ -50,6 +50,11 @@ export function waitAsked(error) {
   return notBefore;
 }
 
+/** Until when (Date.now() ms) the server asked every call to wait, with the error that asked it; null when it is over or was never asked. */
+export function waitPending() {
+  return Date.now() < notBefore ? { at: notBefore, error: state.retryError } : null;
+}
+
 /** The requests of the polls now out, each with when it was sent. */
 const outstanding = new Map();
 
