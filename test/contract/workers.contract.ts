@@ -377,7 +377,7 @@ export function workersContract(kind: StoreKind) {
       await beat("w1", { currentLoad: 1 });
       await ctx.store.enqueue({ taskType: "crawl" });
       const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
-      // run-1's shutdown lands now (held up, or sent again): it took the new process for run-1 and gave its task back.
+      // run-1's shutdown lands now (held up, or sent again). Before, it took the new process for run-1 and gave back its task.
       ctx.clock.advance(1000);
       expect(await ctx.store.shutdownWorker("w1", "run-1")).toEqual([]);
       expect(await worker()).toMatchObject({ status: "active", activeTasks: 1 });

@@ -807,7 +807,7 @@ describe("the dashboard in a real browser", () => {
     await page.click("button[type=submit]");
     await page.locator("#retry-wait", { hasText: /^Waiting until .*, as the server asked; the key is checked again then\.$/ }).waitFor({ timeout: 5000 });
     await expect(page.getByRole("alert").textContent()).resolves.toBe("The server asked for a wait: The database cannot be reached");
-    await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 6000 });
+    await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 10_000 });
     expect(asked).toHaveLength(1);
     expect(asked[0] - refusedAt).toBeGreaterThanOrEqual(2000);
   });
