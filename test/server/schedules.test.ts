@@ -152,6 +152,10 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
     const keyed = { keys: [1, 2], date: "2030-01-06", unique_key: "resync:{key}" };
     expect(await s.call("POST", "/api/tasks/generate/resync", keyed)).toMatchObject({ status: 201, body: { created: 2 } });
     expect(await s.call("POST", "/api/tasks/generate/resync", keyed)).toMatchObject({ status: 200, body: { created: 0 } });
+    // So does a query of a schedule that has not run yet: it finds no keys.
+    await s.pool.schedule({ name: "discovery", taskType: "store_discovery", cron: "0 0 * * *" });
+    const unrun = await s.call("POST", "/api/tasks/generate/resync", { from_results: { schedule: "discovery", field: "store_ids" } });
+    expect(unrun).toMatchObject({ status: 200, body: { created: 0, message: "created no task: the fan-out found no keys" } });
 
     const one = await s.call("POST", "/api/tasks/generate/discovery", {});
     expect(one).toMatchObject({ status: 201, body: { created: 1, batches: [{ batch: 1, scheduled_for: "2030-01-01T00:00:00.000Z" }] } });

@@ -34,7 +34,9 @@ export const taskGenerationRoutes = [
     url: "/api/tasks/generate/discovery",
     tag: TAG,
     summary: "Create a store discovery task (seed 004)",
-    description: "One store_discovery task now, or one per key (e.g. per region) with `{key}` in its params.",
+    description:
+      "One store_discovery task now, or one per key (e.g. per region) with `{key}` in its params. " +
+      "Always 201: `keys`, when given, has one at least, and there is no `unique_key` to find a task pending.",
     access: ["producer"],
     body: DiscoveryInputSchema,
     status: [201],
