@@ -74,7 +74,7 @@ import {
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { checkJson, validate } from "../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
-import { checkFanOut, checkScheduleDefinition, noResultsSchedule, resultsScheduleOf, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
+import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import { type EventsQuery, EventsQuerySchema, FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName, truncatedMessage } from "../core/schemas.js";
 import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
@@ -454,10 +454,8 @@ export class CheckedStore implements Store {
     this.checkStored("params", definition.params ?? {});
     // Only to refuse an expression that never fires again: the store computes the next run with its clock.
     checkScheduleDefinition(definition, new Date());
-    // A query of no schedule would find no keys at every run, in silence. Over HTTP the server checks
-    // it, in this same layer, with its store: no extra round trip from here.
-    const readsFrom = resultsScheduleOf(definition);
-    if (readsFrom !== null && !this.remote && (await this.store.getSchedule(readsFrom)) === null) throw noResultsSchedule(readsFrom);
+    // A fan-out reading the results of no schedule is refused by the store, in the save's transaction
+    // (a delete of that schedule cannot come between the check and the save); over HTTP, by the server's.
     return this.store.saveSchedule(definition);
   }
 

@@ -282,7 +282,8 @@ export interface Store {
   /**
    * Creates a schedule, or updates the one of that name. Its next run is the first tick after now; an
    * update that keeps the cron expression and zone keeps it, and one that leaves `enabled` out keeps
-   * the schedule paused or running as it was.
+   * the schedule paused or running as it was. ValidationError, nothing saved, when its fan-out reads the
+   * results of another schedule that does not exist, checked in the save's transaction.
    */
   saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult>;
   /** The schedule of that name, or null. */

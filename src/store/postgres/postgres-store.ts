@@ -66,7 +66,7 @@ import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
 import * as scheduleSql from "./schedule-queries.js";
 import { parseTimestamptz } from "./timestamptz.js";
-import { checkScheduleTasks, nextRunWhen, resolveSchedule, scheduleCancelled, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
+import { checkScheduleTasks, nextRunWhen, noResultsSchedule, resolveSchedule, resultsScheduleOf, scheduleCancelled, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 import { DEFAULT_SCHEMA } from "../open-store.js";
@@ -853,6 +853,9 @@ export class PostgresStore implements Store {
   async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
     const now = await this.now();
     return inTransaction(this.pool, async (client) => {
+      // In the save's transaction, the row held: checked before it, a delete committing in between left the fan-out reading no schedule.
+      const readsFrom = resultsScheduleOf(definition);
+      if (readsFrom !== null && !(await heldSchedule(client, readsFrom))) throw noResultsSchedule(readsFrom);
       const s = resolveSchedule(definition, await lockedSchedule(client, definition.name), now);
       checkScheduleTasks(s, (await this.latestTypes([s.taskType])).get(s.taskType), this.rules);
       const values = [s.name, s.taskType, JSON.stringify(s.params), s.cron, s.timezone, s.enabled, s.fanOut === null ? null : JSON.stringify(s.fanOut), s.concurrencyKey, s.priority, s.missedTicks, s.nextRunAt, now, s.uniqueKey];
@@ -960,4 +963,10 @@ function isUniqueViolation(error: unknown, constraint: string): boolean {
 async function lockedSchedule(client: pg.PoolClient, name: string): Promise<ScheduleRecord | null> {
   const { rows: [row] } = await client.query<ScheduleRow>({ name: "tp_lock_schedule", text: scheduleSql.LOCK_SCHEDULE, values: [name] });
   return row ? toSchedule(row) : null;
+}
+
+/** Whether the schedule exists, kept from deletion until the transaction ends (HOLD_SCHEDULE). */
+async function heldSchedule(client: pg.PoolClient, name: string): Promise<boolean> {
+  const { rowCount } = await client.query({ name: "tp_hold_schedule", text: scheduleSql.HOLD_SCHEDULE, values: [name] });
+  return (rowCount ?? 0) > 0;
 }

@@ -27,8 +27,17 @@ export const GET_SCHEDULE = `SELECT * FROM schedules WHERE name = $1`;
 /**
  * $1 name. The schedule, locked until the transaction ends: a save or a pause reads it, decides, and
  * writes; unlocked, a pause landing between another save's read and write was undone by that write.
+ * NO KEY UPDATE, as the write itself takes: it leaves HOLD_SCHEDULE free, so two schedules saved at
+ * once, each reading the other's results, do not deadlock (each locked, each waiting for the other).
  */
-export const LOCK_SCHEDULE = `SELECT * FROM schedules WHERE name = $1 FOR UPDATE`;
+export const LOCK_SCHEDULE = `SELECT * FROM schedules WHERE name = $1 FOR NO KEY UPDATE`;
+
+/**
+ * $1 name. The schedule whose results a fan-out being saved reads, kept from deletion until the save
+ * commits: a delete under way is waited for, and the row is then gone (the save refused); a delete
+ * coming after waits for the save. KEY SHARE holds off only deletes: that schedule's passes and saves go on.
+ */
+export const HOLD_SCHEDULE = `SELECT 1 FROM schedules WHERE name = $1 FOR KEY SHARE`;
 
 export const LIST_SCHEDULES = `SELECT * FROM schedules ORDER BY name`;
 

@@ -71,7 +71,7 @@ import * as typeSql from "./task-type-queries.js";
 import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
 import * as scheduleSql from "./schedule-queries.js";
-import { checkScheduleTasks, nextRunWhen, resolveSchedule, scheduleCancelled, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
+import { checkScheduleTasks, nextRunWhen, noResultsSchedule, resolveSchedule, resultsScheduleOf, scheduleCancelled, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 
@@ -663,6 +663,9 @@ export class SqliteStore implements Store {
 
   async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
     return await this.conn.tx(true, () => {
+      // In the save's write transaction: checked before it, a delete committing in between left the fan-out reading no schedule.
+      const readsFrom = resultsScheduleOf(definition);
+      if (readsFrom !== null && !this.scheduleNamed(readsFrom)) throw noResultsSchedule(readsFrom);
       const now = this.clock.now();
       const existing = this.scheduleNamed(definition.name);
       const s = resolveSchedule(definition, existing, now);
