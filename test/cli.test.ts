@@ -14,6 +14,8 @@ import { eventually } from "./helpers/logs.js";
 import { createPostgres, PG_URL, removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 import { CLI, envWith, taskpool, taskpoolIn, taskpoolRun, taskpoolWithStdin } from "./helpers/cli.js";
 
+const MiB = 1024 * 1024;
+
 describe("taskpool CLI", () => {
   const path = sqlitePath();
   const db = `sqlite:${path}`;
@@ -179,7 +181,8 @@ describe("taskpool CLI", () => {
     expect(typo.stderr).toMatch(/^warning: task type "prodcut_resync" is not registered and no live worker has that role/);
     const strict = await taskpool("enqueue", "prodcut_resync", "--require-registered", "--db", db).catch((e) => e);
     expect(strict.code).toBe(1);
-    expect(strict.stderr).toMatch(/^taskpool: Task type "prodcut_resync" is not registered, and this pool requires registered types/);
+    // The setting named as the flag that set it, not the library's option (requireRegistered).
+    expect(strict.stderr).toMatch(/^taskpool: Task type "prodcut_resync" is not registered, and this pool requires registered types \(--require-registered\)/);
     expect((await taskpool("status", "--db", db)).stdout).toMatch(/prodcut_resync\s+pending 1\n/);
   }, 60_000);
 
@@ -266,6 +269,23 @@ describe("taskpool CLI", () => {
       expect(badName.code).toBe(1);
       expect(badName.stderr).toMatch(/^taskpool: Invalid task: taskType: /);
       expect(JSON.parse((await taskpool("tasks", "list", "--json", "--db", db)).stdout).tasks).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  it("a value over a size limit is refused naming the limit as the CLI has it (the default), not the library's limits.paramsBytes", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-limit-"));
+    try {
+      // Too long for a command line: a params file line and a type's params schema, each just over 1 MiB.
+      const file = join(dir, "big.jsonl");
+      writeFileSync(file, `{"storeId":1}\n${JSON.stringify({ blob: "x".repeat(MiB) })}\n`);
+      const definition = join(dir, "big-type.json");
+      writeFileSync(definition, JSON.stringify({ name: "crawl", paramsSchema: { type: "object", description: "x".repeat(MiB) } }));
+      const [params, schema] = await Promise.all([taskpoolRun("enqueue", "crawl", "--file", file, "--db", db), taskpoolRun("types", "register", definition, "--db", db)]);
+      const limit = "over the limit of 1,048,576 bytes (taskpool's default, which the CLI does not change); store large data elsewhere and pass a reference";
+      expect([params.code, params.stderr]).toEqual([1, `taskpool: ${file} line 2: Invalid params: params is 1,048,587 bytes as JSON, ${limit}; nothing was enqueued\n`]);
+      expect([schema.code, schema.stderr]).toEqual([1, `taskpool: Invalid paramsSchema: paramsSchema is 1,048,610 bytes as JSON, ${limit}\n`]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

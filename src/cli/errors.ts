@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { HttpApiError, seconds, ServerTimeoutError } from "../client/errors.js";
-import { DatabaseNotFoundError, TaskpoolError, type ValidationError } from "../core/errors.js";
+import { DatabaseNotFoundError, LIBRARY_VOCABULARY, TaskpoolError, type ValidationError, type Vocabulary } from "../core/errors.js";
 import { sqlitePathOf } from "../store/open-store.js";
 
 /** An error the CLI prints as one line: what failed and how to fix it. */
@@ -12,12 +12,22 @@ export class CliError extends TaskpoolError {
 }
 
 /**
+ * How the CLI words a refusal: in the library's names, but a setting of the pool as the CLI sets it.
+ * The size limits are connect()'s `limits`, which no flag sets: the CLI's pool has the defaults, and
+ * `limits.paramsBytes` named nothing an operator could change.
+ */
+export const CLI_VOCABULARY: Vocabulary = {
+  ...LIBRARY_VOCABULARY,
+  setting: (name) => (name === "requireRegistered" ? "--require-registered" : "taskpool's default, which the CLI does not change"),
+};
+
+/**
  * A ValidationError of input a command built from its flags, with each field named as the flag that
  * set it: "Invalid task: --max-attempts: …", where the library says maxAttempts, a name the operator
  * never typed; "Invalid concurrencyKey: …" becomes "Invalid --concurrency-key: …".
  */
 export function namedAsFlags(error: ValidationError, flags: Readonly<Record<string, string>>): CliError {
-  let message = error.message;
+  let message = error.messageIn(CLI_VOCABULARY);
   for (const { path } of error.issues) {
     const flag = flags[path];
     if (flag) message = message.replace(new RegExp(`(^|^Invalid |: |; )${path.replaceAll(".", "\\.")}:`, "g"), `$1${flag}:`);

@@ -6,7 +6,7 @@ import { coordinatorCommand } from "./coordinator.js";
 import { refuseMisplacedSchema, settleTarget, usesSchema } from "./database.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
-import { CliError, explainAuthRefusal, explainServerTimeout } from "./errors.js";
+import { CLI_VOCABULARY, CliError, explainAuthRefusal, explainServerTimeout } from "./errors.js";
 import { keysCommand } from "./keys.js";
 import { migrateCommand } from "./migrate.js";
 import { reassignmentsCommand } from "./reassignments.js";
@@ -67,7 +67,8 @@ program.parseAsync().catch((thrown: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.
   const error = explainServerTimeout(explainAuthRefusal(thrown));
   const known = error instanceof TaskpoolError || error instanceof CommanderError;
-  console.error(`taskpool: ${error instanceof Error ? error.message : String(error)}`);
+  const message = error instanceof TaskpoolError ? error.messageIn(CLI_VOCABULARY) : error instanceof Error ? error.message : String(error);
+  console.error(`taskpool: ${message}`);
   if (program.opts().verbose && thrown instanceof Error) console.error(thrown.stack);
   else if (!known) console.error("(run again with --verbose for the stack trace)");
   process.exit(1);

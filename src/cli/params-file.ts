@@ -4,6 +4,7 @@ import { ValidationError } from "../core/errors.js";
 import { inexactInteger } from "../core/exact-integers.js";
 import { EnqueueBatchSchema } from "../core/schemas.js";
 import type { JsonObject } from "../core/task.js";
+import { CLI_VOCABULARY } from "./errors.js";
 
 /** The most tasks one `enqueue --file` takes: the batch's own limit, so the file goes in one transaction. */
 export const MOST_TASKS_PER_FILE = EnqueueBatchSchema.maxItems!;
@@ -62,12 +63,14 @@ export interface ParamsFile {
  * A refusal of one task of the file, which the batch names by its index ("item 3: …"), named by its
  * line instead: the operator has the file, not the list made from it. A refusal of the options alone
  * (`fields`: the task type and the flags every task shares) names no line: each line would have been refused.
+ * Either is worded as the CLI words refusals (CLI_VOCABULARY): the new error keeps only its text.
  */
 export function namedByLine(error: ValidationError, file: ParamsFile, fields: readonly string[]): ValidationError {
-  const item = /^item (\d+): /.exec(error.message);
+  const message = error.messageIn(CLI_VOCABULARY);
+  const item = /^item (\d+): /.exec(message);
   if (item === null) return error;
   const issues = error.issues.map((issue) => ({ ...issue, path: issue.path.slice(`${item[1]}.`.length) }));
-  const rest = error.message.slice(item[0].length);
+  const rest = message.slice(item[0].length);
   if (issues.length > 0 && issues.every((issue) => fields.includes(issue.path))) return new ValidationError(rest, issues, error.unlisted);
   return new ValidationError(`${file.source} line ${file.lines[Number(item[1])]}: ${rest}; nothing was enqueued`, issues, error.unlisted);
 }

@@ -86,8 +86,9 @@ export interface Vocabulary {
 export type Wording = (vocabulary: Vocabulary) => string;
 
 /**
- * Where the library's messages point for a listing: the CLI's commands. The CLI prints the library's
- * messages as they are, and it shows any pool, one behind a server included.
+ * Where the library's messages point for a listing: the CLI's commands. The CLI says the library's
+ * messages with these listings (its vocabulary changes only settings), and it shows any pool, one
+ * behind a server included.
  */
 const CLI_LISTINGS: Record<Listing, string> = { workers: "taskpool workers", schedules: "taskpool schedules list" };
 
