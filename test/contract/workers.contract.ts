@@ -393,6 +393,23 @@ export function workersContract(kind: StoreKind) {
       expect(await ctx.store.get(next.id)).toMatchObject({ status: "claimed", workerId: "w1" });
     });
 
+    it("a restart that names no run replaces every named run before it, not only the last: an older run's late shutdown and beats change nothing", async () => {
+      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      await beat("w1", { runId: "run-0", currentLoad: 1 });
+      await beat("w1", { runId: "run-1", currentLoad: 1 });
+      await beat("w1", { currentLoad: 1 });
+      await ctx.store.enqueue({ taskType: "crawl" });
+      const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
+      // run-0's shutdown, sent again by a retry, lands now: it was taken for the current run's and gave its task back.
+      ctx.clock.advance(1000);
+      expect(await ctx.store.shutdownWorker("w1", "run-0")).toEqual([]);
+      expect(await worker()).toMatchObject({ status: "active", activeTasks: 1 });
+      // Recorded as gone, as another replaced run's: its last beat, held up too, takes nothing back.
+      ctx.clock.advance(30_000);
+      expect(await beat("w1", { runId: "run-0", leases: [], allLeases: true })).toMatchObject({ lost: [] });
+      expect(await ctx.store.get(lease.id)).toMatchObject({ status: "claimed", workerId: "w1" });
+    });
+
     it("a shutdown naming the current run, or no run, gives back what the worker holds and marks it inactive; sent again it answers [], and the run's late beats are refused", async () => {
       const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
       await beat("w1", { runId: "run-1", currentLoad: 2 });

@@ -141,10 +141,11 @@ export const WORKER_HEARTBEAT = `
 /**
  * In WORKER_SHUTDOWN, of the worker's row: the run shutting down ($3) is not the registered one. Another
  * run registered under the id since (the shutdown landed late, held up or sent again), and what the
- * worker holds now is that run's; a run that names none counts (GONE_AFTER_A_BEAT says which named run
- * it replaced). A shutdown naming no run, or a worker whose beats never named one, is of the current run.
+ * worker holds now is that run's; a run that names none counts, and replaced every named run before it,
+ * not only the one GONE_AFTER_A_BEAT recorded (which says the worker had one). A shutdown naming no run,
+ * or a worker whose beats never named one, is of the current run.
  */
-const REPLACED = `($3::text IS NOT NULL AND CASE WHEN workers.run_id IS NULL THEN workers.gone_run_id IS NOT DISTINCT FROM $3::text ELSE workers.run_id <> $3::text END)`;
+const REPLACED = `($3::text IS NOT NULL AND CASE WHEN workers.run_id IS NULL THEN workers.gone_run_id IS NOT NULL ELSE workers.run_id <> $3::text END)`;
 
 /** In WORKER_SHUTDOWN's update of the worker: `value`, unless the run shutting down was replaced (REPLACED). */
 const UNLESS_REPLACED = (column: string, value: string) => `${column} = CASE WHEN ${REPLACED} THEN workers.${column} ELSE ${value} END`;
@@ -161,9 +162,9 @@ export const WORKER_SHUTDOWN = `
   WITH worker AS (
     UPDATE workers SET ${UNLESS_REPLACED("status", "'inactive'")}, ${UNLESS_REPLACED("current_load", "0")},
         ${UNLESS_REPLACED("last_seen_at", "$2::timestamptz")}, ${UNLESS_REPLACED("gone_at", "$2::timestamptz")},
-        -- The run that shut down; a worker running without runs keeps the one it replaced. Either way REPLACED,
-        -- read again in RETURNING on the row as updated, still tells what it did.
-        gone_run_id = CASE WHEN workers.run_id IS NULL THEN workers.gone_run_id ELSE coalesce($3::text, workers.run_id) END
+        -- The run that shut down, replaced or current; a worker running without runs, shut down, keeps the one it
+        -- replaced. Either way REPLACED, read again in RETURNING on the row as updated, still tells what it did.
+        gone_run_id = CASE WHEN ${REPLACED} THEN $3::text WHEN workers.run_id IS NULL THEN workers.gone_run_id ELSE coalesce($3::text, workers.run_id) END
     WHERE worker_id = $1 RETURNING ${REPLACED} AS replaced
   ),
   -- Whether the shutdown is of the current run (or of a worker the registry does not know: its tasks go back, as before).

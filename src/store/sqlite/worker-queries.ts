@@ -85,7 +85,7 @@ export const UNRESERVE_FOR = `
  */
 export const MARK_REPLACED_RUN_GONE = `
   UPDATE workers SET gone_run_id = @runId
-  WHERE worker_id = @workerId AND @runId IS NOT NULL AND CASE WHEN run_id IS NULL THEN gone_run_id IS @runId ELSE run_id <> @runId END`;
+  WHERE worker_id = @workerId AND @runId IS NOT NULL AND CASE WHEN run_id IS NULL THEN gone_run_id IS NOT NULL ELSE run_id <> @runId END`;
 
 /** @runId the run shutting down, or null for the current one; a worker running without runs keeps the one it replaced as gone. */
 export const MARK_INACTIVE = `
