@@ -59,7 +59,7 @@ export function workersCommand(program: Command): void {
         // so itself (SIGTERM shuts it down); this is for one that could not.
         if (worker?.status === "active" && opts.force !== true) {
           throw new CliError(
-            `Worker ${workerId} is active (heard ${worker.secondsSinceHeartbeat} s ago): if its process still runs, its ${worker.activeTasks} tasks would run twice. ` +
+            `Worker ${workerId} is active (heard ${worker.secondsSinceHeartbeat} s ago): if its process still runs, ${worker.activeTasks === 0 ? "it would run on, marked shut down" : `its ${worker.activeTasks} task${worker.activeTasks === 1 ? "" : "s"} would run twice`}. ` +
               "Stop the process instead (SIGTERM: it shuts itself down), or pass --force if it is gone",
           );
         }
