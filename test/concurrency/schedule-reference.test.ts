@@ -70,6 +70,15 @@ describe("a schedule's fan-out reading a schedule deleted as it is saved", () =>
     expect((await h.store.listSchedules()).map((s) => [s.name, s.fanOut?.fromResults?.schedule])).toEqual([["a", "b"], ["b", "a"]]);
   });
 
+  it("PostgreSQL: a store of one connection saves a schedule reading another's results (its type read in the save's transaction)", async () => {
+    const h = (handle = await createPostgres());
+    const one = new CheckedStore(await h.another({ poolSize: 1 }));
+    await one.saveSchedule(DISCOVERY);
+    // A read on a second connection waited for the one the save's transaction held, until the pool gave up.
+    const saved = await Promise.race([one.saveSchedule(RESYNC), new Promise((resolve) => setTimeout(() => resolve("still waiting after 5 s"), 5000))]);
+    expect(saved).toMatchObject({ created: true });
+  });
+
   it("SQLite: the save, waiting for the delete's write lock, refuses once it has it, saving nothing", async () => {
     const h = (handle = await createSqlite());
     const store = new CheckedStore(h.store);

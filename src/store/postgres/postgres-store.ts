@@ -857,7 +857,9 @@ export class PostgresStore implements Store {
       const readsFrom = resultsScheduleOf(definition);
       if (readsFrom !== null && !(await heldSchedule(client, readsFrom))) throw noResultsSchedule(readsFrom);
       const s = resolveSchedule(definition, await lockedSchedule(client, definition.name), now);
-      checkScheduleTasks(s, (await this.latestTypes([s.taskType])).get(s.taskType), this.rules);
+      // Read on the transaction's connection: a second one from the pool waited for good on a pool of one, and concurrent saves could starve a larger pool.
+      const types = await this.latestTypes([s.taskType], async (name, text, values) => (await client.query({ name, text, values })).rows);
+      checkScheduleTasks(s, types.get(s.taskType), this.rules);
       const values = [s.name, s.taskType, JSON.stringify(s.params), s.cron, s.timezone, s.enabled, s.fanOut === null ? null : JSON.stringify(s.fanOut), s.concurrencyKey, s.priority, s.missedTicks, s.nextRunAt, now, s.uniqueKey];
       const { rows: [row] } = await client.query<ScheduleRow & { created: boolean }>({ name: "tp_upsert_schedule", text: scheduleSql.UPSERT_SCHEDULE, values });
       return { schedule: toSchedule(row), created: row.created };
