@@ -1,8 +1,7 @@
-import type { ChildProcess } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Coordinator } from "../../src/coordinator/coordinator.js";
+import { freeze } from "../helpers/freeze.js";
 import { eventually } from "../helpers/logs.js";
 import { createPostgres, createSqlite, type TestStore } from "../helpers/stores.js";
 import { ChaosCluster } from "./cluster.js";
@@ -16,36 +15,6 @@ import { CHAOS_COORDINATION, report, scale } from "./settings.js";
  * for several workers in turn while the others keep working; the checker judges the whole run.
  */
 const ROUNDS = scale("CHAOS_ZOMBIE_ROUNDS", 2);
-
-/**
- * Freezes a worker process with SIGSTOP. On SQLite, a process frozen inside a write keeps the file's
- * write lock, and every other writer (the coordinator too) waits until it is thawed: SQLite's nature,
- * which a deployment that pauses processes lives with, but not what this scenario is about. There the
- * freeze is tried again until it lands outside a write (`sqlitePath`: the database file, or null).
- */
-async function freeze(child: ChildProcess, sqlitePath: string | null): Promise<void> {
-  for (;;) {
-    child.kill("SIGSTOP");
-    if (sqlitePath === null || writeLockFree(sqlitePath)) return;
-    child.kill("SIGCONT");
-    await sleep(10);
-  }
-}
-
-/** Whether a write can begin, waiting up to 200 ms for the writers that are running to finish. */
-function writeLockFree(path: string): boolean {
-  const db = new Database(path, { timeout: 200 });
-  try {
-    db.exec("BEGIN IMMEDIATE");
-    db.exec("ROLLBACK");
-    return true;
-  } catch (error) {
-    if ((error as { code?: string }).code === "SQLITE_BUSY") return false;
-    throw error;
-  } finally {
-    db.close();
-  }
-}
 
 describe.each([
   ["postgres", createPostgres],
@@ -77,7 +46,7 @@ describe.each([
         const running = (await cluster.pool.list({ workerId: zombie.id, status: "running" })).tasks;
         return running.length > 0 ? running : null;
       }, 20_000, `${zombie.id} to hold tasks`);
-      await freeze(zombie.child, name === "sqlite" ? handle.url.slice("sqlite:".length) : null);
+      await freeze(zombie.child, handle.url);
       const frozenAt = Date.now();
       // Every task it held is taken back and claimed by someone else.
       await eventually(async () => {
@@ -125,7 +94,7 @@ describe.each([
     const zombie = await cluster.startWorker({ CONCURRENCY: "1", WORKER_ROLE: "sleep", LEASE_SECONDS: "2" });
     // One of them running, the others claimed and waiting in its buffer.
     await eventually(async () => (await cluster.pool.list({ workerId: zombie.id, status: "running" })).tasks.length === slow.length, 10_000, `${zombie.id} to hold the slow tasks`);
-    await freeze(zombie.child, name === "sqlite" ? handle.url.slice("sqlite:".length) : null);
+    await freeze(zombie.child, handle.url);
     coordinator = cluster.pool.coordinator(CHAOS_COORDINATION);
     coordinator.start();
     const other = await cluster.startWorker({ CONCURRENCY: String(slow.length), WORKER_ROLE: "sleep" });

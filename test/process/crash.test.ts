@@ -1,6 +1,7 @@
 import { describe, expect, it, type OnTestFinishedHandler } from "vitest";
 import { Coordinator, type CoordinatorOptions } from "../../src/coordinator/coordinator.js";
 import type { Store } from "../../src/store/store.js";
+import { freeze } from "../helpers/freeze.js";
 import { eventually } from "../helpers/logs.js";
 import { createPostgres, createSqlite, type TestStore } from "../helpers/stores.js";
 import { killAll, startWorker, type WorkerProcess } from "./harness.js";
@@ -24,6 +25,8 @@ interface Scene {
   worker(id: string, env: Record<string, string>): Promise<WorkerProcess>;
   coordinator(options?: CoordinatorOptions): Promise<Coordinator>;
   status(id: number): Promise<string | undefined>;
+  /** Freezes a worker with SIGSTOP, outside a write (see freeze). */
+  freeze(p: WorkerProcess): Promise<void>;
 }
 
 async function scene(create: () => Promise<TestStore>, onTestFinished: (fn: OnTestFinishedHandler) => void): Promise<Scene> {
@@ -49,6 +52,7 @@ async function scene(create: () => Promise<TestStore>, onTestFinished: (fn: OnTe
       return c;
     },
     status: async (id) => (await handle.store.get(id))?.status,
+    freeze: (p) => freeze(p.child, handle.url),
   };
 }
 
@@ -100,14 +104,14 @@ describe("worker processes", () => {
     expect(reassignment).toMatchObject({ fromWorkerId: "victim", toWorkerId: "idle", success: true, reason: "Worker died unexpectedly" });
   });
 
-  scenario("SIGSTOP: the frozen worker loses its lease; after SIGCONT its signal fires and its writes are refused", async ({ store, worker, coordinator, status }) => {
+  scenario("SIGSTOP: the frozen worker loses its lease; after SIGCONT its signal fires and its writes are refused", async ({ store, worker, coordinator, status, freeze }) => {
     const { task } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
     const frozen = await worker("frozen", { WORKER_ROLE: "crawl", PAGE_MS: "300" });
     await frozen.waitFor({ event: "page", page: 1 });
     await worker("rescuer", { WORKER_ROLE: "crawl", PAGE_MS: "5" });
     await coordinator();
 
-    frozen.child.kill("SIGSTOP");
+    await freeze(frozen);
     await eventually(async () => (await status(task.id)) === "completed", 20_000, "the rescuer to finish");
     frozen.child.kill("SIGCONT");
     const aborted = await frozen.waitFor({ event: "aborted", taskId: task.id });
