@@ -209,6 +209,17 @@ export function claimContract(kind: StoreKind) {
         expect(keyed.flat()).toHaveLength(1);
       });
 
+      it("fills every claim it shares out past the pending tasks of one concurrency key ahead of the others", async () => {
+        await ctx.store.enqueueMany(Array.from({ length: 4 }, () => ({ taskType: "a", priority: 10, concurrencyKey: "one-customer" })));
+        const open = await ctx.store.enqueueMany(Array.from({ length: 6 }, () => ({ taskType: "a" })));
+        const [w1, w2] = await ctx.store.claimMany([{ workerId: "w1", limit: 3 }, { workerId: "w2", limit: 3 }]);
+        expect([w1.length, w2.length]).toEqual([3, 3]);
+        const ids = [...w1, ...w2].map((t) => t.id);
+        expect(new Set(ids).size).toBe(6);
+        expect([...w1, ...w2].filter((t) => t.concurrencyKey !== null)).toHaveLength(1);
+        expect(ids.filter((id) => open.some((r) => r.task.id === id))).toHaveLength(5);
+      });
+
       it("never gives one task to two workers when batches race", async () => {
         await ctx.store.enqueueMany(Array.from({ length: 60 }, () => ({ taskType: "a" })));
         const batches = await Promise.all(
@@ -236,6 +247,15 @@ export function claimContract(kind: StoreKind) {
       await ctx.store.complete(holder.id, holder);
       const next = await claimOne(ctx.store, "w2");
       expect(next.concurrencyKey).toBe("store:1");
+    });
+
+    it("is not cut short by pending tasks of one concurrency key ahead of the others", async () => {
+      // The claim's scan stops at its limit: tasks of two keys first fill it, and one of each is all it may keep.
+      const first = await ctx.store.enqueueMany(Array.from({ length: 3 }, () => ({ taskType: "a", priority: 10, concurrencyKey: "customer-1" })));
+      const second = await ctx.store.enqueueMany(Array.from({ length: 3 }, () => ({ taskType: "a", priority: 9, concurrencyKey: "customer-2" })));
+      const open = await ctx.store.enqueueMany(Array.from({ length: 4 }, () => ({ taskType: "a" })));
+      const batch = await ctx.store.claim({ workerId: "w1", limit: 5 });
+      expect(batch.map((t) => t.id)).toEqual([first[0].task.id, second[0].task.id, ...open.slice(0, 3).map((r) => r.task.id)]);
     });
 
     it("gives a reserved task to its worker first, and to no one else until the reservation lapses", async () => {

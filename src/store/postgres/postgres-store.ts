@@ -110,12 +110,17 @@ export interface PostgresStoreOptions {
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 const UNIQUE_VIOLATION = "23505";
 const CLAIM_RETRIES = 5;
+/**
+ * At most this many statements for one claim cut short by concurrency keys: one more for each key
+ * with several tasks at the head of the queue. A claim still short after them returns what it has.
+ */
+const CLAIM_ROUNDS = 4;
 /** How long claims that met a capped type go straight to the full claim statement (see claimOnce). */
 const CAPPED_MEMORY_MS = 10_000;
 /** Bound on the claims remembered so: the task types are the caller's. */
 const CAPPED_MEMORY_MAX = 1000;
 /** A claimed row: claim_owner is the claiming worker's 1-based position in its group. */
-type ClaimRow = ClaimedRow & { claim_owner: string };
+type ClaimRow = ClaimedRow & { claim_owner: string; cut: boolean };
 const typeNames = (inputs: EnqueueInput[]) => [...new Set(inputs.map((i) => i.taskType))];
 
 /** Task type names an enqueue remembers the latest version of (see insertPrepared). */
@@ -444,8 +449,17 @@ export class PostgresStore implements Store {
     const answers: ClaimedTask[][] = resolved.map(() => []);
     for (const group of groupClaims(resolved)) {
       const byWorker: ClaimedTask[][] = group.workers.map(() => []);
-      const writes = { now: await this.now(), leaseSeconds: group.shape.leaseSeconds, start: group.shape.start };
-      for (const row of await this.claimGroup(group, writes.now)) byWorker[Number(row.claim_owner) - 1].push(toClaimedTask(row, writes));
+      // Workers with room left (their 1-based positions in the group); a round cut short by concurrency
+      // keys (see CUT in queries.ts) is run again for them, each round taking at least one task.
+      let short = group.workers.map((_, i) => i);
+      for (let round = 1; short.length > 0; round++) {
+        const workers = short.map((i) => ({ ...group.workers[i], limit: group.workers[i].limit - byWorker[i].length }));
+        const writes = { now: await this.now(), leaseSeconds: group.shape.leaseSeconds, start: group.shape.start };
+        const rows = await this.claimGroup({ shape: group.shape, workers }, writes.now);
+        for (const row of rows) byWorker[short[Number(row.claim_owner) - 1]].push(toClaimedTask(row, writes));
+        if (!rows[0]?.cut || round === CLAIM_ROUNDS) break;
+        short = short.filter((i) => byWorker[i].length < group.workers[i].limit);
+      }
       group.workers.forEach((worker, i) => shareOut(byWorker[i], worker.members, resolved, answers));
     }
     return answers;

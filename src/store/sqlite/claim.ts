@@ -8,8 +8,10 @@
  * 2. candidates: tasks reserved for this worker first, then the open pool in the requested order,
  *    leaving out full types and concurrency keys already held by a claimed or running task;
  * 3. each candidate is claimed with CLAIM_ONE, skipping a second task of one concurrency key and a type
- *    that filled up during the pass. When that left the batch short, the scans run again without the
- *    newly full types (at most once per capped type).
+ *    that filled up during the pass. When that left the batch short, the scans run again: without the
+ *    newly full types (at most once per capped type), and past the keys just taken, now held (the scan
+ *    stops at its limit, so a key's other tasks at the head of the queue could fill it; each such pass
+ *    takes at least one more task).
  * `now` is read once the write lock is held, so time spent waiting for it does not shorten the lease.
  */
 import { randomUUID } from "node:crypto";
@@ -103,6 +105,12 @@ const CLAIM_ONE = `
 
 // --- Procedure --------------------------------------------------------------------------------
 
+/**
+ * At most this many passes more for a claim cut short by concurrency keys, one for each key with
+ * several tasks at the head of the queue: each walks the scan again under the write lock.
+ */
+const KEY_PASSES = 3;
+
 interface Candidate {
   id: number;
   task_type: string;
@@ -125,6 +133,7 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
     const room = new Map((capRoom.all(params) as { name: string; room: number }[]).map((r) => [r.name, r.room]));
     const keys = new Set<string>();
     const claimed: ClaimedTask[] = [];
+    let keyPasses = 0;
     for (;;) {
       const full = [...room].filter(([, left]) => left <= 0).map(([type]) => type);
       full.forEach((t, i) => (params[`full${i}`] = t));
@@ -132,6 +141,7 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
       const open = conn.stmt(openCandidatesStatement(c.sortBy, c.sortOrder, types.length, full.length));
       const rows = [...reserved.all(params), ...open.all(params)] as Candidate[];
       let filledUp = false;
+      let keySkipped = false;
       for (const row of rows) {
         if (claimed.length === c.limit) break;
         const left = room.get(row.task_type);
@@ -140,13 +150,16 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
           continue;
         }
         if (row.concurrency_key !== null) {
-          if (keys.has(row.concurrency_key)) continue;
+          if (keys.has(row.concurrency_key)) {
+            keySkipped = true;
+            continue;
+          }
           keys.add(row.concurrency_key);
         }
         claimed.push(claimRow(conn, row.id, c.workerId, c.leaseSeconds, now, c.start) as ClaimedTask);
         if (left !== undefined) room.set(row.task_type, left - 1);
       }
-      if (!filledUp || claimed.length === c.limit) return claimed;
+      if (!(filledUp || (keySkipped && keyPasses++ < KEY_PASSES)) || claimed.length === c.limit) return claimed;
     }
   });
 }
