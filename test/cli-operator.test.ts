@@ -317,8 +317,12 @@ describe("taskpool operator CLI", () => {
       expect(JSON.parse(done.stdout)).toEqual({ workerId: "w1", shutDown: true, released: held.map((t) => t.id).sort((a, b) => a - b) });
       expect([await status(held[0].id), await status(held[1].id)]).toEqual(["pending", "pending"]);
       expect((await pool.workers())[0]).toMatchObject({ workerId: "w1", status: "inactive", activeTasks: 0 });
-      // Inactive now: no --force needed, and nothing left to give back.
-      expect((await taskpool("workers", "shutdown", "w1", "--db", db)).stdout).toBe("Worker w1 shut down; it held no tasks\n");
+      // Inactive now: no --force needed, and nothing changes, whichever run is named (it said "shut down; it held no tasks").
+      expect((await taskpool("workers", "shutdown", "w1", "--db", db)).stdout).toBe("Worker w1 was already shut down: nothing changed\n");
+      expect((await taskpool("workers", "shutdown", "w1", "--run-id", "run-0", "--db", db)).stdout).toBe("Worker w1 was already shut down: nothing changed\n");
+      // A worker gone without tasks is shut down all the same.
+      await p.workerHeartbeat({ workerId: "w2", roles: ["crawl"], capacity: 1 });
+      expect((await taskpool("workers", "shutdown", "w2", "--force", "--db", db)).stdout).toBe("Worker w2 shut down; it held no tasks\n");
       expectOneLine(await taskpool("workers", "shutdown", "w-typo", "--db", db), /^taskpool: Worker "w-typo" is not in the registry: .*\(taskpool workers lists them\)$/);
     } finally {
       await pool.close();

@@ -61,6 +61,8 @@ describe("taskpool CLI", () => {
       [["statsu"], "taskpool: unknown command 'statsu'; did you mean status?"],
       [["frob"], "taskpool: unknown command 'frob'; see `taskpool --help`"],
       [["tasks", "lst"], "taskpool: unknown command 'lst'; did you mean list?"],
+      // `workers list` is the group's default: the word reached it as an argument ("too many arguments for 'list'").
+      [["workers", "frob"], "taskpool: unknown command 'frob'; see `taskpool workers --help`"],
       [["enqueue"], "taskpool: missing required argument 'taskType'; see `taskpool enqueue --help`"],
       [["enqueue", "crawl", "--priorty", "1"], "taskpool: unknown option '--priorty'; did you mean --priority?"],
       [["status", "extra"], "taskpool: too many arguments for 'status'. Expected 0 arguments but got 1; see `taskpool status --help`"],

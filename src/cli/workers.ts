@@ -23,7 +23,14 @@ export function workersCommand(program: Command): void {
     .description("the worker registry: list it (the default), or shut down a worker whose process is gone")
     .addHelpText("after", "\nExample:\n  $ taskpool workers\n  $ taskpool workers shutdown crawler-7");
   // The default, so `taskpool workers` lists. A subcommand rather than the group's own action: the group's
-  // options would take `workers shutdown w1 --db …`'s --db.
+  // options would take `workers shutdown w1 --db …`'s --db. A word that names no subcommand would reach
+  // it as an argument ("too many arguments for 'list'"): it is refused as what it is.
+  workers.hook("preSubcommand", (group, sub) => {
+    const [word] = group.args;
+    if (sub.name() === "list" && word !== undefined && word !== "list" && !word.startsWith("-")) {
+      group.error(`error: unknown command '${word}'`, { code: "commander.unknownCommand" });
+    }
+  });
   workers
     .command("list", { isDefault: true })
     .description("the worker registry: status, seconds since heartbeat, load/capacity, tasks held and processed, host, pid")
@@ -69,7 +76,9 @@ export function workersCommand(program: Command): void {
         emit(opts.json, { workerId, shutDown: !replaced, released }, () => [
           replaced
             ? `Run ${opts.runId} of worker ${workerId} is no longer its current one: nothing changed (the run that replaced it keeps its tasks)`
-            : released.length === 0
+            : worker?.status === "inactive" && released.length === 0
+              ? `Worker ${workerId} was already shut down: nothing changed`
+              : released.length === 0
               ? `Worker ${workerId} shut down; it held no tasks`
               : `Worker ${workerId} shut down; ${released.length} task${released.length === 1 ? "" : "s"} back in the pool: ${released.join(", ")}`,
         ]);
