@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { Command } from "commander";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect, type Taskpool } from "../src/api/taskpool.js";
+import { TaskpoolCommand } from "../src/cli/database.js";
 import { capacityCommand } from "../src/cli/capacity.js";
 import { reassignmentsCommand } from "../src/cli/reassignments.js";
 import { recountCommand } from "../src/cli/recount.js";
@@ -332,7 +332,7 @@ describe("taskpool operator CLI", () => {
   it("every operator command's --help ends with an example", async () => {
     let help = "";
     // Subcommands inherit the exit override and the output from the program they are added to.
-    const program = new Command("taskpool").exitOverride().configureOutput({ writeOut: (s) => (help += s) });
+    const program = new TaskpoolCommand("taskpool").exitOverride().configureOutput({ writeOut: (s) => (help += s) });
     for (const add of [tasksCommand, workersCommand, capacityCommand, reassignmentsCommand, recountCommand]) add(program);
     for (const args of [["tasks", "list"], ["tasks", "show"], ["tasks", "retry"], ["tasks", "cancel"], ["workers"], ["workers", "shutdown"], ["capacity"], ["reassignments"], ["recount"]]) {
       help = "";

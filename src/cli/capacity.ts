@@ -1,6 +1,5 @@
-import type { Command } from "commander";
 import type { CapacityRow } from "../core/monitoring.js";
-import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { type TaskpoolCommand, withPool } from "./database.js";
 import { CliError } from "./errors.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
@@ -18,16 +17,12 @@ const CAPACITY_COLUMNS: Column<CapacityRow>[] = [
   { header: "need 8h", value: (r) => r.workersNeeded.for8Hours },
 ];
 
-export function capacityCommand(program: Command): void {
+export function capacityCommand(program: TaskpoolCommand): void {
   program
     .command("capacity [role]")
     .description("capacity planning per role (seed 004): backlog, how long its oldest ready task has waited, throughput, hours to drain, workers needed to drain in 1, 4 or 8 hours")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nA - means no throughput in the last hour to estimate from, or, with tasks\nwaiting, no active worker of the role: nothing drains them then. Under\n\"oldest ready (s)\", it means no task of the role is ready (due) now.\n\nExample:\n  $ taskpool capacity\n  $ taskpool capacity product_resync --json")
     .action((role: string | undefined, opts) =>
       withPool(opts, async (pool) => {

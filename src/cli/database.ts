@@ -1,4 +1,4 @@
-import { type Command, Option } from "commander";
+import { Command, Option } from "commander";
 import type { ConnectOptions, Taskpool } from "../api/taskpool.js";
 import { DatabaseNotFoundError } from "../core/errors.js";
 import { isServerUrl } from "../store/open-store.js";
@@ -22,6 +22,21 @@ export const timeoutOption = () =>
   new Option("--timeout <seconds>", `with --url: how long each call may wait for the server, retries included (default ${SERVER_TIMEOUT_SECONDS})`).argParser(integerFrom(1, 86_400));
 
 export const schemaOption = () => new Option("--schema <name>", "PostgreSQL schema (default taskpool)").env("TASKPOOL_SCHEMA");
+
+/**
+ * The CLI's commands: commander's, with the options of every one-shot command that reads or writes a
+ * pool in one call. `.command()` makes one of these too (createCommand), so subcommands have it.
+ */
+export class TaskpoolCommand extends Command {
+  override createCommand(name?: string): TaskpoolCommand {
+    return new TaskpoolCommand(name);
+  }
+
+  /** Where the pool is (--db, or a server: --url with --api-key and --timeout), and its PostgreSQL --schema. */
+  poolOptions(): this {
+    return this.addOption(dbOption()).addOption(urlOption()).addOption(apiKeyOption()).addOption(timeoutOption()).addOption(schemaOption());
+  }
+}
 
 /**
  * A --schema typed for a database without schemas, or for a server, is refused rather than ignored: the

@@ -1,8 +1,8 @@
-import { type Command, InvalidArgumentError } from "commander";
+import { InvalidArgumentError } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
 import type { EnqueueInput, JsonObject, Task } from "../core/task.js";
 import type { EnqueueResult } from "../store/store.js";
-import { apiKeyOption, dbOption, requireRegisteredOption, requiresRegistered, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { requireRegisteredOption, requiresRegistered, type TaskpoolCommand, withPool } from "./database.js";
 import { ValidationError } from "../core/errors.js";
 import { type EnqueueCallOptions, EnqueueCallOptionsSchema } from "../core/schemas.js";
 import { validate } from "../core/validation.js";
@@ -21,7 +21,7 @@ const FLAGS = {
   idempotencyKey: "--idempotency-key",
 };
 
-export function enqueueCommand(program: Command): void {
+export function enqueueCommand(program: TaskpoolCommand): void {
   program
     .command("enqueue <taskType> [params]")
     .description("put a task in the pool; params is a JSON object, e.g. '{\"storeId\":42}' (--file: many tasks)")
@@ -33,11 +33,7 @@ export function enqueueCommand(program: Command): void {
     .option("--idempotency-key <key>", "the same command repeated with the same key (within 24 hours) creates the task once and prints it again: safe to repeat after a timeout")
     .option("--file <path>", `many tasks in one call, all or nothing: one params object per line of the file (JSON Lines; - reads stdin), at most ${MOST_TASKS_PER_FILE}; the other options apply to each`)
     .addOption(requireRegisteredOption("refuse a task type that was never registered (catches typos)"))
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addOption(jsonOption())
     .action(async (taskType: string, params: string | undefined, opts) => {
       if (opts.file !== undefined && params !== undefined) throw new InvalidArgumentError("give params or --file, not both: with --file, each line of the file is one task's params");

@@ -3,7 +3,7 @@ import { TaskpoolError } from "../core/errors.js";
 import { VERSION } from "../version.js";
 import { capacityCommand } from "./capacity.js";
 import { coordinatorCommand } from "./coordinator.js";
-import { refuseMisplacedSchema, settleTarget, usesSchema } from "./database.js";
+import { refuseMisplacedSchema, settleTarget, TaskpoolCommand, usesSchema } from "./database.js";
 import { devCommand } from "./dev.js";
 import { enqueueCommand } from "./enqueue.js";
 import { CLI_VOCABULARY, CliError, explainAuthRefusal, explainServerTimeout } from "./errors.js";
@@ -24,7 +24,7 @@ import { workersCommand } from "./workers.js";
 // crashed the command with a stack trace.
 watchStdout();
 
-const program = new Command("taskpool")
+const program = new TaskpoolCommand("taskpool")
   .version(VERSION)
   .description("a task queue and worker coordinator on SQLite or PostgreSQL")
   .option("--verbose", "print the stack trace of an unexpected error");

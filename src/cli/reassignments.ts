@@ -1,7 +1,7 @@
-import { type Command, Option } from "commander";
+import { Option } from "commander";
 import type { ReassignmentStats } from "../core/monitoring.js";
 import type { ReassignmentEvent } from "../core/worker.js";
-import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { type TaskpoolCommand, withPool } from "./database.js";
 import { CliError } from "./errors.js";
 import { integerFrom, taskId } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
@@ -36,7 +36,7 @@ function showStats(s: ReassignmentStats): string[] {
   ];
 }
 
-export function reassignmentsCommand(program: Command): void {
+export function reassignmentsCommand(program: TaskpoolCommand): void {
   program
     .command("reassignments")
     .description("tasks taken back from dead or stuck workers and where they went, newest first; --stats for seed 003's statistics")
@@ -44,11 +44,7 @@ export function reassignmentsCommand(program: Command): void {
     .option("--task <id>", "only this task's reassignments", taskId)
     .addOption(new Option("--stats", "the 24-hour success rate, the workers that failed most and the tasks reassigned more than once").conflicts(["limit", "task"]))
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nExample:\n  $ taskpool reassignments --limit 20\n  $ taskpool reassignments --task 42\n  $ taskpool reassignments --stats --json")
     .action((opts) =>
       withPool(opts, async (pool) => {

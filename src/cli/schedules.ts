@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { InvalidArgumentError, Option } from "commander";
 import { counted } from "../core/counted.js";
 import { ValidationError } from "../core/errors.js";
 import { MISSED_TICK_POLICIES, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import type { JsonObject } from "../core/task.js";
-import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { type TaskpoolCommand, withPool } from "./database.js";
 import { namedAsFlags } from "./errors.js";
 import { exactIntegers, integer, positiveInteger } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
@@ -131,17 +131,13 @@ function definitionOf(name: string, opts: Record<string, unknown>): ScheduleDefi
   return definition;
 }
 
-export function schedulesCommand(program: Command): void {
+export function schedulesCommand(program: TaskpoolCommand): void {
   const schedules = program.command("schedules").description("recurring schedules: cron in a time zone, fanned out over keys in staggered batches");
   schedules
     .command("list")
     .description("every schedule with its next run, last run and last result")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nExample:\n  $ taskpool schedules list\n  $ taskpool schedules list --json | jq '.[] | {name, nextRunAt, lastResult}'")
     .action((opts) =>
       withPool(opts, async (pool) => {
@@ -167,11 +163,7 @@ export function schedulesCommand(program: Command): void {
     .option("--paused", "create it paused")
     .option("--file <definition.json>", "read the definition from a JSON file (the options above override it)")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText(
       "after",
       "\nExample (seed 004's resync: every store once a day, in 6 batches one every 4 hours):\n" +
@@ -193,11 +185,7 @@ export function schedulesCommand(program: Command): void {
       .command(`${verb} <name>`)
       .description(description)
       .addOption(jsonOption())
-      .addOption(dbOption())
-      .addOption(urlOption())
-      .addOption(apiKeyOption())
-      .addOption(timeoutOption())
-      .addOption(schemaOption())
+      .poolOptions()
       .addHelpText("after", `\nExample:\n  $ taskpool schedules ${verb} product_resync${verb === "resume" ? "" : " --cancel-pending"}`);
     if (verb !== "resume") command.option("--cancel-pending", "also cancel the tasks its runs made that are still pending (paused first, so no run is made meanwhile)");
     command.action((name: string, opts) =>
@@ -222,11 +210,7 @@ export function schedulesCommand(program: Command): void {
     .command("cancel-pending <name>")
     .description("cancel the tasks a schedule's runs made that are still pending (a fan-out's later batches, due tasks not yet claimed); tasks workers hold run on")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nTo stop a schedule and its work: `taskpool schedules pause NAME --cancel-pending` (or `remove NAME --cancel-pending`).")
     .action((name: string, opts) =>
       withPool(opts, async (pool) => {

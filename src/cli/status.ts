@@ -1,9 +1,8 @@
-import type { Command } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
 import { COORDINATOR_LEADERSHIP, sweepOverdue } from "../coordinator/coordinator.js";
 import type { LeadershipStatus } from "../store/store.js";
 import { TASK_STATUSES, type TaskStatus } from "../core/task.js";
-import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { type TaskpoolCommand, withPool } from "./database.js";
 import { type Column, formatTable, jsonOption } from "./table.js";
 import { WORKER_COLUMNS } from "./workers.js";
 
@@ -49,15 +48,11 @@ function coordinatorLine(s: LeadershipStatus, inUse: boolean): string {
   return `Coordinator: ${leader}; ${last}, ${s.secondsSinceSweep} s ago`;
 }
 
-export function statusCommand(program: Command): void {
+export function statusCommand(program: TaskpoolCommand): void {
   program
     .command("status")
     .description("task counts by status and type, and the worker registry")
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addOption(jsonOption())
     .action((opts: { db: string; schema?: string; json?: boolean }) => withPool(opts, (pool) => printStatus(pool, console.log, opts.json === true)));
 }

@@ -1,9 +1,9 @@
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { InvalidArgumentError, Option } from "commander";
 import { isRefusal } from "../core/errors.js";
 import type { TaskEvent } from "../core/event.js";
 import { LIST_ORDERS } from "../core/schemas.js";
 import { TASK_STATUSES, type Task, type TaskStatus } from "../core/task.js";
-import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { type TaskpoolCommand, withPool } from "./database.js";
 import { CliError, explainServerTimeout } from "./errors.js";
 import { integerFrom, taskId } from "./parse.js";
 import { type Cell, type Column, emit, formatFields, formatTable, jsonOption } from "./table.js";
@@ -150,7 +150,7 @@ async function actOnEach(ids: number[], action: "retry" | "cancel", json: boolea
   if (refused.length > 0) throw new CliError(`${refused.length} of ${counted(ids.length, "task")} not ${done}: ${refused.join("; ")}`);
 }
 
-export function tasksCommand(program: Command): void {
+export function tasksCommand(program: TaskpoolCommand): void {
   const tasks = program.command("tasks").description("inspect tasks and act on them: list, show, retry, cancel");
   tasks
     .command("list")
@@ -163,11 +163,7 @@ export function tasksCommand(program: Command): void {
     .option("--cursor <cursor>", "the next page: the cursor the previous page printed")
     .addOption(new Option("--order <order>", "newest or oldest first").choices(LIST_ORDERS))
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nExample:\n  $ taskpool tasks list --status failed,cancelled --type product_resync --limit 20\n  $ taskpool tasks list --worker resync-1 --json")
     .action((opts) =>
       withPool(opts, async (pool) => {
@@ -184,11 +180,7 @@ export function tasksCommand(program: Command): void {
     .command("show <id>")
     .description("one task: params, checkpoint, progress, result or error, and its event timeline")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nExample:\n  $ taskpool tasks show 42\n  $ taskpool tasks show 42 --json | jq .task.checkpoint")
     .action((value: string, opts) => {
       const [id] = parseIds([value]);
@@ -204,11 +196,7 @@ export function tasksCommand(program: Command): void {
     .description("put failed (dead-letter) tasks back in the pool with a fresh attempt budget; they resume from their checkpoint")
     .option("--reset-checkpoint", "start them afresh: clear their checkpoint and progress (when the checkpoint is what makes them fail)")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nExample:\n  $ taskpool tasks retry 17 18 21\n  $ taskpool tasks list --status failed --json | jq -r '.tasks[].id' | xargs taskpool tasks retry")
     .action((values: string[], opts) => {
       const ids = parseIds(values);
@@ -220,11 +208,7 @@ export function tasksCommand(program: Command): void {
     .description("cancel pending, claimed or running tasks (a worker running one stops it: at once on PostgreSQL or through the worker's own server, --url; else, SQLite from another process, at its next heartbeat, 30 s by default)")
     .option("--reason <text>", "why, kept in the task's event timeline")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", '\nExample:\n  $ taskpool tasks cancel 17 18 --reason "store closed"')
     .action((values: string[], opts) => {
       const ids = parseIds(values);

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
-import { type Command, InvalidArgumentError } from "commander";
+import { InvalidArgumentError } from "commander";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { type TaskpoolCommand, withPool } from "./database.js";
 import { exactIntegers } from "./parse.js";
 import { emit, jsonOption } from "./table.js";
 
@@ -17,17 +17,13 @@ function registered(names: string[]): string {
   return `registered: ${shown} (taskpool types list shows them)`;
 }
 
-export function typesCommand(program: Command): void {
+export function typesCommand(program: TaskpoolCommand): void {
   const types = program.command("types").description("the task type registry: versions, params schemas, defaults and policy");
   types
     .command("list")
     .description("the latest version of every registered type (--json: the records, params schemas included)")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .action((opts) =>
       withPool(opts, async (pool) => {
         const all = await pool.taskTypes();
@@ -37,11 +33,7 @@ export function typesCommand(program: Command): void {
   types
     .command("show <name>")
     .description("every version of one type, as JSON")
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .action((name: string, opts) =>
       withPool(opts, async (pool) => {
         const versions = await pool.taskTypeVersions(name);
@@ -52,11 +44,7 @@ export function typesCommand(program: Command): void {
   types
     .command("register <file>")
     .description("register a definition from a JSON file ({ name, paramsSchema?, priority?, maxAttempts?, backoff?, timeoutSeconds?, recoveryPolicy?, maxRunning? })")
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .action((file: string, opts) =>
       withPool(opts, async (pool) => {
         let definition: TaskTypeDefinition;

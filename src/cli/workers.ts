@@ -1,7 +1,6 @@
-import type { Command } from "commander";
 import type { WorkerRecord } from "../core/worker.js";
 import { CliError } from "./errors.js";
-import { apiKeyOption, dbOption, schemaOption, timeoutOption, urlOption, withPool } from "./database.js";
+import { type TaskpoolCommand, withPool } from "./database.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
 /** The worker registry as table columns (also what `taskpool status` prints). */
@@ -17,7 +16,7 @@ export const WORKER_COLUMNS: Column<WorkerRecord>[] = [
   { header: "pid", value: (w) => w.pid },
 ];
 
-export function workersCommand(program: Command): void {
+export function workersCommand(program: TaskpoolCommand): void {
   const workers = program
     .command("workers")
     .description("the worker registry: list it (the default), or shut down a worker whose process is gone")
@@ -35,11 +34,7 @@ export function workersCommand(program: Command): void {
     .command("list", { isDefault: true })
     .description("the worker registry: status, seconds since heartbeat, load/capacity, tasks held and processed, host, pid")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nExample:\n  $ taskpool workers\n  $ taskpool workers --json | jq '.[] | select(.status != \"active\") | .workerId'")
     .action((opts) =>
       withPool(opts, async (pool) => {
@@ -53,11 +48,7 @@ export function workersCommand(program: Command): void {
     .option("--run-id <id>", "only if this run (the run_id of its beats) is still the worker's current one: a run that restarted under the id since keeps its tasks")
     .option("--force", "also when the worker is active: its process, if it still runs, has its tasks taken back and its writes refused")
     .addOption(jsonOption())
-    .addOption(dbOption())
-    .addOption(urlOption())
-    .addOption(apiKeyOption())
-    .addOption(timeoutOption())
-    .addOption(schemaOption())
+    .poolOptions()
     .addHelpText("after", "\nExample:\n  $ taskpool workers shutdown crawler-7\n  $ taskpool workers shutdown crawler-7 --force --json")
     .action((workerId: string, opts) =>
       withPool(opts, async (pool) => {
