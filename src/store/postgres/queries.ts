@@ -225,12 +225,13 @@ const openScan = (order: string, where: string) => `
 
 /**
  * Whether the open pool's scan may have been cut short by concurrency keys: it stopped at its limit
- * ($3), and fewer tasks were kept than `found` (open, or all candidates) holds, so some were left out
- * as a second task of one key (or, among all candidates, past a type's cap: a claim still short then
- * is run again once for nothing). The scan cannot skip those while it walks, so a claim with room left
- * is run again (see PostgresStore.claimMany); the key it just took is then held, and the scan passes
- * over the rest of that key's tasks. Counts, not an anti-join of the two: that one, a nested loop over
- * both, took a claim of 250 from 21–25 to 31–32 µs of backend CPU per task.
+ * ($3), and fewer tasks were kept than `found` (open, or all candidates) holds. With the scan full, a
+ * claim comes back short only if some of them were left out as a second task of one key (a type's cap
+ * only ever leaves out capped tasks, which the open scan does not hold). The scan cannot skip those
+ * while it walks, so a claim with room left is run again (see PostgresStore.claimMany); the key it
+ * just took is then held, and the scan passes over the rest of that key's tasks. Counts, not an
+ * anti-join of the two: that one, a nested loop over both, took a claim of 250 from 21–25 to 31–32 µs
+ * of backend CPU per task.
  */
 const CUT = (found: string) => `cut AS (
     SELECT (SELECT count(*) FROM open) >= $3 AND (SELECT count(*) FROM ${found}) > (SELECT count(*) FROM kept) AS cut
