@@ -333,6 +333,31 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.complete(lease.id, lease)).task.status).toBe("completed");
     });
 
+    it("a late beat of a run that another run replaced without a shutdown (frozen, declared dead, restarted under its id) changes nothing: the new run keeps its tasks", async () => {
+      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      await beat("w1", { runId: "run-1" });
+      // run-1's process freezes (a paused VM) and is declared dead; a new process starts under the id.
+      ctx.clock.advance(121_000);
+      expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w1"]);
+      await beat("w1", { runId: "run-2", currentLoad: 1 });
+      await ctx.store.enqueue({ taskType: "crawl" });
+      const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
+      ctx.clock.advance(31_000);
+      // run-1 thaws and beats, listing every lease it holds: none of run-2's. It was taken for a restart,
+      // and took run-2's task back while run-2 ran it.
+      expect(await beat("w1", { runId: "run-1", leases: [], allLeases: true })).toMatchObject({ lost: [] });
+      expect(await ctx.store.get(lease.id)).toMatchObject({ status: "claimed", workerId: "w1", attempts: 1 });
+      expect(await worker()).toMatchObject({ status: "active", currentLoad: 1, activeTasks: 1 });
+      // run-2 goes on: its beats renew its lease, and its outcome is taken.
+      expect(await beat("w1", { runId: "run-2", leases: [{ taskId: lease.id, leaseToken: lease.leaseToken }] })).toMatchObject({ lost: [] });
+      expect((await ctx.store.complete(lease.id, lease)).task.status).toBe("completed");
+      // The same run beating again after it was declared dead, with no other run since, is alive: it registers again.
+      ctx.clock.advance(121_000);
+      expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w1"]);
+      await beat("w1", { runId: "run-2" });
+      expect(await worker()).toMatchObject({ status: "active" });
+    });
+
     it("a late shutdown of a run, landing after another run registered under the id, changes nothing: the new run stays active, its tasks leased to it and reserved for it, its beats taken", async () => {
       const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
       // A task a sweep will reserve for w1, once w-dead is found dead.

@@ -39,11 +39,14 @@ const GIVES_UP = `(t.attempts >= t.max_attempts
   OR coalesce((SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = t.task_type AND tt.version = t.task_type_version), 'retry') = 'fail')`;
 
 /**
- * In WORKER_HEARTBEAT's update of a registered worker, its gone_run_id. A beat naming no run (seed 000's
- * body, a client without runs) is a restart like another run's: the named run before it is replaced, and
- * is recorded as gone, so that run's late shutdown or beats cannot take the new process for it.
+ * In WORKER_HEARTBEAT's update of a registered worker, its gone_run_id. A beat of another run, or naming
+ * no run (seed 000's body, a client without runs), is a restart: the named run before it is replaced,
+ * and is recorded as gone, so that run's late shutdown or beats cannot take the new process for it. A
+ * run ids one start of the process (docs/http.md), so a beat of the replaced run comes from the past:
+ * held up, sent again, or from a process frozen long enough to be declared dead, whose beat listing all
+ * its leases took the new run's tasks back while it ran them.
  */
-const GONE_AFTER_A_BEAT = "CASE WHEN EXCLUDED.run_id IS NULL THEN coalesce(workers.run_id, workers.gone_run_id) ELSE workers.gone_run_id END";
+const GONE_AFTER_A_BEAT = "CASE WHEN EXCLUDED.run_id IS DISTINCT FROM workers.run_id THEN coalesce(workers.run_id, workers.gone_run_id) ELSE workers.gone_run_id END";
 
 /**
  * $1 the beats (a JSON array of {worker_id, run_id, roles, hostname, pid, version, capacity, current_load,

@@ -21,9 +21,10 @@ export const UPSERT_WORKER = `
     metadata = coalesce(@metadata, workers.metadata), status = 'active', last_seen_at = excluded.last_seen_at,
     started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END,
     gone_at = NULL, run_id = @runId,
-    -- A beat naming no run is a restart like another run's: the named run before it is replaced, and
-    -- recorded as gone, so that run's late shutdown or beats cannot take the new process for it.
-    gone_run_id = CASE WHEN @runId IS NULL THEN coalesce(workers.run_id, workers.gone_run_id) ELSE workers.gone_run_id END
+    -- A beat of another run, or naming no run, is a restart: the named run before it is replaced, and
+    -- recorded as gone, so that run's late shutdown or beats cannot take the new process for it (see
+    -- GONE_AFTER_A_BEAT in the PostgreSQL store).
+    gone_run_id = CASE WHEN @runId IS NOT workers.run_id THEN coalesce(workers.run_id, workers.gone_run_id) ELSE workers.gone_run_id END
   -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
   -- so does a beat of the run that shut down, however late it lands, even after another run registered
   -- (see gone_run_id); another run's is a restart.
