@@ -58,3 +58,32 @@ export function shareOut<T>(tasks: T[], members: number[], claims: ResolvedClaim
     next += claims[index].limit;
   }
 }
+
+/**
+ * Claims of which shape (task types and order) ran again past concurrency keys (a claim cut short by
+ * one key's queued tasks, see each store's claim) and found nothing, until when they do not run again.
+ * Behind long queues of a few keys, each key that frees cuts short the claim that takes its next task,
+ * and running again walks past every held key's queue to find nothing: measured on PostgreSQL, it took
+ * a drain of 10 keys × 1,000 tasks of 1 ms from 465–483 to 324–353 tasks/s.
+ */
+export class FruitlessRounds {
+  private static readonly MEMORY_MS = 1000;
+  /** Bound on the shapes remembered: the task types are the caller's. */
+  private static readonly MAX = 1000;
+  private readonly until = new Map<string, number>();
+
+  static shapeOf(c: Pick<ResolvedClaim, "taskTypes" | "sortBy" | "sortOrder">): string {
+    return JSON.stringify([c.taskTypes === null ? null : [...c.taskTypes].sort(), c.sortBy, c.sortOrder]);
+  }
+
+  /** Whether claims of this shape may run again now. */
+  mayRunAgain(shape: string): boolean {
+    return (this.until.get(shape) ?? 0) <= performance.now();
+  }
+
+  /** Running again found nothing: claims of this shape do not run again for a while. */
+  foundNothing(shape: string): void {
+    if (this.until.size >= FruitlessRounds.MAX) this.until.clear();
+    this.until.set(shape, performance.now() + FruitlessRounds.MEMORY_MS);
+  }
+}

@@ -258,6 +258,21 @@ export function claimContract(kind: StoreKind) {
       expect(batch.map((t) => t.id)).toEqual([first[0].task.id, second[0].task.id, ...open.slice(0, 3).map((r) => r.task.id)]);
     });
 
+    it("runs again for the room left, except for a second after running again found nothing (long queues of a few keys)", async () => {
+      const queue = (key: string, priority: number) => ctx.store.enqueueMany(Array.from({ length: 3 }, () => ({ taskType: "a", priority, concurrencyKey: key })));
+      // One key's queue alone: the claim takes its first task, runs again past the key, and finds nothing.
+      await queue("k", 10);
+      expect((await ctx.store.claim({ workerId: "w1", limit: 3 })).map((t) => t.concurrencyKey)).toEqual(["k"]);
+      // Within the second, a claim cut short so does not run again: open tasks wait for the next claim.
+      await queue("j", 9);
+      await ctx.store.enqueueMany([{ taskType: "a" }, { taskType: "a" }]);
+      expect((await ctx.store.claim({ workerId: "w2", limit: 3 })).map((t) => t.concurrencyKey)).toEqual(["j"]);
+      // After it, one does.
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      await queue("i", 8);
+      expect((await ctx.store.claim({ workerId: "w3", limit: 3 })).map((t) => t.concurrencyKey)).toEqual(["i", null, null]);
+    });
+
     it("gives a reserved task to its worker first, and to no one else until the reservation lapses", async () => {
       const urgent = await enqueueAt("a", 100);
       const reserved = await enqueueAt("a", 0);

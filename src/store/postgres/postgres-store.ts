@@ -25,7 +25,7 @@ import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskType
 import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
-import { type ClaimGroup, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
+import { type ClaimGroup, FruitlessRounds, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { type IdempotencyRecord, replayResults, requestFingerprint } from "../idempotency.js";
 import { recountResult, tallyCounts } from "../counts.js";
@@ -162,6 +162,7 @@ export class PostgresStore implements Store {
   private readonly knownTypes = new Map<string, TaskTypeRecord | null>();
   /** Claims (shape and task types) that met a capped type, until when they skip the lean claim (see claimOnce). */
   private readonly cappedClaims = new Map<string, number>();
+  private readonly fruitlessRounds = new FruitlessRounds();
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? DEFAULT_SCHEMA;
@@ -450,14 +451,17 @@ export class PostgresStore implements Store {
     for (const group of groupClaims(resolved)) {
       const byWorker: ClaimedTask[][] = group.workers.map(() => []);
       // Workers with room left (their 1-based positions in the group); a round cut short by concurrency
-      // keys (see CUT in queries.ts) is run again for them, each round taking at least one task.
+      // keys (see CUT in queries.ts) is run again for them, each round taking at least one task, unless
+      // running again found nothing a moment ago (FruitlessRounds).
+      const shape = FruitlessRounds.shapeOf(group.shape);
       let short = group.workers.map((_, i) => i);
       for (let round = 1; short.length > 0; round++) {
         const workers = short.map((i) => ({ ...group.workers[i], limit: group.workers[i].limit - byWorker[i].length }));
         const writes = { now: await this.now(), leaseSeconds: group.shape.leaseSeconds, start: group.shape.start };
         const rows = await this.claimGroup({ shape: group.shape, workers }, writes.now);
         for (const row of rows) byWorker[short[Number(row.claim_owner) - 1]].push(toClaimedTask(row, writes));
-        if (!rows[0]?.cut || round === CLAIM_ROUNDS) break;
+        if (round > 1 && rows.length === 0) this.fruitlessRounds.foundNothing(shape);
+        if (!rows[0]?.cut || round === CLAIM_ROUNDS || !this.fruitlessRounds.mayRunAgain(shape)) break;
         short = short.filter((i) => byWorker[i].length < group.workers[i].limit);
       }
       group.workers.forEach((worker, i) => shareOut(byWorker[i], worker.members, resolved, answers));

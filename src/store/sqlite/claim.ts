@@ -19,7 +19,7 @@ import type { Clock } from "../../core/clock.js";
 import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError } from "../../core/errors.js";
 import { LEASED_STATUSES } from "../../core/state-machine.js";
 import type { ClaimedTask, JsonObject, SortBy, SortOrder } from "../../core/task.js";
-import type { ResolvedClaim } from "../claim-options.js";
+import { FruitlessRounds, type ResolvedClaim } from "../claim-options.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
 import { isUniqueViolation, type SqliteConnection } from "./connection.js";
 import { LEASE_STATE } from "./queries.js";
@@ -117,9 +117,13 @@ interface Candidate {
   concurrency_key: string | null;
 }
 
-/** Claims up to `c.limit` ready tasks for `c.workerId` (see the top of this file). */
-export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClaim): Promise<ClaimedTask[]> {
+/**
+ * Claims up to `c.limit` ready tasks for `c.workerId` (see the top of this file). `rounds`: the shapes
+ * whose passes past concurrency keys found nothing a moment ago, which make none (FruitlessRounds).
+ */
+export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClaim, rounds: FruitlessRounds): Promise<ClaimedTask[]> {
   const types = c.taskTypes ?? [];
+  const shape = FruitlessRounds.shapeOf(c);
   const capRoom = conn.stmt(capRoomStatement(types.length));
   return conn.tx(false, () => {
     const now = clock.now();
@@ -134,7 +138,9 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
     const keys = new Set<string>();
     const claimed: ClaimedTask[] = [];
     let keyPasses = 0;
+    let pastKeys = false;
     for (;;) {
+      const before = claimed.length;
       const full = [...room].filter(([, left]) => left <= 0).map(([type]) => type);
       full.forEach((t, i) => (params[`full${i}`] = t));
       const reserved = conn.stmt(reservedCandidatesStatement(types.length, full.length));
@@ -159,7 +165,9 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
         claimed.push(claimRow(conn, row.id, c.workerId, c.leaseSeconds, now, c.start) as ClaimedTask);
         if (left !== undefined) room.set(row.task_type, left - 1);
       }
-      if (!(filledUp || (keySkipped && keyPasses++ < KEY_PASSES)) || claimed.length === c.limit) return claimed;
+      if (pastKeys && claimed.length === before) rounds.foundNothing(shape);
+      pastKeys = keySkipped && keyPasses++ < KEY_PASSES && rounds.mayRunAgain(shape);
+      if (!(filledUp || pastKeys) || claimed.length === c.limit) return claimed;
     }
   });
 }

@@ -39,7 +39,7 @@ import {
 } from "../monitoring-records.js";
 import { toLeadershipStatus, toReassignment, toWorker } from "../worker-records.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
-import { resolveClaim } from "../claim-options.js";
+import { FruitlessRounds, resolveClaim } from "../claim-options.js";
 import { recountResult, tallyCounts } from "../counts.js";
 import { pageOf, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
@@ -105,6 +105,7 @@ export class SqliteStore implements Store {
   /** Hears other processes' commits while anyone subscribes (made at the first subscribe on a file). */
   private commits: CommitWatcher | null = null;
   private readonly rules: NewTaskRules;
+  private readonly fruitlessRounds = new FruitlessRounds();
 
   constructor(options: SqliteStoreOptions) {
     this.conn = new SqliteConnection(options.path, options.busyTimeoutMs ?? 5000);
@@ -208,13 +209,13 @@ export class SqliteStore implements Store {
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedTask[]> {
-    return claimTasks(this.conn, this.clock, resolveClaim(options));
+    return claimTasks(this.conn, this.clock, resolveClaim(options), this.fruitlessRounds);
   }
 
   /** One claim after another: each is a short in-process transaction, with no round trip to share. */
   async claimMany(claims: ClaimOptions[]): Promise<ClaimedTask[][]> {
     const claimed: ClaimedTask[][] = [];
-    for (const options of claims) claimed.push(await claimTasks(this.conn, this.clock, resolveClaim(options)));
+    for (const options of claims) claimed.push(await claimTasks(this.conn, this.clock, resolveClaim(options), this.fruitlessRounds));
     return claimed;
   }
 
