@@ -452,16 +452,19 @@ export class PostgresStore implements Store {
       const byWorker: ClaimedTask[][] = group.workers.map(() => []);
       // Workers with room left (their 1-based positions in the group); a round cut short by concurrency
       // keys (see CUT in queries.ts) is run again for them, each round taking at least one task, unless
-      // running again found nothing a moment ago (FruitlessRounds).
-      const shape = FruitlessRounds.shapeOf(group.shape);
+      // running again found nothing a moment ago (FruitlessRounds). The shape is worked out once a claim
+      // is cut short, not for every claim.
+      let shape: string | null = null;
       let short = group.workers.map((_, i) => i);
       for (let round = 1; short.length > 0; round++) {
         const workers = short.map((i) => ({ ...group.workers[i], limit: group.workers[i].limit - byWorker[i].length }));
         const writes = { now: await this.now(), leaseSeconds: group.shape.leaseSeconds, start: group.shape.start };
         const rows = await this.claimGroup({ shape: group.shape, workers }, writes.now);
         for (const row of rows) byWorker[short[Number(row.claim_owner) - 1]].push(toClaimedTask(row, writes));
-        if (round > 1 && rows.length === 0) this.fruitlessRounds.foundNothing(shape);
-        if (!rows[0]?.cut || round === CLAIM_ROUNDS || !this.fruitlessRounds.mayRunAgain(shape)) break;
+        if (shape !== null && rows.length === 0) this.fruitlessRounds.foundNothing(shape);
+        if (!rows[0]?.cut || round === CLAIM_ROUNDS) break;
+        shape ??= FruitlessRounds.shapeOf(group.shape);
+        if (!this.fruitlessRounds.mayRunAgain(shape)) break;
         short = short.filter((i) => byWorker[i].length < group.workers[i].limit);
       }
       group.workers.forEach((worker, i) => shareOut(byWorker[i], worker.members, resolved, answers));

@@ -123,7 +123,8 @@ interface Candidate {
  */
 export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClaim, rounds: FruitlessRounds): Promise<ClaimedTask[]> {
   const types = c.taskTypes ?? [];
-  const shape = FruitlessRounds.shapeOf(c);
+  // Worked out once a pass skips a key, not for every claim.
+  let shape: string | null = null;
   const capRoom = conn.stmt(capRoomStatement(types.length));
   return conn.tx(false, () => {
     const now = clock.now();
@@ -165,8 +166,8 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
         claimed.push(claimRow(conn, row.id, c.workerId, c.leaseSeconds, now, c.start) as ClaimedTask);
         if (left !== undefined) room.set(row.task_type, left - 1);
       }
-      if (pastKeys && claimed.length === before) rounds.foundNothing(shape);
-      pastKeys = keySkipped && keyPasses++ < KEY_PASSES && rounds.mayRunAgain(shape);
+      if (pastKeys && claimed.length === before) rounds.foundNothing(shape as string);
+      pastKeys = keySkipped && keyPasses++ < KEY_PASSES && rounds.mayRunAgain((shape ??= FruitlessRounds.shapeOf(c)));
       if (!(filledUp || pastKeys) || claimed.length === c.limit) return claimed;
     }
   });
