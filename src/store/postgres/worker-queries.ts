@@ -42,7 +42,7 @@ const GIVES_UP = `(t.attempts >= t.max_attempts
  * In WORKER_HEARTBEAT's update of a registered worker, its gone_run_id. A beat of another run, or naming
  * no run (seed 000's body, a client without runs), is a restart: the named run before it is replaced,
  * and is recorded as gone, so that run's late shutdown or beats cannot take the new process for it. A
- * run ids one start of the process (docs/http.md), so a beat of the replaced run comes from the past:
+ * run id names one start of the process (docs/http.md), so a beat of the replaced run comes from the past:
  * held up, sent again, or from a process frozen long enough to be declared dead, whose beat listing all
  * its leases took the new run's tasks back while it ran them.
  */
