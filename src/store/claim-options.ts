@@ -60,30 +60,42 @@ export function shareOut<T>(tasks: T[], members: number[], claims: ResolvedClaim
 }
 
 /**
- * Claims of which shape (task types and order) ran again past concurrency keys (a claim cut short by
- * one key's queued tasks, see each store's claim) and found nothing, until when they do not run again.
- * Behind long queues of a few keys, each key that frees cuts short the claim that takes its next task,
- * and running again walks past every held key's queue to find nothing: measured on PostgreSQL, it took
- * a drain of 10 keys × 1,000 tasks of 1 ms from 465–483 to 324–353 tasks/s.
+ * How many times one claim cut short by concurrency keys may run, in all: once more for each key with
+ * several tasks at the head of the queue (each store's claim says how). A claim still short after
+ * them returns what it has.
  */
-export class FruitlessRounds {
-  private static readonly MEMORY_MS = 1000;
-  /** Bound on the shapes remembered: the task types are the caller's. */
+export const KEY_ROUNDS = 4;
+
+/**
+ * How long claims of one shape do not run again past concurrency keys after running again found
+ * nothing. Behind long queues of a few keys, each key that frees cuts short the claim that takes its
+ * next task, and running again walks past every held key's queue to find nothing: measured on
+ * PostgreSQL, it took a drain of 10 keys × 1,000 tasks of 1 ms from 465–483 to 324–353 tasks/s.
+ */
+export const FRUITLESS_ROUND_MS = 1000;
+
+/** A claim's shape, as ClaimMemory keys it: its task types (in any order) and its order. */
+export function claimShape(c: Pick<ResolvedClaim, "taskTypes" | "sortBy" | "sortOrder">): string {
+  return JSON.stringify([c.taskTypes === null ? null : [...c.taskTypes].sort(), c.sortBy, c.sortOrder]);
+}
+
+/**
+ * Claims a store remembers for a while, each by its shape (claimShape, or one of its own): those that
+ * met a capped type, those whose running again found nothing. At most MAX, since the task types in a
+ * shape are the caller's.
+ */
+export class ClaimMemory {
   private static readonly MAX = 1000;
   private readonly until = new Map<string, number>();
 
-  static shapeOf(c: Pick<ResolvedClaim, "taskTypes" | "sortBy" | "sortOrder">): string {
-    return JSON.stringify([c.taskTypes === null ? null : [...c.taskTypes].sort(), c.sortBy, c.sortOrder]);
+  constructor(private readonly forMs: number) {}
+
+  holds(shape: string): boolean {
+    return (this.until.get(shape) ?? 0) > performance.now();
   }
 
-  /** Whether claims of this shape may run again now. */
-  mayRunAgain(shape: string): boolean {
-    return (this.until.get(shape) ?? 0) <= performance.now();
-  }
-
-  /** Running again found nothing: claims of this shape do not run again for a while. */
-  foundNothing(shape: string): void {
-    if (this.until.size >= FruitlessRounds.MAX) this.until.clear();
-    this.until.set(shape, performance.now() + FruitlessRounds.MEMORY_MS);
+  remember(shape: string): void {
+    if (this.until.size >= ClaimMemory.MAX) this.until.clear();
+    this.until.set(shape, performance.now() + this.forMs);
   }
 }

@@ -25,7 +25,7 @@ import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskType
 import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
-import { type ClaimGroup, FruitlessRounds, groupClaims, resolveClaim, shareOut } from "../claim-options.js";
+import { type ClaimGroup, ClaimMemory, claimShape, FRUITLESS_ROUND_MS, groupClaims, KEY_ROUNDS, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
 import { type IdempotencyRecord, replayResults, requestFingerprint } from "../idempotency.js";
 import { recountResult, tallyCounts } from "../counts.js";
@@ -110,15 +110,8 @@ export interface PostgresStoreOptions {
 const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 const UNIQUE_VIOLATION = "23505";
 const CLAIM_RETRIES = 5;
-/**
- * At most this many statements for one claim cut short by concurrency keys: one more for each key
- * with several tasks at the head of the queue. A claim still short after them returns what it has.
- */
-const CLAIM_ROUNDS = 4;
 /** How long claims that met a capped type go straight to the full claim statement (see claimOnce). */
 const CAPPED_MEMORY_MS = 10_000;
-/** Bound on the claims remembered so: the task types are the caller's. */
-const CAPPED_MEMORY_MAX = 1000;
 /** A claimed row: claim_owner is the claiming worker's 1-based position in its group. */
 type ClaimRow = ClaimedRow & { claim_owner: string; cut: boolean };
 const typeNames = (inputs: EnqueueInput[]) => [...new Set(inputs.map((i) => i.taskType))];
@@ -161,8 +154,9 @@ export class PostgresStore implements Store {
   /** The latest version of each task type this store read (null: none registered); see insertPrepared. */
   private readonly knownTypes = new Map<string, TaskTypeRecord | null>();
   /** Claims (shape and task types) that met a capped type, until when they skip the lean claim (see claimOnce). */
-  private readonly cappedClaims = new Map<string, number>();
-  private readonly fruitlessRounds = new FruitlessRounds();
+  private readonly cappedClaims = new ClaimMemory(CAPPED_MEMORY_MS);
+  /** Claims whose running again past concurrency keys found nothing, until when they do not (see claimMany). */
+  private readonly fruitlessRounds = new ClaimMemory(FRUITLESS_ROUND_MS);
 
   constructor(options: PostgresStoreOptions) {
     this.schema = options.schema ?? DEFAULT_SCHEMA;
@@ -452,7 +446,7 @@ export class PostgresStore implements Store {
       const byWorker: ClaimedTask[][] = group.workers.map(() => []);
       // Workers with room left (their 1-based positions in the group); a round cut short by concurrency
       // keys (see CUT in queries.ts) is run again for them, each round taking at least one task, unless
-      // running again found nothing a moment ago (FruitlessRounds). The shape is worked out once a claim
+      // running again found nothing a moment ago (FRUITLESS_ROUND_MS). The shape is worked out once a claim
       // is cut short, not for every claim.
       let shape: string | null = null;
       let short = group.workers.map((_, i) => i);
@@ -461,10 +455,10 @@ export class PostgresStore implements Store {
         const writes = { now: await this.now(), leaseSeconds: group.shape.leaseSeconds, start: group.shape.start };
         const rows = await this.claimGroup({ shape: group.shape, workers }, writes.now);
         for (const row of rows) byWorker[short[Number(row.claim_owner) - 1]].push(toClaimedTask(row, writes));
-        if (shape !== null && rows.length === 0) this.fruitlessRounds.foundNothing(shape);
-        if (!rows[0]?.cut || round === CLAIM_ROUNDS) break;
-        shape ??= FruitlessRounds.shapeOf(group.shape);
-        if (!this.fruitlessRounds.mayRunAgain(shape)) break;
+        if (shape !== null && rows.length === 0) this.fruitlessRounds.remember(shape);
+        if (!rows[0]?.cut || round === KEY_ROUNDS) break;
+        shape ??= claimShape(group.shape);
+        if (this.fruitlessRounds.holds(shape)) break;
         short = short.filter((i) => byWorker[i].length < group.workers[i].limit);
       }
       group.workers.forEach((worker, i) => shareOut(byWorker[i], worker.members, resolved, answers));
@@ -500,15 +494,12 @@ export class PostgresStore implements Store {
   private async claimOnce(shape: string, c: ClaimGroup["shape"], typed: boolean, single: boolean, values: unknown[]): Promise<ClaimRow[]> {
     const full = () => this.rows<ClaimRow>(`tp_claim_${shape}`, sql.claimStatement(c.sortBy, c.sortOrder, typed, c.start), values);
     const memo = `${shape}:${c.taskTypes === null ? "" : JSON.stringify([...c.taskTypes].sort())}`;
-    if ((this.cappedClaims.get(memo) ?? 0) > performance.now()) return full();
+    if (this.cappedClaims.holds(memo)) return full();
     const name = `tp_claim_lean_${shape}${single ? "_single" : ""}`;
     const rows = await this.rows<ClaimRow & { blocked: "capped" | "reserved" | null }>(name, sql.leanClaimStatement(c.sortBy, c.sortOrder, typed, c.start, single), values);
     const blocked = rows[0]?.blocked ?? null;
     if (blocked === null) return rows.filter((row) => row.id !== null);
-    if (blocked === "capped") {
-      if (this.cappedClaims.size >= CAPPED_MEMORY_MAX) this.cappedClaims.clear();
-      this.cappedClaims.set(memo, performance.now() + CAPPED_MEMORY_MS);
-    }
+    if (blocked === "capped") this.cappedClaims.remember(memo);
     return full();
   }
 

@@ -19,7 +19,7 @@ import type { Clock } from "../../core/clock.js";
 import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError } from "../../core/errors.js";
 import { LEASED_STATUSES } from "../../core/state-machine.js";
 import type { ClaimedTask, JsonObject, SortBy, SortOrder } from "../../core/task.js";
-import { FruitlessRounds, type ResolvedClaim } from "../claim-options.js";
+import { type ClaimMemory, claimShape, KEY_ROUNDS, type ResolvedClaim } from "../claim-options.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
 import { isUniqueViolation, type SqliteConnection } from "./connection.js";
 import { LEASE_STATE } from "./queries.js";
@@ -105,12 +105,6 @@ const CLAIM_ONE = `
 
 // --- Procedure --------------------------------------------------------------------------------
 
-/**
- * At most this many passes more for a claim cut short by concurrency keys, one for each key with
- * several tasks at the head of the queue: each walks the scan again under the write lock.
- */
-const KEY_PASSES = 3;
-
 interface Candidate {
   id: number;
   task_type: string;
@@ -118,10 +112,12 @@ interface Candidate {
 }
 
 /**
- * Claims up to `c.limit` ready tasks for `c.workerId` (see the top of this file). `rounds`: the shapes
- * whose passes past concurrency keys found nothing a moment ago, which make none (FruitlessRounds).
+ * Claims up to `c.limit` ready tasks for `c.workerId` (see the top of this file). `fruitless`: the
+ * shapes whose passes past concurrency keys found nothing a moment ago, which make none
+ * (FRUITLESS_ROUND_MS). Passes past keys, each walking the scan again under the write lock, are at
+ * most KEY_ROUNDS − 1 after the first.
  */
-export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClaim, rounds: FruitlessRounds): Promise<ClaimedTask[]> {
+export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClaim, fruitless: ClaimMemory): Promise<ClaimedTask[]> {
   const types = c.taskTypes ?? [];
   // Worked out once a pass skips a key, not for every claim.
   let shape: string | null = null;
@@ -138,7 +134,7 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
     const room = new Map((capRoom.all(params) as { name: string; room: number }[]).map((r) => [r.name, r.room]));
     const keys = new Set<string>();
     const claimed: ClaimedTask[] = [];
-    let keyPasses = 0;
+    let keyRounds = 1; // this pass, and each one more past keys: KEY_ROUNDS in all
     let pastKeys = false;
     for (;;) {
       const before = claimed.length;
@@ -166,8 +162,8 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
         claimed.push(claimRow(conn, row.id, c.workerId, c.leaseSeconds, now, c.start) as ClaimedTask);
         if (left !== undefined) room.set(row.task_type, left - 1);
       }
-      if (pastKeys && claimed.length === before) rounds.foundNothing(shape as string);
-      pastKeys = keySkipped && keyPasses++ < KEY_PASSES && rounds.mayRunAgain((shape ??= FruitlessRounds.shapeOf(c)));
+      if (pastKeys && claimed.length === before) fruitless.remember(shape as string);
+      pastKeys = keySkipped && keyRounds++ < KEY_ROUNDS && !fruitless.holds((shape ??= claimShape(c)));
       if (!(filledUp || pastKeys) || claimed.length === c.limit) return claimed;
     }
   });

@@ -39,7 +39,7 @@ import {
 } from "../monitoring-records.js";
 import { toLeadershipStatus, toReassignment, toWorker } from "../worker-records.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
-import { FruitlessRounds, resolveClaim } from "../claim-options.js";
+import { ClaimMemory, FRUITLESS_ROUND_MS, resolveClaim } from "../claim-options.js";
 import { recountResult, tallyCounts } from "../counts.js";
 import { pageOf, resolveList } from "../paging.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
@@ -105,7 +105,8 @@ export class SqliteStore implements Store {
   /** Hears other processes' commits while anyone subscribes (made at the first subscribe on a file). */
   private commits: CommitWatcher | null = null;
   private readonly rules: NewTaskRules;
-  private readonly fruitlessRounds = new FruitlessRounds();
+  /** Claims whose passes past concurrency keys found nothing, until when they make none (see claimTasks). */
+  private readonly fruitlessRounds = new ClaimMemory(FRUITLESS_ROUND_MS);
 
   constructor(options: SqliteStoreOptions) {
     this.conn = new SqliteConnection(options.path, options.busyTimeoutMs ?? 5000);
