@@ -6,6 +6,13 @@ export const WORKER_STATUSES = ["active", "stale", "dead", "inactive"] as const;
 /** How long a worker's silence lasts before a coordinator calls it stale, then dead, unless told otherwise (the SPEC's figures). */
 export const DEFAULT_STALE_AFTER_MS = 60_000;
 export const DEFAULT_DEAD_AFTER_MS = 120_000;
+/**
+ * How many runs replaced under one worker id the registry remembers, newest first: their late beats and
+ * shutdowns change nothing. One was not enough: a process frozen (a paused VM) while its replacement
+ * crashed and a third started would have come back as a restart, and taken the third's tasks back.
+ * A bound keeps a worker id that restarts forever (a crash loop under a fixed name) to one small row.
+ */
+export const GONE_RUNS_KEPT = 16;
 export type WorkerStatus = (typeof WORKER_STATUSES)[number];
 
 export type { SweepOptions, WorkerBeat } from "./schemas.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { LeaseLostError, ValidationError, WorkerNotFoundError } from "../../src/core/errors.js";
-import { timedOut, UNKNOWN_TO_ITS_WORKER, type WorkerBeat } from "../../src/core/worker.js";
+import { GONE_RUNS_KEPT, timedOut, UNKNOWN_TO_ITS_WORKER, type WorkerBeat } from "../../src/core/worker.js";
 import type { StoreKind } from "../helpers/stores.js";
 import type { Store } from "../../src/store/store.js";
 import { claimOne, useStore } from "./context.js";
@@ -356,6 +356,42 @@ export function workersContract(kind: StoreKind) {
       expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w1"]);
       await beat("w1", { runId: "run-2" });
       expect(await worker()).toMatchObject({ status: "active" });
+    });
+
+    it(`every run replaced under the id stays gone, up to the last ${GONE_RUNS_KEPT}: a frozen run waking after its replacement crashed and a third started changes nothing`, async () => {
+      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const declaredDead = async () => {
+        ctx.clock.advance(121_000);
+        expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w1"]);
+      };
+      await beat("w1", { runId: "run-1" });
+      // run-1 freezes and is declared dead; run-2 starts under the id, crashes, and is declared dead too.
+      await declaredDead();
+      await beat("w1", { runId: "run-2" });
+      await declaredDead();
+      await beat("w1", { runId: "run-3", currentLoad: 1 });
+      await ctx.store.enqueue({ taskType: "crawl" });
+      const lease = await claimOne(ctx.store, "w1", { leaseSeconds: 60 });
+      ctx.clock.advance(31_000);
+      // run-1 thaws and beats, listing every lease it holds: none. Remembering run-2 alone, the registry
+      // took it for a restart, and it took run-3's task back while run-3 ran it.
+      for (const late of ["run-1", "run-2"]) {
+        expect(await beat("w1", { runId: late, leases: [], allLeases: true })).toMatchObject({ lost: [] });
+        expect(await ctx.store.get(lease.id)).toMatchObject({ status: "claimed", workerId: "w1", attempts: 1 });
+        expect(await worker()).toMatchObject({ status: "active", currentLoad: 1, activeTasks: 1 });
+      }
+      // A late shutdown of either changes nothing either; run-3's outcome is taken.
+      expect(await ctx.store.shutdownWorker("w1", "run-1")).toEqual([]);
+      expect(await worker()).toMatchObject({ status: "active", activeTasks: 1 });
+      expect((await ctx.store.complete(lease.id, lease)).task.status).toBe("completed");
+
+      // The memory is bounded. Gone now, newest first: run-1 (its late shutdown), run-2. Each of
+      // GONE_RUNS_KEPT - 1 more runs replaces the one before it: run-1 is the oldest kept, run-2 forgotten.
+      for (let run = 4; run < 3 + GONE_RUNS_KEPT; run++) await beat("w1", { runId: `run-${run}`, currentLoad: 2 });
+      await beat("w1", { runId: "run-1", currentLoad: 7 });
+      expect(await worker()).toMatchObject({ status: "active", currentLoad: 2 });
+      await beat("w1", { runId: "run-2", currentLoad: 7 });
+      expect(await worker()).toMatchObject({ status: "active", currentLoad: 7 });
     });
 
     it("a late shutdown of a run, landing after another run registered under the id, changes nothing: the new run stays active, its tasks leased to it and reserved for it, its beats taken", async () => {

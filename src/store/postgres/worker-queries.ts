@@ -3,6 +3,7 @@
  * Conventions as in queries.ts: "now" is a parameter, one statement per operation where possible.
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
+import { GONE_RUNS_KEPT } from "../../core/worker.js";
 import { ISO_TIME, TALLY_FINISHED } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
@@ -38,15 +39,19 @@ const AFTER_THE_WORKERS = "(SELECT count(*) FROM worker) >= 0";
 const GIVES_UP = `(t.attempts >= t.max_attempts
   OR coalesce((SELECT tt.recovery_policy FROM task_types tt WHERE tt.name = t.task_type AND tt.version = t.task_type_version), 'retry') = 'fail')`;
 
+/** `list` (a worker's gone_run_ids) with `run` first, as GONE_RUNS_KEPT bounds it; `list` as it is when `run` is null. */
+const GONE_WITH = (list: string, run: string) =>
+  `CASE WHEN ${run} IS NULL THEN ${list} ELSE (ARRAY[${run}] || array_remove(${list}, ${run}))[1:${GONE_RUNS_KEPT}] END`;
+
 /**
- * In WORKER_HEARTBEAT's update of a registered worker, its gone_run_id. A beat of another run, or naming
+ * In WORKER_HEARTBEAT's update of a registered worker, its gone_run_ids. A beat of another run, or naming
  * no run (seed 000's body, a client without runs), is a restart: the named run before it is replaced,
  * and is recorded as gone, so that run's late shutdown or beats cannot take the new process for it. A
- * run id names one start of the process (docs/http.md), so a beat of the replaced run comes from the past:
+ * run id names one start of the process (docs/http.md), so a beat of a replaced run comes from the past:
  * held up, sent again, or from a process frozen long enough to be declared dead, whose beat listing all
  * its leases took the new run's tasks back while it ran them.
  */
-const GONE_AFTER_A_BEAT = "CASE WHEN EXCLUDED.run_id IS DISTINCT FROM workers.run_id THEN coalesce(workers.run_id, workers.gone_run_id) ELSE workers.gone_run_id END";
+const GONE_AFTER_A_BEAT = `CASE WHEN EXCLUDED.run_id IS DISTINCT FROM workers.run_id THEN ${GONE_WITH("workers.gone_run_ids", "workers.run_id")} ELSE workers.gone_run_ids END`;
 
 /**
  * $1 the beats (a JSON array of {worker_id, run_id, roles, hostname, pid, version, capacity, current_load,
@@ -88,12 +93,12 @@ export const WORKER_HEARTBEAT = `
       hostname = ${KEPT_IF_LEFT_OUT("hostname")}, pid = ${KEPT_IF_LEFT_OUT("pid")}, version = ${KEPT_IF_LEFT_OUT("version")},
       metadata = ${KEPT_IF_LEFT_OUT("metadata")}, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
       started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END,
-      gone_at = NULL, run_id = EXCLUDED.run_id, gone_run_id = ${GONE_AFTER_A_BEAT}
+      gone_at = NULL, run_id = EXCLUDED.run_id, gone_run_ids = ${GONE_AFTER_A_BEAT}
     -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
-    -- so does a beat of the run that shut down, however late it lands, even after another run registered
-    -- (see gone_run_id); another run's is a restart.
+    -- so does a beat of a run that shut down or was replaced, however late it lands, even after other
+    -- runs registered (see gone_run_ids); another run's is a restart.
     WHERE (workers.gone_at IS NULL OR EXCLUDED.last_seen_at >= workers.gone_at)
-      AND NOT coalesce(EXCLUDED.run_id = workers.gone_run_id, false)
+      AND NOT coalesce(EXCLUDED.run_id = ANY (workers.gone_run_ids), false)
     RETURNING worker_id
   ),
   held AS (
@@ -145,10 +150,10 @@ export const WORKER_HEARTBEAT = `
  * In WORKER_SHUTDOWN, of the worker's row: the run shutting down ($3) is not the registered one. Another
  * run registered under the id since (the shutdown landed late, held up or sent again), and what the
  * worker holds now is that run's; a run that names none counts, and replaced every named run before it,
- * not only the one GONE_AFTER_A_BEAT recorded (which says the worker had one). A shutdown naming no run,
+ * not only those GONE_AFTER_A_BEAT recorded (which say the worker had one). A shutdown naming no run,
  * or a worker whose beats never named one, is of the current run.
  */
-const REPLACED = `($3::text IS NOT NULL AND CASE WHEN workers.run_id IS NULL THEN workers.gone_run_id IS NOT NULL ELSE workers.run_id <> $3::text END)`;
+const REPLACED = `($3::text IS NOT NULL AND CASE WHEN workers.run_id IS NULL THEN cardinality(workers.gone_run_ids) > 0 ELSE workers.run_id <> $3::text END)`;
 
 /** In WORKER_SHUTDOWN's update of the worker: `value`, unless the run shutting down was replaced (REPLACED). */
 const UNLESS_REPLACED = (column: string, value: string) => `${column} = CASE WHEN ${REPLACED} THEN workers.${column} ELSE ${value} END`;
@@ -165,9 +170,10 @@ export const WORKER_SHUTDOWN = `
   WITH worker AS (
     UPDATE workers SET ${UNLESS_REPLACED("status", "'inactive'")}, ${UNLESS_REPLACED("current_load", "0")},
         ${UNLESS_REPLACED("last_seen_at", "$2::timestamptz")}, ${UNLESS_REPLACED("gone_at", "$2::timestamptz")},
-        -- The run that shut down, replaced or current; a worker running without runs, shut down, keeps the one it
-        -- replaced. Either way REPLACED, read again in RETURNING on the row as updated, still tells what it did.
-        gone_run_id = CASE WHEN ${REPLACED} THEN $3::text WHEN workers.run_id IS NULL THEN workers.gone_run_id ELSE coalesce($3::text, workers.run_id) END
+        -- The run that shut down, replaced or current (not replaced, $3 is null or the current run); a worker
+        -- running without runs, shut down, keeps those it replaced. Either way REPLACED, read again in RETURNING
+        -- on the row as updated, still tells what it did.
+        gone_run_ids = CASE WHEN ${REPLACED} THEN ${GONE_WITH("workers.gone_run_ids", "$3::text")} ELSE ${GONE_WITH("workers.gone_run_ids", "workers.run_id")} END
     WHERE worker_id = $1 RETURNING ${REPLACED} AS replaced
   ),
   -- Whether the shutdown is of the current run (or of a worker the registry does not know: its tasks go back, as before).

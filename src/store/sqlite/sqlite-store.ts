@@ -522,7 +522,7 @@ export class SqliteStore implements Store {
         this.conn.logEvent({ taskId: r.id, event: "released", fromWorkerId: workerId, message: "worker shut down", data: r.checkpoint === null ? null : JSON.parse(r.checkpoint) }, now);
       }
       this.conn.stmt(workerSql.UNRESERVE_FOR).run({ workers: JSON.stringify([workerId]) });
-      const known = this.conn.stmt(workerSql.MARK_INACTIVE).run({ workerId, runId: runId ?? null, now }).changes > 0;
+      const known = this.conn.stmt(workerSql.MARK_INACTIVE).run({ workerId, now }).changes > 0;
       if (!known && rows.length === 0) throw new WorkerNotFoundError(workerId);
       return rows.map((r) => r.id).sort((a, b) => a - b);
     });

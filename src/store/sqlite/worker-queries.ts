@@ -3,9 +3,19 @@
  * inside the caller's BEGIN IMMEDIATE transaction; loops over rows happen in TypeScript (see queries.ts).
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
+import { GONE_RUNS_KEPT } from "../../core/worker.js";
 import { GIVE_UP_HELD_UNIQUE_KEY } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
+
+/** `list` (a worker's gone_run_ids, a JSON array) with `run` first, as GONE_RUNS_KEPT bounds it; `list` as it is when `run` is null. */
+const GONE_WITH = (list: string, run: string) => `CASE WHEN ${run} IS NULL THEN ${list} ELSE (
+    SELECT json_group_array(value) FROM (
+      SELECT ${run} AS value, -1 AS at UNION ALL SELECT value, key FROM json_each(${list}) WHERE value <> ${run}
+      ORDER BY at LIMIT ${GONE_RUNS_KEPT})) END`;
+
+/** Whether `run` is among the runs `list` (gone_run_ids) records as gone. */
+const GONE = (list: string, run: string) => `EXISTS (SELECT 1 FROM json_each(${list}) WHERE value = ${run})`;
 
 /** What the beat left out (null) keeps the registered value, or takes its default (@default…, metadata {}) for a new worker. */
 export const UPSERT_WORKER = `
@@ -24,12 +34,12 @@ export const UPSERT_WORKER = `
     -- A beat of another run, or naming no run, is a restart: the named run before it is replaced, and
     -- recorded as gone, so that run's late shutdown or beats cannot take the new process for it (see
     -- GONE_AFTER_A_BEAT in the PostgreSQL store).
-    gone_run_id = CASE WHEN @runId IS NOT workers.run_id THEN coalesce(workers.run_id, workers.gone_run_id) ELSE workers.gone_run_id END
+    gone_run_ids = CASE WHEN @runId IS NOT workers.run_id THEN ${GONE_WITH("workers.gone_run_ids", "workers.run_id")} ELSE workers.gone_run_ids END
   -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
-  -- so does a beat of the run that shut down, however late it lands, even after another run registered
-  -- (see gone_run_id); another run's is a restart.
+  -- so does a beat of a run that shut down or was replaced, however late it lands, even after other
+  -- runs registered (see gone_run_ids); another run's is a restart.
   WHERE (workers.gone_at IS NULL OR excluded.last_seen_at >= workers.gone_at)
-    AND NOT coalesce(@runId = workers.gone_run_id, 0)`;
+    AND NOT ${GONE("workers.gone_run_ids", "@runId")}`;
 
 export const RENEW_LEASE = `
   UPDATE tasks SET last_heartbeat_at = @now,
@@ -85,13 +95,13 @@ export const UNRESERVE_FOR = `
  * nothing else; no change: the shutdown is of the current run (or of a worker unknown to the registry).
  */
 export const MARK_REPLACED_RUN_GONE = `
-  UPDATE workers SET gone_run_id = @runId
-  WHERE worker_id = @workerId AND @runId IS NOT NULL AND CASE WHEN run_id IS NULL THEN gone_run_id IS NOT NULL ELSE run_id <> @runId END`;
+  UPDATE workers SET gone_run_ids = ${GONE_WITH("gone_run_ids", "@runId")}
+  WHERE worker_id = @workerId AND @runId IS NOT NULL AND CASE WHEN run_id IS NULL THEN json_array_length(gone_run_ids) > 0 ELSE run_id <> @runId END`;
 
-/** @runId the run shutting down, or null for the current one; a worker running without runs keeps the one it replaced as gone. */
+/** The current run goes (@runId, the run shutting down, is it or null); a worker running without runs keeps those it replaced as gone. */
 export const MARK_INACTIVE = `
   UPDATE workers SET status = 'inactive', current_load = 0, last_seen_at = @now, gone_at = @now,
-    gone_run_id = CASE WHEN run_id IS NULL THEN gone_run_id ELSE coalesce(@runId, run_id) END
+    gone_run_ids = ${GONE_WITH("gone_run_ids", "run_id")}
   WHERE worker_id = @workerId`;
 
 export const LIST_WORKERS = `
