@@ -326,6 +326,22 @@ export function taskTypesContract(kind: StoreKind) {
         expect(await ctx.store.claim({ workerId: "w3" })).toEqual([]);
       });
 
+      it("a capped task past its type's room takes no concurrency key: a task of another type under that key is claimed", async () => {
+        await ctx.store.registerTaskType({ name: "capped", maxRunning: 1 });
+        const { task: first } = await ctx.store.enqueue({ taskType: "capped", priority: 9, concurrencyKey: "store:1" });
+        await ctx.store.enqueue({ taskType: "capped", priority: 8, concurrencyKey: "store:2" });
+        const { task: free } = await ctx.store.enqueue({ taskType: "free", priority: 1, concurrencyKey: "store:2" });
+        // The second capped task is past the cap's room of 1; it held store:2, and the free task was left out.
+        expect((await ctx.store.claim({ workerId: "w1", limit: 3 })).map((t) => t.id)).toEqual([first.id, free.id]);
+      });
+
+      it("capped tasks of one key fill the type's room with tasks of other keys", async () => {
+        await ctx.store.registerTaskType({ name: "capped", maxRunning: 2 });
+        const [a] = await enqueueCapped(2, { concurrencyKey: "store:1" });
+        const [c] = await enqueueCapped(1, { concurrencyKey: "store:2" });
+        expect((await ctx.store.claim({ workerId: "w1", limit: 3 })).map((t) => t.id)).toEqual([a.id, c.id]);
+      });
+
       it("keeps the claim order across capped and uncapped types", async () => {
         await ctx.store.registerTaskType({ name: "capped", maxRunning: 2 });
         const { task: top } = await ctx.store.enqueue({ taskType: "free", priority: 9 });

@@ -341,14 +341,26 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
     UNION ALL SELECT id, concurrency_key, priority, created_at, 0, owner, cap_type, room FROM capped_reserved
     UNION ALL SELECT id, concurrency_key, priority, created_at, 1, NULL, cap_type, room FROM capped_open
   ),
-  kept AS (
-    SELECT id, grp, owner, row_number() OVER (ORDER BY grp, ${order}) AS rank FROM (
+  -- The capped candidates their type's room lets in: one per key among them, then as many of each type
+  -- as its room. Taken before the keys are shared out with the rest, so a capped task past its room
+  -- holds no key that a task of another type wants (SQLite's walk skips it before it looks at its key).
+  within_room AS (
+    SELECT id, concurrency_key, priority, created_at, grp, owner, cap_type FROM (
       SELECT *, row_number() OVER (PARTITION BY cap_type ORDER BY grp, ${order}) AS cap_rank FROM (
-        SELECT *, row_number() OVER (PARTITION BY concurrency_key ORDER BY grp, ${order}) AS key_rank FROM candidates
+        SELECT *, row_number() OVER (PARTITION BY concurrency_key ORDER BY grp, ${order}) AS key_rank FROM candidates WHERE cap_type IS NOT NULL
       ) k
       WHERE concurrency_key IS NULL OR key_rank = 1
     ) c
-    WHERE cap_type IS NULL OR cap_rank <= room
+    WHERE cap_rank <= room
+  ),
+  kept AS (
+    SELECT id, grp, owner, row_number() OVER (ORDER BY grp, ${order}) AS rank FROM (
+      SELECT *, row_number() OVER (PARTITION BY concurrency_key ORDER BY grp, ${order}) AS key_rank FROM (
+        SELECT id, concurrency_key, priority, created_at, grp, owner, cap_type FROM candidates WHERE cap_type IS NULL
+        UNION ALL SELECT * FROM within_room
+      ) c
+    ) k
+    WHERE concurrency_key IS NULL OR key_rank = 1
   ),
   mine AS (
     SELECT k.id, k.owner, k.n FROM (
