@@ -15,7 +15,9 @@
  * count in BENCH_CLAIMERS (PostgreSQL) or BENCH_SQLITE_CLAIMERS (SQLite), the claimers together run
  * BENCH_CYCLES cycles. The configurations run on the same table one after another, so the table
  * keeps its size and the backlog shrinks by BENCH_CYCLES each time; before each one, PostgreSQL's
- * tasks table is vacuumed and analysed (autovacuum's work, off the clock).
+ * tasks table is vacuumed and analysed (autovacuum's work, off the clock). BENCH_DELAYED adds that
+ * many pending tasks scheduled a day later, ahead of the backlog in the claim order (a delay, a
+ * retry's backoff), which every claim walks past.
  *
  * Warm-up, unrecorded: on PostgreSQL, the largest claimer count runs a few cycles per claimer first,
  * so every pooled connection has prepared its statements; each SQLite claimer process does the
@@ -56,6 +58,7 @@ const config = {
   sizes: envIntList("BENCH_SIZES", [10_000, 100_000, 1_000_000]),
   claimers: { postgres: pgClaimers, "postgres-shared": pgClaimers, sqlite: envIntList("BENCH_SQLITE_CLAIMERS", [1, 2, 4, 8]) },
   cycles: envInt("BENCH_CYCLES", 1000),
+  delayed: envInt("BENCH_DELAYED", 0),
   stores: envList<StoreName>("BENCH_STORES", ["postgres", "postgres-shared", "sqlite"], ["postgres", "postgres-shared", "sqlite"]),
 };
 /** Unrecorded cycles per claimer before the first PostgreSQL configuration, and per SQLite claimer process. */
@@ -107,7 +110,8 @@ function plan(store: StoreName, size: number): { history: number; backlog: numbe
  * Where the backlog starts. Seeds are stamped relative to the bench's clock (the stores use the
  * system clock too) and all lie in the past, so every pending row is claimable at once: history
  * 1 s apart before this instant, then the backlog 1 ms apart, so the claim order (priority,
- * created_at, id) is the insertion order.
+ * created_at, id) is the insertion order. The tasks not yet due (BENCH_DELAYED) are created just
+ * before the backlog, so they come first in that order, and are due a day later.
  */
 const backlogStart = (backlog: number) => new Date(Date.now() - 60_000 - backlog);
 
@@ -128,6 +132,12 @@ async function seedPostgres(pool: pg.Pool, history: number, backlog: number): Pr
      FROM generate_series(1, $1::int) AS i,
           LATERAL (SELECT $2::timestamptz + i * interval '1 millisecond' AS t) AS s`,
     [backlog, start, BACKOFF],
+  );
+  await pool.query(
+    `INSERT INTO tasks (task_type, params, scheduled_for, backoff, created_at, updated_at)
+     SELECT 'bench', jsonb_build_object('n', i), $2::timestamptz + interval '1 day', $3::jsonb, $2::timestamptz, $2::timestamptz
+     FROM generate_series(1, $1::int) AS i`,
+    [config.delayed, start, BACKOFF],
   );
 }
 
@@ -151,10 +161,17 @@ function seedSqlite(store: SqliteStore, history: number, backlog: number): void 
      SELECT 'bench', json_object('n', i), ${iso("t")}, @backoff, ${iso("t")}, ${iso("t")}
      FROM s`,
   );
+  const delayed = store.db.prepare(
+    `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < @count)
+     INSERT INTO tasks (task_type, params, scheduled_for, backoff, created_at, updated_at)
+     SELECT 'bench', json_object('n', i), ${iso("@start + 86400")}, @backoff, ${iso("@start")}, ${iso("@start")}
+     FROM n`,
+  );
   store.db.transaction(() => {
     // The recursive CTE always yields its first row, so an empty history must skip the insert.
     if (history > 0) completed.run({ ...params, count: history });
     pending.run({ ...params, count: backlog });
+    if (config.delayed > 0) delayed.run({ ...params, count: config.delayed });
   })();
   // No ANALYZE here, unlike PostgreSQL: nothing runs it on a real SQLite database (there is no
   // autovacuum), so the planner should see what users' files give it.
@@ -200,7 +217,7 @@ async function benchPostgres(name: "postgres" | "postgres-shared", size: number,
   const store = new PostgresStore({ url: PG_URL, schema, poolSize: max(counts) });
   try {
     await store.migrate();
-    log(`${name} ${size} rows: seeding ${history} completed + ${backlog} pending into schema ${schema}`);
+    log(`${name} ${size} rows: seeding ${history} completed + ${backlog} pending + ${config.delayed} not yet due into schema ${schema}`);
     const t0 = performance.now();
     await seedPostgres(store.pool, history, backlog);
     // Fresh statistics and visibility map, as autovacuum would have left a table that grew to this size.
@@ -287,7 +304,7 @@ async function benchSqlite(size: number, signal: AbortSignal): Promise<Result[]>
     const store = await openStore(`sqlite:${path}`);
     try {
       if (!(store instanceof SqliteStore)) throw new Error("openStore(sqlite:…) did not return a SqliteStore");
-      log(`sqlite ${size} rows: seeding ${history} completed + ${backlog} pending into ${path}`);
+      log(`sqlite ${size} rows: seeding ${history} completed + ${backlog} pending + ${config.delayed} not yet due into ${path}`);
       const t0 = performance.now();
       seedSqlite(store, history, backlog);
       log(`  seeded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -334,7 +351,8 @@ function matrix(results: Result[], store: StoreName, figure: (r: Result) => numb
 function report(results: Result[], server: PostgresServer | null, machine: MachineState): void {
   const stores = config.stores.filter((s) => results.some((r) => r.store === s));
   const lines = [
-    `taskpool claim bench: claim(limit 1) → complete() cycles by concurrent claimers and table size; ${config.cycles} cycles per configuration`,
+    `taskpool claim bench: claim(limit 1) → complete() cycles by concurrent claimers and table size; ${config.cycles} cycles per configuration` +
+      (config.delayed > 0 ? `; ${config.delayed} more pending tasks not yet due, ahead of the backlog in the claim order` : ""),
     `node ${process.version}, ${availableParallelism()} CPUs (${describeMachine(machine)})` +
       (server ? `; PostgreSQL ${server.version}, synchronous_commit=${server.synchronousCommit}` : ""),
     "",
