@@ -136,7 +136,7 @@ describe("migrations", () => {
     sqlite: async (handle: TestStore) => {
       const { db } = handle.store as SqliteStore;
       // Back to version 9: what the later migrations made goes too, as they make it again.
-      db.exec("ALTER TABLE workers DROP COLUMN gone_run_ids; ALTER TABLE workers DROP COLUMN run_id; ALTER TABLE workers DROP COLUMN gone_at; ALTER TABLE schedules DROP COLUMN unique_key; ALTER TABLE last_sweeps DROP COLUMN interval_seconds; DROP TRIGGER tasks_finished_per_minute; DROP TABLE throughput_minutes; DROP TABLE idempotency_keys; PRAGMA user_version = 9");
+      db.exec("DROP TRIGGER workers_gone_run_id_joins_gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_id; ALTER TABLE workers DROP COLUMN run_id; ALTER TABLE workers DROP COLUMN gone_at; ALTER TABLE schedules DROP COLUMN unique_key; ALTER TABLE last_sweeps DROP COLUMN interval_seconds; DROP TRIGGER tasks_finished_per_minute; DROP TABLE throughput_minutes; DROP TABLE idempotency_keys; PRAGMA user_version = 9");
     },
   };
   for (const [name, create] of [["postgres", createPostgres], ["sqlite", createSqlite]] as const) {
@@ -170,17 +170,21 @@ describe("migrations", () => {
     });
   }
 
+  const execute = {
+    postgres: async (handle: TestStore, statement: string) => void (await (handle.store as PostgresStore).pool.query(statement)),
+    sqlite: async (handle: TestStore, statement: string) => void (handle.store as SqliteStore).db.exec(statement),
+  };
   /** Back to before migration 026 (023 on SQLite), with `run` as the one gone run it remembered. */
   const undoGoneRunIds = {
     postgres: async (handle: TestStore, run: string) => {
       const { pool } = handle.store as PostgresStore;
-      await pool.query("ALTER TABLE workers DROP COLUMN gone_run_ids, ADD COLUMN gone_run_id text");
+      await pool.query("ALTER TABLE workers DROP COLUMN gone_run_ids; DROP FUNCTION taskpool_gone_run_id_joins_gone_run_ids CASCADE");
       await pool.query("UPDATE workers SET gone_run_id = $1", [run]);
       await pool.query("DELETE FROM taskpool_migrations WHERE version = 26");
     },
     sqlite: async (handle: TestStore, run: string) => {
       const { db } = handle.store as SqliteStore;
-      db.exec("ALTER TABLE workers DROP COLUMN gone_run_ids; ALTER TABLE workers ADD COLUMN gone_run_id TEXT; PRAGMA user_version = 22");
+      db.exec("DROP TRIGGER workers_gone_run_id_joins_gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_ids; PRAGMA user_version = 22");
       db.prepare("UPDATE workers SET gone_run_id = ?").run(run);
     },
   };
@@ -195,6 +199,11 @@ describe("migrations", () => {
       await store.workerHeartbeat({ workerId: "w1", runId: "run-1", currentLoad: 5 });
       expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 1 }]);
       await store.workerHeartbeat({ workerId: "w1", runId: "run-3", currentLoad: 3 });
+      expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
+      // A worker of the version before, still running (a rolling upgrade), records the run it replaced
+      // in gone_run_id alone, as its statements do: that run's late beat is refused too.
+      await execute[name](handle, "UPDATE workers SET run_id = 'run-4', gone_run_id = 'run-3'");
+      await store.workerHeartbeat({ workerId: "w1", runId: "run-3", currentLoad: 9 });
       expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
     });
   }
