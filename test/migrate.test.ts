@@ -170,10 +170,6 @@ describe("migrations", () => {
     });
   }
 
-  const execute = {
-    postgres: async (handle: TestStore, statement: string) => void (await (handle.store as PostgresStore).pool.query(statement)),
-    sqlite: async (handle: TestStore, statement: string) => void (handle.store as SqliteStore).db.exec(statement),
-  };
   /** Back to before migration 026 (023 on SQLite), with `run` as the one gone run it remembered. */
   const undoGoneRunIds = {
     postgres: async (handle: TestStore, run: string) => {
@@ -202,7 +198,7 @@ describe("migrations", () => {
       expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
       // A worker of the version before, still running (a rolling upgrade), records the run it replaced
       // in gone_run_id alone, as its statements do: that run's late beat is refused too.
-      await execute[name](handle, "UPDATE workers SET run_id = 'run-4', gone_run_id = 'run-3'");
+      await handle.execute("UPDATE workers SET run_id = 'run-4', gone_run_id = 'run-3'");
       await store.workerHeartbeat({ workerId: "w1", runId: "run-3", currentLoad: 9 });
       expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
     });
