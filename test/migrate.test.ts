@@ -15,6 +15,20 @@ import { script } from "./helpers/processes.js";
 import { taskpool } from "./helpers/cli.js";
 
 const run = promisify(execFile);
+
+/** The claim indexes as PostgreSQL's migration 027 and SQLite's 024 left them (PostgreSQL has one more, by created_at). */
+const CLAIM_INDEXES_BEFORE = `
+  CREATE INDEX tasks_claim_by_priority ON tasks (priority DESC, created_at, id, scheduled_for) WHERE status = 'pending';
+  CREATE INDEX tasks_claim_by_type_priority ON tasks (task_type, priority DESC, created_at, id, scheduled_for) WHERE status = 'pending';
+  CREATE INDEX tasks_claim_by_type_created ON tasks (task_type, created_at, id, scheduled_for) WHERE status = 'pending';`;
+
+/** SQLite back to before migration 025: the flag, its triggers and indexes gone, the claim indexes as 024 left them. */
+const UNDO_SQLITE_WAITING = `
+  DROP TRIGGER tasks_waiting_on_insert; DROP TRIGGER tasks_waiting_on_update;
+  DROP INDEX tasks_waiting_by_due; DROP INDEX tasks_pending_by_type;
+  DROP INDEX tasks_claim_by_priority; DROP INDEX tasks_claim_by_type_priority; DROP INDEX tasks_claim_by_type_created;
+  ALTER TABLE tasks DROP COLUMN waiting;
+  ${CLAIM_INDEXES_BEFORE}`;
 const MIGRATOR = fileURLToPath(new URL("./helpers/migrate-sqlite.ts", import.meta.url));
 
 describe("migrations", () => {
@@ -136,6 +150,7 @@ describe("migrations", () => {
     sqlite: async (handle: TestStore) => {
       const { db } = handle.store as SqliteStore;
       // Back to version 9: what the later migrations made goes too, as they make it again.
+      db.exec(UNDO_SQLITE_WAITING);
       db.exec("DROP TRIGGER workers_gone_run_id_joins_gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_id; ALTER TABLE workers DROP COLUMN run_id; ALTER TABLE workers DROP COLUMN gone_at; ALTER TABLE schedules DROP COLUMN unique_key; ALTER TABLE last_sweeps DROP COLUMN interval_seconds; DROP TRIGGER tasks_finished_per_minute; DROP TABLE throughput_minutes; DROP TABLE idempotency_keys; PRAGMA user_version = 9");
     },
   };
@@ -180,6 +195,7 @@ describe("migrations", () => {
     },
     sqlite: async (handle: TestStore, run: string) => {
       const { db } = handle.store as SqliteStore;
+      db.exec(UNDO_SQLITE_WAITING);
       db.exec("DROP TRIGGER workers_gone_run_id_joins_gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_ids; PRAGMA user_version = 22");
       db.prepare("UPDATE workers SET gone_run_id = ?").run(run);
     },
@@ -201,6 +217,45 @@ describe("migrations", () => {
       await handle.execute("UPDATE workers SET run_id = 'run-4', gone_run_id = 'run-3'");
       await store.workerHeartbeat({ workerId: "w1", runId: "run-3", currentLoad: 9 });
       expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
+    });
+  }
+
+  /** Back to before migration 028 (025 on SQLite): no waiting flag, the claim indexes as 027 left them. */
+  const undoWaiting = {
+    postgres: async (handle: TestStore) => {
+      const { pool } = handle.store as PostgresStore;
+      // The column takes its indexes and its trigger with it.
+      await pool.query(`ALTER TABLE tasks DROP COLUMN waiting CASCADE; DROP FUNCTION taskpool_task_waiting; DROP INDEX tasks_pending_by_type;
+        ${CLAIM_INDEXES_BEFORE} CREATE INDEX tasks_claim_by_created ON tasks (created_at, id, scheduled_for) WHERE status = 'pending';
+        DELETE FROM taskpool_migrations WHERE version = 28`);
+    },
+    sqlite: async (handle: TestStore) => {
+      (handle.store as SqliteStore).db.exec(`${UNDO_SQLITE_WAITING} PRAGMA user_version = 24`);
+    },
+  };
+  const waitingIds = {
+    postgres: async (handle: TestStore) =>
+      (await (handle.store as PostgresStore).pool.query("SELECT id FROM tasks WHERE waiting ORDER BY id")).rows.map((r) => Number(r.id)),
+    sqlite: async (handle: TestStore) => ((handle.store as SqliteStore).db.prepare("SELECT id FROM tasks WHERE waiting = 1 ORDER BY id").all() as { id: number }[]).map((r) => r.id),
+  };
+  for (const [name, create] of [["postgres", createPostgres], ["sqlite", createSqlite]] as const) {
+    it(`${name}: the waiting tasks' migration sets the flag of the pending tasks not yet due, and a build before it writing a task pending sets it too`, async () => {
+      const handle = await create();
+      cleanups.push(() => handle.cleanup());
+      const store: Store = handle.store;
+      const [later, ready, retried] = (await store.enqueueMany([{ taskType: "a", delaySeconds: 3600 }, { taskType: "a" }, { taskType: "a" }])).map((r) => r.task);
+      const [claimed] = await store.claim({ workerId: "w1", limit: 1, taskTypes: ["a"] });
+      expect(claimed.id).toBe(ready.id);
+      await undoWaiting[name](handle);
+      await store.migrate();
+      expect(await waitingIds[name](handle)).toEqual([later.id]);
+      // The build before, still running (a rolling upgrade), puts its task back with a retry's backoff:
+      // its statement knows no flag, and the trigger sets it.
+      const inAnHour = new Date(Date.now() + 3_600_000).toISOString();
+      const now = new Date().toISOString();
+      await handle.execute(`UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, scheduled_for = '${inAnHour}', updated_at = '${now}' WHERE id = ${ready.id}`);
+      expect(await waitingIds[name](handle)).toEqual([later.id, ready.id]);
+      expect((await store.claim({ workerId: "w1", limit: 5 })).map((t) => t.id)).toEqual([retried.id]);
     });
   }
 

@@ -67,6 +67,14 @@ export function shareOut<T>(tasks: T[], members: number[], claims: ResolvedClaim
 export const KEY_ROUNDS = 4;
 
 /**
+ * How many waiting tasks now due (scheduled for later, and come due) one claim reads, oldest due first,
+ * beside the claim index's ready tasks: it takes the best of both in the claim's order and moves the
+ * rest into the claim index. Past this many come due at once, the rest wait for the next claims, so
+ * the claim order holds among them only by due time.
+ */
+export const WAITING_DUE_PER_CLAIM = 1000;
+
+/**
  * How long claims of one shape do not run again past concurrency keys after running again found
  * nothing. Behind long queues of a few keys, each key that frees cuts short the claim that takes its
  * next task, and running again walks past every held key's queue to find nothing: measured on

@@ -24,18 +24,22 @@ describe("PostgreSQL claim plans", () => {
 });
 
 /**
- * Tasks scheduled for later (a delay, a retry's backoff) sit among the ready ones in every claim order,
- * so a claim walks past those ahead of the first ready task. The claim indexes hold scheduled_for
- * (migration 027): the walk reads their entries, not their rows, which cost a claim behind 500,000 of
- * them 400-570 ms. Here 3,000 are ahead of the ready tasks in each order, created before and after them.
+ * Tasks scheduled for later (a delay, a retry's backoff) sit among the ready ones in every claim order.
+ * Claims walked past those ahead of the first ready task: behind 500,000 of them, 400-570 ms reading
+ * their rows, 60 ms reading index entries (migration 027). Now they wait outside the claim indexes
+ * (migration 028), and a claim reads only the ones come due. Here 3,000 are ahead of the ready tasks
+ * in each order, created before and after them, and 5 have come due among them; a claim of 10 takes
+ * those 5 and 5 ready ones.
  */
 describe("PostgreSQL claim plans behind tasks not yet due", () => {
   const db = usePlanSchema(async (store, client) => {
     const later = () => store.enqueueMany(Array.from({ length: 3000 }, () => ({ taskType: "only", delaySeconds: 3600 })));
     await later();
+    await store.enqueueMany(Array.from({ length: 5 }, () => ({ taskType: "only", delaySeconds: 0.2 })));
     await store.enqueueMany(Array.from({ length: 3000 }, () => ({ taskType: "only" })));
     await later();
     await client.query("ANALYZE tasks");
+    await new Promise((r) => setTimeout(r, 300));
   });
   claimsReadNoMoreThanTheyTake(db);
 });

@@ -142,6 +142,74 @@ export function claimContract(kind: StoreKind) {
       expect((await claimOne(ctx.store)).id).toBe(task.id);
     });
 
+    // Tasks not yet due wait outside the claim indexes (PostgreSQL migration 028, SQLite 025); once due
+    // they are claimed in their place in the order, as if they had never left.
+    describe("tasks come due", () => {
+      const inAMinute = () => new Date(ctx.clock.now().getTime() + 60_000);
+
+      it("take their place in the claim order among the ready ones, in one claim", async () => {
+        const old = (await ctx.store.enqueue({ taskType: "a", scheduledFor: inAMinute() })).task;
+        ctx.clock.advance(1000);
+        const ready = await enqueueAt("a", 0);
+        const urgent = (await ctx.store.enqueue({ taskType: "a", scheduledFor: inAMinute(), priority: 5 })).task;
+        ctx.clock.advance(1000);
+        const newer = await enqueueAt("a", 0);
+        const before = await ctx.store.claim({ workerId: "w1", limit: 10 });
+        expect(before.map((t) => t.id)).toEqual([ready.id, newer.id]);
+        for (const t of before) await ctx.store.release(t.id, t);
+        ctx.clock.advance(60_000);
+        expect((await ctx.store.claim({ workerId: "w1", limit: 10 })).map((t) => t.id)).toEqual([urgent.id, old.id, ready.id, newer.id]);
+      });
+
+      it("that a claim does not take are claimed next, in order", async () => {
+        const due = [];
+        for (let i = 0; i < 3; i++) {
+          due.push((await ctx.store.enqueue({ taskType: "a", scheduledFor: inAMinute() })).task);
+          ctx.clock.advance(1000);
+        }
+        const ready = await enqueueAt("a", 9);
+        ctx.clock.advance(60_000);
+        expect((await claimOne(ctx.store)).id).toBe(ready.id);
+        const next = [];
+        for (let i = 0; i < 3; i++) next.push((await claimOne(ctx.store)).id);
+        expect(next).toEqual(due.map((t) => t.id));
+        expect(await ctx.store.claim({ workerId: "w1" })).toEqual([]);
+      });
+
+      it("of another type are left for their own claims", async () => {
+        const b = (await ctx.store.enqueue({ taskType: "b", scheduledFor: inAMinute() })).task;
+        const a = (await ctx.store.enqueue({ taskType: "a", scheduledFor: inAMinute() })).task;
+        ctx.clock.advance(60_000);
+        expect((await ctx.store.claim({ workerId: "w1", taskTypes: ["a"], limit: 5 })).map((t) => t.id)).toEqual([a.id]);
+        expect((await ctx.store.claim({ workerId: "w2", taskTypes: ["b"], limit: 5 })).map((t) => t.id)).toEqual([b.id]);
+      });
+
+      it("after a retry's backoff, keep their concurrency key and type cap", async () => {
+        await ctx.store.registerTaskType({ name: "capped", maxRunning: 1 });
+        const keyed = (await ctx.store.enqueue({ taskType: "a", concurrencyKey: "k" })).task;
+        const first = await claimOne(ctx.store);
+        expect(first.id).toBe(keyed.id);
+        await ctx.store.fail(first.id, first, { error: "again", retryable: true });
+        const sameKey = (await ctx.store.enqueue({ taskType: "a", concurrencyKey: "k" })).task;
+        const capped = [(await ctx.store.enqueue({ taskType: "capped", scheduledFor: inAMinute() })).task, (await ctx.store.enqueue({ taskType: "capped", scheduledFor: inAMinute() })).task];
+        ctx.clock.advance(3_600_000); // past the backoff and the due times
+        const claimed = (await ctx.store.claim({ workerId: "w1", limit: 10 })).map((t) => t.id);
+        expect(claimed).toHaveLength(2);
+        expect(claimed).toContain(capped[0].id);
+        expect(claimed.filter((id) => id === keyed.id || id === sameKey.id)).toHaveLength(1);
+      });
+
+      it("are claimed whatever their waiting flag says, and never before they are due", async () => {
+        const later = (await ctx.store.enqueue({ taskType: "a", scheduledFor: inAMinute() })).task;
+        const now = (await ctx.store.enqueue({ taskType: "a" })).task;
+        // The flag is only where a claim looks: set wrong both ways, the claims still follow the due times.
+        await ctx.execute(`UPDATE tasks SET waiting = (id = ${now.id})`);
+        expect((await ctx.store.claim({ workerId: "w1", limit: 5 })).map((t) => t.id)).toEqual([now.id]);
+        ctx.clock.advance(60_000);
+        expect((await ctx.store.claim({ workerId: "w1", limit: 5 })).map((t) => t.id)).toEqual([later.id]);
+      });
+    });
+
     it("filters by attempts remaining (seed 002: attempts < max_attempts - N)", async () => {
       const fresh = await ctx.store.enqueue({ taskType: "a", maxAttempts: 3 });
       const { task: tired } = await ctx.store.enqueue({ taskType: "a", maxAttempts: 3, priority: 10 });

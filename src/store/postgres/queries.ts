@@ -18,6 +18,7 @@
 import { CANCEL_NOTICE_PREFIX } from "../../core/notices.js";
 import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
 import { type SortBy, type SortOrder, TASK_STATUSES, type TaskStatus } from "../../core/task.js";
+import { WAITING_DUE_PER_CLAIM } from "../claim-options.js";
 import { CLAIMED_COLUMNS } from "./rows.js";
 
 const sqlList = (items: readonly string[]) => items.map((s) => `'${s}'`).join(", ");
@@ -212,16 +213,42 @@ const UNCAPPED = `AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.name = t.task_t
 const OPEN_TO_ALL = `t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS NULL OR t.reserved_until <= $2::timestamptz)`;
 
 /**
+ * The waiting tasks now due (migration 028), oldest due first, at most WAITING_DUE_PER_CLAIM, locked:
+ * every claim reads them beside the claim index (see openScan) and clears the flag of those it does
+ * not take (see claimWrites). Reading them costs an index probe when there are none. `typed`: only the
+ * claim's types, so a claim does not hold back the due tasks other claims want.
+ */
+const DUE = (typed: boolean) => `due AS (
+    SELECT t.id, t.concurrency_key, t.priority, t.created_at, t.task_type, t.attempts, t.max_attempts, t.scheduled_for, t.reserved_until FROM tasks t
+    WHERE t.status = 'pending' AND t.waiting AND t.scheduled_for <= $2::timestamptz ${typed ? "AND t.task_type = ANY($7::text[])" : ""}
+    ORDER BY t.scheduled_for
+    LIMIT ${WAITING_DUE_PER_CLAIM}
+    FOR UPDATE SKIP LOCKED
+  )`;
+
+/**
  * A locked scan of the open pool in the claim's order, at most $3 rows; `where` adds conditions
- * (the type to scan, say). SKIP LOCKED passes over rows other claims hold (see claimStatement).
+ * (the type to scan, say). SKIP LOCKED passes over rows other claims hold (see claimStatement). The
+ * claim index holds the tasks not waiting; the due ones among the waiting (`due`, already locked)
+ * join them in the one order.
  */
 const openScan = (order: string, where: string) => `
-      SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
-      WHERE t.status = 'pending' ${where} AND ${OPEN_TO_ALL}
-      ${claimFilters(false)}
+      SELECT * FROM (
+        SELECT * FROM (
+          SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
+          WHERE t.status = 'pending' AND NOT t.waiting ${where} AND ${OPEN_TO_ALL}
+          ${claimFilters(false)}
+          ORDER BY ${order}
+          LIMIT $3
+          FOR UPDATE SKIP LOCKED
+        ) ready
+        UNION ALL
+        SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM due t
+        WHERE true ${where} AND ${OPEN_TO_ALL}
+        ${claimFilters(false)}
+      ) t
       ORDER BY ${order}
-      LIMIT $3
-      FOR UPDATE SKIP LOCKED`;
+      LIMIT $3`;
 
 /**
  * Whether the open pool's scan may have been cut short by concurrency keys: it stopped at its limit
@@ -252,6 +279,13 @@ const claimWrites = (start: boolean) => `
         started_at = ${start ? "$2::timestamptz" : "NULL"}, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
     FROM picked p JOIN workers w ON w.ord = p.owner WHERE t.id = p.id
     RETURNING ${CLAIM_RETURNS}, p.owner AS claim_owner, p.n AS claim_order
+  ),
+  -- The due tasks this claim read and did not take join the claim index (a row is written once per
+  -- statement: these are not the claimed ones). An array of ids, so the plan reads them by primary key
+  -- whatever the estimates.
+  promoted AS (
+    UPDATE tasks t SET waiting = false
+    WHERE t.id = ANY(ARRAY(SELECT d.id FROM due d WHERE NOT EXISTS (SELECT 1 FROM picked p WHERE p.id = d.id)))
   ),
   -- Claimed and started in one step is one transition, so one event: 'claimed' with started: true.
   logged AS (
@@ -306,6 +340,7 @@ export function claimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: bool
   return `
   WITH ${CAPPED(typed ? "ANY($7::text[])" : null)}, ${ROOM},
   ${WORKERS},
+  ${DUE(typed)},
   reserved AS (
     SELECT r.*, w.ord AS owner FROM workers w CROSS JOIN LATERAL (
       SELECT t.id, t.concurrency_key, t.priority, t.created_at FROM tasks t
@@ -403,6 +438,7 @@ export function leanClaimStatement(sortBy: SortBy, sortOrder: SortOrder, typed: 
   return `
   WITH ${CAPPED(typed ? "ANY($7::text[])" : null)},
   ${WORKERS},
+  ${DUE(typed)},
   blocked AS (
     SELECT CASE
       WHEN EXISTS (SELECT 1 FROM capped) THEN 'capped'

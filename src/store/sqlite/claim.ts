@@ -4,6 +4,7 @@
  * A claim is one BEGIN IMMEDIATE transaction, so it holds the database's only write lock from its first
  * read to its last write: the candidate SELECTs and the UPDATEs that follow cannot race another claimer
  * (no SKIP LOCKED or row locks needed). Inside it:
+ * 0. the waiting tasks now due join the claim indexes (WAITING_NOW_DUE);
  * 1. room: how many more tasks of each capped type (max_running) may be claimed now;
  * 2. candidates: tasks reserved for this worker first, then the open pool in the requested order,
  *    leaving out full types and concurrency keys already held by a claimed or running task;
@@ -19,7 +20,7 @@ import type { Clock } from "../../core/clock.js";
 import { AlreadyClaimedError, ConcurrencyKeyBusyError, TaskTypeAtCapacityError } from "../../core/errors.js";
 import { LEASED_STATUSES } from "../../core/state-machine.js";
 import type { ClaimedTask, JsonObject, SortBy, SortOrder } from "../../core/task.js";
-import { type ClaimMemory, claimShape, KEY_ROUNDS, type ResolvedClaim } from "../claim-options.js";
+import { type ClaimMemory, claimShape, KEY_ROUNDS, type ResolvedClaim, WAITING_DUE_PER_CLAIM } from "../claim-options.js";
 import { type LeaseRow, refusalError } from "../refusal.js";
 import { isUniqueViolation, type SqliteConnection } from "./connection.js";
 import { LEASE_STATE } from "./queries.js";
@@ -87,11 +88,20 @@ function claimIndex(sortBy: SortBy, sortOrder: SortOrder, typeCount: number): st
 function openCandidatesStatement(sortBy: SortBy, sortOrder: SortOrder, typeCount: number, fullCount: number): string {
   return `
   SELECT t.id, t.task_type, t.concurrency_key FROM tasks t ${claimIndex(sortBy, sortOrder, typeCount)}
-  WHERE t.status = 'pending' AND t.scheduled_for <= @now AND (t.reserved_until IS NULL OR t.reserved_until <= @now)
+  WHERE t.status = 'pending' AND t.waiting = 0 AND t.scheduled_for <= @now AND (t.reserved_until IS NULL OR t.reserved_until <= @now)
   ${candidateFilters(typeCount, fullCount)}
   ORDER BY ${ORDER_BY[sortBy][sortOrder]}
   LIMIT @limit`;
 }
+
+/**
+ * Moves the waiting tasks now due into the claim indexes (migration 025), oldest due first. It runs
+ * first in every claim's transaction, under the write lock, so the scans that follow see them in
+ * their place in the claim order. With none due it is one index probe.
+ */
+const WAITING_NOW_DUE = `
+  UPDATE tasks SET waiting = 0 WHERE id IN (
+    SELECT id FROM tasks WHERE status = 'pending' AND waiting = 1 AND scheduled_for <= @now ORDER BY scheduled_for LIMIT ${WAITING_DUE_PER_CLAIM})`;
 
 /** Claims one task; `status = 'pending'` keeps it safe even outside the candidate query. */
 const CLAIM_ONE = `
@@ -131,6 +141,7 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
       maxAttemptsRemaining: c.maxAttemptsRemaining,
     };
     types.forEach((t, i) => (params[`type${i}`] = t));
+    conn.stmt(WAITING_NOW_DUE).run({ now: params.now });
     const room = new Map((capRoom.all(params) as { name: string; room: number }[]).map((r) => [r.name, r.room]));
     const keys = new Set<string>();
     const claimed: ClaimedTask[] = [];
