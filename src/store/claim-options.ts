@@ -70,9 +70,11 @@ export const KEY_ROUNDS = 4;
  * How many waiting tasks now due (scheduled for later, and come due) one claim reads, oldest due first,
  * beside the claim index's ready tasks: it takes the best of both in the claim's order and moves the
  * rest into the claim index. Past this many come due at once, the rest wait for the next claims, so
- * the claim order holds among them only by due time.
+ * among them the claim order holds only by due time. Moving a task costs a row version: with 100,000
+ * come due at once, a claim on PostgreSQL took 4–5 ms moving 100 of them, 10 ms moving 250, 25 ms
+ * moving 1,000.
  */
-export const WAITING_DUE_PER_CLAIM = 1000;
+export const WAITING_DUE_PER_CLAIM = 100;
 
 /**
  * How long claims of one shape do not run again past concurrency keys after running again found

@@ -8,6 +8,7 @@ import {
   ValidationError,
 } from "../../src/core/errors.js";
 import type { ClaimOptions, Task } from "../../src/core/task.js";
+import { WAITING_DUE_PER_CLAIM } from "../../src/store/claim-options.js";
 import type { StoreKind } from "../helpers/stores.js";
 import { claimOne, useStore } from "./context.js";
 
@@ -143,7 +144,7 @@ export function claimContract(kind: StoreKind) {
     });
 
     // Tasks not yet due wait outside the claim indexes (PostgreSQL migration 028, SQLite 025); once due
-    // they are claimed in their place in the order, as if they had never left.
+    // they are claimed in their place in the order, as if they had never been away.
     describe("tasks come due", () => {
       const inAMinute = () => new Date(ctx.clock.now().getTime() + 60_000);
 
@@ -174,6 +175,16 @@ export function claimContract(kind: StoreKind) {
         for (let i = 0; i < 3; i++) next.push((await claimOne(ctx.store)).id);
         expect(next).toEqual(due.map((t) => t.id));
         expect(await ctx.store.claim({ workerId: "w1" })).toEqual([]);
+      });
+
+      it(`more at once than a claim reads (${WAITING_DUE_PER_CLAIM}) are all claimed, each once, by the claims after it`, async () => {
+        const count = WAITING_DUE_PER_CLAIM + 50;
+        const start = ctx.clock.now().getTime();
+        const due = (await ctx.store.enqueueMany(Array.from({ length: count }, (_, i) => ({ taskType: "a", scheduledFor: new Date(start + 60_000 + i) })))).map((r) => r.task.id);
+        ctx.clock.advance(120_000);
+        const claimed: number[] = [];
+        for (let batch; (batch = await ctx.store.claim({ workerId: "w1", limit: 40 })).length > 0; ) claimed.push(...batch.map((t) => t.id));
+        expect(claimed.sort((a, b) => a - b)).toEqual(due);
       });
 
       it("of another type are left for their own claims", async () => {

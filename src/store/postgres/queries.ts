@@ -213,10 +213,10 @@ const UNCAPPED = `AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.name = t.task_t
 const OPEN_TO_ALL = `t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS NULL OR t.reserved_until <= $2::timestamptz)`;
 
 /**
- * The waiting tasks now due (migration 028), oldest due first, at most WAITING_DUE_PER_CLAIM, locked:
+ * The waiting tasks come due (migration 028), oldest due first, at most WAITING_DUE_PER_CLAIM, locked:
  * every claim reads them beside the claim index (see openScan) and clears the flag of those it does
- * not take (see claimWrites). Reading them costs an index probe when there are none. `typed`: only the
- * claim's types, so a claim does not hold back the due tasks other claims want.
+ * not take (see claimWrites). With none come due, it is one index probe. `typed`: only the claim's
+ * types, so a claim does not hold back the due tasks other claims want.
  */
 const DUE = (typed: boolean) => `due AS (
     SELECT t.id, t.concurrency_key, t.priority, t.created_at, t.task_type, t.attempts, t.max_attempts, t.scheduled_for, t.reserved_until FROM tasks t
@@ -229,8 +229,8 @@ const DUE = (typed: boolean) => `due AS (
 /**
  * A locked scan of the open pool in the claim's order, at most $3 rows; `where` adds conditions
  * (the type to scan, say). SKIP LOCKED passes over rows other claims hold (see claimStatement). The
- * claim index holds the tasks not waiting; the due ones among the waiting (`due`, already locked)
- * join them in the one order.
+ * claim indexes hold the pending tasks not waiting (migration 028); the waiting ones come due (`due`,
+ * already locked) join them in the one order.
  */
 const openScan = (order: string, where: string) => `
       SELECT * FROM (
@@ -280,12 +280,12 @@ const claimWrites = (start: boolean) => `
     FROM picked p JOIN workers w ON w.ord = p.owner WHERE t.id = p.id
     RETURNING ${CLAIM_RETURNS}, p.owner AS claim_owner, p.n AS claim_order
   ),
-  -- The due tasks this claim read and did not take join the claim index (a row is written once per
+  -- The due tasks this claim read and did not take join the claim indexes (a row is written once per
   -- statement: these are not the claimed ones). An array of ids, so the plan reads them by primary key
   -- whatever the estimates.
   promoted AS (
     UPDATE tasks t SET waiting = false
-    WHERE t.id = ANY(ARRAY(SELECT d.id FROM due d WHERE NOT EXISTS (SELECT 1 FROM picked p WHERE p.id = d.id)))
+    WHERE t.id = ANY(ARRAY(SELECT d.id FROM due d WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.id = d.id)))
   ),
   -- Claimed and started in one step is one transition, so one event: 'claimed' with started: true.
   logged AS (

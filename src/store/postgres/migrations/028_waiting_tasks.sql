@@ -1,16 +1,23 @@
 -- Tasks not yet due (a delay, a retry's backoff) leave the claim indexes. They kept their place in the
 -- claim order among the ready tasks, so every claim walked past those ahead of the first ready one:
--- behind 200,000 of them, 6.7 ms a claim even with scheduled_for in the index entries (migration 027).
+-- behind 200,000 of them, 4.5-6.8 ms a claim even with scheduled_for in the index entries (027).
 --
 -- waiting: a pending task whose scheduled_for was ahead of the time it was written at. It is a hint,
--- never a rule: a claim takes the waiting tasks now due along with the ready ones, in one order, and
+-- never a rule: a claim takes the waiting tasks come due along with the ready ones, in one order, and
 -- clears the flag of those it leaves (see claimStatement), so a wrong flag costs a walk, never a claim.
+-- A column, not `scheduled_for > updated_at` in the predicates: heartbeats, progress and checkpoints
+-- write updated_at, and a write that changes a column an index's predicate reads cannot update the row
+-- in place (HOT), so each would have written an entry to every index.
+--
+-- A new column changes what `SELECT *` returns: a statement that a process of an earlier build
+-- prepared before this migration fails from then on ("cached plan must not change result type").
+-- Stop those processes before migrating (docs/upgrading.md).
 ALTER TABLE tasks ADD COLUMN waiting boolean NOT NULL DEFAULT false;
 UPDATE tasks SET waiting = true WHERE status = 'pending' AND scheduled_for > now();
 
--- Set by a trigger, not by each statement, so the statements of the version before set it too during a
--- rolling upgrade (docs/upgrading.md). Every write that makes a task pending sets updated_at to its
--- own time. It fires only when the flag must change, and not for claims (their rows are not pending).
+-- Set by a trigger, not by each statement, so no write that makes a task pending can miss it: each sets
+-- updated_at to its own time. It fires only when the flag must change, and not for claims (their rows
+-- are not pending).
 CREATE FUNCTION taskpool_task_waiting() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN

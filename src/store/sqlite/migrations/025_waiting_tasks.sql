@@ -1,13 +1,16 @@
 -- Tasks not yet due (a delay, a retry's backoff) leave the claim indexes, as on PostgreSQL (migration
 -- 028, which says why). waiting: a pending task whose scheduled_for was ahead of the time it was
--- written at. A claim first moves the waiting tasks now due back into the claim indexes (claim.ts),
--- inside its write transaction, so the claim order stays exact.
+-- written at. A claim first moves the waiting tasks come due back into the claim indexes (claim.ts),
+-- inside its write transaction, so the claim order stays exact. The claims of earlier builds name
+-- these indexes, which their statements no longer fit ("no query solution"): stop those processes
+-- before migrating (docs/upgrading.md).
 ALTER TABLE tasks ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
 UPDATE tasks SET waiting = 1 WHERE status = 'pending' AND scheduled_for > strftime('%Y-%m-%dT%H:%M:%fZ', 'now');
 
--- Set by triggers, not by each statement: every write that makes a task pending sets updated_at to its
--- own time. They write only when the flag must change, and claims do not fire them (their rows are
--- not pending). SQLite's triggers cannot change the row being written, so each writes it again.
+-- Set by triggers, not by each statement, so no write that makes a task pending can miss it: each sets
+-- updated_at to its own time. They write only when the flag must change, and claims do not fire them
+-- (their rows are not pending). SQLite's triggers cannot change the row being written, so each writes
+-- it again.
 CREATE TRIGGER tasks_waiting_on_insert
 AFTER INSERT ON tasks
 WHEN NEW.status = 'pending' AND NEW.scheduled_for > NEW.updated_at
