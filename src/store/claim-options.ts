@@ -67,7 +67,7 @@ export function shareOut<T>(tasks: T[], members: number[], claims: ResolvedClaim
 export const KEY_ROUNDS = 4;
 
 /**
- * How many waiting tasks now due (scheduled for later, and come due) one claim reads, oldest due first,
+ * How many waiting tasks come due (scheduled for later, and due now) one claim reads, oldest due first,
  * beside the claim index's ready tasks: it takes the best of both in the claim's order and moves the
  * rest into the claim index. Past this many come due at once, the rest wait for the next claims, so
  * among them the claim order holds only by due time. Moving a task costs a row version: with 100,000

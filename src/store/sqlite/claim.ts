@@ -4,7 +4,7 @@
  * A claim is one BEGIN IMMEDIATE transaction, so it holds the database's only write lock from its first
  * read to its last write: the candidate SELECTs and the UPDATEs that follow cannot race another claimer
  * (no SKIP LOCKED or row locks needed). Inside it:
- * 0. the waiting tasks now due join the claim indexes (WAITING_NOW_DUE);
+ * 0. the waiting tasks come due join the claim indexes (WAITING_COME_DUE);
  * 1. room: how many more tasks of each capped type (max_running) may be claimed now;
  * 2. candidates: tasks reserved for this worker first, then the open pool in the requested order,
  *    leaving out full types and concurrency keys already held by a claimed or running task;
@@ -95,11 +95,11 @@ function openCandidatesStatement(sortBy: SortBy, sortOrder: SortOrder, typeCount
 }
 
 /**
- * Moves the waiting tasks now due into the claim indexes (migration 025), oldest due first. It runs
+ * Moves the waiting tasks come due into the claim indexes (migration 025), oldest due first. It runs
  * first in every claim's transaction, under the write lock, so the scans that follow see them in
- * their place in the claim order. With none due it is one index probe.
+ * their place in the claim order. With none come due it is one index probe.
  */
-const WAITING_NOW_DUE = `
+const WAITING_COME_DUE = `
   UPDATE tasks SET waiting = 0 WHERE id IN (
     SELECT id FROM tasks WHERE status = 'pending' AND waiting = 1 AND scheduled_for <= @now ORDER BY scheduled_for LIMIT ${WAITING_DUE_PER_CLAIM})`;
 
@@ -141,7 +141,7 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
       maxAttemptsRemaining: c.maxAttemptsRemaining,
     };
     types.forEach((t, i) => (params[`type${i}`] = t));
-    conn.stmt(WAITING_NOW_DUE).run({ now: params.now });
+    conn.stmt(WAITING_COME_DUE).run({ now: params.now });
     const room = new Map((capRoom.all(params) as { name: string; room: number }[]).map((r) => [r.name, r.room]));
     const keys = new Set<string>();
     const claimed: ClaimedTask[] = [];

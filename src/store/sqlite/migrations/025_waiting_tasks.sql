@@ -1,9 +1,10 @@
 -- Tasks not yet due (a delay, a retry's backoff) leave the claim indexes, as on PostgreSQL (migration
 -- 028, which says why). waiting: a pending task whose scheduled_for was ahead of the time it was
 -- written at. A claim first moves the waiting tasks come due back into the claim indexes (claim.ts),
--- inside its write transaction, so the claim order stays exact. The claims of earlier builds name
--- these indexes, which their statements no longer fit ("no query solution"): stop those processes
--- before migrating (docs/upgrading.md).
+-- inside its write transaction, so the claim order holds (by due time alone among more than
+-- WAITING_DUE_PER_CLAIM come due at once, src/store/claim-options.ts). The claims of earlier builds
+-- name these indexes, which their statements no longer fit ("no query solution"): stop those
+-- processes before migrating (docs/upgrading.md).
 ALTER TABLE tasks ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
 UPDATE tasks SET waiting = 1 WHERE status = 'pending' AND scheduled_for > strftime('%Y-%m-%dT%H:%M:%fZ', 'now');
 
