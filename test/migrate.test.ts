@@ -260,6 +260,39 @@ describe("migrations", () => {
   }
 
   /**
+   * A rolling upgrade past this build: a later build's migration adds a column to tasks while this
+   * one runs. Statements prepared with `*` would fail from then on ("cached plan must not change
+   * result type"), as those of builds before migration 028 do across it.
+   */
+  it("postgres: a column a later build adds to tasks leaves this build's prepared statements running", async () => {
+    const handle = await createPostgres();
+    cleanups.push(() => handle.cleanup());
+    // One connection, so each call after the change runs the statement prepared on it before.
+    const store = await handle.another({ poolSize: 1 });
+    const lifecycle = async (round: number) => {
+      const { task } = await store.enqueue({ taskType: "a" });
+      await store.enqueueMany([{ taskType: "a" }, { taskType: "b" }]);
+      const [first, second, third] = await store.claim({ workerId: "w1", limit: 3 });
+      await store.start(first.id, first);
+      await store.heartbeat(first.id, first);
+      await store.progress(first.id, first, 0.5);
+      await store.checkpoint(first.id, first, { at: 1 });
+      await store.complete(first.id, first, { result: { ok: true } });
+      await store.completeMany([{ id: second.id, lease: second }]);
+      await store.fail(third.id, third, { error: "boom", retryable: false });
+      await store.retry(third.id);
+      const [again] = await store.claim({ workerId: "w1" });
+      await store.release(again.id, again);
+      await store.cancel(again.id);
+      expect(await store.get(task.id)).toMatchObject({ status: "completed" });
+      expect((await store.list({ status: "cancelled" })).tasks).toHaveLength(round);
+    };
+    await lifecycle(1);
+    await handle.execute("ALTER TABLE tasks ADD COLUMN from_a_later_build integer");
+    await lifecycle(2);
+  });
+
+  /**
    * A rollback: a database migrated by a newer taskpool, opened by this build. Its statements may no
    * longer fit the schema, so opening refuses, naming both versions, and writes nothing.
    */

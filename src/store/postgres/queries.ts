@@ -19,10 +19,12 @@ import { CANCEL_NOTICE_PREFIX } from "../../core/notices.js";
 import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
 import { type SortBy, type SortOrder, TASK_STATUSES, type TaskStatus } from "../../core/task.js";
 import { WAITING_DUE_PER_CLAIM } from "../claim-options.js";
-import { CLAIMED_COLUMNS } from "./rows.js";
+import { CLAIMED_COLUMNS, TASK_COLUMNS } from "./rows.js";
 
 const sqlList = (items: readonly string[]) => items.map((s) => `'${s}'`).join(", ");
 const LEASED = sqlList(LEASED_STATUSES);
+/** A whole task's columns, named (see TASK_COLUMNS), of the row `alias` if given. */
+const TASK = (alias = "") => TASK_COLUMNS.map((column) => (alias ? `${alias}.${column}` : column)).join(", ");
 
 /** set_config(..., true) lasts until the end of the statement's implicit transaction, i.e. its commit. */
 const ASYNC_COMMIT = `async_commit AS (SELECT set_config('synchronous_commit', 'off', true))`;
@@ -78,7 +80,7 @@ const insertTasks = (tasksParam: string, nowParam: string, gate = "TRUE", schema
     WHERE ${gate}
     ORDER BY n.ord
     ON CONFLICT (unique_key) WHERE status = 'pending' AND unique_key IS NOT NULL DO NOTHING
-    RETURNING *
+    RETURNING ${TASK()}
   ),
   inserted_events AS (
     INSERT INTO ${schema}task_events (task_id, event, message, created_at)
@@ -169,7 +171,7 @@ export const IDEMPOTENCY_KEYS = `SELECT key, fingerprint, task_ids FROM idempote
 export const RECORD_IDEMPOTENCY_KEY_TASKS = `UPDATE idempotency_keys SET task_ids = $2::bigint[] WHERE key = $1`;
 
 /** $1 task ids. Those tasks, in no particular order. */
-export const TASKS_BY_IDS = `SELECT * FROM tasks WHERE id = ANY ($1::bigint[])`;
+export const TASKS_BY_IDS = `SELECT ${TASK()} FROM tasks WHERE id = ANY ($1::bigint[])`;
 
 const ORDER_BY: Record<SortBy, Record<SortOrder, string>> = {
   priority: { desc: "priority DESC, created_at, id", asc: "priority, created_at, id" },
@@ -504,7 +506,7 @@ export const CLAIM_BY_ID = `
         lease_expires_at = $3::timestamptz + make_interval(secs => $4::int), claimed_at = $3::timestamptz, last_heartbeat_at = $3::timestamptz,
         started_at = NULL, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $3::timestamptz
     WHERE t.id = $1 AND t.status = 'pending' AND NOT EXISTS (SELECT 1 FROM room WHERE room.room <= 0)
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
@@ -522,7 +524,7 @@ export const START = `
     UPDATE tasks t SET status = 'running', started_at = $4::timestamptz, last_heartbeat_at = $4::timestamptz,
         lease_expires_at = $4::timestamptz + make_interval(secs => t.lease_seconds), updated_at = $4::timestamptz
     WHERE ${LEASE_HELD("start")}
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   logged AS (INSERT INTO task_events (task_id, event, to_worker_id, created_at) SELECT id, 'started', $2, $4::timestamptz FROM started),
   ${ASYNC_COMMIT}
@@ -535,7 +537,7 @@ export const HEARTBEAT = `
         lease_expires_at = $4::timestamptz + make_interval(secs => COALESCE($5::int, t.lease_seconds)),
         progress = COALESCE($6::float8, t.progress), updated_at = $4::timestamptz
     WHERE ${LEASE_HELD("heartbeat")}
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   ${ASYNC_COMMIT}
   SELECT beat.* FROM beat, async_commit`;
@@ -543,7 +545,7 @@ export const HEARTBEAT = `
 /** $1 id, $2 worker_id, $3 token, $4 now, $5 progress. */
 export const PROGRESS = `
   WITH moved AS (
-    UPDATE tasks t SET progress = $5::float8, updated_at = $4::timestamptz WHERE ${LEASE_HELD("progress")} RETURNING t.*
+    UPDATE tasks t SET progress = $5::float8, updated_at = $4::timestamptz WHERE ${LEASE_HELD("progress")} RETURNING ${TASK("t")}
   ),
   ${ASYNC_COMMIT}
   SELECT moved.* FROM moved, async_commit`;
@@ -551,7 +553,7 @@ export const PROGRESS = `
 /** $1 id, $2 worker_id, $3 token, $4 now, $5 checkpoint (JSON). Durable: a checkpoint is saved work. */
 export const CHECKPOINT = `
   WITH saved AS (
-    UPDATE tasks t SET checkpoint = $5::jsonb, updated_at = $4::timestamptz WHERE ${LEASE_HELD("checkpoint")} RETURNING t.*
+    UPDATE tasks t SET checkpoint = $5::jsonb, updated_at = $4::timestamptz WHERE ${LEASE_HELD("checkpoint")} RETURNING ${TASK("t")}
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at) SELECT id, 'checkpoint', $2, checkpoint, $4::timestamptz FROM saved
@@ -567,7 +569,7 @@ export const COMPLETE = `
   WITH done AS (
     UPDATE tasks t SET status = 'completed', result = $5::jsonb, completed_at = $4::timestamptz, error_message = NULL, lease_expires_at = NULL, updated_at = $4::timestamptz
     WHERE ${LEASE_HELD("complete")}
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   done_event AS (
     INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', $2, $4::timestamptz FROM done
@@ -624,7 +626,7 @@ export const FAIL = `
   WITH failed AS (
     UPDATE tasks t SET ${failedColumns("$4::timestamptz", "$5", "$6", "$7")}
     WHERE ${LEASE_HELD("fail")}
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   ${logFailures("$2", "$5", "$8::text", "$4::timestamptz")},
   ${TALLY_FINISHED("failed")}
@@ -650,7 +652,7 @@ export const completeMany = (returnTasks: boolean) => `
     UPDATE tasks t SET status = 'completed', result = i.result::jsonb, completed_at = $4::timestamptz, error_message = NULL, lease_expires_at = NULL, updated_at = $4::timestamptz
     FROM items i
     WHERE ${BATCH_LEASE_HELD("complete")}
-    RETURNING ${returnTasks ? "t.*" : "t.id, t.status, t.scheduled_for, t.task_type, t.claimed_at, t.completed_at"}, i.worker_id AS completed_by
+    RETURNING ${returnTasks ? TASK("t") : "t.id, t.status, t.scheduled_for, t.task_type, t.claimed_at, t.completed_at"}, i.worker_id AS completed_by
   ),
   logged AS (INSERT INTO task_events (task_id, event, from_worker_id, created_at) SELECT id, 'completed', completed_by, $4::timestamptz FROM done),
   ${TALLY_FINISHED("done")}
@@ -666,7 +668,7 @@ export const failMany = (returnTasks: boolean) => `
     UPDATE tasks t SET ${failedColumns("$4::timestamptz", "i.error", "i.retryable", "i.jitter")}
     FROM items i
     WHERE ${BATCH_LEASE_HELD("fail")}
-    RETURNING t.*, i.worker_id AS failed_by, i.error AS failure, i.stack AS failure_stack
+    RETURNING ${TASK("t")}, i.worker_id AS failed_by, i.error AS failure, i.stack AS failure_stack
   ),
   ${logFailures("failed_by", "failure", "failure_stack", "$4::timestamptz")},
   ${TALLY_FINISHED("failed")}
@@ -682,7 +684,7 @@ export const RELEASE = `
         claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0),
         checkpoint = CASE WHEN $5 THEN $6::jsonb ELSE t.checkpoint END, updated_at = $4::timestamptz
     WHERE ${LEASE_HELD("release")}
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, data, created_at)
@@ -699,7 +701,7 @@ export const CANCEL = `
     UPDATE tasks t SET status = 'cancelled', completed_at = $2::timestamptz, lease_expires_at = NULL,
         reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
     WHERE t.id = $1 AND t.status IN (${sqlList(TRANSITIONS.cancel.from)})
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, from_worker_id, message, created_at)
@@ -717,7 +719,7 @@ export const RETRY = `
         lease_expires_at = NULL, claimed_at = NULL, started_at = NULL, completed_at = NULL, updated_at = $2::timestamptz,
         checkpoint = CASE WHEN $3::boolean THEN NULL ELSE t.checkpoint END, progress = CASE WHEN $3::boolean THEN NULL ELSE t.progress END
     WHERE t.id = $1 AND t.status IN (${sqlList(TRANSITIONS.retry.from)})
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, message, created_at)
@@ -730,7 +732,7 @@ export const RESERVE = `
   WITH reserved AS (
     UPDATE tasks t SET reserved_for = $2, reserved_until = $3::timestamptz + make_interval(secs => $4::float8), updated_at = $3::timestamptz
     WHERE t.id = $1 AND t.status = 'pending'
-    RETURNING t.*
+    RETURNING ${TASK("t")}
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
@@ -738,7 +740,7 @@ export const RESERVE = `
   )
   SELECT * FROM reserved`;
 
-export const GET = `SELECT * FROM tasks WHERE id = $1`;
+export const GET = `SELECT ${TASK()} FROM tasks WHERE id = $1`;
 
 /**
  * A task listing with only the filters given ($1 limit, then the filters in this order: type, worker,
@@ -768,7 +770,7 @@ export function listStatement(
   ].filter((c): c is string => typeof c === "string");
   let parameter = 1;
   const where = conditions.map((c) => (c.includes("$?") ? c.replace("$?", `$${++parameter}`) : c));
-  return `SELECT * FROM tasks ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id ${order === "newest" ? "DESC" : "ASC"} LIMIT $1`;
+  return `SELECT ${TASK()} FROM tasks ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id ${order === "newest" ? "DESC" : "ASC"} LIMIT $1`;
 }
 
 /**

@@ -35,6 +35,45 @@ export interface TaskRow {
   updated_at: Date;
 }
 
+/**
+ * Every column of a TaskRow, for the statements that return whole tasks to name, not `*`: a migration
+ * of a later build that adds a column to tasks changes what `*` returns, and a statement prepared
+ * before it then fails on its connection ("cached plan must not change result type"), which stops
+ * every process of this build still running during a rolling upgrade. The `satisfies` keeps the list
+ * whole.
+ */
+export const TASK_COLUMNS = Object.keys({
+  id: 0,
+  task_type: 0,
+  task_type_version: 0,
+  params: 0,
+  status: 0,
+  priority: 0,
+  scheduled_for: 0,
+  concurrency_key: 0,
+  unique_key: 0,
+  attempts: 0,
+  max_attempts: 0,
+  backoff: 0,
+  timeout_seconds: 0,
+  worker_id: 0,
+  lease_token: 0,
+  lease_expires_at: 0,
+  reserved_for: 0,
+  reserved_until: 0,
+  claimed_at: 0,
+  started_at: 0,
+  completed_at: 0,
+  last_heartbeat_at: 0,
+  progress: 0,
+  checkpoint: 0,
+  result: 0,
+  error_message: 0,
+  parent_id: 0,
+  created_at: 0,
+  updated_at: 0,
+} satisfies Record<keyof TaskRow, 0>);
+
 export function toTask(r: TaskRow): Task {
   return {
     id: r.id,
