@@ -239,7 +239,7 @@ describe("migrations", () => {
     sqlite: async (handle: TestStore) => ((handle.store as SqliteStore).db.prepare("SELECT id FROM tasks WHERE waiting = 1 ORDER BY id").all() as { id: number }[]).map((r) => r.id),
   };
   for (const [name, create] of [["postgres", createPostgres], ["sqlite", createSqlite]] as const) {
-    it(`${name}: the waiting tasks' migration sets the flag of the pending tasks not yet due, and a build before it writing a task pending sets it too`, async () => {
+    it(`${name}: the waiting tasks' migration sets the flag of the pending tasks not yet due, and a write that makes a task pending without naming it sets it too`, async () => {
       const handle = await create();
       cleanups.push(() => handle.cleanup());
       const store: Store = handle.store;
@@ -249,8 +249,8 @@ describe("migrations", () => {
       await undoWaiting[name](handle);
       await store.migrate();
       expect(await waitingIds[name](handle)).toEqual([later.id]);
-      // The build before, still running (a rolling upgrade), puts its task back with a retry's backoff:
-      // its statement knows no flag, and the trigger sets it.
+      // A write that knows no flag (an operator's SQL, a statement that forgets it) puts the task back
+      // with a retry's backoff: the trigger sets it.
       const inAnHour = new Date(Date.now() + 3_600_000).toISOString();
       const now = new Date().toISOString();
       await handle.execute(`UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, scheduled_for = '${inAnHour}', updated_at = '${now}' WHERE id = ${ready.id}`);
