@@ -26,6 +26,7 @@ describe("the dashboard in a real browser", () => {
   afterEach(async () => {
     await Promise.all(pages.splice(0).map((p) => p.close()));
     await Promise.all(workers.splice(0).map((w) => w.stop(0)));
+    await Promise.all(starting.splice(0));
     await killAll(procs.splice(0));
     await server.close();
   });
@@ -35,10 +36,15 @@ describe("the dashboard in a real browser", () => {
     pages.push(page);
     return page;
   };
-  const workerProcess = async (id: string, env: Record<string, string>) => {
-    const p = await startWorker(server.handle, id, env);
-    procs.push(p);
-    return p;
+  /** Worker processes still starting: a test that fails meanwhile must not leave one running after it. */
+  const starting: Promise<unknown>[] = [];
+  const workerProcess = (id: string, env: Record<string, string>) => {
+    const started = startWorker(server.handle, id, env).then((p) => {
+      procs.push(p);
+      return p;
+    });
+    starting.push(started.catch(() => {}));
+    return started;
   };
 
   /** `count` tasks of type dl failed for good with `error`: a dead-letter group. */
@@ -68,6 +74,19 @@ describe("the dashboard in a real browser", () => {
     expect(await shown()).toBeGreaterThan(cut * 2);
     expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
   };
+  /**
+   * Waits until `locator` shows, having the page poll again meanwhile as a tab shown again does at once
+   * (usePoll): the Overview asks only every 5 s, and what is checked is what it shows, not when it asks.
+   */
+  const shownOnPoll = (page: Page, locator: Locator) =>
+    eventually(
+      async () => {
+        await page.evaluate("document.dispatchEvent(new Event('visibilitychange'))");
+        return locator.waitFor({ timeout: 500 }).then(() => true, () => false);
+      },
+      15_000,
+      String(locator),
+    );
   /** Holds the page's retry calls from the `from`-th on (0: all) until `release()`, a slow server, noting each task sent, in order; `before` runs as each call arrives. */
   const holdRetries = async (page: Page, { from = 0, before = async () => {} }: { from?: number; before?: (id: number) => Promise<unknown> } = {}) => {
     const sent: number[] = [];
@@ -90,6 +109,8 @@ describe("the dashboard in a real browser", () => {
     const task = await server.pool.enqueue("crawl", { pages: 100 });
     const victim = await workerProcess("victim", { WORKER_ROLE: "crawl", PAGE_MS: "200" });
     await victim.waitFor({ event: "page", taskId: task.id, page: 1 });
+    // The task held, the survivor starts (a second or so) while the page is looked at.
+    const survivorStarted = workerProcess("survivor", { WORKER_ROLE: "crawl", PAGE_MS: "5", CONCURRENCY: "2" });
 
     const page = await open(server.keys.producer, "#/workers");
     const victimRow = page.locator('tr[data-worker="victim"]');
@@ -98,7 +119,7 @@ describe("the dashboard in a real browser", () => {
     await victimRow.click();
     await page.locator(".running-tasks").getByText(`#${task.id}`).waitFor();
 
-    const survivor = await workerProcess("survivor", { WORKER_ROLE: "crawl", PAGE_MS: "5", CONCURRENCY: "2" });
+    const survivor = await survivorStarted;
     await page.locator('tr[data-worker="survivor"] .status-active').waitFor();
     victim.child.kill("SIGKILL");
     await victimRow.locator(".status-dead").waitFor({ timeout: 15_000 });
@@ -144,11 +165,15 @@ describe("the dashboard in a real browser", () => {
     const beat = (workerId: string) => server.pool.protocol.workerHeartbeat({ workerId, roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
     await beat("gone-today");
     await beat("gone-last-week");
-    // Last heard 3 days ago: the coordinator (dead after 2 s here) declares it dead, as it would have then.
-    server.handle.store.db.prepare("UPDATE workers SET last_seen_at = ? WHERE worker_id = ?").run(new Date(Date.now() - 3 * 86_400_000).toISOString(), "gone-last-week");
+    // Last heard an hour and 3 days ago: the coordinator (dead after 2 s here) declares both dead, as it would have then.
+    const lastSeen = server.handle.store.db.prepare("UPDATE workers SET last_seen_at = ? WHERE worker_id = ?");
+    lastSeen.run(new Date(Date.now() - 3_600_000).toISOString(), "gone-today");
+    lastSeen.run(new Date(Date.now() - 3 * 86_400_000).toISOString(), "gone-last-week");
+    // Before the page opens: the Overview's first poll shows them, rather than its next one, 5 s later.
+    await eventually(async () => (await server.pool.workers()).every((w) => w.status === "dead"), 10_000, "both workers to be declared dead");
     const page = await open(server.keys.producer, "#/overview");
-    await page.locator("#dead-workers").getByText("gone-today").waitFor({ timeout: 15_000 });
-    await page.locator("#dead-long-ago").getByText("and 1 dead for over a day").waitFor({ timeout: 15_000 });
+    await page.locator("#dead-workers").getByText("gone-today").waitFor();
+    await page.locator("#dead-long-ago").getByText("and 1 dead for over a day").waitFor();
     // It stayed red with every worker that ever died, until retention removed them a week later.
     expect(await page.locator("#dead-workers").textContent()).not.toContain("gone-last-week");
   });
@@ -393,23 +418,32 @@ describe("the dashboard in a real browser", () => {
   });
 
   it("a server that answers after hanging is asked again within 10 periods, not 10 times as long as it hung", async () => {
-    const page = await open(server.keys.producer, "#/workers");
+    // The page's clock is moved on over the waits rather than waited out: every time the page measures is on it.
+    const page = await open(server.keys.producer, "#/workers", (p) => p.clock.install());
     await page.locator("#live", { hasText: "live · updated" }).waitFor();
     // Stopped (SIGSTOP, a VM paused) for eight periods, then answering: the header said it was waiting.
+    let asked = () => {};
+    const out = new Promise<void>((resolve) => (asked = resolve));
+    let answer = () => {};
+    const held = new Promise<void>((resolve) => (answer = resolve));
     await page.route(
       (url) => url.pathname === "/api/workers",
       async (route) => {
-        await new Promise((resolve) => setTimeout(resolve, 4000));
+        asked();
+        await held;
         await route.continue();
       },
       { times: 1 },
     );
+    await out;
+    await page.clock.fastForward(4000);
     await page.locator("#live", { hasText: "waiting" }).waitFor({ timeout: 5000 });
+    answer();
     await page.locator("#live", { hasText: "live · updated" }).waitFor({ timeout: 5000 });
-    const answered = Date.now();
     // 10 times 4 s is 40 s under "live" with nothing asked (20 min after a 2-minute outage at the default period).
-    await page.waitForRequest((request) => new URL(request.url()).pathname === "/api/workers", { timeout: 7000 });
-    expect(Date.now() - answered).toBeLessThan(6000);
+    const next = page.waitForRequest((request) => new URL(request.url()).pathname === "/api/workers", { timeout: 5000 });
+    await page.clock.fastForward(6000);
+    await next;
   });
 
   it("a 503's retry_after puts every poll off that long (at most 5 minutes), the header saying until when, and the page comes back by itself", async () => {
@@ -424,7 +458,7 @@ describe("the dashboard in a real browser", () => {
     server.pool.workers = () => Promise.reject(Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED", syscall: "connect" }));
     const since = asked.length;
     await page.locator("#live", { hasText: /^⚠ The database cannot be reached .* · waiting until \d{1,2}:\d{2}:\d{2}.* \(\d+(\.\d)? s\), as the server asked$/ }).waitFor({ timeout: 5000 });
-    await page.waitForTimeout(3500);
+    await eventually(() => asked.length - since >= 3, 10_000, "three polls since the database went");
     // Every period (500 ms here) it was asked again; now once a second, as retry_after says.
     const gaps = asked.slice(since).map((at, i, all) => (i === 0 ? null : at - all[i - 1])).slice(1);
     expect(gaps.length).toBeGreaterThanOrEqual(2);
@@ -542,12 +576,12 @@ describe("the dashboard in a real browser", () => {
     expect(await page.locator("#no-coordinator").count()).toBe(0); // an empty pool needs none yet
 
     await server.pool.enqueue("crawl", {});
-    await page.locator("#no-coordinator", { hasText: "No coordinator has ever swept: dead workers are not detected" }).waitFor();
+    await shownOnPoll(page, page.locator("#no-coordinator", { hasText: "No coordinator has ever swept: dead workers are not detected" }));
 
     const coordinator = server.pool.coordinator({ ...COORDINATION, logger: silent });
     try {
       coordinator.start();
-      await page.locator("#coordinator", { hasText: /Coordinator:\s+coordinator-\S+ leads\s+· last sweep [\d.]+ s ago/ }).waitFor();
+      await shownOnPoll(page, page.locator("#coordinator", { hasText: /Coordinator:\s+coordinator-\S+ leads\s+· last sweep [\d.]+ s ago/ }));
       await page.locator("#no-coordinator").waitFor({ state: "detached" });
     } finally {
       await coordinator.stop();
@@ -731,18 +765,23 @@ describe("the dashboard in a real browser", () => {
   });
 
   it("the header says when the server has taken a request and not answered it, rather than 'live' (a server stopped, or cut off)", async () => {
-    const page = await open(server.keys.producer, "#/workers");
+    const page = await open(server.keys.producer, "#/workers", (p) => p.clock.install());
     await page.locator("#live", { hasText: "live · updated" }).waitFor();
     // Held as a stopped server (SIGSTOP) or a lost network holds it: the fetch waits for minutes.
+    let asked = () => {};
+    const out = new Promise<void>((resolve) => (asked = resolve));
     let answer = () => {};
     const held = new Promise<void>((resolve) => (answer = resolve));
     await page.route((url) => url.pathname === "/api/workers", async (route) => {
+      asked();
       await held;
       await route.continue();
     });
     try {
-      // Five poll periods (2.5 s at the harness's 500 ms) without an answer.
-      await page.locator("#live", { hasText: /^⚠ waiting \d+(\.\d)? s for the server to answer; last answer \d+(\.\d)? s ago$/ }).waitFor({ timeout: 6000 });
+      // Five poll periods (2.5 s at the harness's 500 ms) without an answer, on the page's clock moved on past them.
+      await out;
+      await page.clock.fastForward(3000);
+      await page.locator("#live", { hasText: /^⚠ waiting \d+(\.\d)? s for the server to answer; last answer \d+(\.\d)? s ago$/ }).waitFor({ timeout: 5000 });
       // The request still out when its page is left holds the header no more.
       await page.evaluate("location.hash = '#/capacity'");
       await page.locator("#live", { hasText: /^live · updated/ }).waitFor({ timeout: 2000 });
@@ -752,18 +791,24 @@ describe("the dashboard in a real browser", () => {
   });
 
   it("a server that takes the first request and does not answer it is said to, rather than 'Connecting…' for good; the dashboard opens when it answers", async () => {
-    const page = await open(server.keys.producer);
+    const page = await open(server.keys.producer, "#/overview", (p) => p.clock.install());
     await page.locator("#live", { hasText: /^live · updated/ }).waitFor();
     // Opened again with its key kept: the first call, the key's check, is held as a stopped server holds it.
+    let asked = () => {};
+    const out = new Promise<void>((resolve) => (asked = resolve));
     let answer = () => {};
     const held = new Promise<void>((resolve) => (answer = resolve));
     await page.route((url) => url.pathname === "/api/whoami", async (route) => {
+      asked();
       await held;
       await route.continue();
     });
     await page.reload();
     try {
-      await page.getByRole("alert").filter({ hasText: /^⚠ waiting \d+(\.\d)? s for the server to answer: it may be stopped, or cut off by the network/ }).waitFor({ timeout: 6000 });
+      // Five poll periods, on the page's clock moved on past them.
+      await out;
+      await page.clock.fastForward(3000);
+      await page.getByRole("alert").filter({ hasText: /^⚠ waiting \d+(\.\d)? s for the server to answer: it may be stopped, or cut off by the network/ }).waitFor({ timeout: 5000 });
     } finally {
       answer();
     }
