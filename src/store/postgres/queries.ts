@@ -23,8 +23,10 @@ import { CLAIMED_COLUMNS, TASK_COLUMNS } from "./rows.js";
 
 const sqlList = (items: readonly string[]) => items.map((s) => `'${s}'`).join(", ");
 const LEASED = sqlList(LEASED_STATUSES);
-/** A whole task's columns, named (see TASK_COLUMNS), of the row `alias` if given. */
-const TASK = (alias = "") => TASK_COLUMNS.map((column) => (alias ? `${alias}.${column}` : column)).join(", ");
+/** `columns` named in a statement, of the row `alias` if given. */
+const columnList = (columns: readonly string[], alias = "") => columns.map((column) => (alias ? `${alias}.${column}` : column)).join(", ");
+/** A whole task's columns, named (see TASK_COLUMNS). */
+const TASK = (alias = "") => columnList(TASK_COLUMNS, alias);
 
 /** set_config(..., true) lasts until the end of the statement's implicit transaction, i.e. its commit. */
 const ASYNC_COMMIT = `async_commit AS (SELECT set_config('synchronous_commit', 'off', true))`;
@@ -280,7 +282,7 @@ const CUT = (found: string) => `cut AS (
 const WORKERS = `workers AS (SELECT w.worker_id, w.lim, w.ord, gen_random_uuid()::text AS nonce FROM unnest($1::text[], $6::int[]) WITH ORDINALITY AS w(worker_id, lim, ord))`;
 
 /** What a claim returns of each task (see CLAIMED_COLUMNS). */
-const CLAIM_RETURNS = CLAIMED_COLUMNS.map((column) => `t.${column}`).join(", ");
+const CLAIM_RETURNS = columnList(CLAIMED_COLUMNS, "t");
 
 /** Leases the tasks in `picked` (id, owner, n) to their owners and logs each claim: the end of every claim. */
 const claimWrites = (start: boolean) => `
