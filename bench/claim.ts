@@ -17,7 +17,8 @@
  * keeps its size and the backlog shrinks by BENCH_CYCLES each time; before each one, PostgreSQL's
  * tasks table is vacuumed and analysed (autovacuum's work, off the clock). BENCH_DELAYED adds that
  * many pending tasks scheduled a day later, ahead of the backlog in the claim order (a delay, a
- * retry's backoff), which every claim walks past.
+ * retry's backoff): claims walked past them before they waited outside the claim indexes (PostgreSQL
+ * migration 028, SQLite 025).
  *
  * Warm-up, unrecorded: on PostgreSQL, the largest claimer count runs a few cycles per claimer first,
  * so every pooled connection has prepared its statements; each SQLite claimer process does the
