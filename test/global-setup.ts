@@ -17,9 +17,11 @@ export default async function setup(): Promise<void> {
   // not look for its outputs, so a removed dist/ must also forget what was built into it.
   if (!existsSync("dist/cli/index.js")) rmSync(".build/dist.tsbuildinfo", { force: true });
   const tsc = (project: string, info: string) => run(process.execPath, ["node_modules/typescript/bin/tsc", "-p", project, "--incremental", "--tsBuildInfoFile", info]);
+  // As `npm run build` does after tsc.
+  const finish = (out: string) => Promise.all([run(process.execPath, ["scripts/copy-assets.js", out]), run(process.execPath, ["scripts/bundle-typebox.js", out])]);
   await Promise.all([
-    tsc("tsconfig.build.json", ".build/dist.tsbuildinfo").then(() => run(process.execPath, ["scripts/copy-assets.js", "dist"])),
-    tsc("tsconfig.processes.json", ".build/processes.tsbuildinfo").then(() => run(process.execPath, ["scripts/copy-assets.js", ".build/src"])),
+    tsc("tsconfig.build.json", ".build/dist.tsbuildinfo").then(() => finish("dist")),
+    tsc("tsconfig.processes.json", ".build/processes.tsbuildinfo").then(() => finish(".build/src")),
   ]);
   // src/version.ts reads the package.json above the compiled src/.
   copyFileSync("package.json", ".build/package.json");

@@ -72,11 +72,11 @@ import {
   type TaskPage,
 } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
+import { Type } from "../core/typebox.js";
 import { checkJson, validate } from "../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import { type EventsQuery, EventsQuerySchema, FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName, truncatedMessage } from "../core/schemas.js";
-import { Type } from "@sinclair/typebox";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { type RecountOptions, RecountOptionsSchema, type RecountResult } from "../core/recount.js";
 import { resolveList } from "../store/paging.js";

@@ -12,7 +12,6 @@
  */
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { TSchema } from "@sinclair/typebox";
 import { COORDINATOR_LEADERSHIP } from "../coordinator/coordinator.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
@@ -23,6 +22,7 @@ import type { ClaimedTask, ClaimOptions, CompleteOptions, EnqueueInput, FailOpti
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { PruneResult } from "../core/retention.js";
 import type { RecountResult } from "../core/recount.js";
+import type { TSchema } from "../core/typebox.js";
 import { fromWire, toWire } from "../core/wire.js";
 import type { ReassignmentEvent, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import { type RouteDefinition, successEnvelope } from "../server/route.js";

@@ -1,5 +1,5 @@
-import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
-import addFormats from "ajv-formats";
+import { createRequire } from "node:module";
+import type { Ajv, ErrorObject, ValidateFunction } from "ajv";
 import { RE2JS } from "re2js";
 import { type FieldIssue, ValidationError } from "./errors.js";
 import type { JsonObject } from "./task.js";
@@ -12,9 +12,21 @@ import { invalidMessage, MAX_ISSUES } from "./validation.js";
  * formats (date-time, email, uri, uuid, ...) are known. One instance serves every store: compiling is
  * synchronous and each schema is removed from Ajv's registry right after, so `$id`s of different
  * versions never collide and Ajv keeps no reference to them.
+ *
+ * Made at the first schema compiled, not at import: Ajv and its formats are about 70 modules, 40 ms
+ * of a process's start, and most processes never compile a schema (the CLI's commands, a worker whose
+ * types have none). Compiling is synchronous, hence require() rather than import().
  */
-const ajv = new Ajv({ allErrors: true, strict: true, strictTypes: false, strictTuples: false, code: { regExp: re2() } });
-addFormats.default(ajv);
+let ajv: Ajv | undefined;
+function schemaCompiler(): Ajv {
+  if (ajv !== undefined) return ajv;
+  const require = createRequire(import.meta.url);
+  const { Ajv } = require("ajv") as typeof import("ajv");
+  const addFormats = require("ajv-formats") as typeof import("ajv-formats");
+  ajv = new Ajv({ allErrors: true, strict: true, strictTypes: false, strictTuples: false, code: { regExp: re2() } });
+  addFormats.default(ajv);
+  return ajv;
+}
 
 /**
  * Ajv's patterns matched by RE2 (re2js, in JavaScript): in time linear in the text, whatever the
@@ -87,13 +99,14 @@ export function compileParamsSchema(schema: JsonObject, typeName: string): Valid
   const refused = (message: string) => new ValidationError(`Invalid params schema for ${typeName}: ${message}`, [{ path: "paramsSchema", message }]);
   const slow = slowCheck(schema, "paramsSchema");
   if (slow !== null) throw new ValidationError(`Invalid params schema for ${typeName}: ${slow.message}`, [slow]);
+  const compiler = schemaCompiler();
   let validate: ValidateFunction;
   try {
-    validate = ajv.compile(schema);
+    validate = compiler.compile(schema);
   } catch (error) {
     throw refused(error instanceof Error ? error.message : String(error));
   } finally {
-    ajv.removeSchema(schema);
+    compiler.removeSchema(schema);
   }
   // Params are a JSON object: a schema of another type (Ajv has checked the names) would refuse every task.
   const types = typeof schema.type === "string" ? [schema.type] : Array.isArray(schema.type) ? schema.type : null;

@@ -4,9 +4,9 @@
  * converts values with them; a type test (test/server/wire.test.ts) fails when one of them and the
  * TypeScript type it describes drift apart.
  */
-import { type TSchema, Type } from "@sinclair/typebox";
 import { EVENT_TYPES } from "./event.js";
 import { type Json, type JsonObject, TASK_STATUSES } from "./task.js";
+import { type TSchema, Type } from "./typebox.js";
 import { RECOVERY_POLICIES, WORKER_STATUSES } from "./worker.js";
 import { MISSED_TICK_POLICIES } from "./schedule.js";
 import { FanOutSchema } from "./schemas.js";

@@ -4,7 +4,7 @@
  * earlier version can leave those totals wrong for good (docs/upgrading.md); `Store.recount` sets
  * them from the task rows again.
  */
-import { type Static, Type } from "@sinclair/typebox";
+import { type Static, Type } from "./typebox.js";
 
 export const RecountOptionsSchema = Type.Object(
   {

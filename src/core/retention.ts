@@ -7,7 +7,7 @@
  * unless `failedAfterSeconds` is set, and it may not be shorter than the age of completed tasks (a
  * failure is never worth less history than a success).
  */
-import { type Static, Type } from "@sinclair/typebox";
+import { type Static, Type } from "./typebox.js";
 
 const DAY = 86_400;
 /** Ten years: anything longer is "keep forever", which `false` (no retention) says better. */

@@ -6,8 +6,8 @@
  * Values stored as JSON (params, checkpoints, results, metadata) are typed as Json here and checked
  * by the JSON rules in validation.ts, which name the bad field and apply the size limits.
  */
-import { FormatRegistry, type Static, Type } from "@sinclair/typebox";
 import { LATEST_STORABLE_TIME, MAX_KEY_LENGTH, SORT_BY, TASK_STATUSES, type Json, type JsonObject } from "./task.js";
+import { FormatRegistry, type Static, Type } from "./typebox.js";
 import { RECOVERY_POLICIES } from "./worker.js";
 import { API_KEY_SCOPES } from "./api-key.js";
 import { MISSED_TICK_POLICIES } from "./schedule.js";

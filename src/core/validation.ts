@@ -1,7 +1,6 @@
-import type { TSchema } from "@sinclair/typebox";
-import { TypeCompiler, type ValueError, ValueErrorType } from "@sinclair/typebox/compiler";
 import { type FieldIssue, ValidationError, type Wording } from "./errors.js";
 import { isStorableText, TEXT_FORMAT } from "./schemas.js";
+import { type TSchema, TypeCompiler, type ValueError, ValueErrorType } from "./typebox.js";
 
 const TEXT_RULE = "must not contain a NUL character (\\u0000) or an unpaired UTF-16 surrogate";
 

@@ -15,8 +15,8 @@
  * untouched, as do the keys of records keyed by data (task types in counts). Names convert with
  * digits as words of their own: `for1Hour` ⇄ `for_1_hour`, `last24Hours` ⇄ `last_24_hours`.
  */
-import { FormatRegistry, Kind, type TSchema } from "@sinclair/typebox";
 import { LIBRARY_VOCABULARY, type Listing } from "./errors.js";
+import { FormatRegistry, Kind, type TSchema } from "./typebox.js";
 
 /**
  * Names are converted on every request and answer, for every field: remembered (a few hundred

@@ -3,8 +3,8 @@
  * errors only the server raises (auth, rate limit, no task to claim), and Fastify's own (bad JSON,
  * body too large) turned into the same envelope: `{ "success": false, "error": code, "message": … }`.
  */
-import { Type } from "@sinclair/typebox";
 import { TaskpoolError, ValidationError, type Vocabulary } from "../core/errors.js";
+import { Type } from "../core/typebox.js";
 import { invalidMessage } from "../core/validation.js";
 import { renameFields, toSnake, toWire, WIRE_LISTINGS, wirePath } from "../core/wire.js";
 

@@ -5,10 +5,10 @@
  * values before the handler runs and the handler's answer into wire JSON after, and puts both in the
  * envelope. A handler only calls the pool: no SQL, no rule of its own.
  */
-import { type Static, type TComposite, type TObject, type TProperties, type TSchema, Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ApiKeyScope } from "../core/api-key.js";
 import { ValidationError } from "../core/errors.js";
+import { type Static, type TComposite, type TObject, type TProperties, type TSchema, Type } from "../core/typebox.js";
 import { validate } from "../core/validation.js";
 import { fromWire, toWire, wireSchema } from "../core/wire.js";
 import type { ServerContext } from "./context.js";

@@ -1,6 +1,6 @@
 /** Liveness and readiness, for load balancers and orchestrators (no key needed). */
-import { Type } from "@sinclair/typebox";
 import { COORDINATOR_LEADERSHIP, sweepOverdue } from "../../coordinator/coordinator.js";
+import { Type } from "../../core/typebox.js";
 import { VERSION } from "../../version.js";
 import { within } from "../deadline.js";
 import { HttpError } from "../errors.js";

@@ -1,7 +1,7 @@
 /** Reassignment history and seed 003's statistics. */
-import { Type } from "@sinclair/typebox";
 import { ReassignmentRecord, ReassignmentStatsRecord } from "../../core/record-schemas.js";
 import { ReassignmentQuerySchema } from "../../core/schemas.js";
+import { Type } from "../../core/typebox.js";
 import { defineRoute } from "../route.js";
 
 const TAG = "reassignments";

@@ -1,8 +1,8 @@
 /** Recurring schedules: list, read, create or update by name, pause, resume, remove. */
-import { Type } from "@sinclair/typebox";
 import { ScheduleNotFoundError } from "../../core/errors.js";
 import { ScheduleRecordSchema } from "../../core/record-schemas.js";
 import { ScheduleDefinitionSchema, ScheduleName } from "../../core/schemas.js";
+import { Type } from "../../core/typebox.js";
 import { defineRoute } from "../route.js";
 
 const TAG = "schedules";

@@ -4,7 +4,6 @@
  * stale token is refused with 409 lease_lost and changes nothing (the store checks it in the
  * statement that writes).
  */
-import { type Static, Type } from "@sinclair/typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { TaskRecord } from "../../core/record-schemas.js";
 import {
@@ -21,6 +20,7 @@ import {
 } from "../../core/schemas.js";
 import type { Written } from "../../api/next-claims.js";
 import type { ClaimedTask, ClaimOptions } from "../../core/task.js";
+import { type Static, Type } from "../../core/typebox.js";
 import type { ServerContext } from "../context.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";

@@ -1,7 +1,7 @@
 /** The task type registry: list, show (every version), register a version. */
-import { Type } from "@sinclair/typebox";
 import { TaskTypeRecordSchema } from "../../core/record-schemas.js";
 import { TaskTypeDefinitionSchema, TaskTypeName } from "../../core/schemas.js";
+import { Type } from "../../core/typebox.js";
 import { HttpError } from "../errors.js";
 import { defineRoute } from "../route.js";
 

@@ -1,9 +1,9 @@
 /** Tasks for producers and operators: create, list, read, count, capacity, cancel, retry, recover. */
-import { Type } from "@sinclair/typebox";
 import { TaskNotFoundError, ValidationError } from "../../core/errors.js";
 import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord } from "../../core/record-schemas.js";
 import { CancelOptionsSchema, RetryOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskWithEventsQuerySchema, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
 import { IDEMPOTENCY_KEY_SECONDS } from "../../core/retention.js";
+import { Type } from "../../core/typebox.js";
 import { HttpError } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";
 import { counted } from "../../core/counted.js";

@@ -2,8 +2,8 @@
  * Who the caller is: its key's scope, so a client (the dashboard) shows only the actions the key may
  * take instead of offering buttons that answer 403.
  */
-import { Type } from "@sinclair/typebox";
 import { API_KEY_SCOPES } from "../../core/api-key.js";
+import { Type } from "../../core/typebox.js";
 import { defineRoute } from "../route.js";
 
 export const whoamiRoutes = [

@@ -5,9 +5,9 @@
  * says), and a wait for work that stands in for the store's wake-up notifications. Any client may
  * use them.
  */
-import { Type } from "@sinclair/typebox";
 import { TaskRecord } from "../../core/record-schemas.js";
 import { CompletionSchema, FailureSchema, TaskTypeName } from "../../core/schemas.js";
+import { Type } from "../../core/typebox.js";
 import type { BatchOutcome } from "../../store/store.js";
 import { errorReply } from "../errors.js";
 import { bodyOf, defineRoute } from "../route.js";

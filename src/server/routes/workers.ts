@@ -1,7 +1,7 @@
 /** The worker registry: heartbeats (seed 000), the registry view, graceful shutdown. */
-import { Type } from "@sinclair/typebox";
 import { WorkerRecordSchema } from "../../core/record-schemas.js";
 import { WorkerBeatSchema, WorkerId, WorkerShutdownSchema } from "../../core/schemas.js";
+import { Type } from "../../core/typebox.js";
 import { defineRoute } from "../route.js";
 import { counted } from "../../core/counted.js";
 
