@@ -279,13 +279,14 @@ export class SqliteStore implements Store {
   }
 
   async completeMany(items: Completion[], options: BatchOptions = {}): Promise<BatchOutcome[]> {
+    const text = options.returnTasks ? sql.COMPLETE : sql.COMPLETE_STATUS;
     return await this.conn.tx(true, () => {
       const now = this.now();
       return items.map(({ id, lease, result }) =>
         outcome(id, options, () => {
-          const row = this.guarded("complete", sql.COMPLETE, id, lease, { result: JSON.stringify(result ?? null) }, now);
+          const row = this.guarded("complete", text, id, lease, { result: JSON.stringify(result ?? null) }, now);
           this.conn.logEvent({ taskId: id, event: "completed", fromWorkerId: lease.workerId }, now);
-          return toTask(row);
+          return options.returnTasks ? toTask(row) : { status: row.status, scheduledFor: new Date(row.scheduled_for) };
         }),
       );
     });
@@ -825,11 +826,15 @@ function decodeApiKey(r: SqliteApiKeyRow): ApiKeyRecord {
   return toApiKey({ ...r, created_at: new Date(r.created_at), revoked_at: r.revoked_at === null ? null : new Date(r.revoked_at) });
 }
 
-/** One item of a batch inside its transaction: a refusal (a TaskpoolError) is its outcome; anything else aborts the batch. */
-function outcome(id: number, options: BatchOptions, write: () => Task): BatchOutcome {
+/**
+ * One item of a batch inside its transaction: a refusal (a TaskpoolError) is its outcome; anything else
+ * aborts the batch. `write` returns the whole task when the caller asked for it (options.returnTasks),
+ * else at least its status and due time.
+ */
+function outcome(id: number, options: BatchOptions, write: () => Task | Pick<Task, "status" | "scheduledFor">): BatchOutcome {
   try {
     const task = write();
-    return { id, ok: true, status: task.status, scheduledFor: task.scheduledFor, ...(options.returnTasks ? { task } : {}) };
+    return { id, ok: true, status: task.status, scheduledFor: task.scheduledFor, ...(options.returnTasks ? { task: task as Task } : {}) };
   } catch (error) {
     if (error instanceof TaskpoolError) return { id, ok: false, error };
     throw error;
