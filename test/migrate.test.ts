@@ -10,6 +10,7 @@ import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { ManualClock } from "../src/core/clock.js";
 import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../src/store/store.js";
+import type { ClaimOptions } from "../src/core/task.js";
 import { createPostgres, createSqlite, dropSchema, PG_URL, removeSqliteFiles, sqlitePath, type TestStore } from "./helpers/stores.js";
 import { script } from "./helpers/processes.js";
 import { taskpool } from "./helpers/cli.js";
@@ -29,6 +30,9 @@ const UNDO_SQLITE_WAITING = `
   DROP INDEX tasks_claim_by_priority; DROP INDEX tasks_claim_by_type_priority; DROP INDEX tasks_claim_by_type_created;
   ALTER TABLE tasks DROP COLUMN waiting;
   ${CLAIM_INDEXES_BEFORE}`;
+/** The sort and types of a claim. */
+type ClaimShape = Pick<ClaimOptions, "taskTypes" | "sortBy" | "sortOrder">;
+
 const MIGRATOR = fileURLToPath(new URL("./helpers/migrate-sqlite.ts", import.meta.url));
 
 describe("migrations", () => {
@@ -290,6 +294,38 @@ describe("migrations", () => {
     await lifecycle(1);
     await handle.execute("ALTER TABLE tasks ADD COLUMN from_a_later_build integer");
     await lifecycle(2);
+  });
+
+  it("sqlite: claim indexes a later build changes leave this build's claims running, in their order", async () => {
+    const handle = await createSqlite();
+    cleanups.push(() => handle.cleanup());
+    const [a, b] = [handle.store, await handle.another()];
+    // The claim shapes that name a claim index: by priority, untyped or typed, and by creation, typed.
+    const untyped = [{}];
+    const typed = [{ taskTypes: ["a"] }, { taskTypes: ["a"], sortBy: "created_at" as const, sortOrder: "asc" as const }];
+    const claimEach = async (store: typeof a, shapes: ClaimShape[]) => {
+      for (const shape of shapes) {
+        const { task: low } = await store.enqueue({ taskType: "a", priority: 1 });
+        const { task: high } = await store.enqueue({ taskType: "a", priority: 9 });
+        const claimed = await store.claim({ workerId: "w1", limit: 2, ...shape });
+        expect(claimed.map((t) => t.id)).toEqual(shape.sortBy === "created_at" ? [low.id, high.id] : [high.id, low.id]);
+      }
+    };
+    // Both stores' connections hold the claims' statements, prepared against the indexes as they were.
+    for (const store of [a, b]) await claimEach(store, [...untyped, ...typed]);
+    // What a later build's migration may do. Rebuilt with another predicate, the index no longer fits the
+    // statement that names it ("no query solution")...
+    await handle.execute(`
+      DROP INDEX tasks_claim_by_type_priority;
+      CREATE INDEX tasks_claim_by_type_priority ON tasks (task_type, priority DESC, created_at, id) WHERE status = 'pending' AND waiting = 0 AND reserved_for IS NULL;
+      DROP INDEX tasks_claim_by_type_created;
+      CREATE INDEX tasks_claim_by_type_created ON tasks (task_type, created_at, id) WHERE status = 'pending' AND waiting = 0 AND reserved_for IS NULL;`);
+    await claimEach(a, typed);
+    // ... and dropped, it is not there ("no such index").
+    await handle.execute("DROP INDEX tasks_claim_by_priority");
+    await claimEach(b, untyped);
+    for (const store of [a, b]) await claimEach(store, [...untyped, ...typed]);
+    expect(await a.counts()).toMatchObject({ byStatus: { pending: 0, claimed: 30 } });
   });
 
   /**

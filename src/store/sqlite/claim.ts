@@ -84,10 +84,10 @@ function claimIndex(sortBy: SortBy, sortOrder: SortOrder, typeCount: number): st
   return "";
 }
 
-/** Candidates from the open pool in the requested order (from a fixed allowlist, never input). */
-function openCandidatesStatement(sortBy: SortBy, sortOrder: SortOrder, typeCount: number, fullCount: number): string {
+/** Candidates from the open pool in the requested order (from a fixed allowlist, never input); `named`: through claimIndex's index. */
+function openCandidatesStatement(sortBy: SortBy, sortOrder: SortOrder, typeCount: number, fullCount: number, named: boolean): string {
   return `
-  SELECT t.id, t.task_type, t.concurrency_key FROM tasks t ${claimIndex(sortBy, sortOrder, typeCount)}
+  SELECT t.id, t.task_type, t.concurrency_key FROM tasks t ${named ? claimIndex(sortBy, sortOrder, typeCount) : ""}
   WHERE t.status = 'pending' AND t.waiting = 0 AND t.scheduled_for <= @now AND (t.reserved_until IS NULL OR t.reserved_until <= @now)
   ${candidateFilters(typeCount, fullCount)}
   ORDER BY ${ORDER_BY[sortBy][sortOrder]}
@@ -122,6 +122,29 @@ interface Candidate {
 }
 
 /**
+ * Connections whose database no longer has the claim indexes as this build names them: a later
+ * build's migration changed them while this process runs. SQLite refuses a statement that names such
+ * an index ("no such index", or "no query solution" where its predicate changed), so from then on
+ * this connection's scans do not name it and the planner chooses: perhaps slower, but still claiming,
+ * so a rolling upgrade need not stop this build's processes first.
+ */
+const claimIndexesChanged = new WeakSet<SqliteConnection>();
+
+const indexRefused = (error: unknown) => error instanceof Error && /^no such index: |^no query solution$/.test(error.message);
+
+function openCandidates(conn: SqliteConnection, c: ResolvedClaim, typeCount: number, fullCount: number, params: Record<string, unknown>): Candidate[] {
+  if (!claimIndexesChanged.has(conn)) {
+    try {
+      return conn.stmt(openCandidatesStatement(c.sortBy, c.sortOrder, typeCount, fullCount, true)).all(params) as Candidate[];
+    } catch (error) {
+      if (!indexRefused(error)) throw error;
+      claimIndexesChanged.add(conn);
+    }
+  }
+  return conn.stmt(openCandidatesStatement(c.sortBy, c.sortOrder, typeCount, fullCount, false)).all(params) as Candidate[];
+}
+
+/**
  * Claims up to `c.limit` ready tasks for `c.workerId` (see the top of this file). `fruitless`: the
  * shapes whose passes past concurrency keys found nothing a moment ago, which make none
  * (FRUITLESS_ROUND_MS). Passes past keys, each walking the scan again under the write lock, are at
@@ -151,9 +174,8 @@ export function claimTasks(conn: SqliteConnection, clock: Clock, c: ResolvedClai
       const before = claimed.length;
       const full = [...room].filter(([, left]) => left <= 0).map(([type]) => type);
       full.forEach((t, i) => (params[`full${i}`] = t));
-      const reserved = conn.stmt(reservedCandidatesStatement(types.length, full.length));
-      const open = conn.stmt(openCandidatesStatement(c.sortBy, c.sortOrder, types.length, full.length));
-      const rows = [...reserved.all(params), ...open.all(params)] as Candidate[];
+      const reserved = conn.stmt(reservedCandidatesStatement(types.length, full.length)).all(params) as Candidate[];
+      const rows = [...reserved, ...openCandidates(conn, c, types.length, full.length, params)];
       let filledUp = false;
       let keySkipped = false;
       for (const row of rows) {
