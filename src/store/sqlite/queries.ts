@@ -73,7 +73,7 @@ export const COMPLETE = completeReturning("*");
 
 /**
  * A batched completion whose caller did not ask for the tasks (a worker: BatchOptions.returnTasks):
- * the whole row, its JSON parsed, was about a tenth of a draining SQLite worker's CPU.
+ * reading back whole rows and parsing them took completeMany from 28–31 to 46–50 µs of CPU per task.
  */
 export const COMPLETE_STATUS = completeReturning("status, scheduled_for");
 
