@@ -1101,6 +1101,9 @@ describe.each([sqliteKind, postgresKind])("wake-up waits on $name", (kind) => {
     expect(await wait({ wait_ms: 150, after: "0badc0de.0" })).toMatchObject({ woken: false });
     const { cursor } = await wait({ wait_ms: 0 });
     for (let i = 0; i < 260; i++) await s.pool.enqueue("crawl");
+    // On PostgreSQL the server hears of the tasks through LISTEN, after their commits: until it has heard
+    // of more than it keeps, the cursor is not behind, and a wait for another type rightly waits on.
+    await eventually(async () => (await wait({ wait_ms: 0, after: cursor, task_types: ["render"] })).woken, 10_000, "the server to hear of the 260 tasks");
     expect(await wait({ wait_ms: 20_000, after: cursor, task_types: ["render"] })).toMatchObject({ woken: true, heard: [] });
   });
 
