@@ -11,6 +11,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { CLI } from "./helpers/cli.js";
 import { removeSqliteFiles, sqlitePath } from "./helpers/stores.js";
 
+/** The compiled src/core/typebox.ts that the CLI loads, which the build replaces with the bundle. */
+const BUNDLE = pathToFileURL(CLI.replace(/bin\/taskpool\.js$/, "dist/core/typebox.js")).href;
+
 /** What the build (test/global-setup.ts, as `npm run build`) makes of the sources, as users start it. */
 describe("the build", () => {
   const dir = mkdtempSync(join(tmpdir(), "taskpool-build-"));
@@ -29,14 +32,14 @@ describe("the build", () => {
     const { stdout } = await promisify(execFile)(process.execPath, ["--import", join(dir, "register.mjs"), CLI, "enqueue", "report", '{"n":1}', "--db", `sqlite:${path}`]);
     expect(stdout).toMatch(/Enqueued task 1 \(report\)/);
     const urls = readFileSync(loaded, "utf8").trim().split("\n");
-    expect(urls).toContain(pathToFileURL(CLI.replace(/bin\/taskpool\.js$/, "dist/core/typebox.js")).href);
+    expect(urls).toContain(BUNDLE);
     expect(urls.filter((url) => url.includes("/node_modules/@sinclair/typebox/"))).toEqual([]);
     // Ajv is loaded by the first params schema compiled, and this task's type has none.
     expect(urls.filter((url) => url.includes("/node_modules/ajv"))).toEqual([]);
   });
 
   it("bundles all of TypeBox that the sources import from src/core/typebox.ts", async () => {
-    const bundled = await import(pathToFileURL(CLI.replace(/bin\/taskpool\.js$/, "dist/core/typebox.js")).href);
+    const bundled = await import(BUNDLE);
     expect(Object.keys(bundled).sort()).toEqual([...new Set([...Object.keys(TypeBox), "TypeCompiler", "Value", "ValueErrorType"])].sort());
     expect(bundled.TypeCompiler).not.toBe(TypeCompiler);
     // A schema built by the user's own TypeBox is read by the bundled one: TypeBox marks schemas with Symbol.for().
