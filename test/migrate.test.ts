@@ -231,7 +231,7 @@ describe("migrations", () => {
       // The column takes its indexes and its trigger with it.
       await pool.query(`ALTER TABLE tasks DROP COLUMN waiting CASCADE; DROP FUNCTION taskpool_task_waiting; DROP INDEX tasks_pending_by_type;
         ${CLAIM_INDEXES_BEFORE} CREATE INDEX tasks_claim_by_created ON tasks (created_at, id, scheduled_for) WHERE status = 'pending';
-        DELETE FROM taskpool_migrations WHERE version = 28`);
+        DELETE FROM taskpool_migrations WHERE version >= 28`);
     },
     sqlite: async (handle: TestStore) => {
       (handle.store as SqliteStore).db.exec(`${UNDO_SQLITE_WAITING} PRAGMA user_version = 24`);

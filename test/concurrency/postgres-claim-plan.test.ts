@@ -44,14 +44,29 @@ describe("PostgreSQL claim plans behind tasks not yet due", () => {
   claimsReadNoMoreThanTheyTake(db);
 });
 
+/**
+ * Before the table's first ANALYZE (a fresh deployment's first burst, or a server with autovacuum off)
+ * the planner knows neither the backlog nor how few tasks wait. The typed scan of the waiting tasks
+ * come due walked tasks_pending_by_type, filtering out every ready task of the type: 5.8 ms of a
+ * one-task claim behind 30,000 ready ones, growing with the backlog (migration 029). Typed claims
+ * only, a worker's: an untyped claim's open scan still reads the backlog and sorts it here (see
+ * docs/operations.md).
+ */
+describe("PostgreSQL typed claim plans before the table has statistics", () => {
+  const db = usePlanSchema(async (store) => {
+    for (let i = 0; i < 2; i++) await store.enqueueMany(Array.from({ length: 5000 }, () => ({ taskType: "only", params: { payload: "x".repeat(100) } })));
+  });
+  claimsReadNoMoreThanTheyTake(db, { typedOnly: true });
+});
+
 /** Each claim statement of each shape, in custom and generic plans, walks indexes and reads no more rows than it takes. */
-function claimsReadNoMoreThanTheyTake(db: { client: pg.Client }): void {
+function claimsReadNoMoreThanTheyTake(db: { client: pg.Client }, { typedOnly = false } = {}): void {
   const shapes = [
     { sortBy: "priority", sortOrder: "desc", typed: true },
     { sortBy: "priority", sortOrder: "desc", typed: false },
     { sortBy: "created_at", sortOrder: "asc", typed: true },
     { sortBy: "created_at", sortOrder: "desc", typed: false },
-  ] as const;
+  ].filter((shape) => shape.typed || !typedOnly) as { sortBy: SortBy; sortOrder: SortOrder; typed: boolean }[];
 
   for (const { sortBy, sortOrder, typed } of shapes) {
     for (const [statement, text] of claimStatements(sortBy, sortOrder, typed)) {

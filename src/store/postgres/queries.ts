@@ -219,16 +219,26 @@ const OPEN_TO_ALL = `t.scheduled_for <= $2::timestamptz AND (t.reserved_until IS
 /**
  * The waiting tasks come due (migration 028), oldest due first, at most WAITING_DUE_PER_CLAIM, locked:
  * every claim reads them beside the claim index (see openScan) and clears the flag of those it does
- * not take (see claimWrites). With none come due, it is one index probe. `typed`: only the claim's
- * types, so a claim does not hold back the due tasks other claims want.
+ * not take (see claimWrites). With none come due, it is one index probe per type. `typed`: only the
+ * claim's types, so a claim does not hold back the due tasks other claims want; each type walks its
+ * own entries of tasks_waiting_by_type_due in due order (migration 029), so the scan stops after the
+ * limit even when many come due at once, and no plan reads the ready tasks to find them.
  */
-const DUE = (typed: boolean) => `due AS (
+const DUE = (typed: boolean) => {
+  const scan = (where: string) => `
     SELECT t.id, t.concurrency_key, t.priority, t.created_at, t.task_type, t.attempts, t.max_attempts, t.scheduled_for, t.reserved_until FROM tasks t
-    WHERE t.status = 'pending' AND t.waiting AND t.scheduled_for <= $2::timestamptz ${typed ? "AND t.task_type = ANY($7::text[])" : ""}
+    WHERE t.status = 'pending' AND t.waiting AND t.scheduled_for <= $2::timestamptz ${where}
     ORDER BY t.scheduled_for
     LIMIT ${WAITING_DUE_PER_CLAIM}
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE SKIP LOCKED`;
+  if (!typed) return `due AS (${scan("")}\n  )`;
+  return `due AS (
+    SELECT d.* FROM (SELECT DISTINCT unnest($7::text[]) AS task_type) AS wanted CROSS JOIN LATERAL (${scan("AND t.task_type = wanted.task_type")}
+    ) d
+    ORDER BY d.scheduled_for
+    LIMIT ${WAITING_DUE_PER_CLAIM}
   )`;
+};
 
 /**
  * A locked scan of the open pool in the claim's order, at most $3 rows; `where` adds conditions
