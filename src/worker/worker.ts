@@ -848,9 +848,10 @@ export class Worker {
     await settledBy(stopBy, givingBack);
     for (const entry of unstarted) if (!given.has(entry.task.id)) this.leftLeased.add(entry.task.id);
     const beatsStopped = Promise.all([this.heartbeats?.stop(), toldFull]).catch(() => {});
-    await settledBy(stopBy, beatsStopped);
-    // A last beat: what the grace period finished reaches the registry (the heartbeats may not have sent it).
-    const lastBeat = beatsStopped.then(() => this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] })).catch(() => {});
+    // A last beat: what the grace period finished reaches the registry (the heartbeats may not have
+    // sent it). Only if the beats before it were answered in time: sent once they were, it went out
+    // after the shutdown, a call of a worker that had stopped.
+    const lastBeat = (await settledBy(stopBy, beatsStopped)) ? this.store.workerHeartbeat({ ...this.heartbeatState().beat, leases: [] }).catch(() => {}) : null;
     await settledBy(stopBy, lastBeat);
     // A beat still unanswered at the deadline may land after the shutdown, on another connection: being
     // of this run (runId), it leaves the worker inactive. The shutdown names the run too: landing late
