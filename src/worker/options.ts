@@ -82,8 +82,8 @@ const MAX_LEASE_SECONDS = 86_400;
 /** The most tasks a worker's heartbeat may report as its capacity. */
 const MAX_CONCURRENCY = 10_000;
 /**
- * The default prefetch per slot, by where the worker's claims run. It binds only for tasks shorter
- * than 50 ms over it (the buffer holds 50 ms of work, see Prefetch), where it sets the claims' size.
+ * The default prefetch per slot, by where the worker's claims run. The buffer holds 50 ms of work
+ * (see Prefetch), so this binds only for tasks under 0.5 ms (1 ms at 50), where it sets the claims' size.
  * On PostgreSQL and over HTTP a claim runs beside the handlers: at 100, a worker of 10 slots claims
  * about 500 at a time rather than 250, and drained 6 % faster (bench:peers, docs/benchmarks.md). On
  * SQLite a claim runs on the worker's own thread while the handlers wait, and the larger claims
@@ -125,8 +125,10 @@ const flag = (name: string, value: unknown) => {
   return value;
 };
 
-/** Applies defaults and refuses options that cannot work. */
-/** `claimsOnThread`: the store runs claims on this thread (SQLite), which sets the default prefetch. */
+/**
+ * Applies defaults and refuses options that cannot work. `claimsOnThread`: the store runs claims on
+ * this thread (SQLite), which sets the default prefetch.
+ */
 export function resolveWorkerOptions(options: WorkerOptions, claimsOnThread = false): ResolvedWorkerOptions {
   refuseUnknownOptions(options, KNOWN, "worker option");
   const roles = options.roles;

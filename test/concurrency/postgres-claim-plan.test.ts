@@ -50,7 +50,7 @@ describe("PostgreSQL claim plans behind tasks not yet due", () => {
  * come due walked tasks_pending_by_type, filtering out every ready task of the type: 5.8 ms of a
  * one-task claim behind 30,000 ready ones, growing with the backlog (migration 029). Typed claims
  * only, a worker's: an untyped claim's open scan still reads the backlog and sorts it here (see
- * docs/operations.md).
+ * docs/durability.md).
  */
 describe("PostgreSQL typed claim plans before the table has statistics", () => {
   const db = usePlanSchema(async (store) => {
