@@ -87,7 +87,7 @@ const MAX_CONCURRENCY = 10_000;
  * On PostgreSQL and over HTTP a claim runs beside the handlers: at 100, a worker of 10 slots claims
  * about 500 at a time rather than 250, and drained 6 % faster (bench:peers, docs/benchmarks.md). On
  * SQLite a claim runs on the worker's own thread while the handlers wait, and the larger claims
- * drained no faster (2–3 % slower in six pairs of eight), so it stays at 50 there.
+ * drained no faster (they lost six pairs of eight), so it stays at 50 there.
  */
 const PREFETCH_PER_SLOT = { beside: 100, onThread: 50 };
 
