@@ -35,7 +35,7 @@ export class Prefetch {
    * but tops the buffer up only once it is half empty. Topping it up for every task that left it made
    * every other claim a claim of one or two, and the buffer ran dry during the big ones.
    *
-   * A window can exceed what one claim may take (50 × concurrency of short tasks from 20 slots up):
+   * A window can exceed what one claim may take (100 × concurrency of short tasks from 10 slots up):
    * asking for more was refused, every time, and the worker stopped claiming for good.
    */
   claimLimit(handling: number, ready: number, leased: number): number {

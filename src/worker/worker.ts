@@ -156,7 +156,7 @@ export class Worker {
     options: WorkerOptions,
     private readonly heartbeatDatabase: DatabaseConfig | null = null,
   ) {
-    this.options = resolveWorkerOptions(options);
+    this.options = resolveWorkerOptions(options, store.dialect === "sqlite" && !store.remote);
     this.heartbeatIntervalMs = this.options.heartbeatIntervalMs;
     this.heartbeatIntervalGiven = options.heartbeatIntervalMs !== undefined;
     this.id = this.options.workerId;

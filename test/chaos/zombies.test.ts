@@ -92,8 +92,14 @@ describe.each([
     const slow = (await cluster.pool.enqueueMany(Array.from({ length: 6 }, () => ({ taskType: "sleep", params: { ms: 1500 }, maxAttempts: 50 })))).map((r) => r.task);
     // Its leases last as long as the coordinator waits before it declares a silent worker dead (2 s).
     const zombie = await cluster.startWorker({ CONCURRENCY: "1", WORKER_ROLE: "sleep", LEASE_SECONDS: "2" });
-    // One of them running, the others claimed and waiting in its buffer.
-    await eventually(async () => (await cluster.pool.list({ workerId: zombie.id, status: "running" })).tasks.length === slow.length, 10_000, `${zombie.id} to hold the slow tasks`);
+    // One of them running, the others claimed and waiting in its buffer. The database shows the claim
+    // as it commits, before the worker has read its answer: frozen then (CI did), it had no handler
+    // running, only tasks it had not yet started, so the freeze waits for the first slow one's handler.
+    const slowIds = new Set(slow.map((t) => t.id));
+    await eventually(async () => {
+      if ((await cluster.pool.list({ workerId: zombie.id, status: "running" })).tasks.length !== slow.length) return false;
+      return (await cluster.history()).log.some((e) => e.worker === zombie.id && e.kind === "handler" && slowIds.has(e.taskId));
+    }, 10_000, `${zombie.id} to hold the slow tasks and run one`);
     await freeze(zombie.child, handle.url);
     coordinator = cluster.pool.coordinator(CHAOS_COORDINATION);
     coordinator.start();

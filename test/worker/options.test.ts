@@ -20,7 +20,7 @@ describe("worker options", () => {
     [{ concurrency: 1.5 }, "concurrency: 1.5 (must be a whole number from 1 to 10000)"],
     [{ concurrency: 20_000 }, "concurrency: 20000 (must be a whole number from 1 to 10000)"],
     [{ concurrency: "4" }, 'concurrency: "4" (must be a whole number from 1 to 10000)'],
-    [{ prefetch: 2.5 }, "prefetch: 2.5 (must be a whole number from 0 to 500000)"],
+    [{ prefetch: 2.5 }, "prefetch: 2.5 (must be a whole number from 0 to 1000000)"],
     [{ leaseSeconds: 12.5 }, "leaseSeconds: 12.5 (must be a whole number from 1 to 86400)"],
     [{ leaseSeconds: 100_000 }, "leaseSeconds: 100000 (must be a whole number from 1 to 86400)"],
     [{ pollIntervalMs: 3e9 }, "pollIntervalMs: 3000000000 (must be a whole number from 10 to 2147483647)"],
@@ -44,6 +44,12 @@ describe("worker options", () => {
     expect(refusal({ handleSignals: "yes" })).toBe('Invalid worker option handleSignals: "yes" (must be true or false)');
     expect(refusal({ heartbeatThread: "no" })).toBe('Invalid worker option heartbeatThread: "no" (must be true or false)');
     expect(refusal({ workerId: 5 })).toMatch(/^Invalid worker id "5"/);
+  });
+
+  it("holds 100 tasks per slot by default, 50 where claims run on the worker's thread (SQLite), for the largest worker too", () => {
+    expect(resolveWorkerOptions({ ...base, concurrency: 10 }).prefetch).toBe(1000);
+    expect(resolveWorkerOptions({ ...base, concurrency: 10 }, true).prefetch).toBe(500);
+    expect(resolveWorkerOptions({ ...base, concurrency: 10_000 }).prefetch).toBe(1_000_000);
   });
 
   it("keeps the default lease of a long heartbeat interval within a claim's 24 h", () => {
