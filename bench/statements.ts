@@ -17,7 +17,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { connect } from "../src/api/taskpool.js";
-import { sessionSettings } from "../src/store/postgres/postgres-store.js";
+import { sessionSettings } from "../src/store/postgres/session-settings.js";
 import * as sql from "../src/store/postgres/queries.js";
 import { describeMachine, machineState, processCpuMs } from "./lib/cpu.js";
 import { dropSchema, PG_URL } from "./lib/database.js";

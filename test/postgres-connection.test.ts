@@ -1,5 +1,6 @@
 import pg from "pg";
-import { afterEach, beforeEach, expect, it, onTestFinished } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from "vitest";
+import { ValidationError } from "../src/core/errors.js";
 import { errorReply } from "../src/server/errors.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { connectTimeoutMs } from "../src/store/postgres/timeouts.js";
@@ -12,6 +13,7 @@ beforeEach(async () => {
   handle = await createPostgres();
 });
 afterEach(async () => {
+  vi.unstubAllEnvs();
   await handle.cleanup();
 });
 
@@ -93,4 +95,52 @@ it("ends a transaction left idle after the statement timeout's length, between 1
       await store.close();
     }
   }
+});
+
+describe("the user's own connection settings", () => {
+  const show = async (store: PostgresStore, setting: string) =>
+    (await store.pool.query<Record<string, string>>(`SHOW ${setting}`)).rows[0][setting];
+
+  it("keeps a URL's options beside the store's own: its schema, timeouts and plans stay as the store sets them", async () => {
+    // pg reads a URL's options in place of the ones it is given: this URL put the store in `public`.
+    const url = `${PG_URL}?options=${encodeURIComponent("-c lock_timeout=4321 --work-mem=5MB")}&application_name=tp-options-test`;
+    const store = new PostgresStore({ url, schema: handle.schema, statementTimeoutMs: 2500 });
+    onTestFinished(() => store.close());
+    expect(await show(store, "lock_timeout")).toBe("4321ms");
+    expect(await show(store, "work_mem")).toBe("5MB");
+    expect(await show(store, "application_name")).toBe("tp-options-test");
+    expect(await show(store, "search_path")).toBe(handle.schema);
+    expect(await show(store, "statement_timeout")).toBe("2500ms");
+    expect(await show(store, "plan_cache_mode")).toBe("force_generic_plan");
+    const { task } = await store.enqueue({ taskType: "through_the_options_url" });
+    expect((await handle.store.get(task.id))?.taskType).toBe("through_the_options_url");
+  });
+
+  it("reads PGOPTIONS when the URL has no options, as libpq does", async () => {
+    vi.stubEnv("PGOPTIONS", "-c lock_timeout=1234");
+    const store = new PostgresStore({ url: PG_URL, schema: handle.schema });
+    onTestFinished(() => store.close());
+    expect(await show(store, "lock_timeout")).toBe("1234ms");
+    expect(await show(store, "search_path")).toBe(handle.schema);
+  });
+
+  it("refuses options that set one of the store's own settings, saying what sets it instead, before connecting", () => {
+    const refused = (url: string) => {
+      try {
+        new PostgresStore({ url, schema: handle.schema });
+      } catch (error) {
+        return error as ValidationError;
+      }
+      throw new Error(`${url} was accepted`);
+    };
+    const schema = refused(`${PG_URL}?options=${encodeURIComponent("-c search_path=public")}`);
+    expect(schema).toBeInstanceOf(ValidationError);
+    expect(schema.message).toBe(
+      "The connection URL's options set search_path, which taskpool sets on its connections: for search_path, choose the schema with the schema option (--schema, TASKPOOL_SCHEMA)",
+    );
+    const two = refused(`${PG_URL}?options=${encodeURIComponent("--statement-timeout=0 -c jit=on")}`);
+    expect(two.message).toMatch(/^The connection URL's options set statement_timeout, jit, .*statementTimeoutMs option.*; for jit, /);
+    vi.stubEnv("PGOPTIONS", "-cplan_cache_mode=auto");
+    expect(refused(PG_URL).message).toMatch(/^PGOPTIONS sets plan_cache_mode, which taskpool sets/);
+  });
 });

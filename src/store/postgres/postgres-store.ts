@@ -55,7 +55,8 @@ import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
 import { checkedMs } from "../../core/milliseconds.js";
-import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, idleInTransactionTimeoutMs, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
+import { connectionSettings } from "./session-settings.js";
+import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
 import { inTransaction, isDeadlock, retriedOnDeadlock } from "./transaction.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
@@ -70,17 +71,6 @@ import { checkScheduleTasks, nextRunWhen, noResultsSchedule, resolveSchedule, re
 import { type ScheduleRow, storedRunResult, toSchedule } from "../schedule-records.js";
 import { fireDueSchedules as fireSchedules, generateTasks, type PassWrite, type RunWrite, type ScheduleWriter } from "../schedule-passes.js";
 import { DEFAULT_SCHEMA } from "../open-store.js";
-
-/**
- * The settings of every connection of the store. Every statement is unqualified; the schema is chosen
- * once per connection. Generic plans: re-planning the claim for each call's parameters cost more than
- * running it (and the auto mode never switched). No JIT: compiling a plan costs far more than any
- * query here runs. The statement timeout: see DEFAULT_STATEMENT_TIMEOUT_MS; the idle-in-transaction
- * timeout: see idleInTransactionTimeoutMs.
- */
-export const sessionSettings = (schema: string, statementTimeoutMs = DEFAULT_STATEMENT_TIMEOUT_MS) =>
-  `-c search_path=${schema} -c plan_cache_mode=force_generic_plan -c jit=off -c statement_timeout=${statementTimeoutMs}` +
-  ` -c idle_in_transaction_session_timeout=${idleInTransactionTimeoutMs(statementTimeoutMs)}`;
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
@@ -170,10 +160,11 @@ export class PostgresStore implements Store {
     this.rules = { validators: new ParamsValidators(), requireRegistered: options.requireRegistered ?? false };
     const { min, max } = STATEMENT_TIMEOUT_RANGE;
     const statementTimeoutMs = checkedMs("statementTimeoutMs", options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, min, max);
+    const connection = connectionSettings(options.url, this.schema, statementTimeoutMs);
     this.pool = new pg.Pool({
-      connectionString: options.url,
+      connectionString: connection.url,
       max: options.poolSize ?? 10,
-      options: sessionSettings(this.schema, statementTimeoutMs),
+      options: connection.options,
       // Keep connections (and their prepared statements) across a coordinator's 60 s sweeps.
       idleTimeoutMillis: 300_000,
       // Opening a connection (or waiting for a free one) is bounded like a call: a server address
