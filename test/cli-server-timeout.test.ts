@@ -116,7 +116,7 @@ describe("a CLI command against a server that never answers", () => {
   });
 
   it("refuses --timeout with a database, which it would not bound", async () => {
-    const run = await timed("status", "--db", "sqlite::memory:", "--timeout", "5");
+    const run = await timed("status", "--db", "sqlite:./no-such.db", "--timeout", "5");
     expect(run).toMatchObject({ code: 1, stderr: expect.stringMatching(/^taskpool: --timeout is how long to wait for a taskpool server \(--url\); leave it out with --db/) });
   });
 });

@@ -177,6 +177,37 @@ describe("taskpool CLI", () => {
     }
   }, 60_000);
 
+  it("refuses what would lose or misplace its work: an in-memory database for a one-shot command, sqlite://, an unclear TASKPOOL_REQUIRE_REGISTERED, conflicting or bad flags", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-cli-"));
+    try {
+      const run = (env: Record<string, string>, ...args: string[]): Promise<{ code?: number; stdout: string; stderr: string }> =>
+        taskpoolIn(dir, envWith(env), ...args).catch((e) => e);
+      const [memory, slashes, unclear, off, on, retention, statusEvery] = await Promise.all([
+        // Enqueued into a database that ended with the command, it said the task waited for a worker.
+        run({}, "enqueue", "crawl", "--db", "sqlite::memory:"),
+        // SQLite read //./stray.db as /stray.db.
+        run({}, "enqueue", "crawl", "--db", "sqlite://./stray.db"),
+        run({ TASKPOOL_REQUIRE_REGISTERED: "maybe" }, "enqueue", "crawl", "--db", "sqlite:./pool.db"),
+        // =0 turned the check on.
+        run({ TASKPOOL_REQUIRE_REGISTERED: "0" }, "enqueue", "crawl", "--db", "sqlite:./other.db"),
+        run({ TASKPOOL_REQUIRE_REGISTERED: "1" }, "enqueue", "crawl", "--db", "sqlite:./other.db"),
+        run({}, "coordinator", "--db", "sqlite:./pool.db", "--no-retention", "--retain-completed", "7d"),
+        run({}, "dev", "--db", "sqlite:./pool.db", "--status-every", "abc"),
+      ]);
+      expect([memory.code, memory.stderr]).toEqual([1, expect.stringMatching(/^taskpool: sqlite::memory: is a database that lasts as long as the process that opened it: .* Give a file \(--db sqlite:\.\/taskpool\.db\)/)]);
+      expect([slashes.code, slashes.stderr]).toEqual([1, expect.stringMatching(/^taskpool: Unsupported database URL "sqlite:\/\/\.\/stray\.db": use sqlite:\.\/path\.db/)]);
+      expect([unclear.code, unclear.stderr]).toEqual([1, "taskpool: TASKPOOL_REQUIRE_REGISTERED=maybe is neither on nor off: set it to 1 (or true) to require registered task types, to 0 (or false) or unset it not to\n"]);
+      expect([retention.code, retention.stderr]).toEqual([1, "taskpool: option '--no-retention' cannot be used with option '--retain-completed <age>'\n"]);
+      expect([statusEvery.code, statusEvery.stderr]).toEqual([1, "taskpool: option '--status-every <seconds>' argument 'abc' is invalid. expected a whole number, such as 10\n"]);
+      expect(readdirSync(dir)).toEqual(["other.db"]);
+      expect(off.stdout).toMatch(/^Enqueued task \d \(crawl\)/);
+      expect([on.code, on.stderr]).toEqual([1, expect.stringMatching(/^taskpool: Task type "crawl" is not registered, and this pool requires registered types/)]);
+      expect(existsSync("/stray.db")).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("enqueue warns when nobody serves an unregistered type, and --require-registered refuses it", async () => {
     const typo = await taskpool("enqueue", "prodcut_resync", "--db", db);
     expect(typo.stdout).toMatch(/Enqueued task 1 \(prodcut_resync\)/);

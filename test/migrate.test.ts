@@ -366,7 +366,8 @@ describe("migrations", () => {
     const memory = await openStore("sqlite::memory:");
     expect(memory.dialect).toBe("sqlite");
     await memory.close();
-    for (const url of ["mysql://localhost/db", "sqlite:", "./file.db", ""]) {
+    // sqlite://./x.db once made /x.db: SQLite reads //./x.db as a path from the root.
+    for (const url of ["mysql://localhost/db", "sqlite:", "./file.db", "", "sqlite://./stray.db", "sqlite:///tmp/stray.db"]) {
       const error = await openStore(url).catch((e) => e);
       expect(error).toBeInstanceOf(UnsupportedUrlError);
       expect(error.message).toMatch(/use sqlite:\.\/path\.db, sqlite::memory:, postgres:\/\/user@host:port\/db, or a taskpool server.s http:\/\/host:port/);

@@ -1,7 +1,7 @@
 import { Command, Option } from "commander";
 import type { ConnectOptions, Taskpool } from "../api/taskpool.js";
 import { DatabaseNotFoundError } from "../core/errors.js";
-import { isServerUrl } from "../store/open-store.js";
+import { isServerUrl, sqlitePathOf } from "../store/open-store.js";
 import { CliError, describeNotSetUp, explainConnectError, redactUrl } from "./errors.js";
 import { integerFrom } from "./parse.js";
 
@@ -75,10 +75,26 @@ export const usesSchema = (command: Command): boolean => {
   return !isServerUrl(target) && !target.startsWith("sqlite:");
 };
 
-/** --require-registered, a setting of the pool that enqueues (enqueue on a database; serve for its clients). */
-export const requireRegisteredOption = (description: string) => new Option("--require-registered", description).env("TASKPOOL_REQUIRE_REGISTERED");
-/** The option's value, on unless absent or TASKPOOL_REQUIRE_REGISTERED=false. */
-export const requiresRegistered = (value: unknown): boolean => value !== undefined && value !== "false";
+/**
+ * --require-registered, a setting of the pool that enqueues (enqueue on a database; serve for its
+ * clients). Its variable is read by requiresRegistered, not by commander's .env(), which turns a flag
+ * on whatever the variable says, =0 and =false included.
+ */
+export const requireRegisteredOption = (description: string) => new Option("--require-registered", `${description} (env: TASKPOOL_REQUIRE_REGISTERED=1)`);
+const YES = new Set(["1", "true", "yes", "on"]);
+const NO = new Set(["0", "false", "no", "off", ""]);
+
+/**
+ * On when the flag is typed, or when TASKPOOL_REQUIRE_REGISTERED says yes (1, true, yes, on); off when
+ * neither, or when it says no (0, false, no, off, empty). Anything else is refused.
+ */
+export function requiresRegistered(flag: boolean | undefined, value = process.env.TASKPOOL_REQUIRE_REGISTERED): boolean {
+  if (flag === true || value === undefined) return flag === true;
+  const said = value.trim().toLowerCase();
+  if (YES.has(said)) return true;
+  if (NO.has(said)) return false;
+  throw new CliError(`TASKPOOL_REQUIRE_REGISTERED=${value} is neither on nor off: set it to 1 (or true) to require registered task types, to 0 (or false) or unset it not to`);
+}
 
 /** `keys create`, as the user typed it. */
 const commandName = (command: Command): string => (command.parent?.parent ? `${commandName(command.parent)} ${command.name()}` : command.name());
@@ -161,6 +177,12 @@ export async function openPool(opts: ConnectionOptions, options: ConnectOptions 
  * --schema, reported an empty pool and left a stray file or schema behind.
  */
 export async function withPool(opts: ConnectionOptions, fn: (pool: Taskpool) => Promise<void>, options: ConnectOptions = {}, creates = false): Promise<void> {
+  if (opts.url === undefined && sqlitePathOf(opts.db) === ":memory:") {
+    throw new CliError(
+      "sqlite::memory: is a database that lasts as long as the process that opened it: this command would open an empty one and lose what it wrote when it ends. " +
+        "Give a file (--db sqlite:./taskpool.db) or postgres://…; an in-memory pool is for taskpool dev and taskpool serve, which keep it open",
+    );
+  }
   // Each call of a one-shot command is bounded; a worker's (openPool alone) keeps its patient retries.
   const pool = await openPool(opts, { ...options, create: creates, callTimeoutMs: (opts.timeout ?? SERVER_TIMEOUT_SECONDS) * 1000 });
   try {

@@ -11,7 +11,7 @@ import { LiveStatus } from "./dev-status.js";
 import { redactUrl } from "./errors.js";
 import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
 import { listenOrExplain } from "./listen.js";
-import { port, positiveInteger } from "./parse.js";
+import { integerFrom, port, positiveInteger } from "./parse.js";
 import { printStatus } from "./status.js";
 import { whenStdoutCloses } from "./stdout.js";
 import { counted } from "../core/counted.js";
@@ -47,7 +47,7 @@ export function devCommand(program: Command): void {
     .option("--no-crash", "do not stage the example's worker crash (an extra worker process killed mid-task, whose task the coordinator recovers)")
     .option("--concurrency <n>", "tasks each role's worker runs at once", positiveInteger, 4)
     .option("--no-live", "plain log lines even on a terminal, instead of the live status redrawn in place")
-    .option("--status-every <seconds>", "with plain log lines, print the status table this often (0: never)", Number, 10)
+    .option("--status-every <seconds>", "with plain log lines, print the status table this often (0: never)", integerFrom(0, 86_400), 10)
     .addHelpText("after", "\nExample:\n  $ taskpool dev                      # then open the dashboard URL it prints, with the key it prints\n  $ taskpool dev --db sqlite:./tour.db --port 8080 --no-demo");
   addDatabaseOnlyOptions(command, (server) => `dev runs its own server: give it a database (sqlite:./taskpool.db or postgres://…), not ${server}`)
     .action(async (opts: { db: string; schema?: string; port: number; handlers?: string; schedules?: string; demo: boolean; crash: boolean; live: boolean; concurrency: number; statusEvery: number }) => {

@@ -24,7 +24,8 @@ export function addRetentionOptions(command: Command): Command {
     .addOption(new Option("--retain-cancelled <age>", "delete cancelled tasks this long after they were cancelled").argParser(age).default(DEFAULT_RETENTION.cancelledAfterMs, "7d"))
     .addOption(new Option("--retain-failed <age>", "delete failed tasks this long after they failed, at least --retain-completed (default: kept until retried)").argParser(age))
     .option("--prune-batch <rows>", "rows deleted per statement (a few statements per sweep)", positiveInteger, DEFAULT_RETENTION.batchSize)
-    .option("--no-retention", "keep every finished task forever");
+    // Typed beside an age, one of the two would be ignored without a word.
+    .addOption(new Option("--no-retention", "keep every finished task forever").conflicts(["retainCompleted", "retainCancelled", "retainFailed", "pruneBatch"]));
 }
 
 /** The coordinator's `retention` option from those flags (checked by the Coordinator, which names a bad one). */

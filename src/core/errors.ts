@@ -139,6 +139,21 @@ export class ValidationError extends TaskpoolError {
     this.message = say(prefix, LIBRARY_VOCABULARY) + this.message;
   }
 
+  /**
+   * The same refusal with its fields renamed (`fanOut.keys.1` → `keys.1`, library paths both): for a
+   * call made from another's input, refused in the names that input has. A message worded for any
+   * vocabulary keeps being so; one given as text gets each issue's path renamed where it names it.
+   */
+  renamed(rename: (path: string) => string): ValidationError {
+    const renaming = (v: Vocabulary): Vocabulary => ({ ...v, field: (path) => v.field(rename(path)) });
+    const wording = this.wording;
+    const paths = this.issues.map((issue) => issue.path).sort((a, b) => b.length - a.length);
+    const message: string | Wording =
+      typeof wording === "string" ? paths.reduce((text, path) => text.replaceAll(path, rename(path)), wording) : (v) => wording(renaming(v));
+    const issues = this.issues.map((issue, index) => ({ path: rename(issue.path), message: (v: Vocabulary) => this.issuesIn(renaming(v))[index].message }));
+    return new ValidationError(message, issues, this.unlisted);
+  }
+
   /** Puts each issue's path under `prefix`: the field it names is inside it. */
   nestUnder(prefix: string): void {
     const nested = this.issues.map((issue) => {

@@ -304,7 +304,7 @@ export function planTick(schedule: Pick<ScheduleRecord, "cron" | "timezone" | "m
 }
 
 /** A fan-out key from JSON: strings and safe integers (what a key can be), nothing else. */
-type FanOutKey = string | number;
+export type FanOutKey = string | number;
 const isKey = (v: unknown): v is FanOutKey => (typeof v === "string" && v.length > 0 && v.length <= 255) || Number.isSafeInteger(v);
 
 /** The keys in `field` (dots reach into objects) of each result: a list adds each of its keys, a key adds itself; duplicates once, in order. */

@@ -64,6 +64,11 @@ function explain(e: ValueError): string {
     const bound = (ms: unknown) => (typeof ms === "number" ? new Date(ms).toISOString().slice(0, 10) : "?");
     return `must be a date from ${bound(e.schema.minimumTimestamp)} to ${bound(e.schema.maximumTimestamp)} (got ${describe(e.value)})`;
   }
+  // A string too long where a string or an integer goes: what is wrong with it as a string, not that it is neither.
+  if (e.type === ValueErrorType.Union) {
+    const near = nearestVariant(e);
+    if (near !== undefined) return explain(near);
+  }
   // A pattern means nothing to most readers; its description says what is expected.
   if ((e.type === ValueErrorType.StringPattern || e.type === ValueErrorType.Union) && e.schema.description) {
     return `must be ${e.schema.description} (got ${describe(e.value)})`;
@@ -71,6 +76,24 @@ function explain(e: ValueError): string {
   if (e.value === undefined) return e.message;
   if (e.type === ValueErrorType.ObjectAdditionalProperties) return `${e.message} (got ${describe(e.value)})${namesInstead(e)}`;
   return `${e.message} (got ${describe(e.value)})`;
+}
+
+/** Errors that say a value is not of a kind at all (not a string, not an integer…), rather than out of that kind's bounds. */
+const KIND_ERRORS = new Set([
+  ValueErrorType.String,
+  ValueErrorType.Integer,
+  ValueErrorType.Number,
+  ValueErrorType.Boolean,
+  ValueErrorType.Null,
+  ValueErrorType.Object,
+  ValueErrorType.Array,
+  ValueErrorType.Literal,
+]);
+
+/** Of a union's variants, the one error of the only variant whose kind the value has, if only one has it. */
+function nearestVariant(e: ValueError): ValueError | undefined {
+  const near = e.errors.map((variant) => variant.First()).filter((first) => first !== undefined && !KIND_ERRORS.has(first.type));
+  return near.length === 1 ? near[0] : undefined;
 }
 
 /**

@@ -73,7 +73,8 @@ export async function openStore(url: string, options: OpenStoreOptions = {}): Pr
 async function createStore(url: string, options: OpenStoreOptions): Promise<Store> {
   const path = sqlitePathOf(url);
   if (path !== null) {
-    if (path === "") throw new UnsupportedUrlError(url);
+    // sqlite://./x.db is no file name: SQLite read //./x.db as /x.db and created it at the root.
+    if (path === "" || path.startsWith("//")) throw new UnsupportedUrlError(url);
     if (options.create === false && path !== ":memory:" && !existsSync(path)) throw new DatabaseNotFoundError(`SQLite file ${path}`);
     const { SqliteStore } = await import("./sqlite/sqlite-store.js");
     return new SqliteStore({ path, clock: options.clock, random: options.random, requireRegistered: options.requireRegistered });

@@ -3,10 +3,11 @@
  * to make is decided here with the rules of core/schedule.ts; each store supplies only its reads and
  * the one transaction that writes a run (ScheduleWriter).
  */
-import { ScheduleNotFoundError, ValidationError } from "../core/errors.js";
+import { ScheduleNotFoundError, ValidationError, type Vocabulary } from "../core/errors.js";
 import {
   batchesOf,
   describeRun,
+  type FanOutKey,
   type FanOutPlan,
   type FiredSchedule,
   type GenerateInput,
@@ -144,6 +145,31 @@ async function fanOutKeys(w: Pick<ScheduleWriter, "lastRunResults">, fanOut: Gen
   return keysFromResults(await w.lastRunResults(schedule), from.field);
 }
 
+/**
+ * A generation's task refused as item i of the batch it sent ("item 3: …", path `3.params.n`), said of
+ * the key it was made for, as a schedule's check says it (checkScheduleTasks): `fanOut.keys.3 ("CA"):
+ * …` at `fanOut.keys.3.params.n`, or of a key read from results, which the caller did not write. A
+ * generation without fan-out has one task, made of the input's own fields: `params.n`.
+ */
+function refusedForKey(error: unknown, input: GenerateInput, keys: FanOutKey[] | null): unknown {
+  const item = error instanceof ValidationError ? /^(\d+)\./.exec(error.issues[0]?.path ?? "") : null;
+  if (!(error instanceof ValidationError) || item === null) return error;
+  const index = Number(item[1]);
+  const prefix = `item ${index}: `;
+  const key = keys?.[index];
+  const listed = input.fanOut?.keys !== undefined;
+  const label = (v: Vocabulary) => (key === undefined ? "" : listed ? `${v.field(`fanOut.keys.${index}`)} (${JSON.stringify(key)}): ` : `the task for key ${JSON.stringify(key)}: `);
+  const inner = (v: Vocabulary) => error.messageIn(v).replace(prefix, "");
+  return new ValidationError(
+    (v) => label(v) + inner(v),
+    error.issues.map((issue, i) => ({
+      path: issue.path.replace(`${index}.`, key !== undefined && listed ? `fanOut.keys.${index}.` : ""),
+      message: (v: Vocabulary) => error.issuesIn(v)[i].message,
+    })),
+    error.unlisted,
+  );
+}
+
 /** Makes a generation's tasks now, all or nothing (pool.generate). */
 export async function generateTasks(
   w: Pick<ScheduleWriter, "lastRunResults" | "getSchedule"> & { enqueueMany(inputs: EnqueueInput[]): Promise<EnqueueResult[]> },
@@ -153,9 +179,10 @@ export async function generateTasks(
   // A query of no schedule finds no keys: say the name is wrong rather than answer "created no task".
   const queried = input.fanOut?.fromResults?.schedule;
   if (queried !== undefined && (await w.getSchedule(queried)) === null) throw new ScheduleNotFoundError(queried);
-  const plan = planFanOut(input, await fanOutKeys(w, input.fanOut, null), input.startAt ?? now, null);
+  const keys = await fanOutKeys(w, input.fanOut, null);
+  const plan = planFanOut(input, keys, input.startAt ?? now, null);
   // Each key's task, made now or (its unique key held) the one still pending.
-  const results = plan.inputs.length === 0 ? [] : await w.enqueueMany(plan.inputs);
+  const results = plan.inputs.length === 0 ? [] : await w.enqueueMany(plan.inputs).catch((error) => Promise.reject(refusedForKey(error, input, keys)));
   const created = results.filter((r) => r.created).length;
   return { created, batches: batchesOf(plan, results.map((r) => r.task.id)), message: describeRun(plan, created) };
 }

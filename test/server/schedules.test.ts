@@ -114,6 +114,29 @@ describe.each([sqliteKind, postgresKind])("schedules over HTTP on $name", (kind)
     expect(await refused("/api/tasks", { task_type: "crawl", scheduled_for: "2030-01-02T00:00:00Z", delay_seconds: 5 })).toMatchObject({
       message: "Invalid task: scheduled_for and delay_seconds are both given: give one or the other",
     });
+    // A generation's request sends the keys as keys (its fan-out is the server's): refusals say keys.
+    expect(await refused("/api/tasks/generate/resync", { keys: [1, "1"] })).toEqual({
+      message: 'Invalid keys.1: 1 and "1" are one key written twice (the same as text, as {key} puts it in a concurrency key); list it once',
+      issues: [{ path: "keys.1", message: "the same key as an earlier one" }],
+    });
+    expect(await refused("/api/tasks/generate/discovery", { keys: ["k".repeat(256)] })).toMatchObject({
+      message: expect.stringMatching(/^Invalid request body: keys\.0: Expected string length less or equal to 255 \(got "kkk/),
+      issues: [{ path: "keys.0", message: expect.stringMatching(/^Expected string length less or equal to 255/) }],
+    });
+    await s.pool.registerTaskType({ name: "typed", paramsSchema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } });
+    expect(await refused("/api/tasks/generate/resync", { keys: [7, 8], task_type: "typed" })).toEqual({
+      message: "keys.0 (7): Invalid params for typed v1: params.n: is required",
+      issues: [{ path: "keys.0.params.n", message: "is required" }],
+    });
+    expect(await refused("/api/tasks/generate/discovery", { task_type: "typed", params: { n: "x" } })).toEqual({
+      message: "Invalid params for typed v1: params.n: must be integer",
+      issues: [{ path: "params.n", message: "must be integer" }],
+    });
+    await expect(s.pool.generate({ taskType: "typed", fanOut: { keys: ["CA"] } })).rejects.toMatchObject({
+      message: 'fanOut.keys.0 ("CA"): Invalid params for typed v1: params.n: is required',
+      issues: [{ path: "fanOut.keys.0.params.n", message: "is required" }],
+    });
+    expect((await s.pool.counts()).byStatus.pending).toBe(0);
     // The library's callers know the fields by the library's names.
     const definition = { name: "resync", taskType: "product_resync", cron: "0 0 * * *" };
     await expect(s.pool.schedule({ ...definition, fanOut: {} })).rejects.toMatchObject({

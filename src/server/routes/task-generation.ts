@@ -1,10 +1,33 @@
 /** Seed 004's task generation: the day's staggered resync batches and store discovery, made now with a schedule run's fan-out. */
 import { GenerateResultRecord } from "../../core/record-schemas.js";
-import { discoveryGeneration, resyncGeneration } from "../../core/schedule.js";
+import { ValidationError } from "../../core/errors.js";
+import { discoveryGeneration, type GenerateInput, type GenerateResult, resyncGeneration } from "../../core/schedule.js";
 import { DiscoveryInputSchema, ResyncInputSchema } from "../../core/schemas.js";
 import { defineRoute } from "../route.js";
 
 const TAG = "tasks";
+
+/** The generation's fields (`fanOut.keys.1`) that the request sent under other names (`keys.1`). */
+const SENT_AS: [generation: string, request: string][] = [
+  ["fanOut.keys", "keys"],
+  ["fanOut.fromResults", "fromResults"],
+  ["fanOut.batchIntervalSeconds", "batches"],
+  ["fanOut.batches", "batches"],
+  ["startAt", "date"],
+];
+const asSent = (path: string) => {
+  const renamed = SENT_AS.find(([from]) => path === from || path.startsWith(`${from}.`));
+  return renamed ? renamed[1] + path.slice(renamed[0].length) : path;
+};
+
+/** Runs a generation made from the request, a refusal naming the fields the request sent. */
+async function generate(pool: { generate(input: GenerateInput): Promise<GenerateResult> }, input: GenerateInput): Promise<GenerateResult> {
+  try {
+    return await pool.generate(input);
+  } catch (error) {
+    throw error instanceof ValidationError ? error.renamed(asSent) : error;
+  }
+}
 
 export const taskGenerationRoutes = [
   defineRoute({
@@ -23,7 +46,7 @@ export const taskGenerationRoutes = [
     errors: [404],
     reply: GenerateResultRecord.properties,
     async handler({ body }, { pool, reply }) {
-      const result = await pool.generate(resyncGeneration(body));
+      const result = await generate(pool, resyncGeneration(body));
       // As POST /api/tasks/batch: a 201 says something was created, and a repeat of the day's generation under unique keys made nothing.
       if (result.created === 0) reply.code(200);
       return result;
@@ -42,7 +65,7 @@ export const taskGenerationRoutes = [
     status: [201],
     reply: GenerateResultRecord.properties,
     async handler({ body }, { pool }) {
-      return pool.generate(discoveryGeneration(body));
+      return generate(pool, discoveryGeneration(body));
     },
   }),
 ];
