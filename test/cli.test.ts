@@ -177,11 +177,25 @@ describe("taskpool CLI", () => {
     }
   }, 60_000);
 
-  it("refuses what would lose or misplace its work: an in-memory database for a one-shot command, sqlite://, an unclear TASKPOOL_REQUIRE_REGISTERED, conflicting or bad flags", async () => {
+  it("refuses what would lose or misplace its work, creating nothing: bad input, an in-memory database for a one-shot command, sqlite://, an unclear TASKPOOL_REQUIRE_REGISTERED, conflicting or bad flags", async () => {
     const dir = mkdtempSync(join(tmpdir(), "taskpool-cli-"));
     try {
       const run = (env: Record<string, string>, ...args: string[]): Promise<{ code?: number; stdout: string; stderr: string }> =>
         taskpoolIn(dir, envWith(env), ...args).catch((e) => e);
+      writeFileSync(join(dir, "type.json"), JSON.stringify({ name: "crawl", maxAttempts: 0 }));
+      // Refused by the library's own checks, before the database they name is created.
+      const refusedFirst = await Promise.all([
+        run({}, "enqueue", "bad type!", "--db", "sqlite:./a.db"),
+        run({}, "enqueue", "crawl", "[1]", "--db", "sqlite:./b.db"),
+        run({}, "schedules", "add", "nightly", "--type", "crawl", "--cron", "not a cron", "--db", "sqlite:./c.db"),
+        run({}, "types", "register", "type.json", "--db", "sqlite:./d.db"),
+      ]);
+      expect(refusedFirst.map((r) => [r.code, r.stderr.split(":").slice(0, 2).join(":")])).toEqual([
+        [1, "taskpool: Invalid task"],
+        [1, "taskpool: Invalid task"],
+        [1, "taskpool: Invalid --cron"],
+        [1, "taskpool: Invalid task type"],
+      ]);
       const [memory, slashes, unclear, off, on, retention, statusEvery] = await Promise.all([
         // Enqueued into a database that ended with the command, it said the task waited for a worker.
         run({}, "enqueue", "crawl", "--db", "sqlite::memory:"),
@@ -199,7 +213,7 @@ describe("taskpool CLI", () => {
       expect([unclear.code, unclear.stderr]).toEqual([1, "taskpool: TASKPOOL_REQUIRE_REGISTERED=maybe is neither on nor off: set it to 1 (or true) to require registered task types, to 0 (or false) or unset it not to\n"]);
       expect([retention.code, retention.stderr]).toEqual([1, "taskpool: option '--no-retention' cannot be used with option '--retain-completed <age>'\n"]);
       expect([statusEvery.code, statusEvery.stderr]).toEqual([1, "taskpool: option '--status-every <seconds>' argument 'abc' is invalid. expected a whole number, such as 10\n"]);
-      expect(readdirSync(dir)).toEqual(["other.db"]);
+      expect(readdirSync(dir).sort()).toEqual(["other.db", "type.json"]);
       expect(off.stdout).toMatch(/^Enqueued task \d \(crawl\)/);
       expect([on.code, on.stderr]).toEqual([1, expect.stringMatching(/^taskpool: Task type "crawl" is not registered, and this pool requires registered types/)]);
       expect(existsSync("/stray.db")).toBe(false);

@@ -108,6 +108,48 @@ export function resolveLimits(limits: Partial<Limits> = {}): Limits {
   return resolved;
 }
 
+/** The JSON rules, with the size limit of the kind of value (`path` names it in the error). */
+function checkStored(limits: Limits, kind: "params" | "checkpoint" | "result" | "metadata", value: unknown, path: string = kind): void {
+  const limit = `${kind}Bytes` as const;
+  checkJson(value, path, limits[limit], `limits.${limit}`);
+}
+
+/**
+ * What an enqueue of `input` is checked for before any store sees it: its fields, and its params' JSON
+ * rules and size. The CLI runs it before it opens a database, so that a refused task creates none.
+ */
+export function checkNewTask(input: EnqueueInput, limits: Limits, what = "task"): void {
+  validate(EnqueueInputSchema, input, what);
+  if (input.scheduledFor !== undefined && input.delaySeconds !== undefined) {
+    const issues = [{ path: "scheduledFor", message: "not with a delay" }, { path: "delaySeconds", message: "not with a due time" }];
+    throw new ValidationError((v) => `Invalid ${what}: ${v.field("scheduledFor")} and ${v.field("delaySeconds")} are both given: give one or the other`, issues);
+  }
+  checkStored(limits, "params", input.params ?? {});
+}
+
+/** checkNewTask of each task of an enqueueMany, a refusal naming the item (atItem). */
+export function checkNewTasks(inputs: EnqueueInput[], limits: Limits): void {
+  validate(EnqueueBatchSchema, inputs, "tasks");
+  inputs.forEach((input, index) => atItem(index, () => checkNewTask(input, limits)));
+}
+
+/** What registering a task type is checked for before any store sees it (see checkNewTask). */
+export function checkTaskTypeDefinition(definition: TaskTypeDefinition, limits: Limits): void {
+  validate(TaskTypeDefinitionSchema, definition, "task type");
+  if (definition.paramsSchema !== undefined) {
+    checkStored(limits, "params", definition.paramsSchema, "paramsSchema");
+    compileParamsSchema(definition.paramsSchema, definition.name);
+  }
+}
+
+/** What saving a schedule is checked for before any store sees it (see checkNewTask). */
+export function checkScheduleInput(definition: ScheduleDefinition, limits: Limits): void {
+  validate(ScheduleDefinitionSchema, definition, "schedule");
+  checkStored(limits, "params", definition.params ?? {});
+  // Only to refuse an expression that never fires again: the store computes the next run with its clock.
+  checkScheduleDefinition(definition, new Date());
+}
+
 export class CheckedStore implements Store {
   /** Present when the store has it (PostgreSQL): each call checked as enqueue checks it; a bad one refuses them all, as Store.enqueueCalls says. */
   readonly enqueueCalls?: (calls: EnqueueCall[]) => Promise<EnqueueCallOutcome[]>;
@@ -150,9 +192,8 @@ export class CheckedStore implements Store {
 
   async enqueueMany(inputs: EnqueueInput[], options: EnqueueCallOptions = {}): Promise<EnqueueResult[]> {
     validate(EnqueueCallOptionsSchema, options, "enqueue options");
-    validate(EnqueueBatchSchema, inputs, "tasks");
     // Each item is checked on its own so the error names its index.
-    inputs.forEach((input, index) => atItem(index, () => this.checkEnqueue(input)));
+    checkNewTasks(inputs, this.limits);
     return inputs.length === 0 ? [] : this.store.enqueueMany(inputs, options);
   }
 
@@ -312,11 +353,7 @@ export class CheckedStore implements Store {
   }
 
   async registerTaskType(definition: TaskTypeDefinition): Promise<RegisterTaskTypeResult> {
-    validate(TaskTypeDefinitionSchema, definition, "task type");
-    if (definition.paramsSchema !== undefined) {
-      this.checkStored("params", definition.paramsSchema, "paramsSchema");
-      compileParamsSchema(definition.paramsSchema, definition.name);
-    }
+    checkTaskTypeDefinition(definition, this.limits);
     return this.store.registerTaskType(definition);
   }
 
@@ -450,10 +487,7 @@ export class CheckedStore implements Store {
   }
 
   async saveSchedule(definition: ScheduleDefinition): Promise<SaveScheduleResult> {
-    validate(ScheduleDefinitionSchema, definition, "schedule");
-    this.checkStored("params", definition.params ?? {});
-    // Only to refuse an expression that never fires again: the store computes the next run with its clock.
-    checkScheduleDefinition(definition, new Date());
+    checkScheduleInput(definition, this.limits);
     // A fan-out reading the results of no schedule is refused by the store, in the save's transaction
     // (a delete of that schedule cannot come between the check and the save); over HTTP, by the server's.
     return this.store.saveSchedule(definition);
@@ -535,10 +569,8 @@ export class CheckedStore implements Store {
     seen?.add(beat.workerId);
   }
 
-  /** The JSON rules, with the size limit of the kind of value (`path` names it in the error). */
   private checkStored(kind: "params" | "checkpoint" | "result" | "metadata", value: unknown, path: string = kind): void {
-    const limit = `${kind}Bytes` as const;
-    checkJson(value, path, this.limits[limit], `limits.${limit}`);
+    checkStored(this.limits, kind, value, path);
   }
 
   /** A single enqueue call: its options, then its task. */
@@ -548,12 +580,7 @@ export class CheckedStore implements Store {
   }
 
   private checkEnqueue(input: EnqueueInput, what = "task"): void {
-    validate(EnqueueInputSchema, input, what);
-    if (input.scheduledFor !== undefined && input.delaySeconds !== undefined) {
-      const issues = [{ path: "scheduledFor", message: "not with a delay" }, { path: "delaySeconds", message: "not with a due time" }];
-      throw new ValidationError((v) => `Invalid ${what}: ${v.field("scheduledFor")} and ${v.field("delaySeconds")} are both given: give one or the other`, issues);
-    }
-    this.checkStored("params", input.params ?? {});
+    checkNewTask(input, this.limits, what);
   }
 }
 

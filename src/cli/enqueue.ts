@@ -67,6 +67,14 @@ export function enqueueCommand(program: TaskpoolCommand): void {
             : explainServerTimeout(error, { what: `${tasks} enqueued`, check: `taskpool tasks list --type ${taskType}`, keyed: { flag: "--idempotency-key", key } }),
         );
       const requireRegistered = requiresRegistered(opts.requireRegistered);
+      // The library's checks that need no database, before one is opened: a refused task creates none.
+      const { checkNewTask, checkNewTasks, DEFAULT_LIMITS } = await import("../api/checked-store.js");
+      try {
+        if (many === null) checkNewTask(input(one!), DEFAULT_LIMITS);
+        else checkNewTasks(many.params.map(input), DEFAULT_LIMITS);
+      } catch (error) {
+        await explained(many === null ? "the task was" : "the tasks were")(error);
+      }
       await withPool(
         opts,
         async (pool) => {

@@ -170,9 +170,15 @@ export function schedulesCommand(program: TaskpoolCommand): void {
         '  $ taskpool schedules add product_resync --type product_resync --cron "0 0 * * *" --timezone America/Los_Angeles \\\n' +
         "      --keys 101,102,103,104,105,106 --batches 6 --concurrency-key 'store:{key}' --unique-key 'resync:{key}'",
     )
-    .action((name: string, opts) => {
+    .action(async (name: string, opts) => {
       // Before the pool: a definition refused opens (and creates) nothing.
       const definition = definitionOf(name, opts);
+      const { checkScheduleInput, DEFAULT_LIMITS } = await import("../api/checked-store.js");
+      try {
+        checkScheduleInput(definition, DEFAULT_LIMITS);
+      } catch (error) {
+        throw error instanceof ValidationError ? namedAsFlags(error, flagsTyped(opts)) : error;
+      }
       return withPool(opts, async (pool) => {
         const { schedule, created } = await pool.protocol.saveSchedule(definition).catch((error: unknown) =>
           Promise.reject(error instanceof ValidationError ? namedAsFlags(error, flagsTyped(opts)) : error),

@@ -45,19 +45,22 @@ export function typesCommand(program: TaskpoolCommand): void {
     .command("register <file>")
     .description("register a definition from a JSON file ({ name, paramsSchema?, priority?, maxAttempts?, backoff?, timeoutSeconds?, recoveryPolicy?, maxRunning? })")
     .poolOptions()
-    .action((file: string, opts) =>
-      withPool(opts, async (pool) => {
-        let definition: TaskTypeDefinition;
-        let text: string;
-        try {
-          text = readFileSync(file, "utf8");
-          definition = JSON.parse(text);
-        } catch (error) {
-          throw new InvalidArgumentError(`cannot read a JSON definition from ${file}: ${(error as Error).message}`);
-        }
-        exactIntegers(text, definition);
+    .action(async (file: string, opts) => {
+      let definition: TaskTypeDefinition;
+      let text: string;
+      try {
+        text = readFileSync(file, "utf8");
+        definition = JSON.parse(text);
+      } catch (error) {
+        throw new InvalidArgumentError(`cannot read a JSON definition from ${file}: ${(error as Error).message}`);
+      }
+      exactIntegers(text, definition);
+      // Before the pool: a definition refused opens (and creates) nothing.
+      const { checkTaskTypeDefinition, DEFAULT_LIMITS } = await import("../api/checked-store.js");
+      checkTaskTypeDefinition(definition, DEFAULT_LIMITS);
+      return withPool(opts, async (pool) => {
         const { taskType, created } = await pool.protocol.registerTaskType(definition);
         console.log(created ? `Registered ${summary(taskType)}` : `Unchanged: ${summary(taskType)}`);
-      }, {}, true),
-    );
+      }, {}, true);
+    });
 }
