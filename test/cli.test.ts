@@ -588,7 +588,7 @@ describe("taskpool CLI", () => {
         expect([args.join(" "), refused.code, refused.stderr]).toEqual([
           args.join(" "),
           1,
-          `taskpool: no database at ./taskpool.db (${join(dir, "taskpool.db")}): run this where the database is, or pass --db sqlite:/path/to/taskpool.db; taskpool dev, serve, migrate or enqueue create one\n`,
+          `taskpool: no database at ./taskpool.db (${join(dir, "taskpool.db")}): run this where the database is, or pass --db sqlite:/path/to/taskpool.db; taskpool dev, serve, migrate, enqueue, keys create, types register or schedules add create one\n`,
         ]);
       }
       expect(readdirSync(dir)).toEqual([]);
@@ -618,7 +618,7 @@ describe("taskpool CLI", () => {
           const refused = await taskpool(...args, "--db", PG_URL, "--schema", typo).catch((e) => e);
           expect([args.join(" "), refused.code]).toEqual([args.join(" "), 1]);
           expect(refused.stderr).toMatch(
-            new RegExp(`^taskpool: no taskpool schema "${typo}" in ${PG_URL} \\(taskpool's schemas there: .*\\b${schema}\\b.*\\): fix --schema or TASKPOOL_SCHEMA, or --db; taskpool dev, serve, migrate or enqueue create one\n$`),
+            new RegExp(`^taskpool: no taskpool schema "${typo}" in ${PG_URL} \\(taskpool's schemas there: .*\\b${schema}\\b.*\\): fix --schema or TASKPOOL_SCHEMA, or --db; taskpool dev, serve, migrate, enqueue, keys create, types register or schedules add create one\n$`),
           );
         }),
       );

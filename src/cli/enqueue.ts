@@ -123,8 +123,9 @@ function oneEnqueued({ task, created, replayed }: EnqueueResult, key: string | u
 function manyEnqueued(answers: EnqueueResult[], taskType: string, key: string | undefined): string {
   const ids = answers.map((a) => a.task.id);
   const range = ids.length === 1 ? `task ${ids[0]}` : `tasks ${Math.min(...ids)} to ${Math.max(...ids)}`;
-  if (answers[0].replayed) return `Enqueued nothing: ${answers.length} tasks (${taskType}, ${range}) were enqueued by an earlier call with idempotency key "${key}"`;
-  return `Enqueued ${answers.length} tasks (${taskType}): ${range}`;
+  const tasks = answers.length === 1 ? "1 task" : `${answers.length} tasks`;
+  if (answers[0].replayed) return `Enqueued nothing: ${tasks} (${taskType}, ${range}) ${answers.length === 1 ? "was" : "were"} enqueued by an earlier call with idempotency key "${key}"`;
+  return `Enqueued ${tasks} (${taskType}): ${range}`;
 }
 
 /** Why a task of an unregistered type may wait forever: no registration and no live worker with its role. */

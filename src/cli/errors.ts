@@ -107,7 +107,7 @@ function hostPort(url: string): string {
   }
 }
 
-const CREATORS = "taskpool dev, serve, migrate or enqueue create one";
+const CREATORS = "taskpool dev, serve, migrate, enqueue, keys create, types register or schedules add create one";
 
 function notSetUp(error: DatabaseNotFoundError, url: string): CliError {
   const fix = sqlitePathOf(url) !== null ? "run this where the database is, or pass --db sqlite:/path/to/taskpool.db" : "fix --schema or TASKPOOL_SCHEMA, or --db";
@@ -167,8 +167,8 @@ export function explainServerTimeout(error: unknown, write?: SentWrite): unknown
   if (!(error instanceof ServerTimeoutError)) return error;
   const silent = `the taskpool server at ${error.origin} did not answer within ${seconds(error.waitedMs)} s`;
   if (!error.maybeApplied) return new CliError(`${silent} (a read: nothing was changed); is it overloaded or stuck? Check its logs, or wait longer with --timeout <seconds>`);
-  // A command without its own words (types register, schedules pause…): its own list or show command tells.
-  const { what, check, keyed } = write ?? { what: "the change was made", check: "taskpool <what you changed> list" };
+  // A command without its own words (types register, schedules pause…) is given its group's list by the CLI's entry point.
+  const { what, check, keyed } = write ?? { what: "the change was made", check: "taskpool status" };
   const stuck = "the server's logs for why it is stuck (--timeout <seconds> waits longer)";
   const flag = keyed?.flag;
   if (flag !== undefined && keyed?.key !== undefined) {

@@ -50,7 +50,11 @@ refuseInOneLine(program, "taskpool");
 // An empty variable is most often a missing substitution (`TASKPOOL_DATABASE_URL=${DB_URL}` with
 // DB_URL unset): taken as the value, it was refused as the URL "", and treated as unset it would
 // quietly put the work in ./taskpool.db.
+/** The command that ran, for a timeout's advice on where to look. */
+let acting: Command | undefined;
+
 program.hook("preAction", (_, command) => {
+  acting = command;
   settleTarget(command);
   refuseMisplacedSchema(command);
   for (const option of command.options) {
@@ -65,7 +69,7 @@ program.hook("preAction", (_, command) => {
 
 program.parseAsync().catch((thrown: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.
-  const error = explainServerTimeout(explainAuthRefusal(thrown));
+  const error = explainServerTimeout(explainAuthRefusal(thrown), acting && { what: "the change was made", check: listingOf(acting) });
   const known = error instanceof TaskpoolError || error instanceof CommanderError;
   const message = error instanceof TaskpoolError ? error.messageIn(CLI_VOCABULARY) : error instanceof Error ? error.message : String(error);
   console.error(`taskpool: ${message}`);
@@ -73,3 +77,10 @@ program.parseAsync().catch((thrown: unknown) => {
   else if (!known) console.error("(run again with --verbose for the stack trace)");
   process.exit(1);
 });
+
+/** Where a command's changes show: its group's list (`taskpool schedules list` for `schedules pause`), or the group itself (`taskpool workers`). */
+function listingOf(command: Command): string {
+  let group = command;
+  while (group.parent && group.parent !== program) group = group.parent;
+  return group.commands.some((c) => c.name() === "list") ? `taskpool ${group.name()} list` : `taskpool ${group.name()}`;
+}

@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { resolve } from "node:path";
 import { InvalidArgumentError } from "commander";
 import { ValidationError } from "../core/errors.js";
 import { inexactInteger } from "../core/exact-integers.js";
@@ -24,7 +25,14 @@ export async function readParamsFile(path: string): Promise<ParamsFile> {
     // An editor's byte order mark would make the first line bad JSON.
     text = (path === "-" ? await readStdin() : await readFile(path, "utf8")).replace(/^\uFEFF/, "");
   } catch (error) {
-    throw new InvalidArgumentError(`--file ${path}: ${(error as Error).message}`);
+    const code = (error as NodeJS.ErrnoException).code;
+    const why =
+      code === "ENOENT"
+        ? `no such file (looked for ${resolve(path)})`
+        : code === "EISDIR"
+          ? "a directory: give a file of JSON lines, one task's params on each, or - to read them from stdin"
+          : (error as Error).message;
+    throw new InvalidArgumentError(`--file ${path}: ${why}`);
   }
   const params: JsonObject[] = [];
   const lines: number[] = [];

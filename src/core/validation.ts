@@ -90,9 +90,14 @@ const KIND_ERRORS = new Set([
   ValueErrorType.Literal,
 ]);
 
-/** Of a union's variants, the one error of the only variant whose kind the value has, if only one has it. */
+/**
+ * Of a union's variants, the one error of the only variant whose kind the value has, if only one has
+ * it. A variant that is itself a union (of literals, say) has the value's kind if one of its own does.
+ */
 function nearestVariant(e: ValueError): ValueError | undefined {
-  const near = e.errors.map((variant) => variant.First()).filter((first) => first !== undefined && !KIND_ERRORS.has(first.type));
+  const ofItsKind = (error: ValueError | undefined): error is ValueError =>
+    error !== undefined && !KIND_ERRORS.has(error.type) && (error.type !== ValueErrorType.Union || nearestVariant(error) !== undefined);
+  const near = e.errors.map((variant) => variant.First()).filter(ofItsKind);
   return near.length === 1 ? near[0] : undefined;
 }
 
