@@ -136,7 +136,15 @@ export function listenError(error: NodeJS.ErrnoException, host: string, port: nu
  * A server's refusal of a missing or unknown key, in the CLI's terms: the server's message speaks of
  * the X-API-Key header, which someone running the CLI with --url never sets.
  */
-export function explainAuthRefusal(error: unknown): unknown {
+export function explainAuthRefusal(error: unknown, command?: string): unknown {
+  // A command may make several calls that need different scopes (workers shutdown lists the workers,
+  // then shuts one down): the key each refusal asks for was refused by the next call.
+  if (error instanceof HttpApiError && error.code === "forbidden") {
+    return new CliError(
+      `the taskpool server refused a call ${command ? `taskpool ${command} makes ` : ""}for this key's scope (${error.message}); ` +
+        "an admin key may make every call: `taskpool keys create --scope admin --db …` on its database makes one",
+    );
+  }
   if (!(error instanceof HttpApiError) || error.code !== "unauthorized") return error;
   return /^Missing API key/.test(error.message)
     ? new CliError("the taskpool server asks for an API key: pass --api-key K (or set TASKPOOL_API_KEY); `taskpool keys create --scope admin --db …` on its database makes one")

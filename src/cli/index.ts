@@ -69,7 +69,7 @@ program.hook("preAction", (_, command) => {
 
 program.parseAsync().catch((thrown: unknown) => {
   // One line for newcomers: what failed and how to fix it. The stack only on request.
-  const error = explainServerTimeout(explainAuthRefusal(thrown), acting && { what: "the change was made", check: listingOf(acting) });
+  const error = explainServerTimeout(explainAuthRefusal(thrown, acting && pathOf(acting)), acting && { what: "the change was made", check: listingOf(acting) });
   const known = error instanceof TaskpoolError || error instanceof CommanderError;
   const message = error instanceof TaskpoolError ? error.messageIn(CLI_VOCABULARY) : error instanceof Error ? error.message : String(error);
   console.error(`taskpool: ${message}`);
@@ -83,4 +83,9 @@ function listingOf(command: Command): string {
   let group = command;
   while (group.parent && group.parent !== program) group = group.parent;
   return group.commands.some((c) => c.name() === "list") ? `taskpool ${group.name()} list` : `taskpool ${group.name()}`;
+}
+
+/** A command as typed after `taskpool`: `workers shutdown`. */
+function pathOf(command: Command): string {
+  return command.parent && command.parent !== program ? `${pathOf(command.parent)} ${command.name()}` : command.name();
 }

@@ -558,7 +558,8 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       const handlers = `${path}.handlers.mjs`;
       writeFileSync(handlers, "export const handlers = { crawl: async () => null };\n");
       // Each its own process, none changing what the others see: started together.
-      const [viaEnv, badKey, noKey, worker, notServer, tls, nobody] = await Promise.all([
+      const producer = (await taskpool("keys", "create", "--scope", "producer", "--quiet", "--db", db)).stdout.trim();
+      const [viaEnv, badKey, noKey, worker, notServer, tls, nobody, scoped] = await Promise.all([
         // Over TASKPOOL_URL / TASKPOOL_API_KEY as well.
         run(process.execPath, [CLI, "tasks", "list"], { env: { ...process.env, TASKPOOL_URL: url, TASKPOOL_API_KEY: admin } }),
         taskpool("tasks", "list", "--url", url, "--api-key", "tp_wrong-key-0000000000").catch((e) => e),
@@ -567,6 +568,8 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
         taskpool("tasks", "list", "--url", "postgres://x@localhost/db").catch((e) => e),
         taskpool("tasks", "list", "--url", url.replace("http:", "https:"), "--api-key", admin).catch((e) => e),
         taskpool("tasks", "list", "--url", "http://127.0.0.1:9").catch((e) => e),
+        // Its first call (the workers' list) a producer key may make; its second (the shutdown) not.
+        taskpool("workers", "shutdown", "gone-1", "--url", url, "--api-key", producer).catch((e) => e),
       ]);
       rmSync(handlers);
       expect(viaEnv.stdout).toMatch(/crawl/);
@@ -584,6 +587,12 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
       expect([tls.code, tls.stderr]).toEqual([
         1,
         `taskpool: Cannot reach the taskpool server at ${url.replace("http:", "https:")} (TLS handshake failed: the server does not speak TLS; taskpool serve answers plain http://); is \`taskpool serve\` running there, and is the URL right?\n`,
+      ]);
+      // Said with the key that makes every call: asked for the scope one call needs, the user met the next call's refusal.
+      expect([scoped.code, scoped.stderr]).toEqual([
+        1,
+        "taskpool: the taskpool server refused a call taskpool workers shutdown makes for this key's scope (This API key's scope is producer; POST /api/workers/:id/shutdown needs worker or admin); " +
+          "an admin key may make every call: `taskpool keys create --scope admin --db …` on its database makes one\n",
       ]);
       expect(nobody.code).toBe(1);
       expect(nobody.stderr).toMatch(/^taskpool: Cannot reach the taskpool server at http:\/\/127\.0\.0\.1:9 \(.*\); is `taskpool serve` running there, and is the URL right\?\n$/);
