@@ -121,6 +121,27 @@ it("refuses a second worker with the id of one of the pool's workers that has no
   }
 });
 
+it("a worker whose start is refused (its metadata over the pool's limit) is left stopped: its id free, its stop clean, nothing registered", async () => {
+  const pool = await connect("sqlite::memory:", { limits: { metadataBytes: 100 } });
+  try {
+    const handlers = { crawl: async () => {} };
+    const refused = pool.worker({ roles: ["crawl"], handlers, workerId: "crawler-1", heartbeatThread: false, metadata: { note: "x".repeat(200) } });
+    await expect(refused.start()).rejects.toThrow(/^Invalid metadata: metadata is 211 bytes as JSON, over the limit of 100 bytes \(limits\.metadataBytes\)/);
+    expect(refused.stopped).toBe(true);
+    await refused.stop();
+    // It said the registry still showed it active (it was never in it), and that it had not stopped cleanly.
+    expect(refused.stoppedCleanly).toBe(true);
+    await expect(refused.start()).rejects.toThrow(/^Worker crawler-1 was already stopped/);
+    expect(await pool.workers()).toEqual([]);
+    const again = pool.worker({ roles: ["crawl"], handlers, workerId: "crawler-1", heartbeatThread: false });
+    await again.start();
+    await again.stop();
+    expect((await pool.workers()).map((w) => [w.workerId, w.status])).toEqual([["crawler-1", "inactive"]]);
+  } finally {
+    await pool.close();
+  }
+});
+
 it("a worker that stopped is let go by its pool: a process making worker after worker on one pool holds only the live ones", async () => {
   const pool = await connect("sqlite::memory:");
   const runners = (pool as unknown as { runners: Set<unknown> }).runners;

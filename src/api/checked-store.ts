@@ -73,7 +73,7 @@ import {
 } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { Type } from "../core/typebox.js";
-import { checkJson, validate } from "../core/validation.js";
+import { checkJson, refuseUnknownOptions, validate } from "../core/validation.js";
 import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
 import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import { type EventsQuery, EventsQuerySchema, FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName, truncatedMessage } from "../core/schemas.js";
@@ -99,7 +99,11 @@ export const DEFAULT_LIMITS: Limits = { paramsBytes: MiB, checkpointBytes: MiB, 
 
 /** The limits with their defaults; refuses a limit that is not a positive whole number of bytes. */
 export function resolveLimits(limits: Partial<Limits> = {}): Limits {
-  const resolved = { ...DEFAULT_LIMITS, ...limits };
+  // A misspelt limit (paramBytes) was ignored: the caller believed it raised.
+  refuseUnknownOptions(limits, { paramsBytes: true, checkpointBytes: true, resultBytes: true, metadataBytes: true }, "limit");
+  // One given as undefined is left out, as an option left out: its default.
+  const given = Object.fromEntries(Object.entries(limits).filter(([, value]) => value !== undefined));
+  const resolved = { ...DEFAULT_LIMITS, ...given };
   for (const [name, value] of Object.entries(resolved)) {
     if (!Number.isInteger(value) || value < 1) {
       throw new ValidationError(`Invalid limits.${name}: ${value} (a whole number of bytes, at least 1)`, [{ path: `limits.${name}`, message: "not a positive integer" }]);

@@ -8,11 +8,11 @@ import type { RecountOptions, RecountResult } from "../core/recount.js";
 import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type RetryOptions, type EnqueueCallOptions, type EnqueueOptions, type EventsQuery, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
-import { refuseUnknownOptions, validate } from "../core/validation.js";
+import { describe, refuseUnknownOptions, validate } from "../core/validation.js";
 import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
-import { PoolClosedError, RateLimitedError, retryAfterMs, TaskNotFoundError, ValidationError } from "../core/errors.js";
+import { PoolClosedError, RateLimitedError, retryAfterMs, TaskNotFoundError, UnsupportedUrlError, ValidationError } from "../core/errors.js";
 import { FINISHED_STATUSES } from "../core/state-machine.js";
 import { type DatabaseConfig, isServerUrl, openStore } from "../store/open-store.js";
 import type { EnqueueResult, SqlConnection, Store } from "../store/store.js";
@@ -112,6 +112,10 @@ export class Taskpool {
    * a producer sending one task at a time is not held to one durable commit per task.
    */
   async enqueue(taskType: string, params: JsonObject = {}, options: EnqueueOptions = {}): Promise<Task> {
+    // Destructured here, before the store's checks: null was a TypeError.
+    if (options === null || typeof options !== "object" || Array.isArray(options)) {
+      throw new ValidationError(`Invalid enqueue options: expected an object such as { priority: 5 } (got ${describe(options)})`, [{ path: "options", message: "not an object" }]);
+    }
     const { idempotencyKey, ...taskOptions } = options;
     return (await this.enqueueOne({ ...taskOptions, taskType, params }, idempotencyKey === undefined ? {} : { idempotencyKey })).task;
   }
@@ -379,6 +383,7 @@ const MAX_RETRY_FOR_MS = 86_400_000;
 const CONNECT_OPTIONS: Record<keyof ConnectOptions, true> = { schema: true, apiKey: true, retryForMs: true, callTimeoutMs: true, clock: true, migrate: true, create: true, limits: true, requireRegistered: true, statementTimeoutMs: true };
 
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Taskpool> {
+  if (typeof url !== "string") throw new UnsupportedUrlError(describe(url));
   refuseUnknownOptions(options, CONNECT_OPTIONS, "connect option");
   for (const flag of ["migrate", "create", "requireRegistered"] as const) {
     if (options[flag] !== undefined && typeof options[flag] !== "boolean") {

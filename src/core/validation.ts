@@ -41,8 +41,9 @@ export function validate<T>(schema: TSchema, value: unknown, what: string): T {
  * typed so that one added to the interface but not here is a compile error.
  */
 export function refuseUnknownOptions<T>(options: T | undefined, known: Record<keyof T, true>, what: string): void {
-  if (options === undefined || options === null) return;
-  if (typeof options !== "object" || Array.isArray(options)) {
+  if (options === undefined) return;
+  // null too: passed through, it was destructured by the caller, a TypeError.
+  if (options === null || typeof options !== "object" || Array.isArray(options)) {
     throw new ValidationError(`Invalid ${what}s: expected an object such as { ${Object.keys(known)[0]}: … } (got ${describe(options)})`, [{ path: what, message: "not an object" }]);
   }
   const unknown = Object.keys(options).find((key) => !Object.hasOwn(known, key));
@@ -157,7 +158,8 @@ export function invalidMessage(what: string, issues: FieldIssue[], separator = "
   return `Invalid ${what}: ${issues.map((i) => `${i.path}${separator}${i.message}`).join("; ")}${more}`;
 }
 
-function describe(value: unknown): string {
+/** A value as a refusal quotes it: short, and readable whatever it is. */
+export function describe(value: unknown): string {
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? "Invalid Date" : value.toISOString();
   if (typeof value === "bigint") return `${value}n`;
   // JSON writes them null, which is no value the caller gave.
@@ -199,13 +201,19 @@ function findNonJson(value: unknown, path: string, depth: number, seen: Set<obje
   if (value === null || typeof value === "boolean") return null;
   if (typeof value === "string") return isStorableText(value) ? null : { path, message: TEXT_RULE };
   if (typeof value === "number") return Number.isFinite(value) ? null : { path, message: `is ${value}, which JSON cannot hold` };
-  if (typeof value !== "object") return { path, message: `is a ${typeof value}, which JSON cannot hold` };
+  if (typeof value !== "object") return { path, message: `is ${value === undefined ? "undefined" : `a ${typeof value}`}, which JSON cannot hold` };
   if (seen.has(value)) return { path, message: "contains a cycle" };
   if (depth >= MAX_JSON_DEPTH) return { path, message: `is nested more than ${MAX_JSON_DEPTH} levels deep` };
   const isArray = Array.isArray(value);
   const proto = Object.getPrototypeOf(value);
   if (!isArray && proto !== Object.prototype && proto !== null) {
     return { path, message: `is a ${value.constructor?.name ?? "non-plain object"}; pass plain JSON (e.g. a date as an ISO string)` };
+  }
+  // A hole ([1, , 3]) reads as undefined, and JSON writes it null, as it would undefined: Object.entries skips it.
+  if (isArray) {
+    for (let index = 0; index < value.length; index++) {
+      if (!(index in value)) return { path: `${path}[${index}]`, message: "is a hole in the list (undefined), which JSON cannot hold: put null or a value there" };
+    }
   }
   seen.add(value);
   for (const [key, item] of Object.entries(value)) {

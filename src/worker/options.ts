@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { ValidationError } from "../core/errors.js";
-import { refuseUnknownOptions } from "../core/validation.js";
+import { checkJson, refuseUnknownOptions } from "../core/validation.js";
 import { MAX_TIMER_MS } from "../core/milliseconds.js";
 import type { Json, JsonObject, Task } from "../core/task.js";
-import { TASK_TYPE_PATTERN, WORKER_ID_PATTERN } from "../core/schemas.js";
+import { isStorableText, TASK_TYPE_PATTERN, WORKER_ID_PATTERN } from "../core/schemas.js";
 import { VERSION } from "../version.js";
 import type { TaskContext } from "./task-context.js";
 
@@ -130,7 +130,11 @@ const flag = (name: string, value: unknown) => {
  * this thread (SQLite), which sets the default prefetch.
  */
 export function resolveWorkerOptions(options: WorkerOptions, claimsOnThread = false): ResolvedWorkerOptions {
-  refuseUnknownOptions(options, KNOWN, "worker option");
+  // Required: left out, the options were read from undefined, a TypeError.
+  refuseUnknownOptions(options ?? null, KNOWN, "worker option");
+  if (options.logger !== undefined && typeof (options.logger as Partial<Logger> | null)?.child !== "function") {
+    throw refuse("logger", "not a logger (must be a pino logger, or one with pino's child(), info(), warn(), error() and debug())");
+  }
   const roles = options.roles;
   if (!Array.isArray(roles)) {
     throw new ValidationError(`Invalid worker option roles: ${JSON.stringify(roles) ?? "undefined"} (must be an array of task types, such as ["crawl"])`, [{ path: "roles", message: "not an array" }]);
@@ -178,7 +182,28 @@ export function resolveWorkerOptions(options: WorkerOptions, claimsOnThread = fa
     lastCallsMs: whole("lastCallsMs", options.lastCallsMs ?? DEFAULT_LAST_CALLS_MS, MIN_LAST_CALLS_MS, MAX_TIMER_MS),
     handleSignals: flag("handleSignals", options.handleSignals) ?? false,
     heartbeatThread: flag("heartbeatThread", options.heartbeatThread),
-    version: options.version ?? VERSION,
-    metadata: options.metadata ?? {},
+    version: checkedVersion(options.version),
+    metadata: checkedMetadata(options.metadata),
   };
+}
+
+/**
+ * What the worker's beats register it with, checked when it is made rather than refused by its first
+ * beat, at start(). Their size limit is the pool's, checked then (a start refused leaves the worker stopped).
+ */
+function checkedVersion(version: unknown): string {
+  if (version === undefined) return VERSION;
+  if (typeof version !== "string" || version.length === 0 || version.length > 64 || !isStorableText(version)) {
+    throw refuse("version", `${JSON.stringify(version) ?? String(version)} (must be a text of 1 to 64 characters, such as "1.4.2")`);
+  }
+  return version;
+}
+
+function checkedMetadata(metadata: unknown): JsonObject {
+  if (metadata === undefined) return {};
+  if (typeof metadata !== "object" || metadata === null || Array.isArray(metadata)) {
+    throw refuse("metadata", `${Array.isArray(metadata) ? "a list" : (JSON.stringify(metadata) ?? String(metadata))} (must be an object, such as { "region": "eu" })`);
+  }
+  checkJson(metadata, "metadata", Number.POSITIVE_INFINITY, "limits.metadataBytes");
+  return metadata as JsonObject;
 }

@@ -181,7 +181,14 @@ export class Worker {
    * again after its shutdown and beating for ever. Each step after a wait looks first.
    */
   private async begin(): Promise<void> {
-    await this.register();
+    try {
+      await this.register();
+    } catch (error) {
+      // Refused (an option only the store checks): nothing was registered or started. Left running, the
+      // worker held its id in the pool, could not start again, and its stop said it stayed registered.
+      if (this.state === "running") this.state = "stopped";
+      throw error;
+    }
     if (this.state !== "running") return;
     const events = {
       onLost: (leases: LeaseRef[]) => void this.leasesLost(leases),
@@ -543,10 +550,13 @@ export class Worker {
     if (this.logger.isLevelEnabled("debug")) this.logger.debug({ taskId: task.id, attempt: task.attempts }, `Claimed task ${task.id} (${task.taskType})`);
     entry.done = this.execute(entry)
       .catch(async (error: unknown) => {
-        // A fault of the worker's own in handling the outcome: the task goes back rather than staying
-        // leased to a worker whose process an unhandled rejection would end.
-        this.logger.error({ err: describeThrown(error) }, `Internal error after task ${task.id} ran: ${describeThrown(error)}; giving the task back`);
-        await this.store.release(task.id, task, { reason: "worker internal error" }).catch(() => {});
+        // A fault of the worker's own in handling the outcome, rather than the task left leased to a
+        // worker whose process an unhandled rejection would end: the attempt fails, charged. Given back
+        // uncharged, the task was claimed again at once and met the same fault, for ever (on SQLite a
+        // loop that starved the event loop's timers).
+        this.logger.error({ err: describeThrown(error) }, `Internal error after task ${task.id} ran: ${describeThrown(error)}; failing this attempt`);
+        const failure = { error: storable(`Worker internal error after the handler ran: ${describeThrown(error)}`), retryable: true };
+        await this.store.fail(task.id, task, failure).catch(() => this.store.release(task.id, task, { reason: "worker internal error" }).catch(() => {}));
       })
       .finally(() => {
       if (entry.timeout) clearTimeout(entry.timeout);
@@ -622,19 +632,19 @@ export class Worker {
       log().info(`Task ${task.id} stopped: it was cancelled`);
       return;
     }
-    if (reason === "lease_lost" || error instanceof LeaseLostError) {
+    if (reason === "lease_lost" || isA(error, LeaseLostError)) {
       log().warn(`Task ${task.id} stopped: its lease was lost to another worker`);
       return;
     }
     if (reason === "shutdown") return; // shutdown releases it
-    if (error instanceof WorkerStoppingError && this.state !== "running") {
+    if (isA(error, WorkerStoppingError) && this.state !== "running") {
       // The handler heard ctx.stopping and handed the task back: the grace period need not run out first.
       await this.release(task);
       return;
     }
     const message = reason === "timeout" ? `Timed out after ${task.timeoutSeconds} s` : storable(errorMessage(error));
     const stack = reason === "timeout" ? undefined : stackOf(error);
-    const retryable = !(error instanceof NonRetryableError);
+    const retryable = !isA(error, NonRetryableError);
     await this.persist(task, abort, log, `record the failure of task ${task.id}`, async () => {
       const lease = { workerId: task.workerId, leaseToken: task.leaseToken };
       const failed = await this.outcomes.fail({ id: task.id, lease, error: message, retryable, ...(stack === undefined ? {} : { stack }) }).catch(async (error: unknown) => {
@@ -793,7 +803,8 @@ export class Worker {
   }
 
   private async shutdown(graceMs: number): Promise<void> {
-    if (this.state === "idle") {
+    // Never started, or its start refused (see begin): nothing runs, nothing was registered.
+    if (this.state === "idle" || this.state === "stopped") {
       this.state = "stopped";
       return;
     }
@@ -899,8 +910,17 @@ function storable(message: string): string {
  * error's causes and, for an AggregateError, its errors, as Node prints them. None for a thrown value
  * that is no Error: it has no stack.
  */
+/** `value instanceof type`, false for a value whose prototype cannot be read (a Proxy that throws): a handler may throw anything. */
+function isA<T>(value: unknown, type: abstract new (...args: never[]) => T): value is T {
+  try {
+    return value instanceof type;
+  } catch {
+    return false;
+  }
+}
+
 function stackOf(error: unknown): string | undefined {
-  if (!(error instanceof Error)) return undefined;
+  if (!isA(error, Error)) return undefined;
   try {
     return storable(inspect(error, { depth: 4, colors: false, breakLength: Infinity }));
   } catch {

@@ -5,6 +5,8 @@ import type { StoreKind } from "../helpers/stores.js";
 import { claimOne, useStore } from "./context.js";
 
 const MiB = 1024 * 1024;
+/** [1, <hole>, 3]: a list with nothing at index 1, which JSON writes as null. */
+const holed = () => Object.assign(new Array<number>(3), { 0: 1, 2: 3 });
 const deep = (levels: number): unknown => (levels === 0 ? "bottom" : { down: deep(levels - 1) });
 
 /** Everything a store holds that a rejected call could have changed. */
@@ -60,7 +62,8 @@ export function hostileInputContract(kind: StoreKind) {
       ["Infinity as progress", (s, l) => s.progress(l.id, l, Infinity), /progress: Expected number \(got Infinity\)/],
       ["a checkpoint holding a Map", (s, l) => s.checkpoint(l.id, l, new Map() as never), /checkpoint is a Map/],
       ["a 2 MiB checkpoint", (s, l) => s.checkpoint(l.id, l, { blob: "x".repeat(2 * MiB) }), /limits\.checkpointBytes/],
-      ["a result holding undefined in an array", (s, l) => s.complete(l.id, l, { result: [1, undefined] as never }), /result\[1\] is a undefined/],
+      ["a result holding undefined in an array", (s, l) => s.complete(l.id, l, { result: [1, undefined] as never }), /result\[1\] is undefined, which JSON cannot hold/],
+      ["params holding a hole in a list", (s) => s.enqueue({ taskType: "t", params: { a: holed() } } as never), /params\.a\[1\] is a hole in the list/],
       ["a result holding -0's cousin NaN", (s, l) => s.complete(l.id, l, { result: { n: NaN } }), /result\.n is NaN/],
       ["a follow-up with a bad type", (s, l) => s.complete(l.id, l, { followUps: [{ taskType: "" }] }), /^Invalid completion: followUps\.0\.taskType: must be a letter, then letters/],
       ["a failure without a message", (s, l) => s.fail(l.id, l, {} as never), /error/],

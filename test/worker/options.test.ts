@@ -27,8 +27,17 @@ describe("worker options", () => {
     [{ shutdownGraceMs: 1e10 }, "shutdownGraceMs: 10000000000 (must be a whole number from 0 to 2147483647)"],
     [{ lastCallsMs: 0 }, "lastCallsMs: 0 (must be a whole number from 100 to 2147483647)"],
     [{ heartbeatIntervalMs: 3e9 }, "heartbeatIntervalMs: 3000000000 (must be a whole number from 10 to 43200000)"],
+    // Accepted here, they were refused by the first beat at start(), the worker left holding its id.
+    [{ version: 5 }, 'version: 5 (must be a text of 1 to 64 characters, such as "1.4.2")'],
+    [{ version: "v".repeat(65) }, `version: "${"v".repeat(65)}" (must be a text of 1 to 64 characters, such as "1.4.2")`],
+    [{ metadata: [1, 2] }, 'metadata: a list (must be an object, such as { "region": "eu" })'],
+    [{ metadata: null }, 'metadata: null (must be an object, such as { "region": "eu" })'],
   ])("refuses %j at the call, saying the range", (options, message) => {
     expect(refusal(options)).toBe(`Invalid worker option ${message}`);
+  });
+
+  it("refuses metadata JSON cannot hold, naming the field", () => {
+    expect(() => resolveWorkerOptions({ ...base, metadata: { since: new Date(0) } as never })).toThrow(/^Invalid metadata: metadata\.since is a Date/);
   });
 
   it("refuses a misspelt option rather than ignoring it, listing the options", () => {

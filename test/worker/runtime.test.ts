@@ -728,12 +728,15 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     const numbered = Object.assign(new Error("x"), { message: 404 });
     const unnamed = Object.assign(new Error(""), { name: 7 });
     const unprintable = Object.assign(Object.create(null), { n: 1n });
-    const thrown: Record<string, unknown> = { numbered, unnamed, unprintable };
+    // Its prototype cannot even be read: `instanceof` throws. The task was given back uncharged, claimed
+    // again at once and given back again, for ever (on SQLite, a loop that starved every timer).
+    const hostile = new Proxy({}, { get: () => { throw new Error("get"); }, getPrototypeOf: () => { throw new Error("prototype"); } });
+    const thrown: Record<string, unknown> = { numbered, unnamed, unprintable, hostile };
     const tasks = await Promise.all(Object.keys(thrown).map(async (kind) => (await store.enqueue({ taskType: "boom", params: { kind }, maxAttempts: 1 })).task));
     await startWorker({ handlers: { boom: async (params) => { throw thrown[params.kind as string]; } } });
     for (const t of tasks) await settled(t.id, "failed");
     const messages = await Promise.all(tasks.map(async (t) => (await store.get(t.id))?.errorMessage));
-    expect(messages).toEqual(["Error: 404", "Error", "Handler threw [object Object] (not an Error)"]);
+    expect(messages).toEqual(["Error: 404", "Error", "Handler threw [object Object] (not an Error)", "Handler threw a value that cannot be shown (not an Error)"]);
     // The worker is still claiming.
     const { task } = await store.enqueue({ taskType: "boom", params: { kind: "nothing" }, maxAttempts: 1 });
     await settled(task.id, "failed");
