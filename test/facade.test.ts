@@ -215,6 +215,20 @@ it("options are checked where they are given: a misspelt or mistyped connect, co
     expect(refusal(() => pool.coordinator({ recoveryPolicies: { crawl: "explode" } } as never))).toBe('Invalid coordinator options: recoveryPolicies.crawl: must be one of retry, fail (got "explode")');
     expect(refusal(() => pool.coordinator({ sweepIntervalMs: "1000" } as never))).toBe('Invalid coordinator option sweepIntervalMs: "1000" (must be a number of milliseconds)');
     expect(refusal(() => pool.worker({ roles: "crawl" } as never))).toBe('Invalid worker option roles: "crawl" (must be an array of task types, such as ["crawl"])');
+    // Each of these was a TypeError from inside (destructuring null, reading undefined.roles, logger.child).
+    expect(refusal(() => pool.coordinator(null as never))).toMatch(/^Invalid coordinator options: expected an object such as \{ sweepIntervalMs: … \} \(got null\)/);
+    expect(refusal(() => pool.worker(undefined as never))).toMatch(/^Invalid worker options: expected an object such as \{ roles: … \} \(got null\)/);
+    expect(refusal(() => pool.worker({ roles: ["crawl"], handlers: { crawl: async () => {} }, logger: {} as never }))).toMatch(/^Invalid worker option logger: not a logger/);
+    expect((await pool.enqueue("crawl", {}, null as never).catch((e) => e)).message).toBe("Invalid enqueue options: expected an object such as { priority: 5 } (got null)");
+    expect((await connect("sqlite::memory:", null as never).catch((e) => e)).message).toMatch(/^Invalid connect options: expected an object/);
+    expect((await connect(5 as never).catch((e) => e)).message).toMatch(/^Unsupported database URL "5"/);
+    // A misspelt limit was ignored: the caller believed it raised.
+    expect((await connect("sqlite::memory:", { limits: { paramBytes: 10 } } as never).catch((e) => e)).message).toBe(
+      "Invalid limit paramBytes: unknown option (the options are paramsBytes, checkpointBytes, resultBytes, metadataBytes)",
+    );
+    const defaulted = await connect("sqlite::memory:", { limits: { paramsBytes: undefined } });
+    expect(defaulted.protocol.limits.paramsBytes).toBe(1024 * 1024);
+    await defaulted.close();
   } finally {
     await pool.close();
   }
