@@ -222,6 +222,18 @@ describe("taskpool CLI", () => {
     }
   });
 
+  it("a refusal names the flag or argument typed, not the library's field: keys create --name, workers shutdown <worker-id> and --run-id", async () => {
+    await taskpool("migrate", "--db", db);
+    const [name, worker, run] = await Promise.all([
+      taskpool("keys", "create", "--scope", "worker", "--name", "", "--db", db).catch((e) => e),
+      taskpool("workers", "shutdown", "", "--db", db).catch((e) => e),
+      taskpool("workers", "shutdown", "w1", "--run-id", "", "--db", db).catch((e) => e),
+    ]);
+    expect(name.stderr).toBe('taskpool: Invalid API key options: --name: Expected string length greater or equal to 1 (got "")\n');
+    expect(worker.stderr).toBe('taskpool: Invalid <worker-id>: <worker-id>: must be letters, digits, _ . - (1 to 128), e.g. worker-1 (got "")\n');
+    expect(run.stderr).toBe('taskpool: Invalid worker shutdown: --run-id: Expected string length greater or equal to 1 (got "")\n');
+  });
+
   it("enqueue warns when nobody serves an unregistered type, and --require-registered refuses it", async () => {
     const typo = await taskpool("enqueue", "prodcut_resync", "--db", db);
     expect(typo.stdout).toMatch(/Enqueued task 1 \(prodcut_resync\)/);

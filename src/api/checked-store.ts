@@ -394,7 +394,7 @@ export class CheckedStore implements Store {
   }
 
   async shutdownWorker(workerId: string, runId?: string): Promise<number[]> {
-    validate(WorkerId, workerId, "worker_id");
+    validate(WorkerId, workerId, "workerId");
     if (runId !== undefined) validate(WorkerShutdownSchema, { runId }, "worker shutdown");
     return this.store.shutdownWorker(workerId, runId);
   }

@@ -30,7 +30,8 @@ export function namedAsFlags(error: ValidationError, flags: Readonly<Record<stri
   let message = error.messageIn(CLI_VOCABULARY);
   for (const { path } of error.issues) {
     const flag = flags[path];
-    if (flag) message = message.replace(new RegExp(`(^|^Invalid |: |; )${path.replaceAll(".", "\\.")}:`, "g"), `$1${flag}:`);
+    // Looked behind, not matched: in "Invalid workerId: workerId: …" the first match took the colon the second needed.
+    if (flag) message = message.replace(new RegExp(`(?<=^|^Invalid |: |; )${path.replaceAll(".", "\\.")}:`, "g"), `${flag}:`);
     // One value of a list a flag takes (fanOut.keys.1): the flag, and which value, counted from 1 as typed.
     const item = /^(.+?)\.(\d+)(?:\.|$)/.exec(path);
     const listFlag = item === null ? undefined : flags[item[1]];

@@ -1,8 +1,10 @@
 import { type Command, Option } from "commander";
 import { keysNotOverHttp } from "../client/errors.js";
 import { API_KEY_SCOPES, type ApiKeyRecord } from "../core/api-key.js";
+import { ValidationError } from "../core/errors.js";
 import { DEFAULT_KEY_CACHE_MS } from "../server/defaults.js";
 import { addDatabaseOnlyOptions, withPool } from "./database.js";
+import { namedAsFlags } from "./errors.js";
 import { keyId, positiveInteger } from "./parse.js";
 import { type Column, emit, formatTable, jsonOption, time } from "./table.js";
 
@@ -32,7 +34,9 @@ export function keysCommand(program: Command): void {
     .option("--quiet", "print only the key (for scripts: KEY=$(taskpool keys create --scope worker --quiet))");
   addDatabaseOnlyOptions(create, overHttp).action((opts) =>
     withPool(opts, async (pool) => {
-      const { key, apiKey } = await pool.createApiKey({ scope: opts.scope, name: opts.name, rateLimitPerMinute: opts.rateLimit });
+      const { key, apiKey } = await pool
+        .createApiKey({ scope: opts.scope, name: opts.name, rateLimitPerMinute: opts.rateLimit })
+        .catch((error: unknown) => Promise.reject(error instanceof ValidationError ? namedAsFlags(error, { name: "--name", scope: "--scope", rateLimitPerMinute: "--rate-limit" }) : error));
       if (opts.quiet) {
         console.log(key);
         return;

@@ -1,5 +1,6 @@
 import type { WorkerRecord } from "../core/worker.js";
-import { CliError } from "./errors.js";
+import { ValidationError } from "../core/errors.js";
+import { CliError, namedAsFlags } from "./errors.js";
 import { type TaskpoolCommand, withPool } from "./database.js";
 import { type Column, emit, formatTable, jsonOption } from "./table.js";
 
@@ -61,7 +62,9 @@ export function workersCommand(program: TaskpoolCommand): void {
               "Stop the process instead (SIGTERM: it shuts itself down), or pass --force if it is gone",
           );
         }
-        const released = await pool.protocol.shutdownWorker(workerId, opts.runId);
+        const released = await pool.protocol
+          .shutdownWorker(workerId, opts.runId)
+          .catch((error: unknown) => Promise.reject(error instanceof ValidationError ? namedAsFlags(error, { workerId: "<worker-id>", runId: "--run-id" }) : error));
         // A run another has replaced changes nothing (Store.shutdownWorker): the worker stays as it was.
         const replaced = opts.runId !== undefined && released.length === 0 && (await pool.workers()).find((w) => w.workerId === workerId)?.status !== "inactive";
         emit(opts.json, { workerId, shutDown: !replaced, released }, () => [
