@@ -8,6 +8,7 @@ import { addSweepOptions, checkCoordinatorFlags, sweepFrom } from "./sweep-optio
 export function coordinatorCommand(program: Command): void {
   const command = program
     .command("coordinator")
+    .addHelpText("after", "\nExample:\n  $ taskpool coordinator --db postgres://app@db/app\n  $ taskpool coordinator --retain-completed 3d --retain-failed 30d")
     .description("detect dead workers and recover their tasks, and delete old finished tasks (run as many as you like: one leads at a time)");
   addSweepOptions(command);
   // The library's answer to a coordinator over HTTP, with the server named.

@@ -24,6 +24,7 @@ const FLAGS = {
 export function enqueueCommand(program: TaskpoolCommand): void {
   program
     .command("enqueue <taskType> [params]")
+    .addHelpText("after", "\nExample:\n  $ taskpool enqueue product_resync '{\"storeId\":42}' --priority 5\n  $ taskpool enqueue product_resync --file stores.jsonl --idempotency-key stores-2026-11-29")
     .description("put a task in the pool; params is a JSON object, e.g. '{\"storeId\":42}' (--file: many tasks)")
     .option("--priority <n>", "higher runs first", integer)
     .option("--max-attempts <n>", "attempts before it fails for good", integer)

@@ -27,6 +27,7 @@ export function keysCommand(program: Command): void {
   const keys = program.command("keys").description("API keys of the HTTP server (taskpool serve): create, list, revoke");
   const create = keys
     .command("create")
+    .addHelpText("after", "\nExample:\n  $ taskpool keys create --scope worker --name crawlers --quiet\n  $ taskpool keys create --scope admin --name ops")
     .description("make a key; it is printed once, only its hash is stored")
     .addOption(new Option("--scope <scope>", "admin: everything; producer: create tasks, register types, read; worker: claim and the lease protocol").choices(API_KEY_SCOPES).makeOptionMandatory())
     .option("--name <name>", "a label for operators")
@@ -45,14 +46,21 @@ export function keysCommand(program: Command): void {
       console.log("Store it now: only its hash is kept, so it cannot be shown again. Send it in the X-API-Key header.");
     }, {}, true),
   );
-  const list = keys.command("list").description("every key (never the keys themselves), revoked ones included").addOption(jsonOption());
+  const list = keys
+    .command("list")
+    .description("every key (never the keys themselves), revoked ones included")
+    .addOption(jsonOption())
+    .addHelpText("after", "\nExample:\n  $ taskpool keys list\n  $ taskpool keys list --json | jq '.[] | select(.revokedAt == null) | .id'");
   addDatabaseOnlyOptions(list, overHttp).action((opts) =>
     withPool(opts, async (pool) => {
       const all = await pool.apiKeys();
       emit(opts.json, all, () => (all.length === 0 ? ["No API keys (taskpool keys create --scope admin makes one)"] : formatTable(KEY_COLUMNS, all)));
     }),
   );
-  const revoke = keys.command("revoke <id>").description(`refuse a key for good (a running server within ${DEFAULT_KEY_CACHE_MS / 1000} s: it trusts a key it looked up that long)`);
+  const revoke = keys
+    .command("revoke <id>")
+    .description(`refuse a key for good (a running server within ${DEFAULT_KEY_CACHE_MS / 1000} s: it trusts a key it looked up that long)`)
+    .addHelpText("after", "\nExample:\n  $ taskpool keys revoke 3      # the ID taskpool keys list shows first");
   addDatabaseOnlyOptions(revoke, overHttp).action((text: string, opts) => {
     const id = keyId(text);
     return withPool(opts, async (pool) => {

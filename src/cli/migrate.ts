@@ -3,7 +3,10 @@ import { addDatabaseOnlyOptions, withPool } from "./database.js";
 import { explainConnectError, redactUrl } from "./errors.js";
 
 export function migrateCommand(program: Command): void {
-  const command = program.command("migrate").description("apply pending database migrations (safe to run from several machines at once)");
+  const command = program
+    .command("migrate")
+    .description("apply pending database migrations (safe to run from several machines at once)")
+    .addHelpText("after", "\nExample:\n  $ taskpool migrate --db postgres://app@db/app --schema taskpool   # before a deploy of a newer taskpool");
   // Over HTTP, connecting only asks the server whether it is ready: "Migrated" would be untrue.
   addDatabaseOnlyOptions(command, (server) => `Migrating is not available over HTTP: a server migrates its database as it starts; run taskpool migrate --db … with the database's URL, not ${server}`)
     // Connected without migrating, so the migration's own answer says what it applied. The password

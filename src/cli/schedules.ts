@@ -214,6 +214,7 @@ export function schedulesCommand(program: TaskpoolCommand): void {
   act("remove", "delete a schedule and its tick history (the tasks it made stay, unless --cancel-pending)", "Removed");
   schedules
     .command("cancel-pending <name>")
+    .addHelpText("after", "\nExample:\n  $ taskpool schedules cancel-pending product_resync")
     .description("cancel the tasks a schedule's runs made that are still pending (a fan-out's later batches, due tasks not yet claimed); tasks workers hold run on")
     .addOption(jsonOption())
     .poolOptions()

@@ -14,6 +14,7 @@ import { addSweepOptions, checkCoordinatorFlags, sweepFrom } from "./sweep-optio
 export function serveCommand(program: Command): void {
   const command = program
     .command("serve")
+    .addHelpText("after", "\nExample:\n  $ taskpool keys create --scope admin --quiet      # the key clients send\n  $ taskpool serve --db postgres://app@db/app --host 0.0.0.0 --port 8080")
     .description("the HTTP API for workers and producers in any language, with its OpenAPI document and /docs")
     .addOption(new Option("--host <host>", "address to listen on (0.0.0.0: every interface)").env("TASKPOOL_HOST").default("127.0.0.1"))
     .addOption(new Option("--port <port>", "port to listen on (0: any free one)").env("TASKPOOL_PORT").default(8080).argParser(port))

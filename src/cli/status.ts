@@ -51,6 +51,7 @@ function coordinatorLine(s: LeadershipStatus, inUse: boolean): string {
 export function statusCommand(program: TaskpoolCommand): void {
   program
     .command("status")
+    .addHelpText("after", "\nExample:\n  $ taskpool status\n  $ taskpool status --json | jq .counts.byStatus")
     .description("task counts by status and type, and the worker registry")
     .poolOptions()
     .addOption(jsonOption())

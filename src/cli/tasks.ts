@@ -197,7 +197,7 @@ export function tasksCommand(program: TaskpoolCommand): void {
     .option("--reset-checkpoint", "start them afresh: clear their checkpoint and progress (when the checkpoint is what makes them fail)")
     .addOption(jsonOption())
     .poolOptions()
-    .addHelpText("after", "\nExample:\n  $ taskpool tasks retry 17 18 21\n  $ taskpool tasks list --status failed --json | jq -r '.tasks[].id' | xargs taskpool tasks retry")
+    .addHelpText("after", "\nExample:\n  $ taskpool tasks retry 17 18 21\n  $ taskpool tasks list --status failed --json | jq -r '.tasks[].id' | xargs -r taskpool tasks retry")
     .action((values: string[], opts) => {
       const ids = parseIds(values);
       const options = opts.resetCheckpoint === true ? { resetCheckpoint: true } : {};

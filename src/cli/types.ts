@@ -21,6 +21,7 @@ export function typesCommand(program: TaskpoolCommand): void {
   const types = program.command("types").description("the task type registry: versions, params schemas, defaults and policy");
   types
     .command("list")
+    .addHelpText("after", "\nExample:\n  $ taskpool types list\n  $ taskpool types list --json | jq '.[].name'")
     .description("the latest version of every registered type (--json: the records, params schemas included)")
     .addOption(jsonOption())
     .poolOptions()
@@ -32,6 +33,7 @@ export function typesCommand(program: TaskpoolCommand): void {
     );
   types
     .command("show <name>")
+    .addHelpText("after", "\nExample:\n  $ taskpool types show product_resync")
     .description("every version of one type, as JSON")
     .poolOptions()
     .action((name: string, opts) =>
@@ -43,6 +45,7 @@ export function typesCommand(program: TaskpoolCommand): void {
     );
   types
     .command("register <file>")
+    .addHelpText("after", "\nExample:\n  $ echo '{\"name\":\"product_resync\",\"maxAttempts\":5,\"paramsSchema\":{\"type\":\"object\",\"properties\":{\"storeId\":{\"type\":\"integer\"}},\"required\":[\"storeId\"]}}' > resync.json\n  $ taskpool types register resync.json")
     .description("register a definition from a JSON file ({ name, paramsSchema?, priority?, maxAttempts?, backoff?, timeoutSeconds?, recoveryPolicy?, maxRunning? })")
     .poolOptions()
     .action(async (file: string, opts) => {

@@ -7,6 +7,7 @@ import { integerFrom, positiveInteger } from "./parse.js";
 export function workerCommand(program: Command): void {
   program
     .command("worker")
+    .addHelpText("after", "\nExample:\n  $ taskpool worker --handlers ./handlers.mjs --concurrency 8\n  $ taskpool worker --handlers ./handlers.mjs --role product_resync --url http://taskpool:8080 --api-key $WORKER_KEY")
     .description("run a worker with the handlers a module exports (export const handlers = { task_type: async (params, ctx) => … })")
     .requiredOption("--handlers <module>", "path of an ES module exporting `handlers`")
     .addOption(new Option("--role <roles>", "comma-separated task types to claim (default: every handler)").env("WORKER_ROLE"))
