@@ -118,6 +118,13 @@ function checkStored(limits: Limits, kind: "params" | "checkpoint" | "result" | 
   checkJson(value, path, limits[limit], `limits.${limit}`);
 }
 
+/** A backoff whose cap is below its base: the cap would win at every retry, the base never used. */
+function checkBackoff(backoff: { baseSeconds?: number; maxSeconds?: number } | undefined, what: string): void {
+  if (backoff?.baseSeconds === undefined || backoff.maxSeconds === undefined || backoff.maxSeconds >= backoff.baseSeconds) return;
+  const message = `maxSeconds (${backoff.maxSeconds}) is below baseSeconds (${backoff.baseSeconds}): every retry would wait maxSeconds; raise maxSeconds or lower baseSeconds`;
+  throw new ValidationError(`Invalid ${what}: backoff.${message}`, [{ path: "backoff.maxSeconds", message: `below baseSeconds (${backoff.baseSeconds})` }]);
+}
+
 /**
  * What an enqueue of `input` is checked for before any store sees it: its fields, and its params' JSON
  * rules and size. The CLI runs it before it opens a database, so that a refused task creates none.
@@ -128,6 +135,7 @@ export function checkNewTask(input: EnqueueInput, limits: Limits, what = "task")
     const issues = [{ path: "scheduledFor", message: "not with a delay" }, { path: "delaySeconds", message: "not with a due time" }];
     throw new ValidationError((v) => `Invalid ${what}: ${v.field("scheduledFor")} and ${v.field("delaySeconds")} are both given: give one or the other`, issues);
   }
+  checkBackoff(input.backoff, what);
   checkStored(limits, "params", input.params ?? {});
 }
 
@@ -140,6 +148,7 @@ export function checkNewTasks(inputs: EnqueueInput[], limits: Limits): void {
 /** What registering a task type is checked for before any store sees it (see checkNewTask). */
 export function checkTaskTypeDefinition(definition: TaskTypeDefinition, limits: Limits): void {
   validate(TaskTypeDefinitionSchema, definition, "task type");
+  checkBackoff(definition.backoff, "task type");
   if (definition.paramsSchema !== undefined) {
     checkStored(limits, "params", definition.paramsSchema, "paramsSchema");
     compileParamsSchema(definition.paramsSchema, definition.name);

@@ -43,6 +43,9 @@ export function hostileInputContract(kind: StoreKind) {
       ["a non-integer max_attempts", (s) => s.enqueue({ taskType: "a", maxAttempts: 2.5 }), /maxAttempts: Expected integer/],
       ["Infinity as a timeout", (s) => s.enqueue({ taskType: "a", timeoutSeconds: Infinity }), /timeoutSeconds: .*\(got Infinity\)/],
       ["an unknown field", (s) => s.enqueue({ taskType: "a", sheduledFor: new Date() } as never), /sheduledFor/],
+      // The cap won at every retry; the base given was never used.
+      ["a backoff capped below its base", (s) => s.enqueue({ taskType: "a", backoff: { baseSeconds: 100, maxSeconds: 1 } }), /^Invalid task: backoff\.maxSeconds \(1\) is below baseSeconds \(100\)/],
+      ["a task type whose backoff is capped below its base", (s) => s.registerTaskType({ name: "t", backoff: { baseSeconds: 60, maxSeconds: 30 } }), /^Invalid task type: backoff\.maxSeconds \(30\) is below baseSeconds \(60\)/],
       // A name Object.prototype has: looked up among other queues' field names, it was found there and threw a TypeError.
       ["a field named constructor", (s) => s.enqueue(JSON.parse('{"taskType":"a","constructor":1}')), /constructor: Unexpected property \(got 1\); the fields are taskType, /],
       ["a task type of 200 characters", (s) => s.enqueue({ taskType: `a${"b".repeat(199)}` }), /taskType/],
