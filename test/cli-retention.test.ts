@@ -45,8 +45,9 @@ describe("taskpool coordinator retention flags", () => {
         return { stop: () => new Promise((r) => (child.once("exit", r), child.kill("SIGTERM"))) };
       };
       const finishedAt = Date.now();
-      const keeper = await run("--no-retention", "--retain-completed", "1s");
-      // A sweep well past the age: with retention on it would have deleted them.
+      // --retain-completed beside it is refused (test/cli.test.ts): the pruner below shows what 1 s deletes.
+      const keeper = await run("--no-retention");
+      // A sweep well past the age the pruner below is given: it deletes them.
       await eventually(async () => ((await pool.protocol.leadershipStatus("coordinator")).lastSweptAt?.getTime() ?? 0) > finishedAt + 1500, 20_000, "a sweep 1.5 s after");
       await keeper.stop();
       expect((await pool.counts()).byStatus.completed).toBe(2);
