@@ -217,7 +217,8 @@ it("options are checked where they are given: a misspelt or mistyped connect, co
     expect(refusal(() => pool.worker({ roles: "crawl" } as never))).toBe('Invalid worker option roles: "crawl" (must be an array of task types, such as ["crawl"])');
     // Each of these was a TypeError from inside (destructuring null, reading undefined.roles, logger.child).
     expect(refusal(() => pool.coordinator(null as never))).toMatch(/^Invalid coordinator options: expected an object such as \{ sweepIntervalMs: … \} \(got null\)/);
-    expect(refusal(() => pool.worker(undefined as never))).toMatch(/^Invalid worker options: expected an object such as \{ roles: … \} \(got null\)/);
+    expect(refusal(() => pool.worker(undefined as never))).toMatch(/^Invalid worker options: none given; pass at least \{ roles: \["crawl"\], handlers: /);
+    expect(refusal(() => pool.worker(null as never))).toMatch(/^Invalid worker options: expected an object such as \{ roles: … \} \(got null\)/);
     expect(refusal(() => pool.worker({ roles: ["crawl"], handlers: { crawl: async () => {} }, logger: {} as never }))).toMatch(/^Invalid worker option logger: not a logger/);
     expect((await pool.enqueue("crawl", {}, null as never).catch((e) => e)).message).toBe("Invalid enqueue options: expected an object such as { priority: 5 } (got null)");
     expect((await connect("sqlite::memory:", null as never).catch((e) => e)).message).toMatch(/^Invalid connect options: expected an object/);

@@ -47,12 +47,12 @@ function refuseInOneLine(command: Command, name: string): void {
 }
 refuseInOneLine(program, "taskpool");
 
+/** The command that ran: a refusal of its key's scope, or a timeout's advice on where to look, names it. */
+let acting: Command | undefined;
+
 // An empty variable is most often a missing substitution (`TASKPOOL_DATABASE_URL=${DB_URL}` with
 // DB_URL unset): taken as the value, it was refused as the URL "", and treated as unset it would
 // quietly put the work in ./taskpool.db.
-/** The command that ran, for a timeout's advice on where to look. */
-let acting: Command | undefined;
-
 program.hook("preAction", (_, command) => {
   acting = command;
   settleTarget(command);

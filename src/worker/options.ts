@@ -131,7 +131,10 @@ const flag = (name: string, value: unknown) => {
  */
 export function resolveWorkerOptions(options: WorkerOptions, claimsOnThread = false): ResolvedWorkerOptions {
   // Required: left out, the options were read from undefined, a TypeError.
-  refuseUnknownOptions(options ?? null, KNOWN, "worker option");
+  if (options === undefined) {
+    throw new ValidationError('Invalid worker options: none given; pass at least { roles: ["crawl"], handlers: { crawl: async (params, ctx) => { … } } }', [{ path: "options", message: "missing" }]);
+  }
+  refuseUnknownOptions(options, KNOWN, "worker option");
   if (options.logger !== undefined && typeof (options.logger as Partial<Logger> | null)?.child !== "function") {
     throw refuse("logger", "not a logger (must be a pino logger, or one with pino's child(), info(), warn(), error() and debug())");
   }
