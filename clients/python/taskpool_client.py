@@ -33,6 +33,8 @@ different request.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import http.client
 import json
 import logging
@@ -240,7 +242,8 @@ class Client:
         delay_seconds counts from the database's clock; a scheduled_for computed from this host's clock carries its skew.
         idempotency_key: see the module's notes; one is made for the call when none is given.
         """
-        body = {"task_type": task_type, "params": params or {}, **options}
+        # Only None means none: [] or "" sent as {} made a task the server would have refused.
+        body = {"task_type": task_type, "params": {} if params is None else params, **options}
         return self.request("POST", "/api/tasks", body, headers=_idempotency(idempotency_key), min_retries=_CREATE_RETRIES)["task"]
 
     def enqueue_batch(self, tasks: Iterable[Dict[str, Any]], *, idempotency_key: Optional[str] = None) -> List[Dict[str, Any]]:
@@ -253,11 +256,11 @@ class Client:
 
     def get(self, task_id: int) -> Dict[str, Any]:
         """A task and its event timeline: ``{"task": …, "events": […]}``."""
-        return self.request("GET", f"/api/tasks/{int(task_id)}")
+        return self.request("GET", f"/api/tasks/{_task_id(task_id)}")
 
     def cancel(self, task_id: int, reason: Optional[str] = None) -> Dict[str, Any]:
         """Cancels a task (admin key); a worker running it hears so at its next beat (the lease is reported lost), and its calls for the task are refused (409 invalid_transition)."""
-        return self.request("POST", f"/api/tasks/{int(task_id)}/cancel", _without_none({"reason": reason}))["task"]
+        return self.request("POST", f"/api/tasks/{_task_id(task_id)}/cancel", _without_none({"reason": reason}))["task"]
 
     def recover_stale(self) -> Dict[str, Any]:
         """Runs one coordinator sweep now (admin key): what it requeued, failed, reassigned."""
@@ -266,7 +269,13 @@ class Client:
     # -- worker protocol --------------------------------------------------------------------
 
     def claim(self, worker_id: str, task_types: Optional[List[str]] = None, *, wait_ms: int = 0, lease_seconds: Optional[int] = None, **filters: Any) -> Optional[Dict[str, Any]]:
-        """The next ready task (with its ``lease_token``), waiting up to ``wait_ms`` for one; None when there is none."""
+        """The next ready task (with its ``lease_token``), waiting up to ``wait_ms`` for one; None when there is none.
+
+        One task: ``claim_many`` takes several.
+        """
+        if "limit" in filters:
+            # Passed through, the server leased them all and this answered the first: the rest sat leased to nobody.
+            raise ValueError("claim() returns one task; use claim_many(worker_id, task_types, limit=…) to take several")
         body = _without_none({"worker_id": worker_id, "task_types": task_types, "wait_ms": wait_ms or None, "lease_seconds": lease_seconds, **filters})
         try:
             # The server answers by the end of the wait; the timeout covers the wait and then some.
@@ -274,6 +283,16 @@ class Client:
         except TaskpoolError as e:
             if e.code == "no_tasks":
                 return None
+            raise
+
+    def claim_many(self, worker_id: str, task_types: Optional[List[str]] = None, *, limit: int, wait_ms: int = 0, lease_seconds: Optional[int] = None, **filters: Any) -> List[Dict[str, Any]]:
+        """Up to ``limit`` ready tasks, each with its own ``lease_token``, waiting up to ``wait_ms`` for the first; ``[]`` when there is none."""
+        body = _without_none({"worker_id": worker_id, "task_types": task_types, "limit": limit, "wait_ms": wait_ms or None, "lease_seconds": lease_seconds, **filters})
+        try:
+            return self.request("POST", "/api/tasks/claim", body, timeout=self.timeout + wait_ms / 1000, repeatable=False)["tasks"]
+        except TaskpoolError as e:
+            if e.code == "no_tasks":
+                return []
             raise
 
     def start(self, task_id: int, worker_id: str, lease_token: str) -> Dict[str, Any]:
@@ -301,7 +320,7 @@ class Client:
         this worker's next task(s) once the completion is written; they come back as ``next_tasks`` (``[]``: none ready).
         """
         fields = {"worker_id": worker_id, "lease_token": lease_token, "result": result, "follow_ups": follow_ups, "claim_next": claim_next}
-        return self.request("POST", f"/api/tasks/{int(task_id)}/complete", _without_none(fields))
+        return self.request("POST", f"/api/tasks/{_task_id(task_id)}/complete", _without_none(fields))
 
     def fail(self, task_id: int, worker_id: str, lease_token: str, error: str, *, retryable: Optional[bool] = None, stack: Optional[str] = None) -> Dict[str, Any]:
         """Fails an attempt: retried after backoff while attempts remain, unless retryable is False. ``stack`` (a traceback) is kept in the failure's event."""
@@ -329,7 +348,7 @@ class Client:
         return self.request("POST", f"/api/workers/{urllib.parse.quote(worker_id, safe='')}/shutdown", body)["released"]
 
     def _lease_call(self, task_id: int, action: str, worker_id: str, lease_token: str, fields: Dict[str, Any]) -> Dict[str, Any]:
-        return self.request("POST", f"/api/tasks/{int(task_id)}/{action}", {"worker_id": worker_id, "lease_token": lease_token, **fields})["task"]
+        return self.request("POST", f"/api/tasks/{_task_id(task_id)}/{action}", {"worker_id": worker_id, "lease_token": lease_token, **fields})["task"]
 
 
 class TaskContext:
@@ -417,6 +436,9 @@ class Worker:
     ):
         if not handlers:
             raise ValueError("a worker needs at least one handler: {task_type: function}")
+        if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 1 <= wait_ms <= 30_000:
+            # 0 claimed in a tight loop on an idle queue (2,000 requests in 3 s), through any rate limit.
+            raise ValueError(f"wait_ms is how long each claim waits for a task, from 1 to 30000 ms (default 20000); got {wait_ms!r}")
         self.client = client
         self.handlers = dict(handlers)
         self.worker_id = worker_id or f"py-{socket.gethostname()}-{os.getpid()}".replace("/", "-")[:128]
@@ -584,7 +606,12 @@ class Worker:
 
     def _beat_loop(self) -> None:
         while not self._beats_stop.wait(self._next_beat):
-            self._beat()
+            try:
+                self._beat()
+            except Exception:  # noqa: BLE001 - the thread must outlive any one beat
+                # An exception out of one beat ended the thread: the worker never beat again, was declared
+                # dead and lost its task while it ran. It is said, and the next beat goes out as usual.
+                log.exception("worker %s: heartbeat failed unexpectedly; trying again at the next interval", self.worker_id)
 
     def _beat(self) -> None:
         ctx = self._current
@@ -663,7 +690,27 @@ def _error(status: int, raw: bytes, headers: Any) -> TaskpoolError:
     message = body.get("message") or raw.decode("utf-8", "replace")[:500] or f"HTTP {status}"
     retry_after = body.get("retry_after") or (headers.get("Retry-After") if headers is not None else None)
     error_class = LeaseLost if code == "lease_lost" else TaskpoolError
-    return error_class(status, code, message, body, float(retry_after) if retry_after else None)
+    return error_class(status, code, message, body, _seconds_until(retry_after))
+
+
+#: The longest wait a Retry-After is taken at: a proxy's date a year away is no reason to sit idle that long.
+_MAX_RETRY_AFTER = 300.0
+
+
+def _seconds_until(retry_after: Any) -> Optional[float]:
+    """A Retry-After as seconds to wait: its number of seconds, or the time until its HTTP date (RFC 9110
+    allows either); None when it says neither. A date made every call raise ValueError, the worker's
+    heartbeat thread included, which then never beat again."""
+    if retry_after is None or retry_after == "":
+        return None
+    try:
+        seconds = float(retry_after)
+    except (TypeError, ValueError):
+        try:
+            seconds = (email.utils.parsedate_to_datetime(str(retry_after)) - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER) if seconds == seconds else None
 
 
 #: Retries of a create, at least, unless the client has a ``retry_for``: with the default backoff
@@ -673,6 +720,13 @@ _CREATE_RETRIES = 7
 
 #: The longest ``retry_for``, a day: retrying longer is waiting on a server nobody is bringing back.
 _MAX_RETRY_FOR = 86_400
+
+
+def _task_id(task_id: Any) -> int:
+    """A task id as the path takes it. int() read 2.9 as task 2 and True as task 1: cancel(3.5) cancelled task 3."""
+    if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id < 1:
+        raise ValueError(f"a task id is a whole number from 1, as the API gave it (task[\"id\"]); got {task_id!r}")
+    return task_id
 
 
 def _idempotency(key: Optional[str]) -> Dict[str, str]:

@@ -4,6 +4,8 @@ test/server/python-client.test.ts starts the server (SQLite and PostgreSQL) and 
 `python3 -m unittest discover -s clients/python/tests` with TASKPOOL_URL set.
 """
 
+import datetime
+import email.utils
 import http.server
 import json
 import os
@@ -154,6 +156,42 @@ class ClientTest(unittest.TestCase):
             self.client.request("POST", "/api/tasks", {"task_type": "x", "colour": "red"})
         self.assertEqual(unknown.exception.status, 400)
         self.assertIn("colour", unknown.exception.message)
+
+    def test_bad_input_is_refused_not_rounded_or_replaced(self):
+        # int() read 2.9 as task 2 and True as task 1: cancel(3.5) cancelled task 3.
+        for bad in (2.9, True, 0, "3"):
+            with self.assertRaises(ValueError):
+                self.client.get(bad)
+        with self.assertRaises(ValueError):
+            self.client.cancel(3.5)
+        # [] was sent as {}: a task the server refuses when sent as it is.
+        with self.assertRaises(TaskpoolError) as listed:
+            self.client.enqueue(unique("listed"), [])
+        self.assertEqual((listed.exception.status, listed.exception.code), (400, "validation_error"))
+        # claim() with limit leased them all and answered the first: the rest sat leased to nobody.
+        with self.assertRaises(ValueError):
+            self.client.claim("py-w", ["x"], limit=3)
+        # wait_ms=0 claimed in a tight loop on an idle queue.
+        with self.assertRaises(ValueError):
+            Worker(self.client, {"x": lambda ctx: None}, wait_ms=0)
+
+    def test_claim_many_gives_each_task_its_own_lease(self):
+        kind = unique("many")
+        for i in range(3):
+            self.client.enqueue(kind, {"i": i})
+        tasks = self.client.claim_many("py-many", [kind], limit=5)
+        self.assertEqual(sorted(t["params"]["i"] for t in tasks), [0, 1, 2])
+        for task in tasks:
+            self.assertEqual(self.client.complete(task["id"], "py-many", task["lease_token"])["task"]["status"], "completed")
+        self.assertEqual(self.client.claim_many("py-many", [kind], limit=5), [])
+
+    def test_a_retry_after_given_as_a_date_is_the_wait_until_then(self):
+        # RFC 9110 allows a date; float() of one raised ValueError out of every call, the heartbeat thread's included.
+        soon = email.utils.format_datetime(datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=30), usegmt=True)
+        self.assertTrue(25 <= taskpool_client._error(503, b"", {"Retry-After": soon}).retry_after <= 30)
+        self.assertEqual(taskpool_client._error(503, b"", {"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"}).retry_after, taskpool_client._MAX_RETRY_AFTER)
+        self.assertIsNone(taskpool_client._error(503, b"", {"Retry-After": "soon"}).retry_after)
+        self.assertEqual(taskpool_client._error(429, b"", {"Retry-After": "7"}).retry_after, 7.0)
 
     def test_the_lease_protocol_and_a_stale_lease(self):
         kind = unique("crawl")
@@ -534,6 +572,26 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual((shown["task"]["status"], shown["task"]["attempts"]), ("completed", 2))
         self.assertEqual([e["event"] for e in shown["events"]], ["created", "claimed", "requeued", "claimed", "completed"])
 
+    def test_the_heartbeat_thread_outlives_a_beat_that_raises(self):
+        worker = self.worker({unique("beats"): lambda ctx: None})
+        beats = []
+
+        def beat():
+            beats.append(time.monotonic())
+            if len(beats) == 2:
+                raise ValueError("not a TaskpoolError")
+
+        worker._beat = beat
+        worker._next_beat = 0.02
+        thread = threading.Thread(target=worker._beat_loop, daemon=True)
+        with self.assertLogs("taskpool_client", level="ERROR") as logs:
+            thread.start()
+            # Raised out of the second beat, it ended the thread: the worker never beat again and was declared dead.
+            wait_for(lambda: len(beats) >= 4, what="beats after the one that raised")
+        worker._beats_stop.set()
+        thread.join()
+        self.assertIn("heartbeat failed unexpectedly", logs.output[0])
+
     def test_a_stopping_worker_beats_as_full_so_no_dead_workers_task_is_reserved_for_it(self):
         worker = self.worker({unique("idle"): lambda ctx: None})
         load = lambda: next(w for w in self.client.request("GET", "/api/workers")["workers"] if w["worker_id"] == worker.worker_id)["current_load"]
@@ -544,7 +602,7 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(load(), 1)
 
     def test_a_late_beat_of_a_run_that_shut_down_leaves_the_worker_inactive_and_another_run_is_a_restart(self):
-        worker = self.worker({unique("gone"): lambda ctx: None}, wait_ms=0)
+        worker = self.worker({unique("gone"): lambda ctx: None})
         worker.run(max_tasks=0, handle_signals=False)
         status = lambda: next(w for w in self.client.request("GET", "/api/workers")["workers"] if w["worker_id"] == worker.worker_id)["status"]
         self.assertEqual(status(), "inactive")
@@ -561,7 +619,7 @@ class WorkerTest(unittest.TestCase):
         task_id = self.client.enqueue(kind, {})["id"]
         # The old run has a client of its own, whose shutdown is held up until the new run has registered and claimed.
         old_client = Client(URL, API_KEY, retries=2, backoff=0.01)
-        old = Worker(old_client, {kind: lambda ctx: None}, worker_id=f"py-{uuid.uuid4().hex[:8]}", wait_ms=0, heartbeat_interval=0.05)
+        old = Worker(old_client, {kind: lambda ctx: None}, worker_id=f"py-{uuid.uuid4().hex[:8]}", wait_ms=300, heartbeat_interval=0.05)
         new = Worker(self.client, old.handlers, worker_id=old.worker_id, heartbeat_interval=0.05)
         send = old_client.request
         claimed = []
