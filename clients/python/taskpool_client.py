@@ -369,6 +369,9 @@ class TaskContext:
         #: As the TypeScript worker does: the lease is renewed until timeout_seconds after the handler starts, no longer.
         timeout = task.get("timeout_seconds")
         self._deadline: Optional[float] = None if timeout is None else time.monotonic() + timeout
+        #: Tasks to create with this one's completion (ctx.enqueue), in its transaction: none if it fails.
+        self.follow_ups: List[Dict[str, Any]] = []
+        self._returned = False
 
     @property
     def lost(self) -> bool:
@@ -393,6 +396,13 @@ class TaskContext:
             raise TimedOut(f"Timed out after {self.task['timeout_seconds']} s")
         if self._stopping.is_set():
             raise Cancelled(f"worker {self._worker_id} is shutting down")
+
+    def enqueue(self, task_type: str, params: Optional[Dict[str, Any]] = None, **options: Any) -> None:
+        """A follow-up task (options as ``Client.enqueue`` takes them), created in the same transaction as this task's
+        completion, and not at all if it fails; the server checks it then, and a refused one fails this task, naming it."""
+        if self._returned:
+            raise RuntimeError(f"task {self.id}'s handler has returned: ctx.enqueue({task_type!r}) must be called before it returns")
+        self.follow_ups.append({"task_type": task_type, "params": {} if params is None else params, **options})
 
     def save_checkpoint(self, data: Any) -> None:
         """Saves a resume point the next attempt starts from (``ctx.checkpoint``); raises LeaseLost if the lease is gone."""
@@ -559,13 +569,30 @@ class Worker:
                 if self._report(ctx, lambda: self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=retryable, stack=stack), "failed") is not None:
                     log.warning("worker %s: task %s (%s) failed: %s", self.worker_id, ctx.id, task["task_type"], message)
                 return
-            answer = self._report(ctx, lambda: self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result, claim_next=self._claim_next()), "completed")
+            ctx._returned = True
+            answer = self._report(ctx, lambda: self._complete(ctx, result), "completed")
             if answer is not None:
                 log.info("worker %s: task %s (%s) completed", self.worker_id, ctx.id, task["task_type"])
             self._handed = next(iter((answer or {}).get("next_tasks", [])), None)
         finally:
             self._current = None
             self.tasks_processed += 1
+
+    def _complete(self, ctx: TaskContext, result: Any) -> Dict[str, Any]:
+        """Completes the task with its follow-ups; output the server refuses (or JSON cannot hold) fails it for good, saying why:
+        running the handler again would do the work again and fail the same way. Unsendable, it ended the worker."""
+        try:
+            return self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result, ctx.follow_ups or None, claim_next=self._claim_next())
+        except (TypeError, ValueError) as e:
+            reason = f"its result or a follow-up is not JSON ({e})"
+        except TaskpoolError as e:
+            if e.code != "validation_error":
+                raise
+            reason = e.message
+        message = f"Handler output rejected, task not completed: {reason}"[:10_000]
+        self.client.fail(ctx.id, self.worker_id, ctx.lease_token, message, retryable=False)
+        log.error("worker %s: task %s failed: %s", self.worker_id, ctx.id, message)
+        return {}
 
     def _claim_next(self) -> Optional[Dict[str, Any]]:
         """What the completion should claim next: nothing once stopping or when this task is the last one asked for."""

@@ -572,6 +572,31 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual((shown["task"]["status"], shown["task"]["attempts"]), ("completed", 2))
         self.assertEqual([e["event"] for e in shown["events"]], ["created", "claimed", "requeued", "claimed", "completed"])
 
+    def test_follow_ups_are_created_with_the_completion_and_output_the_server_refuses_fails_the_task(self):
+        parent, child = unique("parent"), unique("child")
+        made = self.client.enqueue(parent, {"n": 1})["id"]
+        unsendable = self.client.enqueue(parent, {"n": 2})["id"]
+        refused = self.client.enqueue(parent, {"n": 3})["id"]
+
+        def handler(ctx):
+            if ctx.params["n"] == 1:
+                ctx.enqueue(child, {"from": ctx.id}, priority=5)
+                return {"ok": True}
+            if ctx.params["n"] == 2:
+                return {"tags": {"a"}}  # a set: json.dumps raised TypeError out of the worker loop
+            ctx.enqueue("9 not a type")
+            return None
+
+        self.worker({parent: handler}).run(max_tasks=3, handle_signals=False)
+        children = self.client.request("GET", f"/api/tasks?task_type={child}")["tasks"]
+        self.assertEqual([(c["params"], c["priority"], c["parent_id"]) for c in children], [({"from": made}, 5, made)])
+        self.assertEqual(self.client.get(made)["task"]["status"], "completed")
+        for task_id, reason in ((unsendable, "not JSON"), (refused, "task_type")):
+            task = self.client.get(task_id)["task"]
+            self.assertEqual((task["status"], task["attempts"]), ("failed", 1))
+            self.assertTrue(task["error_message"].startswith("Handler output rejected, task not completed: "), task["error_message"])
+            self.assertIn(reason, task["error_message"])
+
     def test_the_heartbeat_thread_outlives_a_beat_that_raises(self):
         worker = self.worker({unique("beats"): lambda ctx: None})
         beats = []
