@@ -251,6 +251,8 @@ describe("the dashboard in a real browser", () => {
     await admin.locator("h2 .status-completed").waitFor({ timeout: 10_000 });
     await admin.locator("pre").getByText('"ok": true').waitFor();
     expect(await admin.locator("#retry").count()).toBe(0);
+    // "Put back in the pool." stood beside the task once it had run (beside a new Retry, had it failed again).
+    await admin.locator(".actions [role=status]").waitFor({ state: "detached" });
     expect(await server.pool.get(task.id)).toMatchObject({ status: "completed", result: { ok: true } });
   });
 
@@ -547,6 +549,19 @@ describe("the dashboard in a real browser", () => {
     expect(await tab.locator("h2", { hasText: "Timeline" }).textContent()).toBe("Timeline (500 events)");
     expect(await tab.locator("h3", { hasText: "Checkpoint" }).textContent()).toBe(`Checkpoint (${page} saved)`);
     expect(await tab.locator("#timeline strong").first().textContent()).toBe(events[0].event);
+  });
+
+  it("a task with more events than shown says its checkpoints were all counted when its first claim is among those shown", async () => {
+    const task = await server.pool.enqueue("crawl", {});
+    const [lease] = await server.pool.protocol.claim({ workerId: "w1" });
+    // 501 events: created, claimed, 498 checkpoints, completed. The one left out is the creation.
+    for (let i = 1; i <= 498; i++) await server.pool.protocol.checkpoint(lease.id, lease, { page: i });
+    await server.pool.protocol.complete(lease.id, lease);
+    expect(await server.pool.events(task.id)).toHaveLength(501);
+    const tab = await open(server.keys.producer, `#/tasks/${task.id}`);
+    await tab.locator("h2", { hasText: "Timeline" }).waitFor();
+    expect(await tab.locator("h2", { hasText: "Timeline" }).textContent()).toBe("Timeline (the latest 500 events; earlier ones left out)");
+    expect(await tab.locator("h3", { hasText: "Checkpoint" }).textContent()).toBe("Checkpoint (498 saved)");
   });
 
   it("long names and an error of one long token stay within a phone's width", async () => {
@@ -1000,6 +1015,60 @@ describe("the dashboard in a real browser", () => {
     await page.evaluate("location.hash = '#/reassignments'");
     await fitsCut(page, "#reassignments", cell(page, "#reassignments", 4), reason);
     await fitsCut(page, "#reassignments", cell(page, "#reassignments", 5), error);
+    // The dead letter's Retry buttons went 19,000 px off-screen behind one long error, every group's.
+    await page.evaluate("location.hash = '#/dead-letter'");
+    await fitsCut(page, "#dead-letter", cell(page, "#dead-letter", 1), error);
+    // The figures went off-screen behind one long role or worker name.
+    await server.pool.protocol.workerHeartbeat({ workerId, roles: [taskType], capacity: 1, currentLoad: 0, tasksProcessed: 0 });
+    const fits = async (hash: string, table: string) => {
+      await page.evaluate(`location.hash = '${hash}'`);
+      await page.locator(`${table} tbody tr`).first().waitFor();
+      const box = await page.locator(table).evaluate((t) => ({ scroll: t.parentElement!.scrollWidth, client: t.parentElement!.clientWidth }));
+      expect(box.scroll, hash).toBeLessThanOrEqual(box.client);
+      expect(await page.evaluate("document.documentElement.scrollWidth")).toBe(1280);
+    };
+    await fits("#/workers", "#workers");
+    await fits("#/capacity", "#capacity");
+    await fits("#/overview", "#counts-by-role");
+  });
+
+  it("an ?interval= past what a timer can wait is taken as 10 minutes, not as at once (hundreds of polls a second)", async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    pages.push(page);
+    let calls = 0;
+    page.on("request", (request) => void (new URL(request.url()).pathname.startsWith("/api/") && calls++));
+    await page.goto(`${server.url}/?interval=Infinity#/capacity`);
+    await page.fill("#api-key", server.keys.producer);
+    await page.click("button[type=submit]");
+    await page.locator("#capacity").waitFor();
+    const settled = calls;
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    expect(calls - settled).toBeLessThan(5);
+  });
+
+  it("a keyboard opens a worker's tasks, a role's tasks from the overview, and a cut-off text", async () => {
+    const task = await server.pool.enqueue("kbd", {});
+    const [lease] = await server.pool.protocol.claim({ workerId: "kbd-worker", taskTypes: ["kbd"], limit: 1 });
+    await server.pool.protocol.workerHeartbeat({ workerId: "kbd-worker", roles: ["kbd"], capacity: 1, currentLoad: 1, tasksProcessed: 0, leases: [{ taskId: lease.id, leaseToken: lease.leaseToken }] });
+    const page = await open(server.keys.producer, "#/workers");
+    const row = page.locator('#workers tr[data-worker="kbd-worker"]');
+    await row.focus();
+    await page.keyboard.press("Enter");
+    await page.locator(`#workers a[href="#/tasks/${task.id}"]`).waitFor();
+    expect(await row.getAttribute("aria-expanded")).toBe("true");
+    await page.evaluate("location.hash = '#/overview'");
+    const role = page.locator('#counts-by-role a[href="#/tasks?task_type=kbd"]');
+    await shownOnPoll(page, role);
+    await role.focus();
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => location.hash === "#/tasks?task_type=kbd");
+    await server.pool.protocol.fail(lease.id, lease, { error: `${"a long error ".repeat(80)}end`, retryable: false });
+    await page.evaluate("location.hash = '#/tasks?status=failed&task_type=kbd'");
+    const clamp = page.locator("#tasks .clamp").first();
+    await clamp.waitFor();
+    await clamp.focus();
+    await page.keyboard.press("Enter");
+    expect(await clamp.getAttribute("aria-expanded")).toBe("true");
   });
 
   it("an admin cancels a schedule's pending tasks from the page and is told how many; a refusal shows the server's message", async () => {
@@ -1034,5 +1103,10 @@ describe("the dashboard in a real browser", () => {
     await page.route((url) => url.pathname === "/api/schedules/resync/cancel-pending", (route) => route.continue({ headers: { ...route.request().headers(), "x-api-key": server.keys.producer } }));
     await cancelPending.click();
     await row.getByRole("status").getByText("This API key's scope is producer; POST /api/schedules/:name/cancel-pending needs admin").waitFor();
+    await page.unroute((url) => url.pathname === "/api/schedules/resync/cancel-pending");
+    // Resumed, its runs make pending tasks again: what the cancel did is no longer said beside it.
+    await row.getByRole("button", { name: "resume" }).click();
+    await row.getByText("running").waitFor();
+    await row.getByRole("status").waitFor({ state: "detached" });
   });
 });

@@ -1,5 +1,5 @@
 // Pieces every page uses: status badges, load bars, the throughput chart, errors, JSON, long text.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { json } from "./format.js";
 
@@ -31,8 +31,33 @@ export function LongText({ text }) {
     event.stopPropagation();
     setOpen(!open);
   };
-  return html`<span class="clamp ${open ? "open" : ""}" title=${text} onClick=${toggle}>${text}</span>`;
+  return html`<span class="clamp ${open ? "open" : ""}" title=${text} tabindex="0" role="button" aria-expanded=${open} onClick=${toggle} onKeyDown=${onActivate(toggle)}>${text}</span>`;
 }
+
+/**
+ * What an action did, shown while it is still what the page shows: a task retried that failed again
+ * kept "Put back in the pool." beside its new Retry. `version` changes whenever the thing does (a
+ * task's updated_at); `state` is what the action leads to (a task's status). An outcome given the
+ * state its action leads to (`leadsTo`: "pending" for a retry) goes once a change finds another; one
+ * without (a refusal, most often because someone else changed the thing first) is shown through that
+ * first change, and goes at the next.
+ */
+export function useOutcome(version, state) {
+  const [outcome, setOutcome] = useState(null);
+  useEffect(() => {
+    if (outcome === null || version === outcome.at) return;
+    const stale = outcome.leadsTo !== undefined ? state !== outcome.leadsTo : outcome.changed;
+    setOutcome(stale ? null : { ...outcome, at: version, changed: true });
+  }, [version]);
+  return [outcome, (next, leadsTo) => setOutcome(next && { ...next, at: version, leadsTo, changed: false })];
+}
+
+/** A key handler doing what a click does, for an element that is no button or link (a row, a clamped text): Enter or Space. */
+export const onActivate = (action) => (event) => {
+  if (event.key !== "Enter" && event.key !== " ") return;
+  event.preventDefault();
+  action(event);
+};
 
 export function Json({ value }) {
   if (value === null || value === undefined) return html`<span class="muted">none</span>`;

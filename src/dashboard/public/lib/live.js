@@ -2,8 +2,11 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 
 const params = new URLSearchParams(location.search);
-/** Poll period in ms; `?interval=` overrides it (at least 500 ms), for demos and tests. */
-export const POLL_MS = Math.max(500, Number(params.get("interval")) || 3000);
+/**
+ * Poll period in ms; `?interval=` overrides it (500 ms to 10 minutes), for demos and tests. Unbounded,
+ * a period past what a timer can wait (2^31 - 1 ms, or Infinity) fired at once: hundreds of polls a second.
+ */
+export const POLL_MS = Math.min(600_000, Math.max(500, Number(params.get("interval")) || 3000));
 
 /** How many times as long as its last answer took a poll waits, at least (see usePoll). */
 const SLOW_FACTOR = 10;

@@ -26,7 +26,7 @@ export function Capacity() {
             ${rows.map((r) => {
               const need = r.workers_needed;
               return html`<tr>
-                <td><a href="#/tasks?task_type=${encodeURIComponent(r.task_type)}">${r.task_type}</a></td>
+                <td class="text"><a href="#/tasks?task_type=${encodeURIComponent(r.task_type)}">${r.task_type}</a></td>
                 <td class="num">${num(r.pending_tasks)}</td><td class="num">${num(r.ready_tasks)}</td>
                 <td class="num oldest-ready">${duration(r.oldest_ready_seconds)}</td><td class="num">${num(r.running_tasks)}</td>
                 <td class="num">${num(r.max_running)}</td>

@@ -1,7 +1,7 @@
 // The dead letter: failed tasks grouped by type and error, each group retried in one go (admin).
 import { useLayoutEffect, useState } from "preact/hooks";
 import { api, query } from "../lib/api.js";
-import { ErrorBox, Loading } from "../lib/components.js";
+import { ErrorBox, Loading, LongText } from "../lib/components.js";
 import { ago, num } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { POLL_MS, usePoll } from "../lib/live.js";
@@ -88,8 +88,8 @@ function Group({ g, admin, reload, report, left }) {
     reload();
   };
   return html`<tr class="dead-group">
-    <td>${g.taskType}</td>
-    <td class="small" style="white-space: normal">${g.error ?? html`<span class="muted">no message</span>`}</td>
+    <td class="text">${g.taskType}</td>
+    <td class="small text">${g.error ? html`<${LongText} text=${g.error} />` : html`<span class="muted">no message</span>`}</td>
     <td class="num">${num(g.tasks.length)}</td>
     <td>${ago(g.latest)}</td>
     <td>${g.tasks.slice(0, 5).map((t) => html`<a href="#/tasks/${t.id}">#${t.id}</a> `)}${g.tasks.length > 5 ? "…" : ""}</td>

@@ -1,6 +1,6 @@
 // At a glance: counts by role and status, throughput and pickup latency (of every role or one), dead workers, recent reassignments and whether a coordinator sweeps.
 import { api } from "../lib/api.js";
-import { ErrorBox, Loading, Status, ThroughputChart } from "../lib/components.js";
+import { ErrorBox, Loading, LongText, Status, ThroughputChart } from "../lib/components.js";
 import { ago, duration, num, TASK_STATUSES, WORKER_STATUSES } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { serverNow } from "../lib/server-clock.js";
@@ -117,7 +117,7 @@ export function Overview({ params }) {
             <tbody>
               ${types.map(
                 (t) => html`<tr class="clickable" onClick=${() => (location.hash = `#/tasks?task_type=${encodeURIComponent(t)}`)}>
-                  <td>${t}</td>${TASK_STATUSES.map((s) => html`<td class="num">${num(counts.by_type[t][s] ?? 0)}</td>`)}
+                  <td class="text"><a href="#/tasks?task_type=${encodeURIComponent(t)}">${t}</a></td>${TASK_STATUSES.map((s) => html`<td class="num">${num(counts.by_type[t][s] ?? 0)}</td>`)}
                 </tr>`,
               )}
             </tbody>
@@ -135,8 +135,8 @@ export function Overview({ params }) {
                 (r) => html`<tr class=${r.success ? "" : "bad"}>
                   <td>${ago(r.created_at)}</td>
                   <td><a href="#/tasks/${r.task_id}">#${r.task_id}</a></td>
-                  <td>${r.from_worker_id ?? "—"} → ${r.to_worker_id ?? html`<span class="status-failed">none</span>`}</td>
-                  <td class="small">${r.success ? r.reason : (r.error_message ?? r.reason)}</td>
+                  <td class="text">${r.from_worker_id ?? "—"} → ${r.to_worker_id ?? html`<span class="status-failed">none</span>`}</td>
+                  <td class="small text"><${LongText} text=${r.success ? r.reason : (r.error_message ?? r.reason)} /></td>
                 </tr>`,
               )}
             </tbody>

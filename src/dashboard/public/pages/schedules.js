@@ -3,7 +3,7 @@
 // fits the page. Listed in the header only when the server answers GET /api/schedules (app.js).
 import { useState } from "preact/hooks";
 import { api } from "../lib/api.js";
-import { ErrorBox, Loading, LongText } from "../lib/components.js";
+import { ErrorBox, Loading, LongText, useOutcome } from "../lib/components.js";
 import { ago, time } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { usePoll } from "../lib/live.js";
@@ -25,16 +25,17 @@ function Toggle({ schedule, reload }) {
 
 /** Cancels the tasks the schedule's runs made that no worker holds yet (a fan-out's later batches). */
 function CancelPending({ schedule }) {
-  const [outcome, setOutcome] = useState(null);
+  // Said of the schedule as it was: resumed, its runs make pending tasks again.
+  const [outcome, setOutcome] = useOutcome(schedule.enabled, schedule.enabled);
   const run = async () => {
     // A running schedule's next run makes pending tasks again: the docs' order is pause, then cancel.
     const question = `Cancel the tasks of schedule ${schedule.name} that are still pending? Tasks workers hold run on.${schedule.enabled ? " It is running: pause it first, or its next run makes more." : ""}`;
     if (!confirm(question)) return;
     try {
       const { cancelled } = await api("POST", `api/schedules/${encodeURIComponent(schedule.name)}/cancel-pending`);
-      setOutcome({ ok: true, text: `Cancelled ${cancelled.length} pending task${cancelled.length === 1 ? "" : "s"}` });
+      setOutcome({ ok: true, text: `Cancelled ${cancelled.length} pending task${cancelled.length === 1 ? "" : "s"}` }, schedule.enabled);
     } catch (error) {
-      setOutcome({ ok: false, text: error.message });
+      setOutcome({ ok: false, text: error.message }, schedule.enabled);
     }
   };
   return html`<button type="button" class="danger" onClick=${run}>cancel pending</button>${outcome && html` <span class="small ${outcome.ok ? "status-completed" : "status-failed"}" role="status">${outcome.text}</span>`}`;

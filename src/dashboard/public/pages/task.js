@@ -2,7 +2,7 @@
 // retry / cancel when the key's scope allows them (admin) and the task's status admits them.
 import { useState } from "preact/hooks";
 import { api } from "../lib/api.js";
-import { ErrorBox, Json, Loading, Status } from "../lib/components.js";
+import { ErrorBox, Json, Loading, Status, useOutcome } from "../lib/components.js";
 import { ago, duration, time } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { POLL_MS, usePoll } from "../lib/live.js";
@@ -12,13 +12,13 @@ const UNFINISHED = ["pending", "claimed", "running"];
 
 function Actions({ task, session, reload }) {
   const [busy, setBusy] = useState(false);
-  const [outcome, setOutcome] = useState(null);
+  const [outcome, setOutcome] = useOutcome(task.updated_at, task.status);
   if (session.scope !== "admin") return null;
   const act = async (action, body) => {
     setBusy(true);
     try {
       await api("POST", `api/tasks/${task.id}/${action}`, body);
-      setOutcome({ ok: true, text: action === "retry" ? "Put back in the pool." : "Cancelled." });
+      setOutcome({ ok: true, text: action === "retry" ? "Put back in the pool." : "Cancelled." }, action === "retry" ? "pending" : "cancelled");
     } catch (error) {
       setOutcome({ ok: false, text: error.message });
     } finally {
@@ -110,6 +110,10 @@ export function TaskPage({ id, session }) {
   const more = data.events.length > EVENTS_SHOWN ? "+" : "";
   const events = more ? data.events.slice(-EVENTS_SHOWN) : data.events;
   const checkpoints = events.filter((e) => e.event === "checkpoint").length;
+  // A checkpoint needs a lease: none comes before the first claim, so with that claim shown none was left out
+  // (498 checkpoints among 501 events were "498+": the one left out was the task's creation).
+  const firstClaimShown = events.some((e) => e.event === "claimed" && e.data?.attempt === 1);
+  const checkpointsLeftOut = more && !firstClaimShown ? "+" : "";
   // The stack of the failure that left the task's error, if it came with one.
   const lastFailure = events.findLast(isFailure);
   const lastStack = lastFailure ? stackOf(lastFailure) : null;
@@ -148,7 +152,7 @@ export function TaskPage({ id, session }) {
       <section class="panel"><h2>Fields</h2><dl class="fields">${fields.map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl></section>
       <section class="panel">
         <h2>Params</h2><${Json} value=${task.params} />
-        <h3>Checkpoint (${checkpoints}${checkpoints > 0 ? more : ""} saved)</h3><${Json} value=${task.checkpoint} />
+        <h3>Checkpoint (${checkpoints}${checkpoints > 0 ? checkpointsLeftOut : ""} saved)</h3><${Json} value=${task.checkpoint} />
         <h3>Result</h3><${Json} value=${task.result} />
       </section>
     </div>

@@ -1,7 +1,7 @@
 // The worker registry: status by colour, heartbeat age, load, and a worker's running tasks.
 import { useState } from "preact/hooks";
 import { api, query } from "../lib/api.js";
-import { ErrorBox, LoadBar, Loading, Status } from "../lib/components.js";
+import { ErrorBox, LoadBar, Loading, onActivate, Status } from "../lib/components.js";
 import { ago, duration, num } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { usePoll } from "../lib/live.js";
@@ -19,7 +19,7 @@ function RunningTasks({ workerId }) {
     <tbody>
       ${data.tasks.map(
         (t) => html`<tr class="clickable" onClick=${() => (location.hash = `#/tasks/${t.id}`)}>
-          <td><a href="#/tasks/${t.id}">#${t.id}</a></td><td>${t.task_type}</td><td><${Status} status=${t.status} /></td>
+          <td><a href="#/tasks/${t.id}">#${t.id}</a></td><td class="text">${t.task_type}</td><td><${Status} status=${t.status} /></td>
           <td class="num">${t.attempts}/${t.max_attempts}</td><td class="num">${t.progress === null ? "—" : `${Math.round(t.progress * 100)}%`}</td>
           <td>${ago(t.claimed_at)}</td><td>${ago(t.last_heartbeat_at)}</td>
         </tr>`,
@@ -44,10 +44,11 @@ export function Workers({ params }) {
           </thead>
           <tbody>
             ${workers.map(
-              (w) => html`<tr class="clickable ${w.status === "dead" ? "bad" : ""}" data-worker=${w.worker_id} onClick=${() => setOpen(open === w.worker_id ? null : w.worker_id)}>
-                  <td>${open === w.worker_id ? "▾" : "▸"} ${w.worker_id}</td>
+              (w) => html`<tr class="clickable ${w.status === "dead" ? "bad" : ""}" data-worker=${w.worker_id} tabindex="0" aria-expanded=${open === w.worker_id}
+                  onClick=${() => setOpen(open === w.worker_id ? null : w.worker_id)} onKeyDown=${onActivate(() => setOpen(open === w.worker_id ? null : w.worker_id))}>
+                  <td class="text">${open === w.worker_id ? "▾" : "▸"} ${w.worker_id}</td>
                   <td><${Status} status=${w.status} /></td>
-                  <td>${w.roles.join(", ")}</td>
+                  <td class="text">${w.roles.join(", ")}</td>
                   <td class="num">${duration(w.seconds_since_heartbeat)}</td>
                   <td><${LoadBar} load=${w.current_load} capacity=${w.capacity} /></td>
                   <td class="num">${num(w.tasks_processed)}</td>
