@@ -1061,7 +1061,7 @@ describe("the dashboard in a real browser", () => {
     await shownOnPoll(page, role);
     await role.focus();
     await page.keyboard.press("Enter");
-    await page.waitForFunction(() => location.hash === "#/tasks?task_type=kbd");
+    await page.waitForFunction("location.hash === '#/tasks?task_type=kbd'");
     await server.pool.protocol.fail(lease.id, lease, { error: `${"a long error ".repeat(80)}end`, retryable: false });
     await page.evaluate("location.hash = '#/tasks?status=failed&task_type=kbd'");
     const clamp = page.locator("#tasks .clamp").first();
