@@ -143,6 +143,10 @@ describe("taskpool CLI", () => {
       [["status", "--db", "postgres://postgres:s3cret@127.0.0.1:1/postgres"], /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused; is PostgreSQL running/],
       // pg takes the password as a query parameter too.
       [["status", "--db", "postgres://postgres@127.0.0.1:1/postgres?sslmode=disable&password=s3cret"], /^taskpool: cannot connect to postgres:\/\/postgres@127\.0\.0\.1:1\/postgres\?sslmode=disable&password=\*\*\*: connection refused/],
+      // An @ left unencoded in the password (pg takes the last @ as the separator), no user name, libpq's keyword form: the rest of the password showed.
+      [["status", "--db", "postgres://postgres:s3cret@Hunter2@127.0.0.1:1/postgres"], /^taskpool: cannot connect to postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused/],
+      [["status", "--db", "postgres://:s3cret@127.0.0.1:1/postgres"], /^taskpool: cannot connect to postgres:\/\/:\*\*\*@127\.0\.0\.1:1\/postgres: connection refused/],
+      [["status", "--db", "host=127.0.0.1 password=s3cret dbname=postgres"], /^taskpool: Unsupported database URL "host=127\.0\.0\.1 password=\*\*\* dbname=postgres"/],
       [["status", "--db", "postgres://postgres@127.0.0.1:5432/no_such_database_here"], /^taskpool: cannot connect to .*: database "no_such_database_here" does not exist; create it \(createdb\)/],
       [["migrate", "--db", "sqlite:./no/such/dir/tp.db"], /^taskpool: cannot open sqlite:\.\/no\/such\/dir\/tp\.db: the directory \.\/no\/such\/dir does not exist; create it \(mkdir -p/],
     ];

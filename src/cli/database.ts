@@ -2,7 +2,8 @@ import { Command, Option } from "commander";
 import type { ConnectOptions, Taskpool } from "../api/taskpool.js";
 import { DatabaseNotFoundError } from "../core/errors.js";
 import { isServerUrl, sqlitePathOf } from "../store/open-store.js";
-import { CliError, describeNotSetUp, explainConnectError, redactUrl } from "./errors.js";
+import { redactUrl } from "../core/redact-url.js";
+import { CliError, describeNotSetUp, explainConnectError } from "./errors.js";
 import { integerFrom } from "./parse.js";
 
 /** The --db option every command shares: a flag, else $TASKPOOL_DATABASE_URL, else the embedded file. */

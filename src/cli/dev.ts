@@ -8,7 +8,7 @@ import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
 import { createDevKey, revokeDeadDevKeys } from "./dev-key.js";
 import { removeDevSchedules, saveDevSchedules } from "./dev-schedules.js";
 import { LiveStatus } from "./dev-status.js";
-import { redactUrl } from "./errors.js";
+import { redactUrl } from "../core/redact-url.js";
 import { loadDevSchedules, loadHandlers } from "./handlers-module.js";
 import { listenOrExplain } from "./listen.js";
 import { integerFrom, port, positiveInteger } from "./parse.js";

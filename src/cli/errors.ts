@@ -2,6 +2,7 @@ import { statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { HttpApiError, seconds, ServerTimeoutError } from "../client/errors.js";
 import { DatabaseNotFoundError, LIBRARY_VOCABULARY, TaskpoolError, type ValidationError, type Vocabulary } from "../core/errors.js";
+import { redactUrl } from "../core/redact-url.js";
 import { sqlitePathOf } from "../store/open-store.js";
 
 /** An error the CLI prints as one line: what failed and how to fix it. */
@@ -38,11 +39,6 @@ export function namedAsFlags(error: ValidationError, flags: Readonly<Record<stri
     if (item !== null && listFlag) message = message.replace(new RegExp(`${item[1].replaceAll(".", "\\.")}\\.${item[2]}(?!\\d)`, "g"), `${listFlag} value ${Number(item[2]) + 1}`);
   }
   return new CliError(message);
-}
-
-/** The URL with its passwords replaced, fit to print: in `user:password@`, and in `?password=` (pg reads both). */
-export function redactUrl(url: string): string {
-  return url.replace(/^([a-z]+:\/\/[^:/@]+):[^@]*@/i, "$1:***@").replace(/([?&](?:ssl)?password=)[^&#]*/gi, "$1***");
 }
 
 /**

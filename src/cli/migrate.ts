@@ -1,6 +1,7 @@
 import type { Command } from "commander";
 import { addDatabaseOnlyOptions, withPool } from "./database.js";
-import { explainConnectError, redactUrl } from "./errors.js";
+import { redactUrl } from "../core/redact-url.js";
+import { explainConnectError } from "./errors.js";
 
 export function migrateCommand(program: Command): void {
   const command = program

@@ -1,3 +1,5 @@
+import { redactUrl } from "./redact-url.js";
+
 /**
  * Every error taskpool raises on purpose. `code` is stable (the HTTP layer maps it to a status and
  * the `error` field); the message says what was wrong and how to fix it.
@@ -263,7 +265,7 @@ export class UnsupportedUrlError extends TaskpoolError {
   constructor(url: string) {
     super(
       "unsupported_url",
-      `Unsupported database URL "${url}": use sqlite:./path.db, sqlite::memory:, postgres://user@host:port/db, or a taskpool server's http://host:port`,
+      `Unsupported database URL "${redactUrl(url)}": use sqlite:./path.db, sqlite::memory:, postgres://user@host:port/db, or a taskpool server's http://host:port`,
     );
   }
 }
