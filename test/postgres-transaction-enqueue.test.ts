@@ -131,6 +131,30 @@ describe("enqueue inside the caller's PostgreSQL transaction", () => {
     expect(await pool.get(mine.task.id)).toEqual(mine.task);
   });
 
+  it("a unique key held by an open transaction makes only its own enqueue wait, not the pool's other enqueues beside it", async () => {
+    let commit = () => {};
+    const committed = new Promise<void>((resolve) => (commit = resolve));
+    let written = () => {};
+    const held = new Promise<void>((resolve) => (written = resolve));
+    const holder = inAppTransaction(async (client) => {
+      const [result] = await pool.inTransaction(client).enqueueMany([{ taskType: "sync_price", params: {}, uniqueKey: "price:1" }]);
+      written();
+      await committed;
+      return result;
+    });
+    await held;
+    // Made together, these shared one statement, which waited on the holder's key with the one call that
+    // asked for it: all of them, up to the statement timeout, and then all failed.
+    const sameKey = pool.enqueue("sync_price", {}, { uniqueKey: "price:1" });
+    const startedAt = performance.now();
+    const others = await Promise.all(Array.from({ length: 10 }, (_, i) => pool.enqueue("unrelated", { i })));
+    expect(performance.now() - startedAt).toBeLessThan(2000);
+    expect(others.map((t) => t.params.i)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    commit();
+    const mine = await holder;
+    expect(await sameKey).toEqual(mine.task);
+  });
+
   it("checks tasks against their registered type before writing, and a refusal leaves the transaction usable", async () => {
     await pool.registerTaskType({ name: "charge", paramsSchema: { type: "object", properties: { cents: { type: "integer" } }, required: ["cents"] }, maxAttempts: 7 });
     const [refused, task] = await inAppTransaction(async (client) => {

@@ -168,8 +168,8 @@ function unwrap<T>(outcome: Settled<T>): T {
  * call made alone is the single enqueue it always was. Unkeyed calls share an `enqueueMany`; a batch
  * with idempotency keys (every call of the HTTP clients has one) shares an `enqueueCalls` where the
  * store has it, each call still answered as its key says, and otherwise each keyed call goes alone.
- * Calls with the same unique key or idempotency key never share a batch, so the second meets the
- * first's task as it would one call later. The batch is all or nothing; when it is refused (a bad
+ * Calls with the same idempotency key never share a batch, so the second meets the first's task as it
+ * would one call later; a call with a unique key is not batched (see enqueue). The batch is all or nothing; when it is refused (a bad
  * item, an unknown task type), nothing was written and each call is made on its own, so a refusal
  * reaches only its caller, worded as for a single call. Any other error (the database or the server
  * out of reach: the insert may or may not have committed) reaches every caller of the batch, as it
@@ -178,36 +178,40 @@ function unwrap<T>(outcome: Settled<T>): T {
 export class EnqueueBatcher {
   private readonly enqueues: Batcher<EnqueueCall, Settled<EnqueueResult>>;
 
-  constructor(store: Pick<CheckedStore, "enqueue" | "enqueueMany" | "enqueueCalls">, maxBatch = 1000) {
+  constructor(
+    private readonly store: Pick<CheckedStore, "enqueue" | "enqueueMany" | "enqueueCalls">,
+    maxBatch = 1000,
+  ) {
     const alone = ({ input, idempotencyKey }: EnqueueCall) => settle(store.enqueue(input, idempotencyKey === undefined ? {} : { idempotencyKey }));
-    this.enqueues = new Batcher(
-      async (calls) => {
-        const keyed = calls.some((c) => c.idempotencyKey !== undefined);
-        if (calls.length > 1 && (!keyed || store.enqueueCalls)) {
-          try {
-            if (!keyed) return (await store.enqueueMany(calls.map((c) => c.input))).map((value) => ({ ok: true, value }));
-            return await store.enqueueCalls!(calls);
-          } catch (error) {
-            if (!isRefusal(error)) throw error;
-            // One by one, in the order they were made: sent at once, they could commit in any order,
-            // and tasks enqueued one after the other took ids (and their FIFO place) out of order.
-            const outcomes: Settled<EnqueueResult>[] = [];
-            for (const call of calls) outcomes.push(await alone(call));
-            return outcomes;
-          }
+    const together = async (calls: EnqueueCall[]): Promise<Settled<EnqueueResult>[]> => {
+      const keyed = calls.some((c) => c.idempotencyKey !== undefined);
+      if (calls.length > 1 && (!keyed || store.enqueueCalls)) {
+        try {
+          if (!keyed) return (await store.enqueueMany(calls.map((c) => c.input))).map((value) => ({ ok: true, value }));
+          return await store.enqueueCalls!(calls);
+        } catch (error) {
+          // Not written (the database out of reach, say): each of these callers learns it and may retry.
+          if (!isRefusal(error)) return calls.map(() => ({ ok: false, error }));
+          // One by one, in the order they were made: sent at once, they could commit in any order,
+          // and tasks enqueued one after the other took ids (and their FIFO place) out of order.
+          const outcomes: Settled<EnqueueResult>[] = [];
+          for (const call of calls) outcomes.push(await alone(call));
+          return outcomes;
         }
-        // Alone, or keyed on a store that takes keyed calls one by one.
-        return Promise.all(calls.map(alone));
-      },
-      maxBatch,
-      ({ input, idempotencyKey }) => [
-        ...(input.uniqueKey ? [`unique:${input.uniqueKey}`] : []),
-        ...(idempotencyKey === undefined ? [] : [`idempotency:${idempotencyKey}`]),
-      ],
-    );
+      }
+      // Alone, or keyed on a store that takes keyed calls one by one.
+      return Promise.all(calls.map(alone));
+    };
+    this.enqueues = new Batcher(together, maxBatch, ({ idempotencyKey }) => (idempotencyKey === undefined ? [] : [idempotencyKey]));
   }
 
+  /**
+   * A task with a unique key is written on its own: its insert waits for any other transaction writing
+   * the same key to end (an enqueue inside a caller's transaction, held open), and batched, every call
+   * beside it and every batch after it waited with it, up to the statement timeout, and then failed.
+   */
   async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
+    if (input.uniqueKey !== undefined) return this.store.enqueue(input, options);
     return unwrap(await this.enqueues.add({ input, idempotencyKey: options.idempotencyKey }));
   }
 }
