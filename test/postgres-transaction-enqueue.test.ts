@@ -155,6 +155,28 @@ describe("enqueue inside the caller's PostgreSQL transaction", () => {
     expect(await sameKey).toEqual(mine.task);
   });
 
+  it("writes into a schema named as an SQL keyword, and refuses a name too long for its notification channel", async () => {
+    // "order": the statements for a caller's connection named it unquoted, a syntax error.
+    const keyword = await connect(PG_URL, { schema: "order" });
+    try {
+      const [{ task }] = await inAppTransaction((client) => keyword.inTransaction(client).enqueueMany([{ taskType: "ship", params: {} }]));
+      expect(await keyword.get(task.id)).toMatchObject({ taskType: "ship", status: "pending" });
+    } finally {
+      await keyword.close();
+      await dropSchema("order");
+    }
+    // taskpool_<schema> must fit PostgreSQL's 63 bytes: 55 characters were migrated, and then every enqueue failed.
+    await expect(connect(PG_URL, { schema: "s".repeat(55) })).rejects.toThrow(/^Invalid schema name "s{55}": use lower-case letters, digits and _, 54 at most/);
+    const longest = `tp_${"s".repeat(51)}`;
+    const atLimit = await connect(PG_URL, { schema: longest });
+    try {
+      expect((await atLimit.enqueue("ship", {})).status).toBe("pending");
+    } finally {
+      await atLimit.close();
+      await dropSchema(longest);
+    }
+  });
+
   it("checks tasks against their registered type before writing, and a refusal leaves the transaction usable", async () => {
     await pool.registerTaskType({ name: "charge", paramsSchema: { type: "object", properties: { cents: { type: "integer" } }, required: ["cents"] }, maxAttempts: 7 });
     const [refused, task] = await inAppTransaction(async (client) => {

@@ -97,7 +97,12 @@ export interface PostgresStoreOptions {
   statementTimeoutMs?: number;
 }
 
-const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
+/**
+ * A plain lower-case identifier, 54 characters at most: the schema's NOTIFY channel, taskpool_<schema>,
+ * must fit PostgreSQL's 63. A longer one was migrated, and then every enqueue failed ("channel name
+ * too long").
+ */
+const SCHEMA_PATTERN = /^[a-z_][a-z0-9_]{0,53}$/;
 const UNIQUE_VIOLATION = "23505";
 const CLAIM_RETRIES = 5;
 /** How long claims that met a capped type go straight to the full claim statement (see claimOnce). */
@@ -152,8 +157,8 @@ export class PostgresStore implements Store {
     this.schema = options.schema ?? DEFAULT_SCHEMA;
     this.create = options.create ?? true;
     if (!SCHEMA_PATTERN.test(this.schema)) {
-      throw new ValidationError(`Invalid schema name "${this.schema}": use lower-case letters, digits and _`, [
-        { path: "schema", message: "not a plain identifier" },
+      throw new ValidationError(`Invalid schema name "${this.schema}": use lower-case letters, digits and _, 54 at most, starting with a letter or _`, [
+        { path: "schema", message: "not a plain identifier of 54 characters at most" },
       ]);
     }
     this.random = options.random ?? Math.random;

@@ -113,7 +113,8 @@ const NOTIFY_INSERTED = (channelParam: string) => `
  * parsers are the caller's too.
  */
 export function enqueueStatements(schema: string | null) {
-  const q = schema === null ? "" : `${schema}.`;
+  // Quoted: a schema may be named as an SQL keyword (user, order), which unquoted was a syntax error here.
+  const q = schema === null ? "" : `"${schema}".`;
   const task = (alias: string) => (schema === null ? `${alias}.*` : `json_build_object('task', to_jsonb(${alias}))::text AS answer`);
   return {
     /** $1 tasks (JSON array), $2 now, $3 notification channel. Returns the inserted rows (duplicates of pending unique keys are skipped). */
