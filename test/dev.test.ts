@@ -215,6 +215,13 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     children.push(dev.child);
     await eventually(() => /Schedules\s+store_discovery/.test(dev.output()), 20_000, "the banner");
     expect((await taskpool("schedules", "list", "--db", db)).stdout).toMatch(/\nproduct_resync\s+product_resync\s+\*\/20 \* \* \* \* \*\s+running/);
+    // A second dev beside it would share its workers' ids: it warned, started with --no-demo, and on
+    // stopping shut the first one's workers down under it.
+    const twin = await taskpoolIn(".", envWith({}), "dev", "--db", db, "--no-demo", "--port", "0").catch((e) => e);
+    expect([twin.code, twin.stderr]).toEqual([
+      1,
+      expect.stringMatching(/^taskpool: another taskpool dev runs on .* \(its worker dev-\w+, pid \d+ on .*, was heard \d+ s ago\): two would share their workers' ids and take each other's tasks\. Stop that one first, or run this one on another database/),
+    ]);
     dev.child.kill("SIGHUP");
     expect(await dev.exit).toBe(0);
     const [keysLeft, schedulesLeft] = await Promise.all([taskpool("keys", "list", "--db", db), taskpool("schedules", "list", "--db", db)]);
@@ -235,7 +242,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
       1,
       "taskpool: the database already has a schedule named product_resync that dev did not save (yours, or left by a dev that was killed): " +
         "dev would replace it with its own and delete it when it stops. Run dev on another database (--db sqlite:./tour.db), with --no-demo, " +
-        "or remove it first (taskpool schedules remove product_resync)\n",
+        `or remove it first (npx taskpool schedules remove product_resync --cancel-pending --db ${db})\n`,
     ]);
     const [schedulesKept, keysListed] = await Promise.all([taskpool("schedules", "list", "--json", "--db", db), taskpool("keys", "list", "--json", "--db", db)]);
     expect(JSON.parse(schedulesKept.stdout)).toEqual([expect.objectContaining({ name: "product_resync", cron: "0 0 * * *", timezone: "UTC", fanOut: null })]);

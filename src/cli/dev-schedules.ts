@@ -12,13 +12,14 @@
 import type { Taskpool } from "../api/taskpool.js";
 import { ScheduleNotFoundError } from "../core/errors.js";
 import type { ScheduleDefinition } from "../core/schedule.js";
+import { redactUrl } from "../core/redact-url.js";
 import { CliError } from "./errors.js";
 
 /** Saves `definitions`, all or none, and returns the names saved: what dev must remove when it stops. */
-export async function saveDevSchedules(pool: Taskpool, definitions: ScheduleDefinition[]): Promise<string[]> {
+export async function saveDevSchedules(pool: Taskpool, definitions: ScheduleDefinition[], where: { db: string; schema?: string }): Promise<string[]> {
   const existing = new Set((await pool.schedules.list()).map((s) => s.name));
   const taken = definitions.map((d) => d.name).filter((name) => existing.has(name));
-  if (taken.length > 0) throw takenError(taken);
+  if (taken.length > 0) throw takenError(taken, where);
   const saved: string[] = [];
   try {
     for (const definition of definitions) {
@@ -33,20 +34,28 @@ export async function saveDevSchedules(pool: Taskpool, definitions: ScheduleDefi
   return saved;
 }
 
-/** Removes the schedules dev saved; one already removed (from the dashboard, say) is fine. */
+/**
+ * Removes the schedules dev saved, cancelling first the tasks their runs made that no worker holds:
+ * left pending, a later `taskpool serve` on the database (the README's walkthrough) handed them out.
+ * One already removed (from the dashboard, say) is fine.
+ */
 export async function removeDevSchedules(pool: Taskpool, names: string[]): Promise<void> {
+  const gone = (error: unknown) => {
+    if (!(error instanceof ScheduleNotFoundError)) throw error;
+  };
   for (const name of names) {
-    await pool.schedules.remove(name).catch((error: unknown) => {
-      if (!(error instanceof ScheduleNotFoundError)) throw error;
-    });
+    await pool.schedules.cancelPending(name).catch(gone);
+    await pool.schedules.remove(name).catch(gone);
   }
 }
 
-function takenError(names: string[]): CliError {
+function takenError(names: string[], where: { db: string; schema?: string }): CliError {
   const [them, a] = names.length === 1 ? ["it", "a schedule"] : ["them", "schedules"];
+  // The database dev was given, or the removal acts on ./taskpool.db (or TASKPOOL_DATABASE_URL's).
+  const target = ` --db ${redactUrl(where.db)}${where.schema ? ` --schema ${where.schema}` : ""}`;
   return new CliError(
     `the database already has ${a} named ${names.join(", ")} that dev did not save (yours, or left by a dev that was killed): ` +
       `dev would replace ${them} with its own and delete ${them} when it stops. Run dev on another database (--db sqlite:./tour.db), with --no-demo, ` +
-      `or remove ${them} first (${names.map((n) => `taskpool schedules remove ${n}`).join("; ")})`,
+      `or remove ${them} first (${names.map((n) => `npx taskpool schedules remove ${n} --cancel-pending${target}`).join("; ")})`,
   );
 }

@@ -1,8 +1,12 @@
+import { hostname } from "node:os";
 import { relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Command, Option } from "commander";
+import type { Taskpool } from "../api/taskpool.js";
+import { processRuns } from "../core/process-alive.js";
 import { DEFAULT_SCHEMA, sqlitePathOf } from "../store/open-store.js";
 import { consoleLogger } from "./console-log.js";
+import { CliError } from "./errors.js";
 import { addDatabaseOnlyOptions, openPool } from "./database.js";
 import { type SimulatedCrash, simulateCrash } from "./dev-crash.js";
 import { createDevKey, revokeDeadDevKeys } from "./dev-key.js";
@@ -22,6 +26,8 @@ const EXAMPLE = fileURLToPath(new URL("../../examples/dispensary-crawl/", import
 const CRASH_ROLE = "product_discovery";
 /** dev's coordinator: fast, so the example's crash is recovered within seconds, not minutes. */
 const DEV_SWEEP = { sweepIntervalMs: 1000, staleAfterMs: 4000, deadAfterMs: 7000, reservationMs: 10_000 };
+/** How often dev's workers beat. */
+const DEV_BEAT_SECONDS = 1;
 
 /**
  * Where the database is, for people: the file's full path, or the URL without its password and the
@@ -76,6 +82,10 @@ export function devCommand(program: Command): void {
       const schedulesAt = opts.demo && schedulesPath ? await loadDevSchedules(schedulesPath) : () => [];
 
       const pool = await openPool(opts);
+      await refuseLiveDev(pool, Object.keys(handlers), opts.db, opts.schema).catch(async (error: unknown) => {
+        await pool.close();
+        throw error;
+      });
       // Before anything is saved: a handlers module whose role is no task type name is refused here.
       const workers = Object.keys(handlers).map((role) => {
         const worker = pool.worker({
@@ -85,7 +95,7 @@ export function devCommand(program: Command): void {
           workerId: `dev-${role}`,
           concurrency: opts.concurrency,
           pollIntervalMs: 1000,
-          heartbeatIntervalMs: 1000,
+          heartbeatIntervalMs: DEV_BEAT_SECONDS * 1000,
           shutdownGraceMs: 5000,
           handleSignals: false,
           logger,
@@ -102,7 +112,7 @@ export function devCommand(program: Command): void {
       // Made once the database is open (migrating a new one takes a moment): the example's first tick is 2-3 s from now.
       const definitions = schedulesAt(new Date());
       await revokeDeadDevKeys(pool);
-      const saved = await saveDevSchedules(pool, definitions);
+      const saved = await saveDevSchedules(pool, definitions, { db: opts.db, schema: opts.schema });
       // The crash is the example's: staged when its pipeline runs, on a database another process can open.
       const noCrash = !opts.crash
         ? "--no-crash"
@@ -171,4 +181,27 @@ export function devCommand(program: Command): void {
       live?.start(pool, banner);
       if (stopAsked) void stop();
     });
+}
+
+/**
+ * Refuses to start beside another live dev on the same database: its workers have the same ids
+ * (dev-<role>), and two live workers with one id give back each other's tasks. The second dev warned
+ * of it and went on; once it stopped, the first one's workers were shut down under it, and every task
+ * they claimed was taken back. A dev killed leaves records that are no longer live: those pass.
+ */
+async function refuseLiveDev(pool: Taskpool, roles: string[], db: string, schema?: string): Promise<void> {
+  const ids = new Set(roles.map((role) => `dev-${role}`));
+  const here = hostname();
+  const other = (await pool.workers()).find(
+    (w) =>
+      ids.has(w.workerId) &&
+      (w.status === "active" || w.status === "stale") &&
+      w.pid !== null &&
+      (w.hostname === here ? w.pid !== process.pid && processRuns(w.pid) : w.secondsSinceHeartbeat < DEV_BEAT_SECONDS * 5),
+  );
+  if (!other) return;
+  throw new CliError(
+    `another taskpool dev runs on ${describeDatabase(db, schema)} (its worker ${other.workerId}, pid ${other.pid} on ${other.hostname ?? "another host"}, was heard ${other.secondsSinceHeartbeat} s ago): ` +
+      "two would share their workers' ids and take each other's tasks. Stop that one first, or run this one on another database (--db sqlite:./tour.db)",
+  );
 }
