@@ -90,6 +90,14 @@ describe("migrations", () => {
     expect(await refusal("status", handle.schema as string)).toMatch(
       /^taskpool: cannot use taskpool in .*: permission denied for table taskpool_migrations; grant the user USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables \(docs\/upgrading\.md\)\n$/,
     );
+    // Without USAGE, PostgreSQL leaves the schema out of the search_path without a word: it was said to be
+    // "no taskpool schema" (while listed among them), or to need CREATE on the database.
+    await pool.query(`REVOKE USAGE ON SCHEMA ${handle.schema} FROM ${role}`);
+    await expect(openStore(url.toString(), { schema: handle.schema })).rejects.toMatchObject({ code: "42501", message: `permission denied for schema ${handle.schema}` });
+    for (const command of [["status"], ["enqueue", "plain"]]) {
+      const stderr = await taskpool(...command, "--db", url.toString(), "--schema", handle.schema as string).then(() => "", (e: { stderr: string }) => e.stderr);
+      expect(stderr).toMatch(new RegExp(`^taskpool: cannot use taskpool in .*: permission denied for schema ${handle.schema}; grant the user USAGE on the schema`));
+    }
   });
 
   it("SQLite: four processes migrating one new file at once all succeed", async () => {

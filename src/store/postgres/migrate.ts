@@ -17,7 +17,7 @@ const MIGRATIONS = new URL("./migrations/", import.meta.url);
  */
 export async function migratePostgres(pool: pg.Pool, schema: string, create = true): Promise<number[]> {
   const migrations = loadMigrations(MIGRATIONS);
-  const applied = await appliedVersions(pool);
+  const applied = await appliedVersions(pool, schema);
   if (!create && applied.size === 0) throw new DatabaseNotFoundError(`PostgreSQL schema ${schema}`, schema, await taskpoolSchemas(pool));
   if (pendingMigrations(schema, migrations, applied).length === 0) return [];
   return inTransaction(pool, async (client) => {
@@ -37,14 +37,21 @@ export async function migratePostgres(pool: pg.Pool, schema: string, create = tr
   });
 }
 
-/** The migrations the schema records, read without a lock; none for a schema never migrated. */
-async function appliedVersions(pool: pg.Pool): Promise<Set<number>> {
+/**
+ * The migrations the schema records, read without a lock; none for a schema never migrated. A schema
+ * the user may not use is left out of its search_path without a word, its tables then missing too:
+ * taken for one never migrated, it was said to be "no taskpool schema" while being listed among them,
+ * or to need CREATE on the database. It is refused as PostgreSQL refuses a table of it (42501).
+ */
+async function appliedVersions(pool: pg.Pool, schema: string): Promise<Set<number>> {
   try {
     const { rows } = await pool.query<{ version: number }>("SELECT version FROM taskpool_migrations");
     return new Set(rows.map((r) => r.version));
   } catch (error) {
-    if ((error as { code?: string }).code === "42P01") return new Set(); // undefined_table: not migrated yet
-    throw error;
+    if ((error as { code?: string }).code !== "42P01") throw error; // undefined_table: not migrated yet, or not ours to see
+    const { rows } = await pool.query<{ usable: boolean }>("SELECT has_schema_privilege(oid, 'USAGE') AS usable FROM pg_namespace WHERE nspname = $1", [schema]);
+    if (rows[0]?.usable === false) throw Object.assign(new Error(`permission denied for schema ${schema}`), { code: "42501" });
+    return new Set();
   }
 }
 
