@@ -169,11 +169,11 @@ function unwrap<T>(outcome: Settled<T>): T {
  * with idempotency keys (every call of the HTTP clients has one) shares an `enqueueCalls` where the
  * store has it, each call still answered as its key says, and otherwise each keyed call goes alone.
  * Calls with the same idempotency key never share a batch, so the second meets the first's task as it
- * would one call later; a call with a unique key is not batched (see enqueue). The batch is all or nothing; when it is refused (a bad
- * item, an unknown task type), nothing was written and each call is made on its own, so a refusal
- * reaches only its caller, worded as for a single call. Any other error (the database or the server
- * out of reach: the insert may or may not have committed) reaches every caller of the batch, as it
- * would each single call.
+ * would one call later; a call with a unique key is not batched (see enqueue). The batch is all or
+ * nothing; when it is refused (a bad item, an unknown task type), nothing was written and each call
+ * is made on its own, so a refusal reaches only its caller, worded as for a single call. Any other
+ * error (the database or the server out of reach: the insert may or may not have committed) reaches
+ * every caller of the batch, as it would each single call.
  */
 export class EnqueueBatcher {
   private readonly enqueues: Batcher<EnqueueCall, Settled<EnqueueResult>>;
