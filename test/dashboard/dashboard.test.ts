@@ -357,6 +357,11 @@ describe("the dashboard in a real browser", () => {
     await completed.getByText("1", { exact: true }).waitFor();
     await page.selectOption("#throughput-role", "");
     await completed.getByText("3", { exact: true }).waitFor();
+    // A role no task type can be (typed into the address): said in its panel, the picker beside it to fix it.
+    await page.evaluate("location.hash = '#/overview?role=%25'");
+    await page.locator("section:has(#throughput-role) [role=alert]").getByText(/task_type/).waitFor();
+    await page.selectOption("#throughput-role", "");
+    await completed.getByText("3", { exact: true }).waitFor();
   });
 
   it("the capacity page says how long each role's oldest ready task has waited, and flags a role no worker serves", async () => {

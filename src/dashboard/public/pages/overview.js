@@ -22,7 +22,12 @@ async function load(role) {
   const [counts, workers, throughput, reassignments, ready] = await Promise.all([
     api("GET", "api/tasks/counts"),
     api("GET", "api/workers"),
-    api("GET", `api/tasks/throughput${role ? `?task_type=${encodeURIComponent(role)}` : ""}`),
+    // A role the server refuses (a name typed into the address) is said in its panel, beside the picker
+    // that fixes it: it replaced the whole page, the picker included.
+    api("GET", `api/tasks/throughput${role ? `?task_type=${encodeURIComponent(role)}` : ""}`).catch((error) => {
+      if (!role || error.status !== 400) throw error;
+      return { refused: error };
+    }),
     api("GET", `api/reassignments?limit=${REASSIGNMENTS_READ}`),
     api("GET", "readyz"),
   ]);
@@ -97,15 +102,17 @@ export function Overview({ params }) {
     </div>
     <section class="panel">
       <h2>Throughput, last hour <${RolePicker} role=${role} types=${types} /></h2>
-      <${Cards}
-        items=${[
-          ["completed", num(throughput.completed), "status-completed"],
-          ["failed", num(throughput.failed), "status-failed"],
-          ["mean pickup latency", duration(throughput.pickup_seconds.mean)],
-          ["max pickup latency", duration(throughput.pickup_seconds.max)],
-        ]}
-      />
-      <${ThroughputChart} minutes=${throughput.minutes} />
+      ${throughput.refused
+        ? html`<${ErrorBox} error=${throughput.refused} />`
+        : html`<${Cards}
+              items=${[
+                ["completed", num(throughput.completed), "status-completed"],
+                ["failed", num(throughput.failed), "status-failed"],
+                ["mean pickup latency", duration(throughput.pickup_seconds.mean)],
+                ["max pickup latency", duration(throughput.pickup_seconds.max)],
+              ]}
+            />
+            <${ThroughputChart} minutes=${throughput.minutes} />`}
       <p class="small muted">Pickup latency: from ready (scheduled_for) to the last claim, over the tasks that finished in the hour.</p>
     </section>
     <div class="grid">
