@@ -1,4 +1,5 @@
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { promisify } from "node:util";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -221,6 +222,28 @@ describe("taskpool CLI", () => {
       expect(off.stdout).toMatch(/^Enqueued task \d \(crawl\)/);
       expect([on.code, on.stderr]).toEqual([1, expect.stringMatching(/^taskpool: Task type "crawl" is not registered, and this pool requires registered types/)]);
       expect(existsSync("/stray.db")).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // Run as nobody: root writes whatever the file's mode says. Only where the suite runs as root (CI does).
+  it.skipIf(process.getuid?.() !== 0)("a SQLite file the process may not write is said so by a one-shot command and a worker, which exit rather than retry for good", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "taskpool-ro-"));
+    try {
+      const file = join(dir, "ro.db");
+      await taskpool("enqueue", "job", "--db", `sqlite:${file}`);
+      writeFileSync(join(dir, "h.mjs"), "export const handlers = { async job() { return {}; } };\n");
+      const asNobody = (...args: string[]) =>
+        promisify(execFile)("setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", process.execPath, CLI, ...args], { timeout: 20_000 }).catch((e) => e);
+      await promisify(execFile)("chown", ["-R", "nobody", dir]);
+      await promisify(execFile)("chmod", ["444", file]);
+      // The worker said "Cannot reach the database" and retried its claims every 500 ms until killed.
+      const [enqueue, worker] = await Promise.all([asNobody("enqueue", "job", "--db", `sqlite:${file}`), asNobody("worker", "--handlers", join(dir, "h.mjs"), "--db", `sqlite:${file}`)]);
+      for (const run of [enqueue, worker]) {
+        expect(run.code).toBe(1);
+        expect(run.stderr).toMatch(new RegExp(`taskpool: The SQLite file ${file} cannot be written by this process .*; nothing was written: give this process's user write access`));
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

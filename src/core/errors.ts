@@ -261,6 +261,21 @@ export class DatabaseNotFoundError extends TaskpoolError {
 }
 
 /** A connection string no store understands. */
+/**
+ * A SQLite file this process may read but not write (the file, its -wal or -shm, or its directory):
+ * nothing was written. No outage that ends by itself: a worker refused it stops at its start, rather
+ * than retry for good saying it "cannot reach the database".
+ */
+export class DatabaseReadOnlyError extends TaskpoolError {
+  constructor(path: string) {
+    super(
+      "database_read_only",
+      `The SQLite file ${path} cannot be written by this process (it, its -wal or -shm file, or its directory is read-only to it); nothing was written: ` +
+        "give this process's user write access to all three and the directory (chmod, chown), or run it as a user who has it",
+    );
+  }
+}
+
 export class UnsupportedUrlError extends TaskpoolError {
   constructor(url: string) {
     super(

@@ -31,6 +31,7 @@ export const STATUS_BY_CODE: Readonly<Record<string, number>> = {
   headers_too_large: 431,
   not_ready: 503,
   database_unavailable: 503,
+  database_read_only: 503,
   pool_closed: 503,
   shutting_down: 503,
 };

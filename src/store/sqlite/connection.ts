@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
-import { UnavailableError } from "../../core/errors.js";
+import { DatabaseReadOnlyError, UnavailableError } from "../../core/errors.js";
 import type { TaskEvent } from "../../core/event.js";
 import type { Json } from "../../core/task.js";
 import { INSERT_EVENT } from "./queries.js";
@@ -124,6 +124,7 @@ export class SqliteConnection {
       try {
         return this.tryTx(durable, fn);
       } catch (error) {
+        if (isReadOnly(error)) throw new DatabaseReadOnlyError(this.db.name);
         if (!isBusy(error)) throw error;
       }
       const left = deadline - performance.now();
@@ -170,6 +171,12 @@ export class SqliteConnection {
   close(): void {
     this.db.close();
   }
+}
+
+/** True when `error` is SQLite refusing to write a file it opened (SQLITE_READONLY and its extended codes). */
+function isReadOnly(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_READONLY");
 }
 
 /** True when `error` is SQLite giving up on a lock another connection holds (SQLITE_BUSY and its extended codes). */
