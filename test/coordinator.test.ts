@@ -93,6 +93,43 @@ function recoversWhenDue(open: () => Promise<TestStore>) {
     }
   });
 
+  it("a leader stalled past its lease just after being granted it sweeps nothing and fires nothing: another leads by then", async () => {
+    const handle = await open();
+    const calls: string[] = [];
+    let granted = 0;
+    let stall = async () => {};
+    const stalled = withOverrides(handle.store, {
+      tryLead: async (...args) => {
+        const leading = await handle.store.tryLead(...args);
+        // Its second grant: held up past the lease (3 ticks of 1 s) before it answers, as a process frozen there would be.
+        if (leading && ++granted === 2) await stall();
+        return leading;
+      },
+      sweep: async (options) => (calls.push("sweep"), handle.store.sweep(options)),
+      recordSweep: async (...args) => (calls.push("recordSweep"), handle.store.recordSweep(...args)),
+      fireDueSchedules: async (...args) => (calls.push("fireDueSchedules"), handle.store.fireDueSchedules(...args)),
+    });
+    const quiet = { sweepIntervalMs: 1000, retention: false, logger: pino({ level: "silent" }) } as const;
+    const coordinator = new Coordinator(stalled, { ...quiet, coordinatorId: "stalled" });
+    const other = new Coordinator(handle.store, { ...quiet, coordinatorId: "other" });
+    try {
+      let stallOver = () => {};
+      stall = () => new Promise<void>((resolve) => (stallOver = resolve));
+      coordinator.start();
+      await eventually(() => granted === 2, 5000, "the second grant");
+      calls.length = 0;
+      // While it stalls, its lease runs out and the other takes over.
+      other.start();
+      await eventually(async () => (await handle.store.leadershipStatus("coordinator")).holder === "other", 10_000, "the other to lead");
+      stallOver();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(calls).toEqual([]);
+    } finally {
+      await Promise.all([coordinator.stop(), other.stop()]);
+      await handle.cleanup();
+    }
+  });
+
   // The store answers the soonest deadline only. One that passed while a wake-up's sweep ran was taken
   // for a recovery no sweep could make and dropped, and every later one waited behind it for the next
   // leadership tick (15 s): workers dying together were recovered up to 15 s late.

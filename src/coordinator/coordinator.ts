@@ -277,6 +277,14 @@ export class Coordinator {
       this.leading = leading;
       this.ticks++;
       if (this.stopping) return;
+      // A process stalled since it was granted the lease (frozen, starved, a long pause) may have lost
+      // it meanwhile: it sweeps nothing and fires nothing, and asks again at its next tick. It swept,
+      // recorded the sweep as its own and fired schedules beside the coordinator that had taken over.
+      if (sweepDue && performance.now() >= this.leadingUntil) {
+        this.leading = false;
+        this.tickSucceeded();
+        return;
+      }
       if (sweepDue) {
         this.ticksSinceSweep = 0;
         // Taking over from a leader seen at the previous tick: the ticks since its last sweep fell during the failover.
@@ -289,7 +297,7 @@ export class Coordinator {
             () => null,
             (error: unknown) => error as Error,
           );
-        if (this.stopping) return;
+        if (this.stopping || performance.now() >= this.leadingUntil) return;
         await this.fireSchedules(failover);
         if (sweepFailed) throw sweepFailed;
       }
