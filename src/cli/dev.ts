@@ -1,9 +1,8 @@
-import { hostname } from "node:os";
 import { relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Command, Option } from "commander";
 import type { Taskpool } from "../api/taskpool.js";
-import { processRuns } from "../core/process-alive.js";
+import { ofAnotherLiveProcess } from "../core/process-alive.js";
 import { DEFAULT_SCHEMA, sqlitePathOf } from "../store/open-store.js";
 import { consoleLogger } from "./console-log.js";
 import { CliError } from "./errors.js";
@@ -191,14 +190,7 @@ export function devCommand(program: Command): void {
  */
 async function refuseLiveDev(pool: Taskpool, roles: string[], db: string, schema?: string): Promise<void> {
   const ids = new Set(roles.map((role) => `dev-${role}`));
-  const here = hostname();
-  const other = (await pool.workers()).find(
-    (w) =>
-      ids.has(w.workerId) &&
-      (w.status === "active" || w.status === "stale") &&
-      w.pid !== null &&
-      (w.hostname === here ? w.pid !== process.pid && processRuns(w.pid) : w.secondsSinceHeartbeat < DEV_BEAT_SECONDS * 5),
-  );
+  const other = (await pool.workers()).find((w) => ids.has(w.workerId) && ofAnotherLiveProcess(w, DEV_BEAT_SECONDS * 1000));
   if (!other) return;
   throw new CliError(
     `another taskpool dev runs on ${describeDatabase(db, schema)} (its worker ${other.workerId}, pid ${other.pid} on ${other.hostname ?? "another host"}, was heard ${other.secondsSinceHeartbeat} s ago): ` +

@@ -22,7 +22,7 @@ import { counted } from "../core/counted.js";
 import { InvalidTransitionError, isRefusal, LeaseLostError, retryAfterMs, TaskNotFoundError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { truncatedMessage } from "../core/schemas.js";
 import { cancelledTasks } from "../core/notices.js";
-import { processRuns } from "../core/process-alive.js";
+import { ofAnotherLiveProcess } from "../core/process-alive.js";
 import { type ClaimedTask, type EnqueueInput, inStateUnder, type Json, type TaskStatus } from "../core/task.js";
 import { DEFAULT_DEAD_AFTER_MS, DEFAULT_STALE_AFTER_MS } from "../core/worker.js";
 import { WriteBatcher } from "../api/write-batcher.js";
@@ -341,11 +341,7 @@ export class Worker {
   private async warnIfIdInUse(): Promise<void> {
     // Over HTTP a worker key may not list workers: then nothing is said.
     const other = (await this.store.listWorkers().catch(() => [])).find((w) => w.workerId === this.id);
-    if (!other || other.pid === null || (other.status !== "active" && other.status !== "stale")) return;
-    const here = other.hostname === hostname();
-    if (here && other.pid === process.pid) return;
-    const live = here ? processRuns(other.pid) : other.secondsSinceHeartbeat * 1000 < 2 * this.heartbeatIntervalMs;
-    if (!live) return;
+    if (!other || !ofAnotherLiveProcess(other, this.heartbeatIntervalMs)) return;
     this.logger.warn(
       `Worker id ${this.id} is in use by another process (pid ${other.pid} on ${other.hostname ?? "an unknown host"}, heard ${other.secondsSinceHeartbeat} s ago): ` +
         "two live workers with one id give back each other's tasks when either stops, and those tasks run twice. Give each process its own id (WORKER_ID, --id), or leave it out for a generated one",
