@@ -221,8 +221,8 @@ export class CheckedStore implements Store {
     }
     validate(EnqueueBatchSchema, inputs, "tasks");
     // A single task is checked as enqueue checks it: its errors name no index.
-    if (inputs.length === 1) this.checkEnqueue(inputs[0]);
-    else inputs.forEach((input, index) => atItem(index, () => this.checkEnqueue(input)));
+    if (inputs.length === 1) checkNewTask(inputs[0], this.limits);
+    else inputs.forEach((input, index) => atItem(index, () => checkNewTask(input, this.limits)));
     return inputs.length === 0 ? [] : this.store.enqueueWithin(connection, inputs);
   }
 
@@ -275,7 +275,7 @@ export class CheckedStore implements Store {
 
   async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
     checkLease(id, lease);
-    this.checkStored("checkpoint", data);
+    checkStored(this.limits, "checkpoint", data);
     return this.store.checkpoint(id, lease, data);
   }
 
@@ -288,8 +288,8 @@ export class CheckedStore implements Store {
   async complete(id: number, lease: Lease, options: CompleteOptions = {}): Promise<CompleteResult> {
     checkLease(id, lease);
     validate(CompleteOptionsSchema, options, "completion");
-    this.checkStored("result", options.result ?? null);
-    (options.followUps ?? []).forEach((input, index) => atItem(index, () => this.checkEnqueue(input, "followUps"), "followUps"));
+    checkStored(this.limits, "result", options.result ?? null);
+    (options.followUps ?? []).forEach((input, index) => atItem(index, () => checkNewTask(input, this.limits, "followUps"), "followUps"));
     return this.store.complete(id, lease, options);
   }
 
@@ -297,7 +297,7 @@ export class CheckedStore implements Store {
   async completeMany(items: Completion[], options?: BatchOptions): Promise<BatchOutcome[]> {
     return this.batch(items, (item) => {
       validate(CompletionSchema, item, "completion");
-      this.checkStored("result", item.result ?? null);
+      checkStored(this.limits, "result", item.result ?? null);
     }, (valid) => this.store.completeMany(valid, options));
   }
 
@@ -314,7 +314,7 @@ export class CheckedStore implements Store {
   async release(id: number, lease: Lease, options: ReleaseOptions = {}): Promise<Task> {
     checkLease(id, lease);
     validate(ReleaseOptionsSchema, options, "release");
-    if (options.checkpoint !== undefined) this.checkStored("checkpoint", options.checkpoint);
+    if (options.checkpoint !== undefined) checkStored(this.limits, "checkpoint", options.checkpoint);
     return this.store.release(id, lease, options);
   }
 
@@ -538,7 +538,7 @@ export class CheckedStore implements Store {
 
   async generateTasks(input: GenerateInput): Promise<GenerateResult> {
     validate(GenerateInputSchema, input, "generation");
-    this.checkStored("params", input.params ?? {});
+    checkStored(this.limits, "params", input.params ?? {});
     checkFanOut(input);
     return this.store.generateTasks(input);
   }
@@ -577,23 +577,16 @@ export class CheckedStore implements Store {
   /** A worker's beat; `seen` refuses a worker beating twice in one batch (its upsert would meet itself). */
   private checkBeat(beat: WorkerBeat, seen?: Set<string>): void {
     validate(WorkerBeatSchema, beat, "worker heartbeat");
-    if (beat.metadata !== undefined) this.checkStored("metadata", beat.metadata);
+    if (beat.metadata !== undefined) checkStored(this.limits, "metadata", beat.metadata);
     if (seen?.has(beat.workerId)) throw new ValidationError(`Invalid worker heartbeat: worker ${beat.workerId} beats more than once in this batch`, [{ path: "workerId", message: "repeated" }]);
     seen?.add(beat.workerId);
   }
 
-  private checkStored(kind: "params" | "checkpoint" | "result" | "metadata", value: unknown, path: string = kind): void {
-    checkStored(this.limits, kind, value, path);
-  }
 
   /** A single enqueue call: its options, then its task. */
   private checkEnqueueCall(input: EnqueueInput, options: EnqueueCallOptions): void {
     validate(EnqueueCallOptionsSchema, options, "enqueue options");
-    this.checkEnqueue(input);
-  }
-
-  private checkEnqueue(input: EnqueueInput, what = "task"): void {
-    checkNewTask(input, this.limits, what);
+    checkNewTask(input, this.limits);
   }
 }
 
