@@ -151,7 +151,7 @@ export function checkTaskTypeDefinition(definition: TaskTypeDefinition, limits: 
   checkBackoff(definition.backoff, "task type");
   if (definition.paramsSchema !== undefined) {
     checkStored(limits, "params", definition.paramsSchema, "paramsSchema");
-    compileParamsSchema(definition.paramsSchema, definition.name);
+    compileParamsSchema(definition.paramsSchema, definition.name, { registering: true });
   }
 }
 

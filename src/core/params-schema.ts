@@ -9,7 +9,10 @@ import { invalidMessage, MAX_ISSUES } from "./validation.js";
 /**
  * Params schemas are JSON Schema draft-07, checked by Ajv. Strict mode refuses unknown keywords, so a
  * typo such as `requird` fails registration instead of silently validating nothing; the standard
- * formats (date-time, email, uri, uuid, ...) are known. One instance serves every store: compiling is
+ * formats (date-time, email, uri, uuid, ...) are known. A check stops at the first fault (Ajv's
+ * allErrors off, as its security notes advise for untrusted data): with every fault collected, a
+ * failing anyOf of 1,000 branches over 40,000 items built an error per branch per item, and the
+ * server ran out of memory. One instance serves every store: compiling is
  * synchronous and each schema is removed from Ajv's registry right after, so `$id`s of different
  * versions never collide and Ajv keeps no reference to them.
  *
@@ -23,7 +26,7 @@ function schemaCompiler(): Ajv {
   const require = createRequire(import.meta.url);
   const { Ajv } = require("ajv") as typeof import("ajv");
   const addFormats = require("ajv-formats") as typeof import("ajv-formats");
-  ajv = new Ajv({ allErrors: true, strict: true, strictTypes: false, strictTuples: false, code: { regExp: re2() } });
+  ajv = new Ajv({ allErrors: false, strict: true, strictTypes: false, strictTuples: false, code: { regExp: re2() } });
   addFormats.default(ajv);
   return ajv;
 }
@@ -94,11 +97,17 @@ function inRe2Spelling(pattern: string): string {
   return out;
 }
 
-/** Compiles a params schema; throws ValidationError saying what is wrong with an invalid one. */
-export function compileParamsSchema(schema: JsonObject, typeName: string): ValidateFunction {
+/**
+ * Compiles a params schema; throws ValidationError saying what is wrong with an invalid one.
+ * `registering`: also refuses a schema whose check may apply too many of its parts to one value
+ * (see costlyCheck). Schemas registered before that check stay usable.
+ */
+export function compileParamsSchema(schema: JsonObject, typeName: string, { registering = false } = {}): ValidateFunction {
   const refused = (message: string) => new ValidationError(`Invalid params schema for ${typeName}: ${message}`, [{ path: "paramsSchema", message }]);
   const slow = slowCheck(schema, "paramsSchema");
   if (slow !== null) throw new ValidationError(`Invalid params schema for ${typeName}: ${slow.message}`, [slow]);
+  const costly = registering ? costlyCheck(schema) : null;
+  if (costly !== null) throw refused(costly);
   const compiler = schemaCompiler();
   let validate: ValidateFunction;
   try {
@@ -156,7 +165,7 @@ function slowCheck(node: unknown, path: string): FieldIssue | null {
     } catch (error) {
       return {
         path: at,
-        message: `the pattern ${JSON.stringify(pattern)} is not one this server runs (${(error as Error).message}): patterns are matched by RE2, in time linear in the text, which lacks some of JavaScript's syntax: lookahead, lookbehind, backreferences, \\c escapes, [^] and long Unicode property names (\\p{Letter}; write \\pL)`,
+        message: `the pattern ${JSON.stringify(pattern)} is not one this server runs (${(error as Error).message}): patterns are matched by RE2, in time linear in the text, which lacks some of JavaScript's syntax: lookahead, lookbehind, backreferences, \\c escapes, [^] and long Unicode property names (\\p{Letter}; write \\p{L})`,
       };
     }
   }
@@ -176,6 +185,153 @@ function slowCheck(node: unknown, path: string): FieldIssue | null {
     if (found) return found;
   }
   return null;
+}
+
+/**
+ * The most schema parts a check may apply to one value of the params (a part's enum counts a tenth
+ * of its length more). Ajv applies each part the schema reaches a value through: a $ref, every
+ * branch of an anyOf (when the earlier ones fail), items and properties on to the children. Where
+ * two ways lead to one part, it is applied twice, and where that happens inside a recursion, twice
+ * more at each level: `{"anyOf": [B, B]}` with B an array whose items $ref back was 20 levels of
+ * params deep in 4.6 s, 40 levels in minutes (the server's event loop held all that time).
+ */
+const MAX_APPLICATIONS = 100;
+/** How many different sets of parts the analysis follows before it gives up on a schema. */
+const MAX_ANALYSED = 10_000;
+
+type Schema = Record<string, unknown>;
+/** The parts one value's check applies, with how many times each. */
+type Applied = Map<Schema, number>;
+
+/**
+ * Why checking params against `root` could cost too much, or null. It follows the parts applied to
+ * each value of possible params: from a set of parts applied to a value, the sets applied to each
+ * child (a property by name, any other property, an array's item by index, any other item, a property
+ * name), until no new set comes, refusing as soon as a set applies more than MAX_APPLICATIONS. Only
+ * local $refs (`#`, `#/definitions/…`) are followed; another kind is refused, since the analysis cannot
+ * see where it leads. An overestimate where schemas overlap (a patternProperties schema counts for
+ * every property), never an underestimate.
+ */
+function costlyCheck(root: Schema): string | null {
+  const closures = new Map<Schema, Applied>();
+  const onStack = new Set<Schema>();
+  const fault: { message: string | null } = { message: null };
+  const tooMany = `a check may apply more than ${MAX_APPLICATIONS} of its parts to one value (an anyOf or oneOf of many branches, an enum of many values, or two ways to one part inside a recursion, which doubles at every level of the params), and params are checked on the server's event loop: use enum for a list of constants, or write the schema with fewer branches`;
+
+  /** The parts applied to a value that `node` is applied to (itself, its $ref, its branches, ...). */
+  const closure = (node: unknown): Applied => {
+    const applied: Applied = new Map();
+    if (typeof node !== "object" || node === null || Array.isArray(node) || fault.message !== null) return applied;
+    const schema = node as Schema;
+    const known = closures.get(schema);
+    if (known) return known;
+    if (onStack.has(schema)) {
+      fault.message = "it refers to itself before checking anything (a $ref that reaches itself through no property or item), so checking some params would never end";
+      return applied;
+    }
+    onStack.add(schema);
+    applied.set(schema, 1);
+    for (const part of sameValueParts(schema)) {
+      if (part === UNFOLLOWED) {
+        fault.message = `its $ref ${JSON.stringify(schema.$ref)} is not a local JSON pointer ("#" or "#/definitions/…"): only those are allowed, so that its cost can be checked`;
+        break;
+      }
+      add(applied, closure(part), 1);
+    }
+    onStack.delete(schema);
+    if (weight(applied) > MAX_APPLICATIONS) fault.message ??= tooMany;
+    closures.set(schema, applied);
+    return applied;
+  };
+
+  const resolve = (ref: string): unknown => {
+    if (ref === "#") return root;
+    if (!ref.startsWith("#/")) return UNFOLLOWED;
+    let at: unknown = root;
+    for (const raw of ref.slice(2).split("/")) {
+      const key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~");
+      at = typeof at === "object" && at !== null ? (at as Record<string, unknown>)[key] : undefined;
+    }
+    return at;
+  };
+
+  const sameValueParts = (schema: Schema): unknown[] => [
+    ...(typeof schema.$ref === "string" ? [resolve(schema.$ref)] : []),
+    ...["allOf", "anyOf", "oneOf"].flatMap((k) => (Array.isArray(schema[k]) ? (schema[k] as unknown[]) : [])),
+    ...["not", "if", "then", "else"].map((k) => schema[k]),
+    ...(isObject(schema.dependencies) ? Object.values(schema.dependencies).filter((d) => !Array.isArray(d)) : []),
+  ];
+
+  const start = closure(root);
+  const seen = new Set<string>();
+  const queue: Applied[] = [start];
+  const ids = new Map<Schema, number>();
+  const keyOf = (applied: Applied) =>
+    [...applied].map(([schema, n]) => `${ids.get(schema) ?? ids.set(schema, ids.size).get(schema)}:${n}`).sort().join(",");
+  seen.add(keyOf(start));
+  while (queue.length > 0 && fault.message === null) {
+    if (seen.size > MAX_ANALYSED) return `it is too intricate to tell how much a check costs (more than ${MAX_ANALYSED} combinations of its parts); write it with fewer branches and $refs`;
+    const applied = queue.shift()!;
+    for (const child of childSets(applied, closure)) {
+      if (fault.message !== null) break;
+      if (child.size === 0) continue;
+      if (weight(child) > MAX_APPLICATIONS) return tooMany;
+      const key = keyOf(child);
+      if (seen.has(key)) continue;
+      seen.add(key);
+      queue.push(child);
+    }
+  }
+  return fault.message;
+}
+
+/** A $ref the cost analysis cannot follow. */
+const UNFOLLOWED = Symbol("unfollowed");
+
+const isObject = (value: unknown): value is Schema => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** A set's cost: each part once per application, and a tenth of its enum's length more. */
+function weight(applied: Applied): number {
+  let total = 0;
+  for (const [schema, n] of applied) total += n * (1 + (Array.isArray(schema.enum) ? Math.floor(schema.enum.length / 10) : 0));
+  return total;
+}
+
+function add(into: Applied, from: Applied, times: number): void {
+  for (const [schema, n] of from) into.set(schema, (into.get(schema) ?? 0) + n * times);
+}
+
+/** The sets of parts applied to each kind of child of a value that `applied` is applied to. */
+function childSets(applied: Applied, closure: (node: unknown) => Applied): Applied[] {
+  const names = new Set<string>();
+  let tuple = 0;
+  for (const schema of applied.keys()) {
+    if (isObject(schema.properties)) for (const name of Object.keys(schema.properties)) names.add(name);
+    if (Array.isArray(schema.items)) tuple = Math.max(tuple, schema.items.length);
+  }
+  /** The parts applied to one child: `parts` picks, from each schema applied to the value, those applied to that child. */
+  const child = (parts: (schema: Schema) => unknown[]): Applied => {
+    const out: Applied = new Map();
+    for (const [schema, n] of applied) for (const part of parts(schema)) add(out, closure(part), n);
+    return out;
+  };
+  const patterns = (schema: Schema) => (isObject(schema.patternProperties) ? Object.values(schema.patternProperties) : []);
+  const property = (name: string | null) => (schema: Schema) => {
+    const declared = name !== null && isObject(schema.properties) && Object.hasOwn(schema.properties, name);
+    return [...(declared ? [(schema.properties as Schema)[name]] : [schema.additionalProperties]), ...patterns(schema)];
+  };
+  const item = (index: number | null) => (schema: Schema) => {
+    const tupled = Array.isArray(schema.items);
+    const own = tupled ? (index !== null && index < (schema.items as unknown[]).length ? [(schema.items as unknown[])[index]] : [schema.additionalItems]) : [schema.items];
+    return [...own, schema.contains];
+  };
+  return [
+    ...[...names].map((name) => child(property(name))),
+    child(property(null)),
+    child((schema) => [schema.propertyNames]),
+    ...Array.from({ length: tuple }, (_, i) => child(item(i))),
+    child(item(null)),
+  ];
 }
 
 /** Whether `value` passes, or "endless" when checking it overflows the stack (a schema that refers to itself before it checks anything). */

@@ -285,7 +285,7 @@ export function schedulesContract(kind: StoreKind) {
       await ctx.store.registerTaskType({ name: "product_resync", paramsSchema: schema });
       const without = await ctx.store.saveSchedule({ ...RESYNC, params: { bogus: 1 } }).catch((e) => e);
       expect(without).toBeInstanceOf(ValidationError);
-      expect(without.message).toMatch(/^Invalid params for product_resync v1: params\.key: is required; params\.bogus: is not allowed/);
+      expect(without.message).toBe("Invalid params for product_resync v1: params.key: is required");
       const badKey = await ctx.store.saveSchedule({ ...RESYNC, fanOut: { keys: [1, "a"] } }).catch((e) => e);
       expect(badKey).toBeInstanceOf(ValidationError);
       // Through a server (connect("http://…")) too: the client says the server's message in the library's names.

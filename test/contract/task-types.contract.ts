@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { TaskTypeAtCapacityError, ValidationError } from "../../src/core/errors.js";
-import type { JsonObject } from "../../src/core/task.js";
+import type { Json, JsonObject } from "../../src/core/task.js";
 import type { TaskTypeDefinition } from "../../src/core/task-type.js";
 import type { WorkerBeat } from "../../src/core/worker.js";
 import type { StoreKind } from "../helpers/stores.js";
@@ -92,6 +92,12 @@ export function taskTypesContract(kind: StoreKind) {
         ["a schema with uniqueItems over items of no scalar type", { name: "t", paramsSchema: { type: "object", properties: { a: { type: "array", uniqueItems: true } } } }, /uniqueItems needs items of one scalar type/],
         // It compiled, then every enqueue of the type overflowed the stack (a 500 over HTTP).
         ["a schema that refers to itself before checking anything", { name: "t", paramsSchema: { $ref: "#" } }, /Invalid params schema for t: it refers to itself before checking anything/],
+        // Recursive only for a value that is neither a string nor an object: such params never ended.
+        ["a schema that refers to itself under a property", { name: "t", paramsSchema: { type: "object", properties: { v: { anyOf: [{ type: "string" }, { type: "object" }, { $ref: "#/properties/v" }] } } } }, /it refers to itself before checking anything \(a \$ref that reaches itself through no property or item\)/],
+        // Checks whose work doubles at each level of the params: 40 levels held the server for minutes.
+        ["a schema whose recursion goes two ways to one part", { name: "t", paramsSchema: { type: "object", definitions: { n: { anyOf: [{ type: "array", items: { $ref: "#/definitions/n" } }, { type: "array", items: { $ref: "#/definitions/n" } }] } }, properties: { a: { $ref: "#/definitions/n" } } } }, /a check may apply more than 100 of its parts to one value/],
+        ["a schema of an anyOf of 1,000 branches", { name: "t", paramsSchema: { type: "object", properties: { a: { type: "array", items: { anyOf: Array.from({ length: 1000 }, (_, i) => ({ const: i })) } } } } }, /more than 100 of its parts to one value .*use enum for a list of constants/],
+        ["a schema with a $ref the cost check cannot follow", { name: "t", paramsSchema: { type: "object", properties: { a: { $ref: "other.json#/x" } } } }, /its \$ref "other.json#\/x" is not a local JSON pointer/],
       ];
       it.each(bad)("refuses %s with a ValidationError and registers nothing", async (_, definition, message) => {
         const error = await ctx.store.registerTaskType(definition as TaskTypeDefinition).catch((e) => e);
@@ -126,14 +132,13 @@ export function taskTypesContract(kind: StoreKind) {
         await expect(ctx.store.enqueue({ taskType: "tagged", params: { sku: "ABC-12", tags: ["a", "a"] } })).rejects.toThrow(/params\.tags: must NOT have duplicate items/);
       });
 
-      it("refuses params on which the schema recurses without end as bad params, not a crash", async () => {
-        // Recursive only for a value that is neither a string nor an object: registered, then some params never end.
-        await ctx.store.registerTaskType({ name: "looped", paramsSchema: { type: "object", properties: { v: { anyOf: [{ type: "string" }, { type: "object" }, { $ref: "#/properties/v" }] } } } });
-        expect(await ctx.store.enqueue({ taskType: "looped", params: { v: "fine" } })).toMatchObject({ created: true });
-        const error = await ctx.store.enqueue({ taskType: "looped", params: { v: 1 } }).catch((e) => e);
-        expect(error).toBeInstanceOf(ValidationError);
-        expect(error.message).toBe("Invalid params for looped v1: the params schema of looped v1 refers to itself without end on these params; register a version that does not");
-        expect((await ctx.store.counts()).byStatus.pending).toBe(1);
+      it("takes recursive schemas whose check stays linear in the params: trees, and any JSON value", async () => {
+        const node = { type: "object", properties: { name: { type: "string" }, children: { type: "array", items: { $ref: "#/definitions/node" } }, next: { $ref: "#/definitions/node" } } };
+        const value: JsonObject = { anyOf: [{ type: "string" }, { type: "number" }, { type: "array", items: { $ref: "#/definitions/value" } }, { type: "object", additionalProperties: { $ref: "#/definitions/value" } }] };
+        await ctx.store.registerTaskType({ name: "tree", paramsSchema: { type: "object", definitions: { node, value }, properties: { root: { $ref: "#/definitions/node" }, data: { $ref: "#/definitions/value" } } } });
+        const deep = (depth: number): Json => (depth === 0 ? 1 : [deep(depth - 1)]);
+        expect(await ctx.store.enqueue({ taskType: "tree", params: { root: { name: "a", children: [{ name: "b", next: { name: "c" } }] }, data: deep(60) } })).toMatchObject({ created: true });
+        await expect(ctx.store.enqueue({ taskType: "tree", params: { root: { name: "a", children: [{ name: 1 }] } } })).rejects.toThrow(/params\.root\.children\.0\.name: must be string/);
       });
 
       it("accepts good params and records the version the task was created under", async () => {
@@ -143,7 +148,7 @@ export function taskTypesContract(kind: StoreKind) {
         expect((await ctx.store.get(task.id))?.taskTypeVersion).toBe(1);
       });
 
-      it("refuses bad params with an error naming each failing field, writing nothing", async () => {
+      it("refuses bad params with an error naming the failing field, writing nothing", async () => {
         await ctx.store.registerTaskType(RESYNC);
         const error = await ctx.store.enqueue({ taskType: "product_resync", params: { storeId: "42" } }).catch((e) => e);
         expect(error).toBeInstanceOf(ValidationError);
@@ -151,10 +156,9 @@ export function taskTypesContract(kind: StoreKind) {
         expect(error.message).toBe("Invalid params for product_resync v1: params.storeId: must be integer");
         expect(error.issues).toEqual([{ path: "params.storeId", message: "must be integer" }]);
 
+        // The first fault only: a check that goes on collecting every fault can be made to take the server's memory.
         const several = await ctx.store.enqueue({ taskType: "product_resync", params: { full: "yes", extra: 1 } }).catch((e) => e);
-        expect(several.message).toBe(
-          "Invalid params for product_resync v1: params.storeId: is required; params.extra: is not allowed; params.full: must be boolean",
-        );
+        expect(several.message).toBe("Invalid params for product_resync v1: params.storeId: is required");
         expect(await pendingCount()).toBe(0);
         expect(await ctx.store.events(1)).toEqual([]);
       });
