@@ -141,6 +141,26 @@ describe("taskpool operator CLI", () => {
     }
   }, 60_000);
 
+  it("tasks show and types list print no terminal escapes from stored text: a worker's stack, a producer's description", async () => {
+    const pool = await connect(db);
+    let id: number;
+    try {
+      const p = pool.protocol;
+      const hostile = "\u001b[2J\u001b]0;TITLE\u0007";
+      await pool.registerTaskType({ name: "ansi", description: `clears ${hostile}the screen` });
+      id = (await pool.enqueue("ansi", {}, { maxAttempts: 1 })).id;
+      const [task] = await p.claim({ workerId: "w-ansi", taskTypes: ["ansi"] });
+      await p.fail(task.id, task, { error: "boom", stack: `Error: boom${hostile}\n    at x (y.js:1:1)` });
+    } finally {
+      await pool.close();
+    }
+    const [show, types] = await Promise.all([taskpool("tasks", "show", String(id), "--db", db), taskpool("types", "list", "--db", db)]);
+    // eslint-disable-next-line no-control-regex -- what must not reach the terminal
+    for (const out of [show.stdout, types.stdout]) expect(out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f]/);
+    expect(show.stdout).toMatch(/Stack of the last failure \(\S+Z\):\n {2}Error: boom \[2J \]0;TITLE \n/);
+    expect(types.stdout).toMatch(/ansi v1 .* — clears {2}\[2J \]0;TITLE the screen\n/);
+  });
+
   it("workers, capacity and reassignments show the registry, seed 004's figures and seed 003's history after a worker dies", async () => {
     // The monitoring views read the database's own clock, so the rows are written relative to the real time.
     const start = Date.now();

@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { PassThrough } from "node:stream";
 import { promisify } from "node:util";
 import { pino } from "pino";
@@ -167,6 +167,8 @@ describe("taskpool dev and the dispensary-crawl example", () => {
         }
       };
       expect(held.map(({ pid }) => alive(pid))).toEqual([true, true]);
+      // The database reaches it through its environment: a URL's password on a command line is any local user's to read (ps).
+      for (const [i, { pid }] of held.entries()) expect(readFileSync(`/proc/${pid}/cmdline`, "utf8")).not.toContain(devs[i].db.replace(/^sqlite:/, ""));
       for (const { dev, signal } of devs) dev.child.kill(signal);
       await new Promise((resolve) => setTimeout(resolve, 300));
       for (const { pid } of held) process.kill(pid, "SIGCONT");

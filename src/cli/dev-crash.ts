@@ -45,7 +45,7 @@ const CHECKPOINTS_WITHIN_MS = 30_000;
 const RECOVERY_WITHIN_MS = 180_000;
 const STOP_WITHIN_MS = 5_000;
 const POLL_MS = 100;
-/** Connection settings the extra worker must not inherit: they would point it somewhere else than --db. */
+/** Connection settings the extra worker must not inherit from dev's environment: they would point it somewhere else than dev's database. */
 const NOT_INHERITED = new Set(["TASKPOOL_URL", "TASKPOOL_API_KEY", "TASKPOOL_DATABASE_URL", "TASKPOOL_SCHEMA", "WORKER_ID", "WORKER_ROLE"]);
 
 const holding = (task: Task | null, workerId: string) => task !== null && task.workerId === workerId && (task.status === "claimed" || task.status === "running");
@@ -57,14 +57,15 @@ const holding = (task: Task | null, workerId: string) => task !== null && task.w
 export function simulateCrash(pool: Taskpool, options: CrashOptions): SimulatedCrash {
   const { logger } = options;
   const workerId = `dev-${options.role}-crashing`;
-  const args = ["worker", "--handlers", options.handlersPath, "--role", options.role, "--concurrency", "1", "--id", workerId, "--db", options.db];
-  if (options.schema) args.push("--schema", options.schema);
+  // The database and schema go in its environment, not its arguments: a URL's password on a command line is any local user's to read (ps).
+  const args = ["worker", "--handlers", options.handlersPath, "--role", options.role, "--concurrency", "1", "--id", workerId];
   // Polls and beats as often as dev's own workers, so it gets a task as soon as the role has one. Stopped
   // by dev before the crash, it releases its task at once. Through the IPC channel it hears dev end,
   // however it ends: a dev killed with SIGKILL left it running, claiming tasks, with nobody to stop it.
   args.push("--poll-interval", "250", "--heartbeat-interval", "1000", "--shutdown-grace", "0", "--exit-with-parent");
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !NOT_INHERITED.has(name)));
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1], ...args], { env: { ...env, LOG_LEVEL: "warn" }, stdio: ["ignore", "ignore", "pipe", "ipc"] });
+  const connection = { TASKPOOL_DATABASE_URL: options.db, ...(options.schema ? { TASKPOOL_SCHEMA: options.schema } : {}) };
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1], ...args], { env: { ...env, ...connection, LOG_LEVEL: "warn" }, stdio: ["ignore", "ignore", "pipe", "ipc"] });
   let stderr = "";
   child.stderr?.on("data", (chunk) => (stderr = (stderr + chunk).slice(-2000)));
   const kill = () => void child.kill("SIGKILL");

@@ -6,7 +6,7 @@ import { TASK_STATUSES, type Task, type TaskStatus } from "../core/task.js";
 import { type TaskpoolCommand, withPool } from "./database.js";
 import { CliError, explainServerTimeout } from "./errors.js";
 import { integerFrom, taskId } from "./parse.js";
-import { type Cell, type Column, emit, formatFields, formatTable, jsonOption } from "./table.js";
+import { type Cell, type Column, cell, emit, formatFields, formatTable, jsonOption } from "./table.js";
 import { counted } from "../core/counted.js";
 
 /** Progress is stored as a fraction of 1. */
@@ -107,7 +107,7 @@ function showTask(task: Task, events: TaskEvent[]): string[] {
     "",
     `Events (${events.length}, oldest first; runs of checkpoints as one row, with the last one's time and data):`,
     ...formatTable(EVENT_COLUMNS, folded(events)).map((l) => `  ${l}`),
-    ...(stack === null ? [] : ["", `Stack of the last failure (${lastFailure!.createdAt.toISOString()}):`, ...stack.split("\n").map((l) => `  ${l}`)]),
+    ...(stack === null ? [] : ["", `Stack of the last failure (${lastFailure!.createdAt.toISOString()}):`, ...stack.split("\n").map((l) => `  ${cell(l)}`)]),
   ];
 }
 

@@ -3,12 +3,13 @@ import { InvalidArgumentError } from "commander";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { type TaskpoolCommand, withPool } from "./database.js";
 import { exactIntegers } from "./parse.js";
-import { emit, jsonOption } from "./table.js";
+import { cell, emit, jsonOption } from "./table.js";
 
 const summary = (t: TaskTypeRecord) =>
   `${t.name} v${t.version}  priority ${t.priority}, ${t.maxAttempts} attempts, recovery ${t.recoveryPolicy}` +
   `${t.timeoutSeconds === null ? "" : `, timeout ${t.timeoutSeconds} s`}${t.maxRunning === null ? "" : `, at most ${t.maxRunning} running`}` +
-  `${t.paramsSchema === null ? "" : ", params schema"}${t.description ? ` — ${t.description}` : ""}`;
+  // The description is any producer's text: escapes in it would act on the operator's terminal.
+  `${t.paramsSchema === null ? "" : ", params schema"}${t.description ? ` — ${cell(t.description)}` : ""}`;
 
 /** The names a mistyped one may have meant, and where to see them all. */
 function registered(names: string[]): string {
