@@ -103,6 +103,8 @@ export class Worker {
   private readonly running = new Map<number, Running>();
   /** When the first failing heartbeat was sent (null while they get through): see fenceExpiredLeases. */
   private beatsFailingSince: number | null = null;
+  /** Set while beats fail: fences the next lease to run out, at its end (see fenceExpiredLeases). */
+  private fenceTimer: NodeJS.Timeout | null = null;
   /** The roles whose type recovers by failing: never claimed into the buffer (see claimScope). */
   private failPolicyRoles = new Set<string>();
   private failPoliciesReadAt = -Infinity;
@@ -211,6 +213,7 @@ export class Worker {
       onRecovered: () => {
         const failedFor = this.beatsFailingSince === null ? "" : `, after failing for ${Math.round((monotonicMs() - this.beatsFailingSince) / 1000)} s`;
         this.beatsFailingSince = null;
+        this.fenceExpiredLeases(); // only clears its timer now
         this.logger.info(`Heartbeats reach ${this.reaches} again${failedFor}`);
         // The database (or server) is back: a claim loop backing off after failed claims (up to 30 s) tries now.
         this.wake();
@@ -228,6 +231,7 @@ export class Worker {
             this.logger.error("The heartbeat thread ended; beating from the event loop instead");
             // Its error was the thread's, not the database's: leases are renewed again from here on.
             this.beatsFailingSince = null;
+            this.fenceExpiredLeases(); // only clears its timer now
             return inProcess();
           })
         : inProcess();
@@ -710,15 +714,25 @@ export class Worker {
    * be refused anyway, but its side effects (a call to another service) would happen twice.
    */
   private fenceExpiredLeases(): void {
+    if (this.fenceTimer !== null) clearTimeout(this.fenceTimer);
+    this.fenceTimer = null;
     if (this.beatsFailingSince === null) return;
     const renewedAtLeast = this.beatsFailingSince - this.heartbeatIntervalMs;
     const now = monotonicMs();
+    let next = Number.POSITIVE_INFINITY;
     for (const entry of this.running.values()) {
+      if (entry.abort.aborted) continue;
       const leaseEnds = Math.max(renewedAtLeast, entry.claimedAt) + this.options.leaseSeconds * 1000;
-      if (now < leaseEnds || entry.abort.aborted) continue;
+      if (now < leaseEnds) {
+        next = Math.min(next, leaseEnds);
+        continue;
+      }
       this.logger.warn(`Task ${entry.task.id}: no heartbeat got through for the lease's ${this.options.leaseSeconds} s; stopping its handler (another worker may hold it now)`);
       entry.abort.abort("lease_lost");
     }
+    // At the lease's end, when the coordinator may hand the task on, not at the next failing beat: with
+    // a lease that is no whole number of intervals, that came up to an interval later, and both ran.
+    if (next !== Number.POSITIVE_INFINITY) this.fenceTimer = setTimeout(() => this.fenceExpiredLeases(), next - now);
   }
 
   /**
@@ -882,6 +896,7 @@ export class Worker {
       process.off("SIGTERM", this.signalHandler);
       process.off("SIGINT", this.signalHandler);
     }
+    if (this.fenceTimer !== null) clearTimeout(this.fenceTimer);
     this.state = "stopped";
     const held = [...this.leftLeased];
     if (held.length > 0) {

@@ -235,6 +235,48 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(logs.messages().some((m) => m.startsWith(`Task ${task.id}: no heartbeat got through for the lease's 1 s`))).toBe(true);
   });
 
+  // The coordinator takes a task back at its lease's end; a worker that fenced only when its next beat
+  // failed went on up to an interval longer beside the next holder (a 20 s lease, beats every 9 s: 6 s).
+  it("stops a handler at its lease's end when beats fail, not at the next failing beat: a lease of no whole number of intervals", async () => {
+    const { task } = await store.enqueue({ taskType: "long" });
+    let cutOff = false;
+    let lastAnsweredSentAt = 0;
+    const partitioned = withOverrides(store, {
+      workerHeartbeat: async (beat) => {
+        if (cutOff) return new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error("network unreachable (simulated)")), 0));
+        const sentAt = Date.now();
+        const answer = await store.workerHeartbeat(beat);
+        lastAnsweredSentAt = sentAt;
+        return answer;
+      },
+    });
+    let abortedAt = 0;
+    const worker = new Worker(
+      partitioned,
+      {
+        roles: ["long"],
+        pollIntervalMs: 100,
+        heartbeatIntervalMs: 1400,
+        leaseSeconds: 3,
+        lastCallsMs: 500,
+        handleSignals: false,
+        heartbeatThread: false,
+        handlers: { long: (_params, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener("abort", () => ((abortedAt = Date.now()), reject(new Error("stopped"))))) },
+      },
+      null,
+    );
+    workers.push(worker);
+    await worker.start();
+    await settled(task.id, "running");
+    await new Promise((r) => setTimeout(r, 1000));
+    cutOff = true;
+    await eventually(() => abortedAt, 8000, "the handler to be fenced");
+    // The lease the last answered beat renewed ends 3 s after it was sent; the next failing beat's
+    // report comes up to 1.4 s later than that.
+    expect(abortedAt - lastAnsweredSentAt).toBeGreaterThanOrEqual(2900);
+    expect(abortedAt - lastAnsweredSentAt).toBeLessThan(3400);
+  });
+
   // A taskpool server being redeployed is out of reach for 20-40 s: the checkpoint write gave up
   // after 6 tries (about 5 s here, 20 s over HTTP), so every run that checkpointed meanwhile failed and
   // was charged an attempt (on its last attempt, failed for good), though its lease outlived the gap.
