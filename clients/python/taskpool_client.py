@@ -72,6 +72,21 @@ _OUTAGE_PAUSE = 0.2
 #: Seconds of silence after which a coordinator at its defaults calls a worker dead and takes its tasks back.
 _DEFAULT_DEAD_AFTER = 120
 
+#: A claim's lease when its answer does not say (the server's default).
+_DEFAULT_LEASE_SECONDS = 120
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects are refused, not followed: urllib sends every header on to whatever host a Location
+    names, the API key with them (a proxy or a maintenance page redirecting elsewhere was handed the
+    fleet's key), and turns a POST into a GET, which lost an enqueue without a word."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
 
 def _through_outage(call: Callable[[], Any], lost: Callable[[], bool], what: str) -> Any:
     """``call()``, tried again while the answer is a network error, a 5xx or a 429 (not a refusal) and the lease is not known lost."""
@@ -206,9 +221,17 @@ class Client:
             attempt += 1
             try:
                 req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
-                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as response:
+                with _OPENER.open(req, timeout=timeout or self.timeout) as response:
                     return _success(response.read())
             except urllib.error.HTTPError as e:
+                if 300 <= e.code < 400:
+                    where = e.headers.get("Location") if e.headers is not None else None
+                    raise TaskpoolError(
+                        e.code,
+                        "redirected",
+                        f"{method} {self.base_url}{path} was redirected ({e.code}) to {where or 'another address'}: redirects are not followed, "
+                        "since they would carry the API key (and a POST's body) elsewhere; give the client the server's own address",
+                    ) from None
                 error = _error(e.code, e.read(), e.headers)
                 # 4xx: the request is wrong or the lease is gone; asking again changes nothing.
                 pause = self._pause(attempt, started, min_retries) if e.code >= 500 and (repeatable or e.code in _UNSENT_STATUSES) else None
@@ -354,7 +377,7 @@ class Client:
 class TaskContext:
     """What a handler gets: the task, its last checkpoint, and ways to save progress and to learn it should stop."""
 
-    def __init__(self, client: Client, worker_id: str, task: Dict[str, Any], stopping: threading.Event):
+    def __init__(self, client: Client, worker_id: str, task: Dict[str, Any], stopping: threading.Event, asked_at: Optional[float] = None, lease_seconds: Optional[float] = None):
         self.task = task
         self.id: int = task["id"]
         self.params: Dict[str, Any] = task.get("params") or {}
@@ -372,10 +395,18 @@ class TaskContext:
         #: Tasks to create with this one's completion (ctx.enqueue), in its transaction: none if it fails.
         self.follow_ups: List[Dict[str, Any]] = []
         self._returned = False
+        #: The lease's length, and when it was last renewed at the latest (time.monotonic(): the claim was
+        #: asked for then, or a beat that renewed it was sent then): it ends by the sum, unless renewed again.
+        self._lease_seconds = _lease_length(task, lease_seconds)
+        self._renewed_at = time.monotonic() if asked_at is None else asked_at
 
     @property
     def lost(self) -> bool:
-        """The lease was taken back (expired, re-claimed or cancelled): stop; the result would be refused."""
+        """The lease was taken back (expired, re-claimed or cancelled), or no heartbeat renewed it for its
+        length (a partition: the coordinator may have handed the task on): stop; the result would be refused."""
+        if not self._lost.is_set() and time.monotonic() >= self._renewed_at + self._lease_seconds:
+            log.warning("task %s: no heartbeat renewed its lease for its %.0f s; stop (another worker may hold it now)", self.id, self._lease_seconds)
+            self._lost.set()
         return self._lost.is_set()
 
     @property
@@ -386,11 +417,11 @@ class TaskContext:
     @property
     def cancelled(self) -> bool:
         """Stop soon: the lease is lost, the task timed out, or the worker is shutting down (save a checkpoint first, then return or call check())."""
-        return self._lost.is_set() or self.timed_out or self._stopping.is_set()
+        return self.lost or self.timed_out or self._stopping.is_set()
 
     def check(self) -> None:
         """Raises LeaseLost when the lease is gone, TimedOut past the task's timeout, Cancelled when the worker is shutting down; else returns."""
-        if self._lost.is_set():
+        if self.lost:
             raise LeaseLost(409, "lease_lost", f"Task {self.id} is no longer leased to this worker")
         if self.timed_out:
             raise TimedOut(f"Timed out after {self.task['timeout_seconds']} s")
@@ -415,13 +446,17 @@ class TaskContext:
 
     def _call(self, call: Callable[[], Any]) -> None:
         try:
-            _through_outage(call, lambda: self._lost.is_set(), f"save task {self.id}'s checkpoint or progress")
+            _through_outage(call, lambda: self.lost, f"save task {self.id}'s checkpoint or progress")
         except LeaseLost:
             self._lost.set()
             raise
 
     def _mark_lost(self) -> None:
         self._lost.set()
+
+    def _renewed(self, sent_at: float) -> None:
+        """A beat sent at ``sent_at`` (time.monotonic()) renewed the lease: it runs a lease's length from then at least."""
+        self._renewed_at = max(self._renewed_at, sent_at)
 
 
 Handler = Callable[[TaskContext], Any]
@@ -469,8 +504,10 @@ class Worker:
         self._stopping = threading.Event()
         self._beats_stop = threading.Event()
         self._current: Optional[TaskContext] = None
-        #: A task the last completion's answer brought (claim_next): run next, without a claim of its own.
+        #: A task the last completion's answer brought (claim_next): run next, without a claim of its own;
+        #: and when that completion was sent (time.monotonic()), its lease's start at the earliest.
         self._handed: Optional[Dict[str, Any]] = None
+        self._handed_asked_at = 0.0
         self._max_tasks: Optional[int] = None
         self._waiting = False
         self._claims_failing = False
@@ -496,9 +533,14 @@ class Worker:
             beats.start()
             log.info("worker %s started: claiming %s", self.worker_id, ", ".join(self.handlers))
             while not self._stopping.is_set() and (max_tasks is None or self.tasks_processed < max_tasks):
-                task, self._handed = self._handed or self._claim(), None
+                if self._handed is not None:
+                    task, asked_at = self._handed, self._handed_asked_at
+                else:
+                    asked_at = time.monotonic()
+                    task = self._claim()
+                self._handed = None
                 if task is not None:
-                    self._run(task)
+                    self._run(task, asked_at)
         except _Interrupted:
             pass
         finally:
@@ -548,8 +590,10 @@ class Worker:
         finally:
             self._waiting = False
 
-    def _run(self, task: Dict[str, Any]) -> None:
-        ctx = TaskContext(self.client, self.worker_id, task, self._stopping)
+    def _run(self, task: Dict[str, Any], asked_at: float) -> None:
+        ctx = TaskContext(self.client, self.worker_id, task, self._stopping, asked_at, self.lease_seconds)
+        if not self._lease_holds(ctx, asked_at):
+            return
         handler = self.handlers[task["task_type"]]
         self._current = ctx
         try:
@@ -578,10 +622,31 @@ class Worker:
             self._current = None
             self.tasks_processed += 1
 
+    def _lease_holds(self, ctx: TaskContext, asked_at: float) -> bool:
+        """Whether a task's lease still holds as its handler is about to start. A worker held up after its claim
+        was answered (a process frozen, SIGSTOP, a VM paused) past half the lease renews it first, and runs
+        nothing on a lease the coordinator may have handed on meanwhile: thawed, it ran the task beside the
+        worker that had taken it over, or after that one had completed it."""
+        held_up = time.monotonic() - asked_at
+        if held_up < ctx._lease_seconds / 2:
+            return True
+        sent_at = time.monotonic()
+        try:
+            self.client.heartbeat(ctx.id, self.worker_id, ctx.lease_token)
+        except LeaseLost:
+            log.warning("worker %s: the lease of task %s was lost while the worker was held up %.0f s after claiming it; not running it", self.worker_id, ctx.id, held_up)
+            return False
+        except TaskpoolError as e:
+            log.warning("worker %s: task %s not run: its lease could not be renewed after the worker was held up %.0f s (%s); it runs again once the lease ends", self.worker_id, ctx.id, held_up, e)
+            return False
+        ctx._renewed(sent_at)
+        return True
+
     def _complete(self, ctx: TaskContext, result: Any) -> Dict[str, Any]:
         """Completes the task with its follow-ups; output the server refuses (or JSON cannot hold) fails it for good, saying why:
         running the handler again would do the work again and fail the same way. Unsendable, it ended the worker."""
         try:
+            self._handed_asked_at = time.monotonic()
             return self.client.complete(ctx.id, self.worker_id, ctx.lease_token, result, ctx.follow_ups or None, claim_next=self._claim_next())
         except (TypeError, ValueError) as e:
             reason = f"its result or a follow-up is not JSON ({e})"
@@ -646,6 +711,7 @@ class Worker:
         # the beat then lists no lease, and does not say it lists them all, or the server would take it back at once.
         renewing = ctx is not None and not ctx.lost and not ctx.timed_out
         leases = [{"task_id": ctx.id, "lease_token": ctx.lease_token}] if renewing else None
+        sent_at = time.monotonic()
         try:
             answer = self.client.worker_heartbeat(
                 self.worker_id,
@@ -677,6 +743,8 @@ class Worker:
             self._beats_failing_since = None
         if ctx is not None and ctx.id in answer.get("lost", []):
             ctx._mark_lost()
+        elif renewing and ctx is not None:
+            ctx._renewed(sent_at)
         interval = self.heartbeat_interval or float(answer.get("next_heartbeat_in", 10))
         if self.lease_seconds:
             interval = min(interval, self.lease_seconds / 3)
@@ -747,6 +815,23 @@ _CREATE_RETRIES = 7
 
 #: The longest ``retry_for``, a day: retrying longer is waiting on a server nobody is bringing back.
 _MAX_RETRY_FOR = 86_400
+
+
+def _lease_length(task: Dict[str, Any], fallback: Optional[float]) -> float:
+    """A claimed task's lease in seconds, from the server's own times (its end less its claim: no clock of this
+    machine's in it), else the one the worker asked for, else the server's default."""
+    try:
+        seconds = (_server_time(task["lease_expires_at"]) - _server_time(task["claimed_at"])).total_seconds()
+        if seconds > 0:
+            return seconds
+    except (KeyError, TypeError, ValueError):
+        pass
+    return float(fallback or _DEFAULT_LEASE_SECONDS)
+
+
+def _server_time(text: str) -> datetime.datetime:
+    # Python before 3.11 does not read the Z of the server's ISO times.
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _task_id(task_id: Any) -> int:

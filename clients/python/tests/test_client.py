@@ -572,6 +572,125 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual((shown["task"]["status"], shown["task"]["attempts"]), ("completed", 2))
         self.assertEqual([e["event"] for e in shown["events"]], ["created", "claimed", "requeued", "claimed", "completed"])
 
+    def test_a_worker_held_up_past_its_lease_after_its_claim_runs_nothing_that_was_handed_on(self):
+        kind = unique("thawed")
+        task_id = self.client.enqueue(kind)["id"]
+        ran = []
+        worker = self.worker({kind: lambda ctx: ran.append(ctx.id)}, lease_seconds=2)
+        claim, beat = worker._claim, worker._beat
+        other = f"py-other-{kind}"
+
+        def held_up_after_the_answer():
+            claimed = claim()
+            if claimed is not None:
+                # Frozen (SIGSTOP) between the claim's answer and the handler, heartbeats too, past the lease:
+                # meanwhile the coordinator takes the task back and another worker claims it.
+                worker._beat = lambda: None
+                time.sleep(2.3)
+                self.client.recover_stale()
+                taken = self.client.claim(other, [kind], start=True)
+                self.assertEqual(taken["id"], claimed["id"])
+                worker._beat = beat
+                worker.stop()
+            return claimed
+
+        worker._claim = held_up_after_the_answer
+        worker.run(handle_signals=False)
+        self.assertEqual(ran, [])
+        shown = self.client.get(task_id)["task"]
+        self.assertEqual((shown["status"], shown["worker_id"]), ("running", other))
+
+    def test_a_worker_held_up_briefly_after_its_claim_renews_the_lease_and_runs_the_task(self):
+        kind = unique("held_up")
+        task_id = self.client.enqueue(kind)["id"]
+        worker = self.worker({kind: lambda ctx: {"ran": True}}, lease_seconds=4)
+        claim, beat = worker._claim, worker._beat
+
+        def held_up_after_the_answer():
+            claimed = claim()
+            if claimed is not None:
+                # Frozen, heartbeats too, past half the lease but not past it: nobody took the task meanwhile.
+                worker._beat = lambda: None
+                time.sleep(2.2)
+                worker._beat = beat
+            return claimed
+
+        worker._claim = held_up_after_the_answer
+        worker.run(max_tasks=1, handle_signals=False)
+        self.assertEqual(self.client.get(task_id)["task"]["status"], "completed")
+
+    def test_a_handler_cut_off_from_the_server_for_the_lease_s_length_is_told_it_lost_the_lease(self):
+        kind = unique("partitioned")
+        task_id = self.client.enqueue(kind)["id"]
+        seen = {}
+
+        def long_task(ctx):
+            started = time.monotonic()
+            # The partition: every beat fails from now on, as the network to the server is cut.
+            worker.client.worker_heartbeat = mock.Mock(side_effect=TaskpoolError(None, "network_error", "unreachable (simulated)"))
+            wait_for(lambda: ctx.lost, timeout=6.0, what="the lease to be given up")
+            seen["after"] = time.monotonic() - started
+            seen["cancelled"] = ctx.cancelled
+            worker.client.worker_heartbeat = beat
+            worker.stop()
+            return {"should": "not be reported"}
+
+        worker = self.worker({kind: long_task}, lease_seconds=2)
+        beat = worker.client.worker_heartbeat
+        worker.run(handle_signals=False)
+        # The lease's 2 s after the last beat that got through (sent at most an interval, 0.05 s, before the cut).
+        self.assertGreater(seen["after"], 1.5)
+        self.assertLess(seen["after"], 2.5)
+        self.assertTrue(seen["cancelled"])
+        self.assertNotEqual(self.client.get(task_id)["task"]["status"], "completed")
+
+    def test_a_redirect_is_refused_and_the_api_key_goes_nowhere_else(self):
+        received = []
+
+        class Elsewhere(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                received.append((self.command, self.path, self.headers.get("X-API-Key")))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"success": true, "task": {}}')
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        other = http.server.HTTPServer(("127.0.0.2", 0), Elsewhere)
+        target = f"http://127.0.0.2:{other.server_address[1]}/steal"
+
+        class Redirecting(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(302)
+                self.send_header("Location", target + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        proxy = http.server.HTTPServer(("127.0.0.2", 0), Redirecting)
+        for server in (other, proxy):
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+        try:
+            client = Client(f"http://127.0.0.2:{proxy.server_address[1]}", "tp_SECRET", retries=0)
+            for call in (lambda: client.get(1), lambda: client.enqueue("x", {})):
+                with self.assertRaises(TaskpoolError) as caught:
+                    call()
+                self.assertEqual((caught.exception.status, caught.exception.code), (302, "redirected"))
+                self.assertIn(f"to {target}", str(caught.exception))
+            self.assertEqual(received, [])
+        finally:
+            for server in (other, proxy):
+                server.shutdown()
+                server.server_close()
+
     def test_follow_ups_are_created_with_the_completion_and_output_the_server_refuses_fails_the_task(self):
         parent, child = unique("parent"), unique("child")
         made = self.client.enqueue(parent, {"n": 1})["id"]
