@@ -179,13 +179,16 @@ export class EnqueueBatcher {
   private readonly enqueues: Batcher<EnqueueCall, Settled<EnqueueResult>>;
 
   constructor(
-    private readonly store: Pick<CheckedStore, "enqueue" | "enqueueMany" | "enqueueCalls">,
+    private readonly store: Pick<CheckedStore, "enqueue" | "enqueueMany" | "enqueueCalls" | "remote">,
     maxBatch = 1000,
   ) {
     const alone = ({ input, idempotencyKey }: EnqueueCall) => settle(store.enqueue(input, idempotencyKey === undefined ? {} : { idempotencyKey }));
     const together = async (calls: EnqueueCall[]): Promise<Settled<EnqueueResult>[]> => {
       const keyed = calls.some((c) => c.idempotencyKey !== undefined);
-      if (calls.length > 1 && (!keyed || store.enqueueCalls)) {
+      // Over HTTP each call goes alone, with a key of its own (the server batches concurrent requests
+      // itself): one batch had one key, so a call whose answer was lost, made again with the key its
+      // error named, was refused as reusing it (422) and could not learn its task.
+      if (calls.length > 1 && !store.remote && (!keyed || store.enqueueCalls)) {
         try {
           if (!keyed) return (await store.enqueueMany(calls.map((c) => c.input))).map((value) => ({ ok: true, value }));
           return await store.enqueueCalls!(calls);

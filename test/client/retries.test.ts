@@ -121,6 +121,26 @@ describe("connect(http://…, { retryForMs })", () => {
     }
   });
 
+  it("concurrent creates whose answers were lost each get a key that makes their own task again, at most once", async () => {
+    const pool = await connect(url, { retryForMs: 1000 });
+    const before = (await pool.counts()).byType.lost_together?.pending ?? 0;
+    answersLost = true;
+    try {
+      // Made together, they once went as one batch under one key: a caller making its own call again with it was refused (422, reused).
+      const errors = await Promise.all([1, 2, 3].map((n) => pool.enqueue("lost_together", { n }).then(() => null, (e: unknown) => e as ServerUnreachableError)));
+      answersLost = false;
+      const keys = errors.map((e) => e?.idempotencyKey);
+      expect(new Set(keys).size).toBe(3);
+      expect((await pool.counts()).byType.lost_together?.pending).toBe(before + 3);
+      const again = await Promise.all(keys.map((key, i) => pool.enqueue("lost_together", { n: i + 1 }, { idempotencyKey: key })));
+      expect(again.map((t) => t.params)).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+      expect((await pool.counts()).byType.lost_together?.pending).toBe(before + 3);
+    } finally {
+      answersLost = false;
+      await pool.close();
+    }
+  });
+
   it("waitFor() waits out a rate limit's Retry-After and asks again, rather than failing", async () => {
     const pool = await connect(url);
     try {
