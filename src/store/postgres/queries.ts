@@ -295,12 +295,20 @@ const WORKERS = `workers AS (SELECT w.worker_id, w.lim, w.ord, gen_random_uuid()
 /** What a claim returns of each task (see CLAIMED_COLUMNS). */
 const CLAIM_RETURNS = columnList(CLAIMED_COLUMNS, "t");
 
-/** Leases the tasks in `picked` (id, owner, n) to their owners and logs each claim: the end of every claim. */
+/**
+ * Leases the tasks in `picked` (id, owner, n) to their owners and logs each claim: the end of every claim.
+ * The lease runs from $2 plus what the statement waited before writing, when that is a second or more
+ * (a lock held by a migration, a VACUUM FULL): counted from $2 alone, a claim that waited longer than an
+ * interval reached its worker with its lease nearly over, and was taken back before its first renewal
+ * while the worker ran it. Shorter waits are left out, so the lease a claim answers (see toClaimedTask)
+ * is the one stored; after a long wait the one stored ends later than the one answered.
+ */
 const claimWrites = (start: boolean) => `
   claimed AS (
     UPDATE tasks t
     SET status = '${start ? "running" : "claimed"}', worker_id = w.worker_id, lease_token = w.nonce || '-' || t.id, lease_seconds = $4::int,
-        lease_expires_at = $2::timestamptz + make_interval(secs => $4::int), claimed_at = $2::timestamptz, last_heartbeat_at = $2::timestamptz,
+        lease_expires_at = $2::timestamptz + make_interval(secs => $4::int) + (SELECT CASE WHEN waited >= interval '1 second' THEN waited ELSE interval '0' END FROM (SELECT clock_timestamp() - transaction_timestamp() AS waited) w),
+        claimed_at = $2::timestamptz, last_heartbeat_at = $2::timestamptz,
         started_at = ${start ? "$2::timestamptz" : "NULL"}, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
     FROM picked p JOIN workers w ON w.ord = p.owner WHERE t.id = p.id
     RETURNING ${CLAIM_RETURNS}, p.owner AS claim_owner, p.n AS claim_order
