@@ -17,8 +17,8 @@ export function coordinatorCommand(program: Command): void {
     const retention = retentionFrom(opts);
     // Bad settings are refused before the database is opened.
     checkCoordinatorFlags(sweepFrom(opts), retention);
-    const pool = await openPool(opts);
     const logger = serviceLogger();
+    const pool = await openPool(opts);
     const coordinator = pool.coordinator({ ...sweepFrom(opts), retention, logger });
     coordinator.start();
     let stopping = false;

@@ -33,6 +33,8 @@ export function workerCommand(program: Command): void {
       // them over machines: the others are left out on purpose, not worth the library's warning at each
       // start. A role with no handler is still refused by the worker.
       const handlers = opts.role === undefined ? loaded : Object.fromEntries(Object.entries(loaded).filter(([type]) => roles.includes(type)));
+      // Before the pool: a bad LOG_LEVEL is refused without creating or migrating the database.
+      const logger = serviceLogger();
       const pool = await openPool(opts);
       const worker = pool.worker({
         roles,
@@ -44,7 +46,7 @@ export function workerCommand(program: Command): void {
         shutdownGraceMs: opts.shutdownGrace === undefined ? undefined : opts.shutdownGrace * 1000,
         handleSignals: true,
         // JSON lines on stdout; LOG_LEVEL=debug adds a line per task claimed and completed.
-        logger: serviceLogger(),
+        logger,
       });
       if (opts.exitWithParent) {
         // The parent's end closes the IPC channel it gave: SIGKILLed, it could not stop this worker itself.

@@ -453,7 +453,7 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
   });
   // Served from the package's own copy of Swagger UI: no CDN. Under the plugin's CSP (its inline scripts'
   // hashes), framed by no page, as the dashboard is: it shares their origin, and its key in localStorage.
-  // Changed from the plugin's: nothing from other https sites; inline styles, which Swagger UI sets as it
+  // Changed from the plugin's: nothing from other sites; inline styles, which Swagger UI sets as it
   // renders the (static) document, so no hash can list them; and no upgrade-insecure-requests, which on a
   // plain-HTTP server asked for its own assets over https.
   await app.register(swaggerUi, {
@@ -464,6 +464,8 @@ export async function buildServer(pool: Taskpool, options: ServerOptions = {}): 
         .replace("frame-ancestors 'self'", "frame-ancestors 'none'")
         .replace(/style-src [^;]*/, "style-src 'self' 'unsafe-inline'")
         .replace("font-src 'self' https: data:", "font-src 'self' data:")
+        // The validator badge's host: the UI is set to no validator (validatorUrl null), so nothing loads from it.
+        .replace(" validator.swagger.io", "")
         .replace(/\s*upgrade-insecure-requests;?/, ""),
     uiHooks: {
       onRequest: (_request, reply, done) => {

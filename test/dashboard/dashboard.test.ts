@@ -941,6 +941,8 @@ describe("the dashboard in a real browser", () => {
     const answer = await fetch(`${server.url}/docs/`);
     expect(answer.headers.get("content-security-policy")).toMatch(/frame-ancestors 'none'/);
     expect(answer.headers.get("content-security-policy")).not.toMatch(/upgrade-insecure-requests/);
+    // Nothing from another site: not even the validator badge's host, which the UI does not call.
+    expect(answer.headers.get("content-security-policy")).not.toMatch(/https:|validator\.swagger\.io/);
     expect(answer.headers.get("x-frame-options")).toBe("DENY");
     const page = await browser.newPage();
     pages.push(page);

@@ -222,6 +222,25 @@ describe("taskpool keys and serve", () => {
     }
   }, 60_000);
 
+  it("worker and coordinator refuse a bad LOG_LEVEL before creating their database", async () => {
+    const fresh = sqlitePath();
+    const handlers = `${fresh}.handlers.mjs`;
+    writeFileSync(handlers, "export const handlers = { crawl: async () => null };\n");
+    try {
+      const env = { ...process.env, LOG_LEVEL: "loud" };
+      const refused = await Promise.all([
+        run(process.execPath, [CLI, "worker", "--handlers", handlers, "--db", `sqlite:${fresh}`], { env }).catch((e) => e),
+        run(process.execPath, [CLI, "coordinator", "--db", `sqlite:${fresh}`], { env }).catch((e) => e),
+      ]);
+      for (const r of refused) expect([r.code, r.stderr]).toEqual([1, "taskpool: LOG_LEVEL=loud is not a log level: use one of fatal, error, warn, info, debug, trace, silent\n"]);
+      // It was created and migrated, then the level refused: a typo left a stray database behind.
+      expect(existsSync(fresh)).toBe(false);
+    } finally {
+      rmSync(handlers, { force: true });
+      removeSqliteFiles(fresh);
+    }
+  });
+
   it("serve stops on SIGTERM when its stdout has been closed (a log shipper gone), and logs one line per request only at debug", async () => {
     const bogusRun = run(process.execPath, [CLI, "serve", "--port", "0", "--db", db], { env: { ...process.env, LOG_LEVEL: "verbose" } }).catch((e) => e);
     const { child, url, output } = await startServe("--db", db, "--no-auth");
