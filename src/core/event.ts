@@ -29,3 +29,23 @@ export interface TaskEvent {
   data: Json | null;
   createdAt: Date;
 }
+
+/**
+ * The most bytes of a checkpoint (as JSON text) a `checkpoint` event keeps a copy of. A larger one is
+ * recorded by its size (CheckpointOmitted); the task holds the latest whole. Copied whole, a handler
+ * saving a 1 MiB checkpoint per page stored every one of them again in the trail (600 saves: 600 MiB),
+ * and reading the task's timeline answered 500 or took the server's memory.
+ */
+export const MAX_EVENT_CHECKPOINT_BYTES = 16 * 1024;
+
+/** A checkpoint event's data when the checkpoint was too large to copy into the trail. */
+export interface CheckpointOmitted {
+  omitted: true;
+  bytes: number;
+}
+
+/** A checkpoint event's data, from the checkpoint and its JSON text (see MAX_EVENT_CHECKPOINT_BYTES). */
+export function checkpointEventData(checkpoint: Json, text: string): Json {
+  const bytes = Buffer.byteLength(text);
+  return bytes > MAX_EVENT_CHECKPOINT_BYTES ? ({ omitted: true, bytes } satisfies CheckpointOmitted) : checkpoint;
+}

@@ -99,6 +99,19 @@ export function lifecycleContract(kind: StoreKind) {
       expect((await ctx.store.counts()).byType.next).toBeUndefined();
     });
 
+    it("a checkpoint's event keeps a copy up to 16 KiB; a larger one is recorded by its size, the task keeps it whole", async () => {
+      await ctx.store.enqueue({ taskType: "big" });
+      const [lease] = await ctx.store.claim({ workerId: "w1", taskTypes: ["big"] });
+      const large = { page: 1, rows: "x".repeat(20_000) };
+      const saved = await ctx.store.checkpoint(lease.id, lease, large);
+      expect(saved.checkpoint).toEqual(large);
+      const atLimit = { rows: "y".repeat(16 * 1024 - 11) }; // {"rows":"…"}: 16 KiB exactly
+      await ctx.store.checkpoint(lease.id, lease, atLimit);
+      const events = (await ctx.store.events(lease.id)).filter((e) => e.event === "checkpoint");
+      expect(events.map((e) => e.data)).toEqual([{ omitted: true, bytes: JSON.stringify(large).length }, atLimit]);
+      expect((await ctx.store.get(lease.id))?.checkpoint).toEqual(atLimit);
+    });
+
     it("retries a failure after exponential backoff with jitter, keeping the checkpoint", async () => {
       ctx.jitter.value = 0.5;
       const lease = await claimNew({ maxAttempts: 3, backoff: { baseSeconds: 10, factor: 2, maxSeconds: 3600, jitter: 0.2 } });

@@ -538,7 +538,8 @@ export class PostgresStore implements Store {
   }
 
   async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
-    return toTask((await this.guarded("checkpoint", "tp_checkpoint", sql.CHECKPOINT, id, lease, [JSON.stringify(data)]))[0]);
+    const text = JSON.stringify(data);
+    return toTask((await this.guarded("checkpoint", "tp_checkpoint", sql.CHECKPOINT, id, lease, [text, Buffer.byteLength(text)]))[0]);
   }
 
   async progress(id: number, lease: Lease, progress: number): Promise<Task> {

@@ -15,6 +15,7 @@
  *   losing them would lose work. A durable commit flushes every earlier WAL record too, so a completion
  *   can never survive a crash that its claim did not.
  */
+import { MAX_EVENT_CHECKPOINT_BYTES } from "../../core/event.js";
 import { CANCEL_NOTICE_PREFIX } from "../../core/notices.js";
 import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
 import { type SortBy, type SortOrder, TASK_STATUSES, type TaskStatus } from "../../core/task.js";
@@ -571,13 +572,21 @@ export const PROGRESS = `
   ${ASYNC_COMMIT}
   SELECT moved.* FROM moved, async_commit`;
 
-/** $1 id, $2 worker_id, $3 token, $4 now, $5 checkpoint (JSON). Durable: a checkpoint is saved work. */
+/**
+ * $1 id, $2 worker_id, $3 token, $4 now, $5 checkpoint (JSON), $6 the bytes of its JSON text.
+ * Durable: a checkpoint is saved work. Its event keeps a copy only up to MAX_EVENT_CHECKPOINT_BYTES
+ * (core/event.ts), measured on the JSON text sent, as SQLite's is; a larger one is recorded by its size.
+ */
 export const CHECKPOINT = `
   WITH saved AS (
     UPDATE tasks t SET checkpoint = $5::jsonb, updated_at = $4::timestamptz WHERE ${LEASE_HELD("checkpoint")} RETURNING ${TASK("t")}
   ),
   logged AS (
-    INSERT INTO task_events (task_id, event, to_worker_id, data, created_at) SELECT id, 'checkpoint', $2, checkpoint, $4::timestamptz FROM saved
+    INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
+    SELECT id, 'checkpoint', $2,
+           CASE WHEN $6::int > ${MAX_EVENT_CHECKPOINT_BYTES} THEN jsonb_build_object('omitted', true, 'bytes', $6::int) ELSE checkpoint END,
+           $4::timestamptz
+    FROM saved
   )
   SELECT * FROM saved`;
 
