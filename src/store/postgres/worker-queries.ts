@@ -133,11 +133,20 @@ export const WORKER_HEARTBEAT = `
   ${TALLY_FINISHED("orphaned")},
   -- Finished under the lease presented, by the worker presenting it: its own outcome landed while the
   -- beat was on its way. Not lost: told so, it would count as a lost lease (a metric people alert on).
+  -- Read locked, as they are now: an outcome committed while this statement ran (so held skipped its
+  -- task) is not in the statement's snapshot, where the task still runs. Only the leases held did not
+  -- renew are read so, a few rows, not every lease a beat lists. OFFSET 0 keeps the status test out of
+  -- the locked scan: pushed into it, it read the snapshot's row, and the task was reported lost.
   finished AS (
-    SELECT t.worker_id, t.id
-    FROM tasks t JOIN unnest($3::text[], $4::bigint[], $5::text[]) AS l(worker_id, id, token)
-      ON t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id
-    WHERE t.status IN ('completed', 'failed')
+    SELECT worker_id, id FROM (
+      SELECT t.worker_id, t.id, t.status
+      FROM tasks t JOIN unnest($3::text[], $4::bigint[], $5::text[]) AS l(worker_id, id, token)
+        ON t.id = l.id AND t.lease_token = l.token AND t.worker_id = l.worker_id
+      WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.id = l.id)
+      OFFSET 0
+      FOR SHARE OF t
+    ) now_is
+    WHERE status IN ('completed', 'failed')
   ),
   async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
   SELECT h.held_by, h.held, (SELECT coalesce(array_agg(id), '{}') FROM orphaned) AS released
