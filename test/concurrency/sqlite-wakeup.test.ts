@@ -52,6 +52,15 @@ describe("SQLite wake-ups from other connections to the file", () => {
   });
 });
 
+/** How many times `conn` reads PRAGMA data_version from now on (the watcher's looks). */
+function countLooks(conn: SqliteConnection): () => number {
+  const statement = conn.stmt("PRAGMA data_version");
+  let n = 0;
+  const get = statement.get.bind(statement);
+  statement.get = ((...args: unknown[]) => (n++, get(...(args as [])))) as typeof statement.get;
+  return () => n;
+}
+
 describe("SQLite commit watcher", () => {
   let handle: TestStore<SqliteStore>;
   let conn: SqliteConnection;
@@ -80,6 +89,25 @@ describe("SQLite commit watcher", () => {
       await new Promise((r) => setTimeout(r, 100));
       expect(heard).toEqual([[]]);
     } finally {
+      stop();
+    }
+  });
+
+  it("keeps its idle pace when the wall clock steps back: it times its looks on the monotonic clock", async () => {
+    const watcher = new CommitWatcher(conn, `${handle.store.db.name}-wal`);
+    const stop = watcher.add(() => {});
+    const realNow = Date.now;
+    try {
+      other.pragma("user_version = 1"); // a write: the WAL file changes
+      await new Promise((r) => setTimeout(r, 50));
+      // The wall clock steps back an hour (NTP, an operator): the last write would look an hour ahead.
+      Date.now = () => realNow() - 3_600_000;
+      const looks = countLooks(conn);
+      await new Promise((r) => setTimeout(r, 500));
+      // Idle, it looks every 50 ms: about 10 in 500 ms, not the 1 ms after-write pace (hundreds).
+      expect(looks()).toBeLessThan(40);
+    } finally {
+      Date.now = realNow;
       stop();
     }
   });

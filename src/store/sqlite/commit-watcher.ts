@@ -1,5 +1,6 @@
 import { type FSWatcher, watch } from "node:fs";
 import type { SqliteConnection } from "./connection.js";
+import { monotonicMs } from "../../core/clock.js";
 
 type Listener = (taskTypes: string[]) => void;
 
@@ -31,7 +32,9 @@ const BUSY_FOR_MS = 1000;
  *
  * It watches the WAL file (fs.watch: inotify on Linux), which every commit writes to, so a task that
  * another process enqueues wakes a worker about a millisecond after its commit rather than at the
- * next look of a fixed timer.
+ * next look of a fixed timer. Its times are the process's monotonic clock: with the wall clock, a step
+ * back of an hour (NTP, an operator) made the last write look an hour ahead, and the store looked every
+ * millisecond until the clock caught up (20 times its idle CPU).
  */
 export class CommitWatcher {
   private readonly listeners = new Set<Listener>();
@@ -78,7 +81,7 @@ export class CommitWatcher {
   private watchWal(): FSWatcher | null {
     try {
       const watcher = watch(this.walPath, { persistent: false }, () => {
-        this.lastWrite = Date.now();
+        this.lastWrite = monotonicMs();
         // Sooner than the timer was due: many writes in a row move it once.
         if (this.timerDue > this.lastWrite + this.checkMs.afterWrite) this.schedule();
       });
@@ -94,8 +97,8 @@ export class CommitWatcher {
 
   private schedule(): void {
     if (this.timer) clearTimeout(this.timer);
-    const ms = this.nextLookMs(Date.now());
-    this.timerDue = Date.now() + ms;
+    const ms = this.nextLookMs(monotonicMs());
+    this.timerDue = monotonicMs() + ms;
     // unref'd: a subscription alone must not keep the process alive.
     this.timer = setTimeout(() => {
       this.timer = null;
@@ -115,7 +118,7 @@ export class CommitWatcher {
       const version = this.version();
       if (version !== this.seen) {
         this.seen = version;
-        this.lastChange = Date.now();
+        this.lastChange = monotonicMs();
         for (const l of [...this.listeners]) l([]);
       }
     } catch {
