@@ -35,7 +35,7 @@ import { taskRoutes } from "../server/routes/tasks.js";
 import { workerTransportRoutes } from "../server/routes/worker-transport.js";
 import { workerRoutes } from "../server/routes/workers.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, Store } from "../store/store.js";
-import { retryAfterMs, ValidationError } from "../core/errors.js";
+import { InvalidTransitionError, retryAfterMs, ValidationError } from "../core/errors.js";
 import { errorFromReply, keysNotOverHttp, NotOverHttpError, recountNotOverHttp } from "./errors.js";
 import { HttpTransport, type RequestOptions, type TransportOptions } from "./http-transport.js";
 
@@ -175,11 +175,29 @@ export class HttpStore implements Store {
   }
 
   async cancel(id: number, options: CancelOptions = {}): Promise<Task> {
-    return unleased((await this.call<{ task: Task }>("POST /api/tasks/:id/cancel", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } })).task);
+    const call = this.call<{ task: Task }>("POST /api/tasks/:id/cancel", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } });
+    return unleased((await this.appliedEarlier(call, id, "cancelled")).task);
   }
 
   async retry(id: number, options: RetryOptions = {}): Promise<Task> {
-    return unleased((await this.call<{ task: Task }>("POST /api/tasks/:id/retry", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } })).task);
+    const call = this.call<{ task: Task }>("POST /api/tasks/:id/retry", { params: { id }, body: options }, { repeatable: "yes", subject: { taskId: id } });
+    return unleased((await this.appliedEarlier(call, id, "pending")).task);
+  }
+
+  /**
+   * An operator's change sent again after its answer was lost, and refused as an invalid transition:
+   * the try whose answer was lost made it, if the task is now where the change puts it. Answered as
+   * that change; it was reported refused ("not cancelled: it is cancelled", exit 1) though applied.
+   */
+  private async appliedEarlier(call: Promise<{ task: Task }>, id: number, status: Task["status"]): Promise<{ task: Task }> {
+    try {
+      return await call;
+    } catch (error) {
+      if (!(error instanceof InvalidTransitionError) || (error as { afterLostAnswer?: boolean }).afterLostAnswer !== true) throw error;
+      const now = await this.get(id).catch(() => null);
+      if (now?.status !== status) throw error;
+      return { task: now };
+    }
   }
 
   reserve(): Promise<Task> {

@@ -99,12 +99,16 @@ export class HttpTransport {
     const { callTimeoutMs } = this.options;
     // A long-poll's wait is the server's to take, beyond the call's own time (a worker's 25 s wake-up wait).
     const deadline = callTimeoutMs === undefined ? Infinity : started + callTimeoutMs + (options.waitMs ?? 0);
+    // Whether an earlier try was sent and its answer lost: it may have been applied, and a refusal of the
+    // try that answered may be of the change the lost one made (see HttpStore.appliedEarlier).
+    let lostAfterSending = false;
     for (let attempt = 1; ; attempt++) {
       let reply: Reply;
       try {
         reply = await this.once(method, path, body, options, deadline);
       } catch (error) {
         const failure = error as NetworkFailure;
+        lostAfterSending ||= failure.unsent !== true;
         const fate = failure.unsent === true ? "unsent" : options.repeatable === "yes" ? "resent" : "not-resent";
         const key = options.subject !== undefined && "idempotencyKey" in options.subject ? options.subject.idempotencyKey : undefined;
         // A call with a time of its own that ends waiting for an answer says so, and whether it sent a change (a GET is none).
@@ -123,7 +127,11 @@ export class HttpTransport {
       // have come after a write, so only a repeatable call goes again.
       const unsent = reply.status === 502 || reply.status === 503 || reply.status === 504;
       const pause = reply.status >= 500 && (options.repeatable === "yes" || unsent) ? this.pause(attempt, started, deadline, options) : null;
-      if (pause === null || !(await this.backoff(pause, options.signal))) throw errorFromReply(reply.status, reply.body, options.subject);
+      if (pause === null || !(await this.backoff(pause, options.signal))) {
+        const refusal = errorFromReply(reply.status, reply.body, options.subject);
+        if (lostAfterSending) Object.assign(refusal, { afterLostAnswer: true });
+        throw refusal;
+      }
     }
   }
 

@@ -21,6 +21,8 @@ describe("connect(http://…, { retryForMs })", () => {
   let limitedReads = 0;
   /** While set, every answer is lost after the server acted: the connection is cut as the answer goes out. */
   let answersLost = false;
+  /** The next answers to lose so, one by one. */
+  let answersToLose = 0;
   beforeAll(async () => {
     await store.migrate();
     app = await buildServer(new Taskpool(new CheckedStore(store), null), { auth: "none", rateLimitPerMinute: false, dashboard: false });
@@ -35,7 +37,7 @@ describe("connect(http://…, { retryForMs })", () => {
       await reply.code(503).send({ success: false, error: "database_unavailable", message: "down (simulated)" });
     });
     app.addHook("onSend", async (request, _reply, payload) => {
-      if (answersLost) request.raw.socket.destroy();
+      if (answersLost || (answersToLose > 0 && answersToLose-- > 0)) request.raw.socket.destroy();
       return payload;
     });
     url = await app.listen({ host: "127.0.0.1", port: 0 });
@@ -137,6 +139,27 @@ describe("connect(http://…, { retryForMs })", () => {
       expect((await pool.counts()).byType.lost_together?.pending).toBe(before + 3);
     } finally {
       answersLost = false;
+      await pool.close();
+    }
+  });
+
+  it("an operator's cancel or retry whose answer was lost, sent again and refused, is answered as applied", async () => {
+    const pool = await connect(url, { retryForMs: 5000 });
+    try {
+      const task = await pool.enqueue("lost_cancel", {}, { maxAttempts: 1 });
+      answersToLose = 1;
+      // The first try cancelled it; the second was refused: it is cancelled. That was reported a failure.
+      expect(await pool.cancel(task.id)).toMatchObject({ id: task.id, status: "cancelled" });
+      // A cancel of a task already cancelled, with no answer lost, is still refused.
+      await expect(pool.cancel(task.id)).rejects.toMatchObject({ code: "invalid_transition" });
+
+      const failing = await pool.enqueue("lost_retry", {}, { maxAttempts: 1 });
+      const [held] = await pool.protocol.claim({ workerId: "w-lost", taskTypes: ["lost_retry"] });
+      await pool.protocol.fail(held.id, held, { error: "boom", retryable: false });
+      answersToLose = 1;
+      expect(await pool.retry(failing.id)).toMatchObject({ id: failing.id, status: "pending" });
+    } finally {
+      answersToLose = 0;
       await pool.close();
     }
   });
