@@ -249,7 +249,12 @@ function costlyCheck(root: Schema): string | null {
     if (!ref.startsWith("#/")) return UNFOLLOWED;
     let at: unknown = root;
     for (const raw of ref.slice(2).split("/")) {
-      const key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~");
+      let key: string;
+      try {
+        key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~");
+      } catch {
+        return undefined; // a bad %-escape: Ajv refuses the $ref, saying so
+      }
       at = typeof at === "object" && at !== null ? (at as Record<string, unknown>)[key] : undefined;
     }
     return at;
