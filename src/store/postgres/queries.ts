@@ -308,7 +308,7 @@ const claimWrites = (start: boolean) => `
   claimed AS (
     UPDATE tasks t
     SET status = '${start ? "running" : "claimed"}', worker_id = w.worker_id, lease_token = w.nonce || '-' || t.id, lease_seconds = $4::int,
-        lease_expires_at = $2::timestamptz + make_interval(secs => $4::int) + (SELECT CASE WHEN waited >= interval '1 second' THEN waited ELSE interval '0' END FROM (SELECT clock_timestamp() - transaction_timestamp() AS waited) w),
+        lease_expires_at = $2::timestamptz + make_interval(secs => $4::int) + (SELECT CASE WHEN waited >= interval '1 second' THEN waited ELSE interval '0' END FROM (SELECT clock_timestamp() - transaction_timestamp() AS waited) wait),
         claimed_at = $2::timestamptz, last_heartbeat_at = $2::timestamptz,
         started_at = ${start ? "$2::timestamptz" : "NULL"}, attempts = t.attempts + 1, reserved_for = NULL, reserved_until = NULL, updated_at = $2::timestamptz
     FROM picked p JOIN workers w ON w.ord = p.owner WHERE t.id = p.id
