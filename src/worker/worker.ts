@@ -63,6 +63,11 @@ interface Running {
   /** When the last heartbeat that renewed its lease was sent (monotonicMs()): see leaseMayHaveRunOut. */
   renewedAt: number | null;
   timeout: NodeJS.Timeout | null;
+  /**
+   * The lease is known gone: a beat was told so, or the task's cancel was announced. Not one this worker
+   * fenced itself (beats failing): that lease may still be held, and a beat that leaves it out takes it back.
+   */
+  gone: boolean;
 }
 
 /** How old the worker's knowledge of its roles' recovery policies may get (see readFailPolicies). */
@@ -368,7 +373,9 @@ export class Worker {
         tasksProcessed: this.tasksProcessed,
         metadata: this.options.metadata,
       },
-      leases: [...this.running.values()].map((r) => ({ taskId: r.task.id, leaseToken: r.task.leaseToken, renewUntil: r.renewUntil })),
+      // Not a lease known gone (see Running.gone) whose handler has yet to return: listed, each beat was
+      // told it lost it again, and taskpool_lease_lost_total counted it once per beat.
+      leases: [...this.running.values()].filter((r) => !r.gone).map((r) => ({ taskId: r.task.id, leaseToken: r.task.leaseToken, renewUntil: r.renewUntil })),
     };
   }
 
@@ -497,7 +504,7 @@ export class Worker {
 
   /** Takes a claimed task into the worker's care (its lease is renewed from now on) and queues it to run. */
   private admit(task: ClaimedTask, askedAt: number): void {
-    const entry: Running = { task, claimedAt: askedAt, abort: new RunAbort(), renewUntil: null, renewedAt: null, timeout: null, done: Promise.resolve(), returned: false };
+    const entry: Running = { task, claimedAt: askedAt, abort: new RunAbort(), renewUntil: null, renewedAt: null, timeout: null, done: Promise.resolve(), returned: false, gone: false };
     this.running.set(task.id, entry);
     this.ready.push(entry);
   }
@@ -751,6 +758,7 @@ export class Worker {
   /** A notification said the task was cancelled: its handler is told now, not at the next heartbeat. */
   private cancelled(taskId: number): void {
     const entry = this.running.get(taskId);
+    if (entry) entry.gone = true;
     if (entry && !entry.abort.aborted) entry.abort.abort("cancelled");
   }
 
@@ -759,6 +767,7 @@ export class Worker {
     const waiting = new Set(this.ready);
     for (const { taskId, leaseToken } of leases) {
       const entry = this.running.get(taskId);
+      if (entry?.task.leaseToken === leaseToken) entry.gone = true;
       if (entry && waiting.has(entry) && entry.task.leaseToken === leaseToken) entry.abort.abort("lease_lost");
     }
     for (const { taskId, leaseToken } of leases) {

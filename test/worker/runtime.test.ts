@@ -235,6 +235,45 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(logs.messages().some((m) => m.startsWith(`Task ${task.id}: no heartbeat got through for the lease's 1 s`))).toBe(true);
   });
 
+  // A handler that ignores its signal (a blocking call, a fetch without it) runs on after its task was
+  // cancelled or its lease taken: the lease is gone, and a beat listing it was told so again each time.
+  it("stops listing a lease its beats were told is gone while the handler runs on, so it is reported lost once", async () => {
+    const { task } = await store.enqueue({ taskType: "stubborn" });
+    let lostReports = 0;
+    const counting = withOverrides(store, {
+      workerHeartbeat: async (beat) => {
+        const answer = await store.workerHeartbeat(beat);
+        lostReports += answer.lost.length;
+        return answer;
+      },
+    });
+    let release: () => void = () => {};
+    const worker = new Worker(
+      counting,
+      {
+        roles: ["stubborn"],
+        pollIntervalMs: 100,
+        heartbeatIntervalMs: 100,
+        handleSignals: false,
+        heartbeatThread: false,
+        handlers: { stubborn: () => new Promise<void>((resolve) => (release = resolve)) },
+      },
+      null,
+    );
+    workers.push(worker);
+    await worker.start();
+    await settled(task.id, "running");
+    const running = (await store.get(task.id))!;
+    // Its lease taken: the task requeued under it (as a recovery does) and claimed by another worker.
+    await store.release(task.id, { workerId: running.workerId!, leaseToken: running.leaseToken! });
+    const [other] = await store.claim({ workerId: "someone-else", taskTypes: ["stubborn"] });
+    const claimedBySomeoneElse = other?.id === task.id;
+    await new Promise((r) => setTimeout(r, 1000)); // ten beats while the handler ignores it all
+    release();
+    expect(claimedBySomeoneElse).toBe(true);
+    expect(lostReports).toBe(1);
+  });
+
   // The coordinator takes a task back at its lease's end; a worker that fenced only when its next beat
   // failed went on up to an interval longer beside the next holder (a 20 s lease, beats every 9 s: 6 s).
   it("stops a handler at its lease's end when beats fail, not at the next failing beat: a lease of no whole number of intervals", async () => {
