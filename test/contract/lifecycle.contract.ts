@@ -197,6 +197,17 @@ export function lifecycleContract(kind: StoreKind) {
       expect(failed).toMatchObject({ status: "failed", attempts: 1 });
     });
 
+    it("a task given back, released or by its worker's shutdown, is ready from then: its run is not counted as waiting", async () => {
+      const released = await claimNew({});
+      const shutDown = await claimNew({});
+      ctx.clock.advance(600_000); // ten minutes of work
+      const now = ctx.clock.now();
+      expect((await ctx.store.release(released.id, released)).scheduledFor).toEqual(now);
+      await ctx.store.shutdownWorker(shutDown.workerId);
+      expect((await ctx.store.get(shutDown.id))?.scheduledFor).toEqual(now);
+      expect((await ctx.store.capacity()).find((c) => c.taskType === released.taskType)?.oldestReadySeconds ?? 0).toBeLessThan(1);
+    });
+
     it("releases without charging an attempt, keeping or replacing the checkpoint", async () => {
       const lease = await claimNew();
       await ctx.store.start(lease.id, lease);

@@ -60,6 +60,14 @@ export const TALLY_FINISHED = (rows: string) => `
     GROUP BY 1, task_type, status
   )`;
 
+/**
+ * A task given back (released, or taken back from a worker) is ready again from `now`, unless it was
+ * claimed before it was due. Kept at the first due time, it read as waiting all the while it ran: a
+ * task released after 10 minutes of work showed as ready for 10 minutes (the oldest-ready gauge,
+ * whose alert then fired with no backlog) and its pickup counted the run as waiting.
+ */
+export const DUE_AGAIN = (now: string) => `GREATEST(t.scheduled_for, ${now})`;
+
 /** Lease check shared by every worker call: $1 id, $2 worker_id, $3 lease_token. */
 const LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
   `t.id = $1 AND t.worker_id = $2 AND t.lease_token = $3 AND t.status IN (${sqlList(TRANSITIONS[action].from)})`;
@@ -711,7 +719,7 @@ export const failMany = (returnTasks: boolean) => `
 export const RELEASE = `
   WITH released AS (
     UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
-        claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0),
+        claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0), scheduled_for = ${DUE_AGAIN("$4::timestamptz")},
         checkpoint = CASE WHEN $5 THEN $6::jsonb ELSE t.checkpoint END, updated_at = $4::timestamptz
     WHERE ${LEASE_HELD("release")}
     RETURNING ${TASK("t")}

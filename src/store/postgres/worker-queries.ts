@@ -4,7 +4,7 @@
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
 import { GONE_RUNS_KEPT } from "../../core/worker.js";
-import { ISO_TIME, TALLY_FINISHED } from "./queries.js";
+import { DUE_AGAIN, ISO_TIME, TALLY_FINISHED } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -119,6 +119,7 @@ export const WORKER_HEARTBEAT = `
         claimed_at = CASE WHEN ${GIVES_UP} THEN t.claimed_at END,
         started_at = CASE WHEN ${GIVES_UP} THEN t.started_at END,
         completed_at = CASE WHEN ${GIVES_UP} THEN $2::timestamptz END,
+        scheduled_for = CASE WHEN ${GIVES_UP} THEN t.scheduled_for ELSE ${DUE_AGAIN("$2::timestamptz")} END,
         error_message = $10, updated_at = $2::timestamptz
     FROM beat b JOIN worker w ON w.worker_id = b.worker_id
     WHERE b.all_leases AND t.worker_id = b.worker_id AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS}
@@ -189,7 +190,7 @@ export const WORKER_SHUTDOWN = `
   of_the_run AS (SELECT NOT EXISTS (SELECT 1 FROM worker WHERE replaced) AS yes),
   released AS (
     UPDATE tasks t SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
-        claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0), updated_at = $2::timestamptz
+        claimed_at = NULL, started_at = NULL, attempts = GREATEST(t.attempts - 1, 0), scheduled_for = ${DUE_AGAIN("$2::timestamptz")}, updated_at = $2::timestamptz
     WHERE t.worker_id = $1 AND t.status IN (${LEASED}) AND ${AFTER_THE_WORKERS} AND (SELECT yes FROM of_the_run)
     RETURNING t.id, t.checkpoint
   ),

@@ -17,6 +17,9 @@ import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
 const sqlList = (items: readonly string[]) => items.map((s) => `'${s}'`).join(", ");
 
 /** Lease check shared by every worker call. */
+/** A task given back is ready again from @now, unless it was claimed before it was due (PostgreSQL's DUE_AGAIN says why). */
+export const DUE_AGAIN = "MAX(scheduled_for, @now)";
+
 const LEASE_HELD = (action: keyof typeof TRANSITIONS) =>
   `id = @id AND worker_id = @workerId AND lease_token = @leaseToken AND status IN (${sqlList(TRANSITIONS[action].from)})`;
 
@@ -121,7 +124,7 @@ export const FAIL = `
 
 export const RELEASE = `
   UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
-      claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0),
+      claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0), scheduled_for = ${DUE_AGAIN},
       checkpoint = CASE WHEN @replace THEN @checkpoint ELSE checkpoint END, ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
   WHERE ${LEASE_HELD("release")}
   RETURNING *`;

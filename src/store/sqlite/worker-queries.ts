@@ -4,7 +4,7 @@
  */
 import { LEASED_STATUSES } from "../../core/state-machine.js";
 import { GONE_RUNS_KEPT } from "../../core/worker.js";
-import { GIVE_UP_HELD_UNIQUE_KEY } from "./queries.js";
+import { DUE_AGAIN, GIVE_UP_HELD_UNIQUE_KEY } from "./queries.js";
 
 const LEASED = LEASED_STATUSES.map((s) => `'${s}'`).join(", ");
 
@@ -74,13 +74,14 @@ export const GIVE_BACK_UNKNOWN = `
       claimed_at = CASE WHEN ${GIVES_UP} THEN claimed_at END,
       started_at = CASE WHEN ${GIVES_UP} THEN started_at END,
       completed_at = CASE WHEN ${GIVES_UP} THEN @now END,
+      scheduled_for = CASE WHEN ${GIVES_UP} THEN scheduled_for ELSE ${DUE_AGAIN} END,
       error_message = @reason, ${GIVE_UP_HELD_UNIQUE_KEY(`NOT ${GIVES_UP}`)}, updated_at = @now
   WHERE id = @id AND worker_id = @workerId AND lease_token = @leaseToken AND status IN (${LEASED})
   RETURNING id, checkpoint, status`;
 
 export const RELEASE_WORKER_TASKS = `
   UPDATE tasks SET status = 'pending', worker_id = NULL, lease_token = NULL, lease_expires_at = NULL,
-      claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0), ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
+      claimed_at = NULL, started_at = NULL, attempts = MAX(attempts - 1, 0), scheduled_for = ${DUE_AGAIN}, ${GIVE_UP_HELD_UNIQUE_KEY("1")}, updated_at = @now
   WHERE worker_id = @workerId AND status IN (${LEASED})
   RETURNING id, checkpoint`;
 
