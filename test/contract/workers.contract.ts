@@ -317,6 +317,19 @@ export function workersContract(kind: StoreKind) {
       expect(await worker()).toMatchObject({ status: "active" });
     });
 
+    it("a restart under the same id (another run) while the worker is still active starts anew: its start is the new run's", async () => {
+      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      await beat("w1", { runId: "run-1", tasksProcessed: 40 });
+      const first = (await worker())!.startedAt;
+      ctx.clock.advance(5000);
+      await beat("w1", { runId: "run-1", tasksProcessed: 41 });
+      expect((await worker())!.startedAt).toEqual(first);
+      // Killed and started again within the dead-after: a crash loop looked like one long-lived worker.
+      ctx.clock.advance(3000);
+      await beat("w1", { runId: "run-2", tasksProcessed: 0 });
+      expect(await worker()).toMatchObject({ status: "active", tasksProcessed: 0, startedAt: ctx.clock.now() });
+    });
+
     it("a late beat of a run that shut down, landing after another run registered under the id, changes nothing: the new run stays registered, and its tasks leased to it", async () => {
       await beat("w1", { runId: "run-1" });
       await ctx.store.shutdownWorker("w1");

@@ -92,7 +92,9 @@ export const WORKER_HEARTBEAT = `
       current_load = ${KEPT_IF_LEFT_OUT("current_load")}, tasks_processed = ${KEPT_IF_LEFT_OUT("tasks_processed")},
       hostname = ${KEPT_IF_LEFT_OUT("hostname")}, pid = ${KEPT_IF_LEFT_OUT("pid")}, version = ${KEPT_IF_LEFT_OUT("version")},
       metadata = ${KEPT_IF_LEFT_OUT("metadata")}, status = 'active', last_seen_at = EXCLUDED.last_seen_at,
-      started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN EXCLUDED.started_at ELSE workers.started_at END,
+      -- A restart (another run) starts anew: a process killed and started again under its id, within the
+      -- dead-after, kept the killed one's start, and a crash loop looked like one long-lived worker.
+      started_at = CASE WHEN workers.status IN ('dead', 'inactive') OR EXCLUDED.run_id IS DISTINCT FROM workers.run_id THEN EXCLUDED.started_at ELSE workers.started_at END,
       gone_at = NULL, run_id = EXCLUDED.run_id, gone_run_ids = ${GONE_AFTER_A_BEAT}
     -- A beat stamped before its worker was declared dead or shut down leaves it so (see gone_at), and
     -- so does a beat of a run that shut down or was replaced, however late it lands, even after other

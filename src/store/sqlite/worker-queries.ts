@@ -29,7 +29,8 @@ export const UPSERT_WORKER = `
     capacity = coalesce(@capacity, workers.capacity), current_load = coalesce(@currentLoad, workers.current_load),
     tasks_processed = coalesce(@tasksProcessed, workers.tasks_processed),
     metadata = coalesce(@metadata, workers.metadata), status = 'active', last_seen_at = excluded.last_seen_at,
-    started_at = CASE WHEN workers.status IN ('dead', 'inactive') THEN excluded.started_at ELSE workers.started_at END,
+    -- A restart (another run) starts anew (see the PostgreSQL store's WORKER_HEARTBEAT).
+    started_at = CASE WHEN workers.status IN ('dead', 'inactive') OR @runId IS NOT workers.run_id THEN excluded.started_at ELSE workers.started_at END,
     gone_at = NULL, run_id = @runId,
     -- A beat of another run, or naming no run, is a restart: the named run before it is replaced, and
     -- recorded as gone, so that run's late shutdown or beats cannot take the new process for it (see
