@@ -1,5 +1,5 @@
 import type { Browser, Locator, Page } from "playwright-core";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished } from "vitest";
 import type { Worker } from "../../src/worker/worker.js";
 import { eventually } from "../helpers/logs.js";
 import { killAll, startWorker, type WorkerProcess } from "../process/harness.js";
@@ -1057,7 +1057,12 @@ describe("the dashboard in a real browser", () => {
   it("a keyboard opens a worker's tasks, a role's tasks from the overview, and a cut-off text", async () => {
     const task = await server.pool.enqueue("kbd", {});
     const [lease] = await server.pool.protocol.claim({ workerId: "kbd-worker", taskTypes: ["kbd"], limit: 1 });
-    await server.pool.protocol.workerHeartbeat({ workerId: "kbd-worker", roles: ["kbd"], capacity: 1, currentLoad: 1, tasksProcessed: 0, leases: [{ taskId: lease.id, leaseToken: lease.leaseToken }] });
+    const beat = () => server.pool.protocol.workerHeartbeat({ workerId: "kbd-worker", roles: ["kbd"], capacity: 1, currentLoad: 1, tasksProcessed: 0, leases: [{ taskId: lease.id, leaseToken: lease.leaseToken }] });
+    await beat();
+    // Alive until its task fails below: silent for the coordinator's 2 s dead-after (a slow run of the
+    // steps between, under a loaded host), it was declared dead and its task taken back.
+    const beating = setInterval(() => void beat().catch(() => {}), 300);
+    onTestFinished(() => clearInterval(beating));
     const page = await open(server.keys.producer, "#/workers");
     const row = page.locator('#workers tr[data-worker="kbd-worker"]');
     await row.focus();
@@ -1071,6 +1076,7 @@ describe("the dashboard in a real browser", () => {
     await page.keyboard.press("Enter");
     await page.waitForFunction("location.hash === '#/tasks?task_type=kbd'");
     await server.pool.protocol.fail(lease.id, lease, { error: `${"a long error ".repeat(80)}end`, retryable: false });
+    clearInterval(beating);
     await page.evaluate("location.hash = '#/tasks?status=failed&task_type=kbd'");
     const clamp = page.locator("#tasks .clamp").first();
     await clamp.waitFor();
