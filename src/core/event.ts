@@ -39,13 +39,10 @@ export interface TaskEvent {
 export const MAX_EVENT_CHECKPOINT_BYTES = 16 * 1024;
 
 /** A checkpoint event's data when the checkpoint was too large to copy into the trail. */
-export interface CheckpointOmitted {
-  omitted: true;
-  bytes: number;
-}
+export type CheckpointOmitted = { omitted: true; bytes: number };
 
-/** A checkpoint event's data, from the checkpoint and its JSON text (see MAX_EVENT_CHECKPOINT_BYTES). */
-export function checkpointEventData(checkpoint: Json, text: string): Json {
+/** What a checkpoint event records instead of the checkpoint whose JSON text this is, or null: it keeps a copy (see MAX_EVENT_CHECKPOINT_BYTES). */
+export function omittedCheckpoint(text: string): CheckpointOmitted | null {
   const bytes = Buffer.byteLength(text);
-  return bytes > MAX_EVENT_CHECKPOINT_BYTES ? ({ omitted: true, bytes } satisfies CheckpointOmitted) : checkpoint;
+  return bytes > MAX_EVENT_CHECKPOINT_BYTES ? { omitted: true, bytes } : null;
 }

@@ -2,7 +2,7 @@ import pg from "pg";
 import type { Clock } from "../../core/clock.js";
 import type { ApiKeyRecord } from "../../core/api-key.js";
 import { AlreadyClaimedError, ApiKeyNotFoundError, ConcurrencyKeyBusyError, ScheduleNotFoundError, TaskTypeAtCapacityError, UniqueKeyTakenError, ValidationError, WorkerNotFoundError } from "../../core/errors.js";
-import type { TaskEvent } from "../../core/event.js";
+import { omittedCheckpoint, type TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
 import type { TaskAction } from "../../core/state-machine.js";
@@ -539,7 +539,8 @@ export class PostgresStore implements Store {
 
   async checkpoint(id: number, lease: Lease, data: Json): Promise<Task> {
     const text = JSON.stringify(data);
-    return toTask((await this.guarded("checkpoint", "tp_checkpoint", sql.CHECKPOINT, id, lease, [text, Buffer.byteLength(text)]))[0]);
+    const omitted = omittedCheckpoint(text);
+    return toTask((await this.guarded("checkpoint", "tp_checkpoint", sql.CHECKPOINT, id, lease, [text, omitted && JSON.stringify(omitted)]))[0]);
   }
 
   async progress(id: number, lease: Lease, progress: number): Promise<Task> {

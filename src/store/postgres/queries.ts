@@ -15,7 +15,6 @@
  *   losing them would lose work. A durable commit flushes every earlier WAL record too, so a completion
  *   can never survive a crash that its claim did not.
  */
-import { MAX_EVENT_CHECKPOINT_BYTES } from "../../core/event.js";
 import { CANCEL_NOTICE_PREFIX } from "../../core/notices.js";
 import { LEASED_STATUSES, TRANSITIONS } from "../../core/state-machine.js";
 import { type SortBy, type SortOrder, TASK_STATUSES, type TaskStatus } from "../../core/task.js";
@@ -581,9 +580,9 @@ export const PROGRESS = `
   SELECT moved.* FROM moved, async_commit`;
 
 /**
- * $1 id, $2 worker_id, $3 token, $4 now, $5 checkpoint (JSON), $6 the bytes of its JSON text.
- * Durable: a checkpoint is saved work. Its event keeps a copy only up to MAX_EVENT_CHECKPOINT_BYTES
- * (core/event.ts), measured on the JSON text sent, as SQLite's is; a larger one is recorded by its size.
+ * $1 id, $2 worker_id, $3 token, $4 now, $5 checkpoint (JSON), $6 what its event records instead of a
+ * copy (JSON), or null: a checkpoint too large to copy into the trail (core/event.ts, omittedCheckpoint).
+ * Durable: a checkpoint is saved work.
  */
 export const CHECKPOINT = `
   WITH saved AS (
@@ -591,10 +590,7 @@ export const CHECKPOINT = `
   ),
   logged AS (
     INSERT INTO task_events (task_id, event, to_worker_id, data, created_at)
-    SELECT id, 'checkpoint', $2,
-           CASE WHEN $6::int > ${MAX_EVENT_CHECKPOINT_BYTES} THEN jsonb_build_object('omitted', true, 'bytes', $6::int) ELSE checkpoint END,
-           $4::timestamptz
-    FROM saved
+    SELECT id, 'checkpoint', $2, coalesce($6::jsonb, checkpoint), $4::timestamptz FROM saved
   )
   SELECT * FROM saved`;
 

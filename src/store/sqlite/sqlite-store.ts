@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import { type Clock, systemClock } from "../../core/clock.js";
 import type { ApiKeyRecord } from "../../core/api-key.js";
 import { ApiKeyNotFoundError, ScheduleNotFoundError, TaskpoolError, UnavailableError, UniqueKeyTakenError, WorkerNotFoundError } from "../../core/errors.js";
-import { checkpointEventData, type TaskEvent } from "../../core/event.js";
+import { omittedCheckpoint, type TaskEvent } from "../../core/event.js";
 import { type NewTask, type NewTaskRules, prepareNewTask, prepareNewTasks } from "../../core/new-task.js";
 import { ParamsValidators } from "../../core/params-schema.js";
 import type { TaskAction } from "../../core/state-machine.js";
@@ -251,7 +251,7 @@ export class SqliteStore implements Store {
       const now = this.now();
       const text = JSON.stringify(data);
       const row = this.guarded("checkpoint", sql.CHECKPOINT, id, lease, { checkpoint: text }, now);
-      this.conn.logEvent({ taskId: id, event: "checkpoint", toWorkerId: lease.workerId, data: checkpointEventData(data, text) }, now);
+      this.conn.logEvent({ taskId: id, event: "checkpoint", toWorkerId: lease.workerId, data: omittedCheckpoint(text) ?? data }, now);
       return toTask(row);
     });
   }
