@@ -504,6 +504,11 @@ class Worker:
         self._stopping = threading.Event()
         self._beats_stop = threading.Event()
         self._current: Optional[TaskContext] = None
+        #: Held by a beat that lists no task, from reading that until its answer is in, and taken to make a claimed
+        #: task the current one: such a beat (it says it lists every lease) has then landed before the task's lease
+        #: is renewed, so a task it gave back is never run. Unordered, a thawed worker renewed the lease, its beat
+        #: gave the task back, and the handler ran while another worker could claim it.
+        self._beat_lock = threading.Lock()
         #: A task the last completion's answer brought (claim_next): run next, without a claim of its own;
         #: and when that completion was sent (time.monotonic()), its lease's start at the earliest.
         self._handed: Optional[Dict[str, Any]] = None
@@ -592,10 +597,12 @@ class Worker:
 
     def _run(self, task: Dict[str, Any], asked_at: float) -> None:
         ctx = TaskContext(self.client, self.worker_id, task, self._stopping, asked_at, self.lease_seconds)
+        with self._beat_lock:
+            self._current = ctx
         if not self._lease_holds(ctx, asked_at):
+            self._current = None
             return
         handler = self.handlers[task["task_type"]]
-        self._current = ctx
         try:
             try:
                 result = handler(ctx)
@@ -706,7 +713,18 @@ class Worker:
                 log.exception("worker %s: heartbeat failed unexpectedly; trying again at the next interval", self.worker_id)
 
     def _beat(self) -> None:
-        ctx = self._current
+        self._beat_lock.acquire()
+        try:
+            ctx = self._current
+            # Only a beat that lists nothing gives a task back: it keeps the lock until its answer is in.
+            if ctx is not None:
+                self._beat_lock.release()
+            self._beat_of(ctx)
+        finally:
+            if ctx is None:
+                self._beat_lock.release()
+
+    def _beat_of(self, ctx: Optional[TaskContext]) -> None:
         # Past its timeout a task's lease is left to run out (a hung handler must not hold it for ever):
         # the beat then lists no lease, and does not say it lists them all, or the server would take it back at once.
         renewing = ctx is not None and not ctx.lost and not ctx.timed_out

@@ -8,7 +8,7 @@ import { type Body, useServer } from "./harness.js";
 const CLIENT_DIR = new URL("../../clients/python/", import.meta.url).pathname;
 const CHAIN_WORKER = `${CLIENT_DIR}tests/chain_worker.py`;
 /** How many tests clients/python/tests holds: fewer ran means some were lost (an import error, a renamed file). */
-const PYTHON_TESTS = 37;
+const PYTHON_TESTS = 38;
 
 /** The Python worker's hash chain (chain_worker.py), computed here to check its result. */
 function hashChain(seed: string, rounds: number): string {

@@ -604,7 +604,7 @@ class WorkerTest(unittest.TestCase):
         kind = unique("held_up")
         task_id = self.client.enqueue(kind)["id"]
         worker = self.worker({kind: lambda ctx: {"ran": True}}, lease_seconds=4)
-        claim, beat = worker._claim, worker._beat
+        claim, beat, lease_holds = worker._claim, worker._beat, worker._lease_holds
 
         def held_up_after_the_answer():
             claimed = claim()
@@ -612,12 +612,60 @@ class WorkerTest(unittest.TestCase):
                 # Frozen, heartbeats too, past half the lease but not past it: nobody took the task meanwhile.
                 worker._beat = lambda: None
                 time.sleep(2.2)
+            return claimed
+
+        def beats_thaw_with_the_task_current(ctx, asked_at):
+            # The beats thaw once the task is the worker's current one, so they list it (the other order is the test below).
+            worker._beat = beat
+            return lease_holds(ctx, asked_at)
+
+        worker._claim = held_up_after_the_answer
+        worker._lease_holds = beats_thaw_with_the_task_current
+        worker.run(max_tasks=1, handle_signals=False)
+        self.assertEqual(self.client.get(task_id)["task"]["status"], "completed")
+
+    def test_a_beat_that_left_out_a_task_held_up_past_half_its_lease_lands_before_its_renewal_and_the_task_runs_only_again(self):
+        kind = unique("thawed_beat")
+        first = self.client.enqueue(kind)
+        ran_under = []
+
+        def handler(ctx):
+            ran_under.append(ctx.lease_token)
+            worker.stop()
+            return {"ran": True}
+
+        worker = self.worker({kind: handler}, lease_seconds=4)
+        claim, beat, send_beat = worker._claim, worker._beat, worker.client.worker_heartbeat
+        on_its_way = threading.Event()
+        claimed_first = []
+
+        def slow_to_land(*args, **kwargs):
+            # Read before the task was the worker's (it lists none and says it lists them all), landing late.
+            on_its_way.set()
+            time.sleep(0.5)
+            return send_beat(*args, **kwargs)
+
+        def held_up_after_the_answer():
+            claimed = claim()
+            if claimed is not None and not claimed_first:
+                claimed_first.append(claimed)
+                # Frozen past half the lease (the server's clock may lag this one's: 3.5 s for its 2), beats too.
+                worker._beat = lambda: None
+                time.sleep(3.5)
                 worker._beat = beat
+                worker.client.worker_heartbeat = slow_to_land
+                threading.Thread(target=beat, daemon=True).start()
+                on_its_way.wait(5)
+                worker.client.worker_heartbeat = send_beat
             return claimed
 
         worker._claim = held_up_after_the_answer
-        worker.run(max_tasks=1, handle_signals=False)
-        self.assertEqual(self.client.get(task_id)["task"]["status"], "completed")
+        worker.run(handle_signals=False)
+        # That beat gave the task back: the worker did not run it under the lease it renewed too late, claimed it again and ran it.
+        self.assertEqual(claimed_first[0]["id"], first["id"])
+        self.assertNotIn(claimed_first[0]["lease_token"], ran_under)
+        self.assertEqual(len(ran_under), 1)
+        self.assertEqual(self.client.get(first["id"])["task"]["status"], "completed")
 
     def test_a_handler_cut_off_from_the_server_for_the_lease_s_length_is_told_it_lost_the_lease(self):
         kind = unique("partitioned")
