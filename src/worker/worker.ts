@@ -749,10 +749,16 @@ export class Worker {
    * running or have finished them. Started before the next heartbeat said so, their handlers ran a
    * second time beside their new owners' (a thawed worker started 2 to 5 tasks another worker had
    * completed); their writes were refused, their side effects were not.
+   *
+   * A task no beat has renewed yet is held from half its lease on: a beat sent before the worker knew
+   * of it (frozen between the claim's answer and reading it) says it lists every lease, and landing
+   * then it gives the task back (UNKNOWN_TO_ITS_WORKER). The next beat lists it, and is sent after that
+   * one's answer: it renews the task or says it is lost.
    */
   private leaseMayHaveRunOut(entry: Running): boolean {
-    const renewedAt = Math.max(entry.claimedAt, entry.renewedAt ?? entry.claimedAt);
-    return monotonicMs() >= renewedAt + this.options.leaseSeconds * 1000;
+    const leaseMs = this.options.leaseSeconds * 1000;
+    if (entry.renewedAt === null) return monotonicMs() >= entry.claimedAt + leaseMs / 2;
+    return monotonicMs() >= Math.max(entry.claimedAt, entry.renewedAt) + leaseMs;
   }
 
   /** A notification said the task was cancelled: its handler is told now, not at the next heartbeat. */

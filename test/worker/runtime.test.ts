@@ -274,6 +274,41 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(lostReports).toBe(1);
   });
 
+  // Frozen between a claim's answer and reading it, past half the lease: a beat sent before the worker
+  // knew of the task (it says it lists every lease) lands after, and gives the task back. Started at
+  // once, the handler ran on a task any worker could claim meanwhile.
+  it("starts a claimed task held up past half its lease only once a beat listing it renewed it: a beat sent before may have given it back", async () => {
+    const { task } = await store.enqueue({ taskType: "held" });
+    let answerUnread = false;
+    let firstToken: string | null = null;
+    const ranUnder: (string | null)[] = [];
+    const frozen = withOverrides(store, {
+      claim: async (options) => {
+        const tasks = await store.claim(options);
+        if (firstToken !== null || tasks.length === 0) return tasks;
+        firstToken = tasks[0].leaseToken;
+        answerUnread = true;
+        await new Promise((r) => setTimeout(r, 1300)); // past half the 2 s lease
+        answerUnread = false;
+        return tasks;
+      },
+      workerHeartbeat: async (beat) => {
+        if (answerUnread) {
+          // Sent before the claim's answer was read (it lists no lease), landing after it was.
+          while (answerUnread) await new Promise((r) => setTimeout(r, 10));
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        return store.workerHeartbeat(beat);
+      },
+    });
+    await startWorker({ leaseSeconds: 2, handlers: { held: (_params, ctx) => void ranUnder.push(ctx.task.leaseToken) } }, frozen);
+    await settled(task.id);
+    // That beat gave the task back: the worker did not run it under the first lease, claimed it again and ran it.
+    expect(firstToken).not.toBeNull();
+    expect(ranUnder).not.toContain(firstToken);
+    expect(ranUnder).toHaveLength(1);
+  });
+
   // The coordinator takes a task back at its lease's end; a worker that fenced only when its next beat
   // failed went on up to an interval longer beside the next holder (a 20 s lease, beats every 9 s: 6 s).
   it("stops a handler at its lease's end when beats fail, not at the next failing beat: a lease of no whole number of intervals", async () => {
