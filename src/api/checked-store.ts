@@ -9,7 +9,7 @@ import type { ApiKeyRecord } from "../core/api-key.js";
 import { InvalidTransitionError, PoolClosedError, TaskpoolError, ValidationError } from "../core/errors.js";
 import { compileParamsSchema } from "../core/params-schema.js";
 import { atItem } from "../core/new-task.js";
-import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import type { CapacityRow, Failures, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import {
   ApiKeyHash,
   ApiKeyId,
@@ -43,6 +43,7 @@ import {
   TaskTypeDefinitionSchema,
   TaskTypeName,
   ThroughputQuerySchema,
+  FailuresQuerySchema,
   WorkerBeatSchema,
   WorkerId,
   WorkerShutdownSchema,
@@ -54,6 +55,7 @@ import {
   type ReassignmentQuery,
   type ReleaseOptions,
   type ThroughputQuery,
+  type FailuresQuery,
 } from "../core/schemas.js";
 import type { TaskEvent } from "../core/event.js";
 import {
@@ -464,6 +466,11 @@ export class CheckedStore implements Store {
   async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
     validate(ThroughputQuerySchema, query, "throughput query");
     return this.store.throughput(query);
+  }
+
+  async failures(query: FailuresQuery = {}): Promise<Failures> {
+    validate(FailuresQuerySchema, query, "failures query");
+    return this.store.failures(query);
   }
 
   subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {

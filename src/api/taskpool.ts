@@ -3,9 +3,9 @@ import { type ApiKeyRecord, generateApiKey, hashApiKey } from "../core/api-key.j
 import { type Clock, systemClock } from "../core/clock.js";
 import { checkedMs } from "../core/milliseconds.js";
 import type { TaskEvent } from "../core/event.js";
-import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import type { CapacityRow, Failures, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
-import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type RetryOptions, type EnqueueCallOptions, type EnqueueOptions, type EventsQuery, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
+import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type RetryOptions, type EnqueueCallOptions, type EnqueueOptions, type EventsQuery, type FailuresQuery, type ReassignmentQuery, type ThroughputQuery, TaskTypeName } from "../core/schemas.js";
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { describe, refuseUnknownOptions, validate } from "../core/validation.js";
@@ -268,6 +268,11 @@ export class Taskpool {
   /** Completed and failed tasks per minute over the last hour (or `minutes`), with their pickup latency. */
   throughput(query?: ThroughputQuery): Promise<Throughput> {
     return this.protocol.throughput(query);
+  }
+
+  /** The newest failed tasks (1,000, or `limit`) grouped by type and error: the dead letter at a glance, without their params. */
+  failures(query?: FailuresQuery): Promise<Failures> {
+    return this.protocol.failures(query);
   }
 
   /**

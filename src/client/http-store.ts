@@ -15,9 +15,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { COORDINATOR_LEADERSHIP } from "../coordinator/coordinator.js";
 import type { ApiKeyRecord } from "../core/api-key.js";
 import type { TaskEvent } from "../core/event.js";
-import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import type { CapacityRow, Failures, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { FiredSchedule, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
-import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, EventsQuery, Failure, HeartbeatOptions, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
+import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, EnqueueCallOptions, EventsQuery, Failure, HeartbeatOptions, FailuresQuery, ReassignmentQuery, ReleaseOptions, ThroughputQuery } from "../core/schemas.js";
 import type { ClaimedTask, ClaimOptions, CompleteOptions, EnqueueInput, FailOptions, Json, Lease, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import type { PruneResult } from "../core/retention.js";
@@ -311,6 +311,10 @@ export class HttpStore implements Store {
 
   throughput(query: ThroughputQuery = {}): Promise<Throughput> {
     return this.call("GET /api/tasks/throughput", { query }, { repeatable: "yes" });
+  }
+
+  failures(query: FailuresQuery = {}): Promise<Failures> {
+    return this.call("GET /api/tasks/failures", { query }, { repeatable: "yes" });
   }
 
   /**

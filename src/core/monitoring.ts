@@ -35,6 +35,27 @@ export interface ReassignmentStats {
   repeatedTasks: { taskId: number; reassignmentCount: number; lastReassignmentAt: Date }[];
 }
 
+/** Failed tasks of one type that failed with the same error: a group of the dead letter. */
+export interface FailureGroup {
+  taskType: string;
+  /** The error they failed with, its first FAILURE_MESSAGE_SHOWN characters (each task keeps it whole); null when none was given. */
+  errorMessage: string | null;
+  /** The group's tasks among those read, newest failure first: retry them by id. */
+  taskIds: number[];
+  /** When the newest of them failed. */
+  latestAt: Date;
+}
+
+/** The newest failed tasks, grouped: what the dashboard's Dead letter page shows. */
+export interface Failures {
+  /** Most tasks first, then the most recent. */
+  groups: FailureGroup[];
+  /** How many failed tasks were read: the newest `limit` at most. */
+  read: number;
+  /** Older failed tasks are left out (the Tasks listing pages through them all). */
+  more: boolean;
+}
+
 /** Tasks that finished within one minute. */
 export interface ThroughputMinute {
   /** The minute's start. */

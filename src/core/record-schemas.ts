@@ -134,6 +134,12 @@ export const ReassignmentStatsRecord = Type.Object({
   repeatedTasks: Type.Array(Type.Object({ taskId: Type.Integer(), reassignmentCount: Count, lastReassignmentAt: Type.Date() })),
 });
 
+export const FailuresRecord = Type.Object({
+  groups: Type.Array(Type.Object({ taskType: Type.String(), errorMessage: Nullable(Type.String()), taskIds: Type.Array(Type.Integer()), latestAt: Type.Date() })),
+  read: Count,
+  more: Type.Boolean(),
+});
+
 export const ThroughputRecord = Type.Object({
   minutes: Type.Array(Type.Object({ minute: Type.Date(), completed: Count, failed: Count, pickupSeconds: Nullable(Type.Number()) })),
   completed: Count,

@@ -306,6 +306,22 @@ export const ReassignmentQuerySchema = Type.Object(
 );
 export type ReassignmentQuery = Static<typeof ReassignmentQuerySchema>;
 
+/**
+ * The characters of an error a dead-letter group answers: failures' messages run to 10,000 characters,
+ * and a thousand groups of them made megabytes a poll. A task's own read has it whole.
+ */
+export const FAILURE_MESSAGE_SHOWN = 1000;
+
+/** How many failed tasks `failures()` reads, newest first, by default and at most. */
+export const FAILURES_READ = { default: 1000, max: 10_000 } as const;
+
+/** The failed tasks `failures()` groups: the newest `limit` (by failure time). */
+export const FailuresQuerySchema = Type.Object(
+  { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: FAILURES_READ.max, description: `the newest failed tasks read (default ${FAILURES_READ.default})` })) },
+  { additionalProperties: false },
+);
+export type FailuresQuery = Static<typeof FailuresQuerySchema>;
+
 /** The longest window of `throughput()`: a day. */
 export const MAX_THROUGHPUT_MINUTES = 1440;
 

@@ -1,5 +1,5 @@
-import type { CapacityRow, ReassignmentStats, Throughput } from "../core/monitoring.js";
-import { MAX_THROUGHPUT_MINUTES } from "../core/schemas.js";
+import type { CapacityRow, Failures, ReassignmentStats, Throughput } from "../core/monitoring.js";
+import { FAILURE_MESSAGE_SHOWN, FAILURES_READ, type FailuresQuery, MAX_THROUGHPUT_MINUTES } from "../core/schemas.js";
 
 /**
  * The monitoring views (migration 003 of each dialect) have the same columns on both databases, so
@@ -129,5 +129,34 @@ export function toThroughput(groups: ThroughputGroupRow[], window: { since: Date
       mean: picked === 0 ? null : round3(rows.reduce((n, r) => n + r.sum, 0) / picked),
       max: maxes.length === 0 ? null : round3(Math.max(...maxes)),
     },
+  };
+}
+
+/** One group of `failures()`'s statement; `read`, how many failed tasks it read (up to limit + 1), is on every row. */
+export interface FailureGroupRow {
+  task_type: string;
+  error_message: string | null;
+  /** Newest failure first: a PostgreSQL array, a JSON array on SQLite. */
+  task_ids: (number | string)[] | string;
+  latest_at: Date | string;
+  read: number | string;
+}
+
+/** The statement's parameters: it reads one row more than asked for, to say whether older failures are left out. */
+export function failuresParams(query: FailuresQuery = {}): { limit: number; shown: number } {
+  return { limit: query.limit ?? FAILURES_READ.default, shown: FAILURE_MESSAGE_SHOWN };
+}
+
+export function toFailures(rows: FailureGroupRow[], limit: number): Failures {
+  const read = rows.length === 0 ? 0 : Number(rows[0].read);
+  return {
+    groups: rows.map((r) => ({
+      taskType: r.task_type,
+      errorMessage: r.error_message,
+      taskIds: (typeof r.task_ids === "string" ? (JSON.parse(r.task_ids) as number[]) : r.task_ids).map(Number),
+      latestAt: new Date(r.latest_at),
+    })),
+    read: Math.min(read, limit),
+    more: read > limit,
   };
 }

@@ -57,11 +57,12 @@ function httpKind(base: StoreKind): StoreKind {
 }
 
 /**
- * What a client calls. Left out: the monitoring views, throughput and API keys (reads the server
+ * What a client calls, and the dead letter's groups (their record's dates and arrays across the
+ * wire). Left out: the monitoring views, throughput and API keys (reads the server
  * passes through, or calls made beside the database) and the hostile-input part (the same checks
  * run in the client before a request leaves; test/server/ covers the server's own refusals).
  */
-const CLIENT_PARTS: ContractPart[] = ["enqueue", "idempotency", "claim", "lifecycle", "fencing", "batch", "queries", "workers", "taskTypes", "schedules"];
+const CLIENT_PARTS: ContractPart[] = ["enqueue", "idempotency", "claim", "lifecycle", "fencing", "batch", "queries", "workers", "taskTypes", "schedules", "failures"];
 
 describe("over HTTP, PostgreSQL", () => storeContract(httpKind(postgresKind), CLIENT_PARTS));
 describe("over HTTP, SQLite", () => storeContract(httpKind(sqliteKind), CLIENT_PARTS));

@@ -3,6 +3,7 @@ import { apiKeysContract } from "./api-keys.contract.js";
 import { batchContract } from "./batch.contract.js";
 import { claimContract } from "./claim.contract.js";
 import { enqueueContract } from "./enqueue.contract.js";
+import { failuresContract } from "./failures.contract.js";
 import { fencingContract } from "./fencing.contract.js";
 import { hostileInputContract } from "./hostile-input.contract.js";
 import { idempotencyContract } from "./idempotency.contract.js";
@@ -28,6 +29,7 @@ const PARTS = {
   taskTypes: taskTypesContract,
   views: viewsContract,
   throughput: throughputContract,
+  failures: failuresContract,
   hostileInput: hostileInputContract,
   apiKeys: apiKeysContract,
   schedules: schedulesContract,

@@ -630,6 +630,22 @@ describe("the dashboard in a real browser", () => {
     expect(await row.locator("td").nth(3).textContent()).toMatch(/^[\d.]+ s ago$/);
   });
 
+  it("the dead letter is grouped by the server: its poll carries ids and errors, none of the failed tasks' params", async () => {
+    // 20 failed tasks of 200 KB params each: the page read them whole, 4 MB a poll (178 MB at a thousand).
+    const big = "p".repeat(200_000);
+    await Promise.all(Array.from({ length: 20 }, () => server.pool.enqueue("dl", { big }, { maxAttempts: 1 })));
+    for (const lease of await server.pool.protocol.claim({ workerId: "w1", limit: 20 })) await server.pool.protocol.fail(lease.id, lease, { error: "payload too large" });
+    const polls: number[] = [];
+    const page = await open(server.keys.producer, "#/dead-letter", async (p) =>
+      p.on("response", (response) => {
+        if (new URL(response.url()).pathname.startsWith("/api/tasks")) void response.body().then((body) => polls.push(body.length));
+      }),
+    );
+    await page.locator("#dead-letter tr.dead-group", { hasText: "payload too large" }).getByText("20", { exact: true }).waitFor();
+    expect(polls.length).toBeGreaterThan(0);
+    expect(Math.max(...polls)).toBeLessThan(10_000);
+  });
+
   it("an admin who retries a dead-letter group is told what it did, and what the server refused, after the row goes", async () => {
     await failDl("upstream 503", 3);
     const [raced] = await failDl("timeout", 2);

@@ -1,7 +1,7 @@
 /** Tasks for producers and operators: create, list, read, count, capacity, cancel, retry, recover. */
 import { TaskNotFoundError, ValidationError } from "../../core/errors.js";
-import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord } from "../../core/record-schemas.js";
-import { CancelOptionsSchema, RetryOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskWithEventsQuerySchema, TaskTypeName, ThroughputQuerySchema } from "../../core/schemas.js";
+import { CapacityRecord, SweepResultRecord, TaskCountsRecord, TaskEventRecord, TaskReadRecord, ThroughputRecord, FailuresRecord } from "../../core/record-schemas.js";
+import { CancelOptionsSchema, RetryOptionsSchema, EnqueueBatchSchema, type EnqueueCallOptions, EnqueueInputSchema, IdempotencyKey, PageSchema, TaskFilterSchema, TaskId, TaskWithEventsQuerySchema, TaskTypeName, ThroughputQuerySchema, FailuresQuerySchema, FAILURES_READ, FAILURE_MESSAGE_SHOWN } from "../../core/schemas.js";
 import { IDEMPOTENCY_KEY_SECONDS } from "../../core/retention.js";
 import { Type } from "../../core/typebox.js";
 import { HttpError } from "../errors.js";
@@ -126,6 +126,24 @@ export const taskRoutes = [
     reply: ThroughputRecord.properties,
     async handler({ query }, { pool }) {
       return pool.throughput(query);
+    },
+  }),
+  defineRoute({
+    method: "GET",
+    url: "/api/tasks/failures",
+    tag: TAG,
+    summary: "The dead letter, grouped: the newest failed tasks by type and error",
+    description:
+      `The newest \`limit\` failed tasks (by failure time; default ${FAILURES_READ.default}, at most ${FAILURES_READ.max}) in groups of one type and one error, ` +
+      "most tasks first: each with its tasks' ids (newest failure first), to retry them, and when the newest failed. `error_message` is the error's " +
+      `first ${FAILURE_MESSAGE_SHOWN} characters (GET /api/tasks/:id has it whole). \`read\`` +
+      " is how many failed tasks were grouped; `more`, whether older ones were left " +
+      "out (GET /api/tasks?status=failed pages through them all). No params, checkpoint or result is read.",
+    access: ["producer"],
+    query: FailuresQuerySchema,
+    reply: FailuresRecord.properties,
+    async handler({ query }, { pool }) {
+      return pool.failures(query);
     },
   }),
   defineRoute({

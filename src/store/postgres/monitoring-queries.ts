@@ -20,3 +20,22 @@ export const THROUGHPUT = `
     WHERE minute >= $1::timestamptz AND minute < $2::timestamptz AND ($3::text IS NULL OR task_type = $3::text)
   ) AS f
   GROUP BY 1, 2`;
+
+/**
+ * $1 how many failed tasks to group, the newest by failure time (tasks_failed_by_time, walked
+ * backwards), $2 how many characters of an error to answer (see FailureGroupRow). One row more is read
+ * to say whether older failures are left out: `read` on every row. No params, checkpoint or result.
+ */
+export const FAILURES = `
+  WITH newest AS (
+    SELECT id, task_type, error_message, completed_at, coalesce(completed_at, updated_at) AS failed_at FROM tasks
+    WHERE status = 'failed' ORDER BY completed_at DESC, id DESC LIMIT $1::integer + 1
+  ),
+  numbered AS (
+    SELECT *, row_number() OVER (ORDER BY completed_at DESC, id DESC) AS n, count(*) OVER () AS read FROM newest
+  )
+  SELECT task_type, left(error_message, $2::integer) AS error_message, array_agg(id ORDER BY n) AS task_ids,
+         max(failed_at) AS latest_at, max(read)::integer AS read
+  FROM numbered WHERE n <= $1::integer
+  GROUP BY task_type, error_message
+  ORDER BY count(*) DESC, max(failed_at) DESC, task_type, error_message`;

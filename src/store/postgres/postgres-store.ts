@@ -22,7 +22,7 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
+import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, type FailuresQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, ClaimMemory, claimShape, FRUITLESS_ROUND_MS, groupClaims, KEY_ROUNDS, resolveClaim, shareOut } from "../claim-options.js";
@@ -34,11 +34,14 @@ import { refusalError, type LeaseRow } from "../refusal.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueCall, EnqueueCallOutcome, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store.js";
 import { callerConnection, type CallerStatements, type InsertTarget } from "./caller-connection.js";
 import { toTaskType, type TaskTypeRow } from "../task-type-records.js";
-import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
+import type { CapacityRow, Failures, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
   type CapacityViewRow,
   type ReassignmentViewRows,
   type ThroughputGroupRow,
+  type FailureGroupRow,
+  failuresParams,
+  toFailures,
   throughputKeptSince,
   throughputWindow,
   toCapacity,
@@ -812,6 +815,11 @@ export class PostgresStore implements Store {
   async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
     const window = throughputWindow(await this.now(), query.minutes);
     return toThroughput(await this.rows<ThroughputGroupRow>("tp_throughput", monitoringSql.THROUGHPUT, [window.since, window.until, query.taskType ?? null]), window);
+  }
+
+  async failures(query: FailuresQuery = {}): Promise<Failures> {
+    const { limit, shown } = failuresParams(query);
+    return toFailures(await this.rows<FailureGroupRow>("tp_failures", monitoringSql.FAILURES, [limit, shown]), limit);
   }
 
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {

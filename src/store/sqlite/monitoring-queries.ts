@@ -18,3 +18,22 @@ export const THROUGHPUT = `
 
 /** @keptSince: the oldest minute to keep. Drops the minutes no window reaches (the coordinator's sweep). */
 export const DROP_OLD_THROUGHPUT = `DELETE FROM throughput_minutes WHERE minute < @keptSince`;
+
+/**
+ * @limit: how many failed tasks to group, the newest by failure time (tasks_failed_by_time, walked
+ * backwards); @shown: how many characters of an error to answer (see FailureGroupRow). One row more is
+ * read to say whether older failures are left out: `read` on every row. No params, checkpoint or result.
+ */
+export const FAILURES = `
+  WITH newest AS (
+    SELECT id, task_type, error_message, completed_at, coalesce(completed_at, updated_at) AS failed_at FROM tasks
+    WHERE status = 'failed' ORDER BY completed_at DESC, id DESC LIMIT @limit + 1
+  ),
+  numbered AS (
+    SELECT *, row_number() OVER (ORDER BY completed_at DESC, id DESC) AS n, count(*) OVER () AS read FROM newest
+  )
+  SELECT task_type, substr(error_message, 1, @shown) AS error_message, json_group_array(id ORDER BY n) AS task_ids,
+         max(failed_at) AS latest_at, max(read) AS read
+  FROM numbered WHERE n <= @limit
+  GROUP BY task_type, error_message
+  ORDER BY count(*) DESC, latest_at DESC, task_type, error_message`;

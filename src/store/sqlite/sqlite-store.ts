@@ -22,13 +22,16 @@ import {
   type TaskPage,
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
-import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
+import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, type FailuresQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
 import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
-import type { CapacityRow, ReassignmentStats, Throughput } from "../../core/monitoring.js";
+import type { CapacityRow, Failures, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
   type CapacityViewRow,
   type ReassignmentViewRows,
   type ThroughputGroupRow,
+  type FailureGroupRow,
+  failuresParams,
+  toFailures,
   throughputKeptSince,
   throughputWindow,
   toCapacity,
@@ -606,6 +609,11 @@ export class SqliteStore implements Store {
       taskType: query.taskType ?? null,
     }) as ThroughputGroupRow[];
     return toThroughput(groups, window);
+  }
+
+  async failures(query: FailuresQuery = {}): Promise<Failures> {
+    const { limit, shown } = failuresParams(query);
+    return toFailures(this.conn.stmt(monitoringSql.FAILURES).all({ limit, shown }) as FailureGroupRow[], limit);
   }
 
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {

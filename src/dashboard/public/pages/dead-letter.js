@@ -6,23 +6,12 @@ import { ago, num } from "../lib/format.js";
 import { html } from "../lib/html.js";
 import { POLL_MS, usePoll } from "../lib/live.js";
 
-/** The newest failed tasks read per poll (one call): groups beyond them show on the next pages of Tasks. */
+/** The newest failed tasks grouped per poll (one call, ids and errors only): older ones show on the next pages of Tasks. */
 const READ = 1000;
 
-/** When a failed task failed: ids follow creation, not failure (a task delayed or retried for hours fails late). */
-const failedAt = (t) => t.completed_at ?? t.updated_at;
-
-function group(tasks) {
-  const groups = new Map();
-  for (const t of tasks) {
-    const key = `${t.task_type}\u0000${t.error_message ?? ""}`;
-    const g = groups.get(key) ?? { key, taskType: t.task_type, error: t.error_message, tasks: [], latest: failedAt(t) };
-    g.tasks.push(t);
-    if (failedAt(t) > g.latest) g.latest = failedAt(t);
-    groups.set(key, g);
-  }
-  return [...groups.values()].sort((a, b) => b.tasks.length - a.tasks.length || (b.latest > a.latest ? 1 : b.latest < a.latest ? -1 : 0));
-}
+/** The server's groups, most tasks first, as the rows use them. */
+const group = (groups) =>
+  groups.map((g) => ({ key: `${g.task_type}\u0000${g.error_message ?? ""}`, taskType: g.task_type, error: g.error_message, ids: g.task_ids, latest: g.latest_at }));
 
 /** Waits `ms`, or less if `signal` aborts first. */
 const pause = (ms, signal) =>
@@ -72,17 +61,17 @@ const cut = (text, length = 100) => (text.length > length ? `${text.slice(0, len
 function Group({ g, admin, reload, report, left }) {
   const [progress, setProgress] = useState(null);
   const run = async () => {
-    if (!confirm(`Retry ${g.tasks.length} failed ${g.taskType} task(s)? Leaving this page stops the retry.`)) return;
+    if (!confirm(`Retry ${g.ids.length} failed ${g.taskType} task(s)? Leaving this page stops the retry.`)) return;
     // Busy from here: a second click while the first call is out would retry the group again.
-    setProgress(`0 of ${g.tasks.length} sent`);
-    const refused = await retryAll(g.tasks.map((t) => t.id), left, setProgress);
+    setProgress(`0 of ${g.ids.length} sent`);
+    const refused = await retryAll(g.ids, left, setProgress);
     if (refused === null) return; // the page was left: nobody to tell
     setProgress(null);
     // Said above the table, not in this row: the reload finds the retried tasks no longer failed and the row goes.
-    const what = `${g.tasks.length} ${g.taskType} task${g.tasks.length === 1 ? "" : "s"}${g.error ? ` ("${cut(g.error)}")` : ""}`;
+    const what = `${g.ids.length} ${g.taskType} task${g.ids.length === 1 ? "" : "s"}${g.error ? ` ("${cut(g.error)}")` : ""}`;
     report(
       refused.length
-        ? { ok: false, text: `Retried ${g.tasks.length - refused.length} of ${what}; ${refused.length} refused: ${refused.slice(0, 3).join("; ")}` }
+        ? { ok: false, text: `Retried ${g.ids.length - refused.length} of ${what}; ${refused.length} refused: ${refused.slice(0, 3).join("; ")}` }
         : { ok: true, text: `Retried ${what}: back in the pool.` },
     );
     reload();
@@ -90,10 +79,10 @@ function Group({ g, admin, reload, report, left }) {
   return html`<tr class="dead-group">
     <td class="text">${g.taskType}</td>
     <td class="small text">${g.error ? html`<${LongText} text=${g.error} />` : html`<span class="muted">no message</span>`}</td>
-    <td class="num">${num(g.tasks.length)}</td>
+    <td class="num">${num(g.ids.length)}</td>
     <td>${ago(g.latest)}</td>
-    <td>${g.tasks.slice(0, 5).map((t) => html`<a href="#/tasks/${t.id}">#${t.id}</a> `)}${g.tasks.length > 5 ? "…" : ""}</td>
-    <td>${admin && html`<button class="primary retry-group" disabled=${progress !== null} onClick=${run}>Retry ${g.tasks.length}</button>`}
+    <td>${g.ids.slice(0, 5).map((id) => html`<a href="#/tasks/${id}">#${id}</a> `)}${g.ids.length > 5 ? "…" : ""}</td>
+    <td>${admin && html`<button class="primary retry-group" disabled=${progress !== null} onClick=${run}>Retry ${g.ids.length}</button>`}
       ${progress && html` <span class="small">${progress}</span>`}</td>
   </tr>`;
 }
@@ -108,14 +97,14 @@ export function DeadLetter({ session }) {
   // next paint, and a call answered before then sent the next one, and the next, after the page was left.
   const [left] = useState(() => new AbortController());
   useLayoutEffect(() => () => left.abort(), []);
-  const { data, error, reload } = usePoll(() => api("GET", `api/tasks${query({ status: "failed", limit: READ })}`), [], Math.max(POLL_MS, 10_000));
+  const { data, error, reload } = usePoll(() => api("GET", `api/tasks/failures${query({ limit: READ })}`), [], Math.max(POLL_MS, 10_000));
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
-  const groups = group(data.tasks);
+  const groups = group(data.groups);
   return html`<${ErrorBox} error=${error} />
     <section class="panel">
-      <h2>Dead letter: ${num(data.tasks.length)}${data.next_cursor ? "+" : ""} failed task${data.tasks.length === 1 ? "" : "s"}</h2>
+      <h2>Dead letter: ${num(data.read)}${data.more ? "+" : ""} failed task${data.read === 1 ? "" : "s"}</h2>
       ${outcomes.map((o) => html`<p class="small ${o.ok ? "status-completed" : "status-failed"}" role="status">${o.text}</p>`)}
-      ${data.next_cursor && html`<p class="small muted">Grouping the newest ${READ}; <a href="#/tasks?status=failed">all failed tasks</a>.</p>`}
+      ${data.more && html`<p class="small muted">Grouping the newest ${READ}; <a href="#/tasks?status=failed">all failed tasks</a>.</p>`}
       <div class="scroll">
         <table id="dead-letter">
           <thead><tr><th>type</th><th>error</th><th class="num">tasks</th><th>latest</th><th>examples</th><th></th></tr></thead>
