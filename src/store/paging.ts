@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { ValidationError } from "../core/errors.js";
-import type { Page, TaskFilter, TaskStatus } from "../core/task.js";
+import type { Page, Task, TaskFilter, TaskStatus } from "../core/task.js";
 
 /** A checked list request with its defaults: ids past the cursor's, in the page's order. */
 export interface ResolvedList {
@@ -39,10 +39,29 @@ export function resolveList(filter: TaskFilter = {}, page: Page = {}): ResolvedL
   return q;
 }
 
-/** A page of what a statement read with `readLimit`: a cursor only when a row lay past the page (a full last page has none). */
-export function pageOf<T extends { id: number }>(rows: T[], q: ResolvedList): { tasks: T[]; nextCursor: string | null } {
-  if (rows.length <= q.limit) return { tasks: rows, nextCursor: null };
-  const tasks = rows.slice(0, q.limit);
+/**
+ * How much of the tasks' own data (params, checkpoint, result, error) a page holds at most: past it the
+ * page ends early, with a cursor to the rest. 1,000 tasks of 1 MB params made an answer longer than
+ * a JavaScript string can be (a 500, `Invalid string length`), after holding the event loop for seconds.
+ */
+export const PAGE_BYTES = 8 * 1024 * 1024;
+
+/** The task's own data, in characters of JSON: what makes a page large. */
+const bytesOf = (task: Task) =>
+  JSON.stringify(task.params).length + (task.checkpoint === null ? 0 : JSON.stringify(task.checkpoint).length) + (task.result === null ? 0 : JSON.stringify(task.result).length) + (task.errorMessage?.length ?? 0);
+
+/**
+ * A page of what a statement read with `readLimit`: a cursor only when a row lay past the page (a full
+ * last page has none), or when the page ended early at PAGE_BYTES (it holds one task at least).
+ */
+export function pageOf(rows: Task[], q: ResolvedList): { tasks: Task[]; nextCursor: string | null } {
+  let end = 0;
+  for (let bytes = 0; end < Math.min(rows.length, q.limit); end++) {
+    bytes += bytesOf(rows[end]);
+    if (bytes > PAGE_BYTES && end > 0) break;
+  }
+  if (end === rows.length) return { tasks: rows, nextCursor: null };
+  const tasks = rows.slice(0, end);
   return { tasks, nextCursor: encodeCursor(tasks[tasks.length - 1].id, q) };
 }
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../src/core/errors.js";
 import type { TaskFilter } from "../../src/core/task.js";
 import type { StoreKind } from "../helpers/stores.js";
+import { PAGE_BYTES } from "../../src/store/paging.js";
 import { claimOne, countsByReading, useStore } from "./context.js";
 
 export function queriesContract(kind: StoreKind) {
@@ -88,6 +89,16 @@ export function queriesContract(kind: StoreKind) {
       expect(last.tasks).toHaveLength(10);
       expect(last.nextCursor).toBeNull();
       expect((await ctx.store.list({ taskType: "a" }, { limit: 20, order: "oldest" })).nextCursor).toBeNull();
+    });
+
+    it("ends a page early once its tasks' data passes PAGE_BYTES, with a cursor to the rest", async () => {
+      // 1 MB of params each: 9 of them outgrow the page, and 1,000 outgrew a JavaScript string.
+      const ids: number[] = [];
+      for (let i = 0; i < 9; i++) ids.push((await ctx.store.enqueue({ taskType: "big", params: { i, big: "x".repeat(1_000_000) } })).task.id);
+      const first = await ctx.store.list({}, { limit: 100, order: "oldest" });
+      expect(first.tasks.map((t) => t.id)).toEqual(ids.slice(0, Math.floor(PAGE_BYTES / 1_000_020)));
+      const rest = await ctx.store.list({}, { limit: 100, order: "oldest", cursor: first.nextCursor ?? undefined });
+      expect(rest).toMatchObject({ tasks: [{ id: ids[8] }], nextCursor: null });
     });
 
     it("lists what a worker holds, in either order, with the other filters and a cursor", async () => {
