@@ -4,7 +4,7 @@
  * refused as the database being busy (503 with Retry-After over HTTP).
  *
  * Why: a search over a large history scans it for seconds, holding its connection all along. Four
- * dashboard searches at once over a million tasks held the connections of a pool of 10, none was
+ * dashboard searches at once over a million tasks took a pool of 10 connections between them, none was
  * answered (503), and a worker's heartbeat waited 10 s for a connection: a worker whose beat waits
  * that long may be declared dead and lose its tasks. Gated, reads never hold more than `limit`
  * connections, and claims, heartbeats and completions keep the rest.
@@ -14,6 +14,11 @@
  * worker process), reads keep the pool's settings and prepared statements, and a refusal says that
  * reads are busy, where a second pool's wait for a connection ends in the same error as a database
  * out of reach. The hot paths go through no gate: they pay nothing for it.
+ *
+ * Each read still runs under the pool's statement timeout (timeouts.ts), with no shorter limit of its
+ * own: that timeout is what an operator raises for searches over a large history, and once the gate
+ * bounds how many reads run, a long one costs the workers nothing. A limit for reads alone would take
+ * a transaction per read (SET LOCAL: two more round trips) or a second pool.
  */
 import { UnavailableError } from "../../core/errors.js";
 
