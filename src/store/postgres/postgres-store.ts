@@ -57,10 +57,11 @@ import type { PruneOptions, PruneResult } from "../../core/retention.js";
 import type { RecountOptions, RecountResult } from "../../core/recount.js";
 import { sweepPostgres } from "./postgres-sweep.js";
 import { DatabaseClock } from "./database-clock.js";
-import { checkedMs } from "../../core/milliseconds.js";
+import { checkedMs, MAX_TIMER_MS } from "../../core/milliseconds.js";
 import { connectionSettings } from "./session-settings.js";
 import { clientTimeoutMs, connectTimeoutMs, DEFAULT_STATEMENT_TIMEOUT_MS, LIFT_STATEMENT_TIMEOUT, STATEMENT_TIMEOUT_RANGE, UNTIMED } from "./timeouts.js";
 import { inTransaction, isDeadlock, retriedOnDeadlock } from "./transaction.js";
+import { ReadGate } from "./read-gate.js";
 import * as keySql from "./key-queries.js";
 import * as sql from "./queries.js";
 import { type LeadershipRow, type ReassignmentRow, toLeadershipStatus, toReassignment, toWorker, type WorkerRow } from "../worker-records.js";
@@ -98,6 +99,14 @@ export interface PostgresStoreOptions {
    * On a connection gone silent the client gives up a second later. Migrations and recount are not limited.
    */
   statementTimeoutMs?: number;
+  /**
+   * The operator reads that can be slow (listing and searching tasks, counts, statistics, reassignments,
+   * capacity): how many run at once, each on one of the pool's connections (default: a fifth of
+   * poolSize, at least 1; 2 of 10), and how long another waits for its turn before it is refused as
+   * database_unavailable (default: as long as any call waits for a free connection, 11 s at most).
+   * Claims, heartbeats and completions keep the rest of the pool (see ReadGate).
+   */
+  operatorReads?: { concurrency?: number; waitMs?: number };
 }
 
 /**
@@ -148,6 +157,8 @@ export class PostgresStore implements Store {
   private readonly databaseClock: DatabaseClock | null;
   private readonly random: () => number;
   private readonly listener: PgListener;
+  /** Operator reads that can be slow go through it: they never hold more than a few of the pool's connections. */
+  private readonly reads: ReadGate;
   private readonly rules: NewTaskRules;
   /** The latest version of each task type this store read (null: none registered); see insertPrepared. */
   private readonly knownTypes = new Map<string, TaskTypeRecord | null>();
@@ -169,9 +180,11 @@ export class PostgresStore implements Store {
     const { min, max } = STATEMENT_TIMEOUT_RANGE;
     const statementTimeoutMs = checkedMs("statementTimeoutMs", options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS, min, max);
     const connection = connectionSettings(options.url, this.schema, statementTimeoutMs);
+    const poolSize = options.poolSize ?? 10;
+    this.reads = readGate(options.operatorReads, poolSize, connectTimeoutMs(statementTimeoutMs));
     this.pool = new pg.Pool({
       connectionString: connection.url,
-      max: options.poolSize ?? 10,
+      max: poolSize,
       options: connection.options,
       // Keep connections (and their prepared statements) across a coordinator's 60 s sweeps.
       idleTimeoutMillis: 300_000,
@@ -215,6 +228,11 @@ export class PostgresStore implements Store {
   private async rows<R>(name: string, text: string, values: unknown[]): Promise<R[]> {
     const result = await this.pool.query({ name, text, values });
     return result.rows as R[];
+  }
+
+  /** rows(), for an operator read that can be slow: it waits its turn at the gate (see ReadGate). */
+  private operatorRows<R>(name: string, text: string, values: unknown[]): Promise<R[]> {
+    return this.reads.run(() => this.rows<R>(name, text, values));
   }
 
   async enqueue(input: EnqueueInput, options: EnqueueCallOptions = {}): Promise<EnqueueResult> {
@@ -654,11 +672,11 @@ export class PostgresStore implements Store {
     const present = { taskType: q.taskType !== null, workerId: q.workerId !== null, search: q.search !== null, cursor: q.afterCursor !== null };
     const name = `tp_list_${q.order}_${Object.values(present).map(Number).join("")}_${statuses?.join("_") ?? "any"}`;
     const values = [q.readLimit, q.taskType, q.workerId, q.search, q.afterCursor].filter((v) => v !== null);
-    return pageOf((await this.rows<TaskRow>(name, sql.listStatement({ statuses, ...present }, q.order), values)).map(toTask), q);
+    return pageOf((await this.operatorRows<TaskRow>(name, sql.listStatement({ statuses, ...present }, q.order), values)).map(toTask), q);
   }
 
   async counts(): Promise<TaskCounts> {
-    const rows = await this.rows<{ task_type: string; status: Task["status"]; n: number }>("tp_counts", sql.COUNTS, []);
+    const rows = await this.operatorRows<{ task_type: string; status: Task["status"]; n: number }>("tp_counts", sql.COUNTS, []);
     return tallyCounts(rows);
   }
 
@@ -790,36 +808,36 @@ export class PostgresStore implements Store {
   }
 
   async reassignments(options: ReassignmentQuery = {}): Promise<ReassignmentEvent[]> {
-    const rows = await this.rows<ReassignmentRow>("tp_list_reassignments", workerSql.LIST_REASSIGNMENTS, [options.limit ?? 100, options.taskId ?? null]);
+    const rows = await this.operatorRows<ReassignmentRow>("tp_list_reassignments", workerSql.LIST_REASSIGNMENTS, [options.limit ?? 100, options.taskId ?? null]);
     return rows.map(toReassignment);
   }
 
   async reassignmentStats(): Promise<ReassignmentStats> {
     const [[rate], failing, repeated] = await Promise.all([
-      this.rows<ReassignmentViewRows["rate"]>("tp_reassignment_rate", VIEW_READS.reassignmentRate, []),
-      this.rows<ReassignmentViewRows["failing"][number]>("tp_failing_workers", VIEW_READS.failingWorkers, []),
-      this.rows<ReassignmentViewRows["repeated"][number]>("tp_repeated_reassignments", VIEW_READS.repeatedReassignments, []),
+      this.operatorRows<ReassignmentViewRows["rate"]>("tp_reassignment_rate", VIEW_READS.reassignmentRate, []),
+      this.operatorRows<ReassignmentViewRows["failing"][number]>("tp_failing_workers", VIEW_READS.failingWorkers, []),
+      this.operatorRows<ReassignmentViewRows["repeated"][number]>("tp_repeated_reassignments", VIEW_READS.repeatedReassignments, []),
     ]);
     return toReassignmentStats({ rate, failing, repeated });
   }
 
   async reassignmentRate(): Promise<ReassignmentStats["last24Hours"]> {
-    const [rate] = await this.rows<ReassignmentViewRows["rate"]>("tp_reassignment_rate", VIEW_READS.reassignmentRate, []);
+    const [rate] = await this.operatorRows<ReassignmentViewRows["rate"]>("tp_reassignment_rate", VIEW_READS.reassignmentRate, []);
     return toReassignmentRate(rate);
   }
 
   async capacity(): Promise<CapacityRow[]> {
-    return (await this.rows<CapacityViewRow>("tp_capacity", VIEW_READS.capacity, [])).map(toCapacity);
+    return (await this.operatorRows<CapacityViewRow>("tp_capacity", VIEW_READS.capacity, [])).map(toCapacity);
   }
 
   async throughput(query: ThroughputQuery = {}): Promise<Throughput> {
     const window = throughputWindow(await this.now(), query.minutes);
-    return toThroughput(await this.rows<ThroughputGroupRow>("tp_throughput", monitoringSql.THROUGHPUT, [window.since, window.until, query.taskType ?? null]), window);
+    return toThroughput(await this.operatorRows<ThroughputGroupRow>("tp_throughput", monitoringSql.THROUGHPUT, [window.since, window.until, query.taskType ?? null]), window);
   }
 
   async failures(query: FailuresQuery = {}): Promise<Failures> {
     const { limit, shown } = failuresParams(query);
-    return toFailures(await this.rows<FailureGroupRow>("tp_failures", monitoringSql.FAILURES, [limit, shown]), limit);
+    return toFailures(await this.operatorRows<FailureGroupRow>("tp_failures", monitoringSql.FAILURES, [limit, shown]), limit);
   }
 
   async subscribe(listener: (taskTypes: string[]) => void): Promise<() => Promise<void>> {
@@ -968,6 +986,16 @@ export class PostgresStore implements Store {
   }
 }
 
+
+/** The gate of PostgresStoreOptions.operatorReads, its options checked. */
+function readGate(options: PostgresStoreOptions["operatorReads"], poolSize: number, connectWaitMs: number): ReadGate {
+  const concurrency = options?.concurrency ?? Math.max(1, Math.floor(poolSize / 5));
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > poolSize) {
+    const why = `a whole number from 1 to poolSize (${poolSize})`;
+    throw new ValidationError(`Invalid operatorReads.concurrency ${String(concurrency)}: ${why}`, [{ path: "operatorReads.concurrency", message: why }]);
+  }
+  return new ReadGate(concurrency, checkedMs("operatorReads.waitMs", options?.waitMs ?? connectWaitMs, 0, MAX_TIMER_MS));
+}
 
 /** The three lease arrays of a batch: ids, worker ids, tokens. */
 function leaseColumns(items: { id: number; lease: Lease }[]): [number[], string[], string[]] {
