@@ -24,6 +24,8 @@ const CLAIM_INDEXES_BEFORE = `
   CREATE INDEX tasks_claim_by_type_created ON tasks (task_type, created_at, id, scheduled_for) WHERE status = 'pending';`;
 
 /** SQLite back to before migration 025: the flag, its triggers and indexes gone, the claim indexes as 024 left them. */
+/** SQLite's migration 026 undone: a file of before it. */
+const UNDO_SQLITE_LISTING = "DROP INDEX tasks_finished_by_status;";
 const UNDO_SQLITE_WAITING = `
   DROP TRIGGER tasks_waiting_on_insert; DROP TRIGGER tasks_waiting_on_update;
   DROP INDEX tasks_waiting_by_due; DROP INDEX tasks_pending_by_type;
@@ -163,7 +165,7 @@ describe("migrations", () => {
       const { db } = handle.store as SqliteStore;
       // Back to version 9: what the later migrations made goes too, as they make it again.
       db.exec(UNDO_SQLITE_WAITING);
-      db.exec("DROP TRIGGER workers_gone_run_id_joins_gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_id; ALTER TABLE workers DROP COLUMN run_id; ALTER TABLE workers DROP COLUMN gone_at; ALTER TABLE schedules DROP COLUMN unique_key; ALTER TABLE last_sweeps DROP COLUMN interval_seconds; DROP TRIGGER tasks_finished_per_minute; DROP TABLE throughput_minutes; DROP TABLE idempotency_keys; PRAGMA user_version = 9");
+      db.exec(`${UNDO_SQLITE_LISTING} DROP TRIGGER workers_gone_run_id_joins_gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_id; ALTER TABLE workers DROP COLUMN run_id; ALTER TABLE workers DROP COLUMN gone_at; ALTER TABLE schedules DROP COLUMN unique_key; ALTER TABLE last_sweeps DROP COLUMN interval_seconds; DROP TRIGGER tasks_finished_per_minute; DROP TABLE throughput_minutes; DROP TABLE idempotency_keys; PRAGMA user_version = 9`);
     },
   };
   for (const [name, create] of [["postgres", createPostgres], ["sqlite", createSqlite]] as const) {
@@ -208,7 +210,7 @@ describe("migrations", () => {
     sqlite: async (handle: TestStore, run: string) => {
       const { db } = handle.store as SqliteStore;
       db.exec(UNDO_SQLITE_WAITING);
-      db.exec("DROP TRIGGER workers_gone_run_id_joins_gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_ids; PRAGMA user_version = 22");
+      db.exec(`${UNDO_SQLITE_LISTING} DROP TRIGGER workers_gone_run_id_joins_gone_run_ids; ALTER TABLE workers DROP COLUMN gone_run_ids; PRAGMA user_version = 22`);
       db.prepare("UPDATE workers SET gone_run_id = ?").run(run);
     },
   };
@@ -242,7 +244,7 @@ describe("migrations", () => {
         DELETE FROM taskpool_migrations WHERE version >= 28`);
     },
     sqlite: async (handle: TestStore) => {
-      (handle.store as SqliteStore).db.exec(`${UNDO_SQLITE_WAITING} PRAGMA user_version = 24`);
+      (handle.store as SqliteStore).db.exec(`${UNDO_SQLITE_LISTING} ${UNDO_SQLITE_WAITING} PRAGMA user_version = 24`);
     },
   };
   const waitingIds = {

@@ -390,8 +390,9 @@ export class SqliteStore implements Store {
 
   async list(filter?: TaskFilter, page?: Page): Promise<TaskPage> {
     const q = resolveList(filter, page);
-    const rows = this.conn.stmt(sql.listStatement(q, q.order)).all({
-      statuses: q.statuses === null ? null : JSON.stringify(q.statuses),
+    const onlyPending = q.statuses !== null && q.statuses.length > 0 && q.statuses.every((s) => s === "pending");
+    const fewPending = onlyPending && (this.conn.stmt(sql.PENDING_UP_TO_FEW).get() as { n: number }).n < sql.FEW_PENDING;
+    const rows = this.conn.stmt(sql.listStatement(q, q.order, fewPending)).all({
       taskType: q.taskType,
       workerId: q.workerId,
       search: q.search,
