@@ -197,7 +197,7 @@ describe("taskpool operator CLI", () => {
       expect(workers.stdout).toMatch(/^WORKER\s+STATUS\s+ROLES\s+HEARTBEAT\s+LOAD\s+ACTIVE\s+PROCESSED\s+HOST\s+PID\n/);
       expect(workers.stdout).toMatch(/\ndying\s+dead\s+crawl\s+3\d\ds ago\s+0\/5 \(0%\)\s+0\s+0\s+host-b\s+77\n/);
       expect(workers.stdout).toMatch(/\nhelper\s+active\s+crawl\s+\d+s ago\s+0\/1 \(0%\)/);
-      const registry = await pool.workers();
+      const registry = (await pool.workers()).workers;
       const withoutAge = (rows: { secondsSinceHeartbeat?: number }[]) => rows.map(({ secondsSinceHeartbeat: _, ...rest }) => rest);
       expect(withoutAge(JSON.parse(workersJson.stdout))).toEqual(withoutAge(asJson(registry)));
 
@@ -336,7 +336,7 @@ describe("taskpool operator CLI", () => {
       const done = await taskpool("workers", "shutdown", "w1", "--run-id", "run-1", "--force", "--json", "--db", db);
       expect(JSON.parse(done.stdout)).toEqual({ workerId: "w1", shutDown: true, released: held.map((t) => t.id).sort((a, b) => a - b) });
       expect([await status(held[0].id), await status(held[1].id)]).toEqual(["pending", "pending"]);
-      expect((await pool.workers())[0]).toMatchObject({ workerId: "w1", status: "inactive", activeTasks: 0 });
+      expect((await pool.workers()).workers[0]).toMatchObject({ workerId: "w1", status: "inactive", activeTasks: 0 });
       // Inactive now: no --force needed, and nothing changes, whichever run is named (it said "shut down; it held no tasks").
       expect((await taskpool("workers", "shutdown", "w1", "--db", db)).stdout).toBe("Worker w1 was already shut down: nothing changed\n");
       expect((await taskpool("workers", "shutdown", "w1", "--run-id", "run-0", "--db", db)).stdout).toBe("Worker w1 was already shut down: nothing changed\n");

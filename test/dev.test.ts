@@ -102,7 +102,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
       expect(crashed).toMatchObject({ status: "completed", workerId: "dev-product_discovery", attempts: 2, checkpoint: { page: 5 }, result: { pages: 5, resumedFromPage: Number(killedAtPage) } });
       const moves = (await pool.events(Number(crashedId))).map((e) => [e.event, e.fromWorkerId]);
       expect(moves).toContainEqual(["requeued", CRASHING]);
-      expect((await pool.workers()).find((w) => w.workerId === CRASHING)?.status).toBe("dead");
+      expect((await pool.workers()).workers.find((w) => w.workerId === CRASHING)?.status).toBe("dead");
     } finally {
       await pool.close();
     }
@@ -180,7 +180,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
           // Released by the worker as it stopped: not left running under a worker nobody will declare dead.
           expect(await pool.get(held[i].taskId)).toMatchObject({ status: "pending", workerId: null });
           expect((await pool.events(held[i].taskId)).at(-1)).toMatchObject({ event: "released", fromWorkerId: CRASHING });
-          expect((await pool.workers()).find((w) => w.workerId === CRASHING)?.status).toBe("inactive");
+          expect((await pool.workers()).workers.find((w) => w.workerId === CRASHING)?.status).toBe("inactive");
         } finally {
           await pool.close();
         }

@@ -28,7 +28,7 @@ describe("PostgreSQL: a new worker's first beats racing", () => {
       const left = bare.workerHeartbeatMany(ids.map((workerId) => ({ workerId })));
       await Promise.all([said, left]);
     }
-    const registry = await full.listWorkers();
+    const registry = (await full.listWorkers()).workers;
     expect(registry).toHaveLength(WORKERS * ROUNDS);
     const wrong = registry.filter((w) => w.roles.join() !== "crawl" || w.capacity !== 8 || w.currentLoad !== 2 || w.tasksProcessed !== 5);
     expect(wrong.map((w) => [w.workerId, w.roles, w.capacity, w.currentLoad, w.tasksProcessed])).toEqual([]);

@@ -170,7 +170,7 @@ describe("the dashboard in a real browser", () => {
     lastSeen.run(new Date(Date.now() - 3_600_000).toISOString(), "gone-today");
     lastSeen.run(new Date(Date.now() - 3 * 86_400_000).toISOString(), "gone-last-week");
     // Before the page opens: the Overview's first poll shows them, rather than its next one, 5 s later.
-    await eventually(async () => (await server.pool.workers()).every((w) => w.status === "dead"), 10_000, "both workers to be declared dead");
+    await eventually(async () => (await server.pool.workers()).workers.every((w) => w.status === "dead"), 10_000, "both workers to be declared dead");
     const page = await open(server.keys.producer, "#/overview");
     await page.locator("#dead-workers").getByText("gone-today").waitFor();
     await page.locator("#dead-long-ago").getByText("and 1 dead for over a day").waitFor();
