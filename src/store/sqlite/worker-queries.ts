@@ -108,7 +108,9 @@ export const MARK_INACTIVE = `
 
 /**
  * See the PostgreSQL statement; the statuses are JSON arrays. SQLite reads a partial index only when
- * the query states the index's own condition, hence the literal statuses of each part.
+ * the query states the index's own condition, hence the literal statuses of each part. The live part
+ * orders by +worker_id so that it reads the few live workers from their index and sorts them: ordered
+ * by the primary key it walked every worker, gone ones too (6.3 ms, not 0.7, with 20,000 gone).
  */
 export const LIST_WORKERS = `
   SELECT r.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = r.worker_id AND t.status IN (${LEASED})) AS active_tasks
@@ -117,7 +119,7 @@ export const LIST_WORKERS = `
       SELECT w.*, 0 AS gone FROM workers w
       WHERE w.status IN ('active', 'stale') AND w.status IN (SELECT value FROM json_each(@liveStatuses))
         AND (@workerId IS NULL OR w.worker_id = @workerId) AND (@liveAfter IS NULL OR w.worker_id > @liveAfter)
-      ORDER BY w.worker_id LIMIT @liveLimit)
+      ORDER BY +w.worker_id LIMIT @liveLimit)
     UNION ALL
     SELECT * FROM (
       SELECT w.*, 1 AS gone FROM workers w
