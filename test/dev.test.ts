@@ -290,7 +290,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     const [schedulesLeft, keysLeft, workersLeft] = await Promise.all([taskpool("schedules", "list", "--db", db), taskpool("keys", "list", "--db", db), taskpool("workers", "--json", "--db", db)]);
     expect(schedulesLeft.stdout).toMatch(/^No schedules/);
     expect(keysLeft.stdout).toMatch(/ admin {2}taskpool dev on .* revoked \S+Z {2}1000\/min\n$/);
-    const workers: { workerId: string; status: string }[] = JSON.parse(workersLeft.stdout);
+    const { workers }: { workers: { workerId: string; status: string }[] } = JSON.parse(workersLeft.stdout);
     expect(workers.map((w) => [w.workerId, w.status])).toEqual(expect.arrayContaining(ROLES.map((role) => [`dev-${role}`, "inactive"])));
   }, 30_000);
 
