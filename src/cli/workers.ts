@@ -89,7 +89,9 @@ export function workersCommand(program: TaskpoolCommand): void {
     .addHelpText("after", "\nExample:\n  $ taskpool workers shutdown crawler-7\n  $ taskpool workers shutdown crawler-7 --force --json")
     .action((workerId: string, opts) =>
       withPool(opts, async (pool) => {
-        const ofWorker = async () => (await pool.workers({ workerId })).workers.find((w) => w.workerId === workerId);
+        // An id that is none is left to the shutdown to refuse, which names it as the argument typed.
+        const ofWorker = async () =>
+          (await pool.workers({ workerId }).catch((error: unknown) => (error instanceof ValidationError ? { workers: [] } : Promise.reject(error)))).workers.find((w) => w.workerId === workerId);
         const worker = await ofWorker();
         // An active worker is most likely running: what it holds would run twice. A stopped process says
         // so itself (SIGTERM shuts it down); this is for one that could not.
