@@ -205,8 +205,8 @@ export const WORKER_SHUTDOWN = `
   SELECT k.known, r.id FROM (SELECT EXISTS (SELECT 1 FROM worker) AS known) k LEFT JOIN released r ON true ORDER BY r.id`;
 
 /**
- * A page of the registry (see src/store/worker-paging.ts), with the figures of seed 000's
- * worker_status view, in one snapshot: the live workers by id past $3, then the gone ones most
+ * A page of the registry (see src/store/worker-paging.ts) in one statement, with the figures of seed
+ * 000's worker_status view: the live workers by id past $3, then the gone ones most
  * recently heard from past ($4, $5). $1 live statuses, $2 gone ones (an empty list reads nothing of
  * its part), $6 a worker id or null, $7 and $8 the rows each part reads. Each part states its index's
  * condition literally, so a generic plan still reads the partial index (the gone part's is retention's

@@ -546,12 +546,10 @@ export class SqliteStore implements Store {
       liveLimit: q.liveReadLimit,
       goneLimit: q.goneReadLimit,
     }) as (SqliteWorkerRow & { gone: 0 | 1 })[];
-    const workers = rows.map((r) => ({
-      gone: r.gone === 1,
-      worker: toWorker({ ...r, roles: JSON.parse(r.roles), metadata: JSON.parse(r.metadata), last_seen_at: new Date(r.last_seen_at), started_at: new Date(r.started_at) }, now),
-    }));
+    const worker = (r: SqliteWorkerRow) =>
+      toWorker({ ...r, roles: JSON.parse(r.roles), metadata: JSON.parse(r.metadata), last_seen_at: new Date(r.last_seen_at), started_at: new Date(r.started_at) }, now);
     const counts = workerCounts(this.conn.stmt(workerSql.WORKER_COUNTS).all() as { status: WorkerStatus; n: number }[]);
-    return workerPageOf(workers.filter((w) => !w.gone).map((w) => w.worker), workers.filter((w) => w.gone).map((w) => w.worker), q, counts);
+    return workerPageOf(rows.filter((r) => r.gone === 0).map(worker), rows.filter((r) => r.gone === 1).map(worker), q, counts);
   }
 
   async sweep(options: SweepOptions): Promise<SweepResult> {
