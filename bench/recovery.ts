@@ -258,7 +258,7 @@ async function benchStore(name: StoreName): Promise<StoreResult> {
       const resumed = await survivor.waitFor(isStart, "the task to resume", RECOVERY_WAIT_MS);
       const deadAt = await until(() => deaths.get(holder.id), `a sweep to declare ${holder.id} dead`, RECOVERY_WAIT_MS);
       // Where the kill fell in the victim's heartbeat cycle: the part of the spread that is not the sweep's.
-      const lastSeen = (await target.store.listWorkers()).find((w) => w.workerId === holder.id)?.lastSeenAt.getTime() ?? Number.NaN;
+      const lastSeen = (await target.store.listWorkers({ workerId: holder.id })).workers.find((w) => w.workerId === holder.id)?.lastSeenAt.getTime() ?? Number.NaN;
       const resumedFrom = resumed.checkpoint?.page ?? 0;
       if (resumedFrom < lastPage) throw new Error(`${survivor.id} resumed from page ${resumedFrom}, but ${holder.id} had saved page ${lastPage}`);
       const run = { deadMs: deadAt - killedAt, runningMs: resumed.at - killedAt, sinceBeatMs: killedAt - lastSeen, lastPage, resumedFrom };

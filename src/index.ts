@@ -6,7 +6,7 @@ export { Worker, NonRetryableError, WorkerStoppingError } from "./worker/worker.
 export type { WorkerOptions, Handler } from "./worker/options.js";
 export type { TaskContext, AbortReason } from "./worker/task-context.js";
 export { Coordinator, type CoordinatorOptions } from "./coordinator/coordinator.js";
-export type { RecoveryPolicy, ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord, WorkerStatus } from "./core/worker.js";
+export type { RecoveryPolicy, ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerList, WorkerQuery, WorkerRecord, WorkerStatus } from "./core/worker.js";
 export type { CapacityRow, ReassignmentStats } from "./core/monitoring.js";
 export type { RecountChange, RecountOptions, RecountResult } from "./core/recount.js";
 export type { EnqueueResult, CompleteResult, RegisterTaskTypeResult, SqlConnection } from "./store/store.js";

@@ -197,9 +197,11 @@ describe("taskpool operator CLI", () => {
       expect(workers.stdout).toMatch(/^WORKER\s+STATUS\s+ROLES\s+HEARTBEAT\s+LOAD\s+ACTIVE\s+PROCESSED\s+HOST\s+PID\n/);
       expect(workers.stdout).toMatch(/\ndying\s+dead\s+crawl\s+3\d\ds ago\s+0\/5 \(0%\)\s+0\s+0\s+host-b\s+77\n/);
       expect(workers.stdout).toMatch(/\nhelper\s+active\s+crawl\s+\d+s ago\s+0\/1 \(0%\)/);
-      const registry = await pool.workers();
+      const registry = (await pool.workers()).workers;
       const withoutAge = (rows: { secondsSinceHeartbeat?: number }[]) => rows.map(({ secondsSinceHeartbeat: _, ...rest }) => rest);
-      expect(withoutAge(JSON.parse(workersJson.stdout))).toEqual(withoutAge(asJson(registry)));
+      const page = JSON.parse(workersJson.stdout);
+      expect(withoutAge(page.workers)).toEqual(withoutAge(asJson(registry)));
+      expect(page).toMatchObject({ counts: { active: 1, stale: 0, dead: 1, inactive: 0 }, nextCursor: null });
 
       // 3 pending again (one reserved for helper), 2 completed in the last hour by the one live worker.
       const [row] = JSON.parse(capacityJson.stdout);
@@ -314,6 +316,40 @@ describe("taskpool operator CLI", () => {
     }
   }, 60_000);
 
+  it("workers lists the live workers and folds the gone ones, saying how many it left out and how to see them", async () => {
+    const pool = await connect(db);
+    try {
+      for (let i = 0; i < 5; i++) {
+        await pool.protocol.workerHeartbeat({ workerId: `gone-${i}`, roles: ["crawl"] });
+        await pool.protocol.shutdownWorker(`gone-${i}`);
+      }
+      await pool.protocol.workerHeartbeat({ workerId: "live-1", roles: ["crawl"] });
+    } finally {
+      await pool.close();
+    }
+    const rows = (stdout: string) => stdout.split("\n").filter((line) => /^(gone|live)-/.test(line)).map((line) => line.split(/\s+/).slice(0, 2).join(" "));
+    const first = await taskpool("workers", "--limit", "2", "--db", db);
+    // Shut down one after another, within a millisecond or so: the order among them is not asserted.
+    expect(rows(first.stdout)).toEqual(["live-1 active", expect.stringMatching(/^gone-\d inactive$/), expect.stringMatching(/^gone-\d inactive$/)]);
+    const cursor = /\nMore: run the same command with --cursor (\S+), or one worker: taskpool workers --worker <id>\n$/.exec(first.stdout)?.[1];
+    expect(first.stdout).toMatch(/\nListed 2 of 5 gone workers \(0 dead, 5 inactive\), the most recently heard from\.\n/);
+    const [rest, one, dead, json, bad] = await Promise.all([
+      taskpool("workers", "--limit", "2", "--cursor", String(cursor), "--db", db),
+      taskpool("workers", "--worker", "gone-3", "--db", db),
+      taskpool("workers", "--status", "dead", "--db", db),
+      taskpool("workers", "--status", "inactive", "--limit", "4", "--json", "--db", db),
+      taskpool("workers", "--status", "active,gone", "--db", db),
+    ]);
+    expect(rows(rest.stdout)).toHaveLength(2);
+    expect(new Set([...rows(first.stdout), ...rows(rest.stdout)]).size).toBe(5);
+    expect(rows(one.stdout)).toEqual(["gone-3 inactive"]);
+    expect(one.stdout).not.toMatch(/More:/);
+    expect(dead.stdout).toBe("No workers match\n");
+    const page = JSON.parse(json.stdout);
+    expect([page.workers.length, page.counts, typeof page.nextCursor]).toEqual([4, { active: 1, stale: 0, dead: 0, inactive: 5 }, "string"]);
+    expectOneLine(bad, /^taskpool: option '--status <status>' argument 'active,gone' is invalid\. "gone" is not a worker status; use one of active, stale, dead, inactive$/);
+  }, 60_000);
+
   it("workers shutdown gives a gone worker's tasks back now; an active one only with --force; a replaced run's changes nothing", async () => {
     const pool = await connect(db);
     const p = pool.protocol;
@@ -336,7 +372,7 @@ describe("taskpool operator CLI", () => {
       const done = await taskpool("workers", "shutdown", "w1", "--run-id", "run-1", "--force", "--json", "--db", db);
       expect(JSON.parse(done.stdout)).toEqual({ workerId: "w1", shutDown: true, released: held.map((t) => t.id).sort((a, b) => a - b) });
       expect([await status(held[0].id), await status(held[1].id)]).toEqual(["pending", "pending"]);
-      expect((await pool.workers())[0]).toMatchObject({ workerId: "w1", status: "inactive", activeTasks: 0 });
+      expect((await pool.workers()).workers[0]).toMatchObject({ workerId: "w1", status: "inactive", activeTasks: 0 });
       // Inactive now: no --force needed, and nothing changes, whichever run is named (it said "shut down; it held no tasks").
       expect((await taskpool("workers", "shutdown", "w1", "--db", db)).stdout).toBe("Worker w1 was already shut down: nothing changed\n");
       expect((await taskpool("workers", "shutdown", "w1", "--run-id", "run-0", "--db", db)).stdout).toBe("Worker w1 was already shut down: nothing changed\n");

@@ -102,7 +102,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
       expect(crashed).toMatchObject({ status: "completed", workerId: "dev-product_discovery", attempts: 2, checkpoint: { page: 5 }, result: { pages: 5, resumedFromPage: Number(killedAtPage) } });
       const moves = (await pool.events(Number(crashedId))).map((e) => [e.event, e.fromWorkerId]);
       expect(moves).toContainEqual(["requeued", CRASHING]);
-      expect((await pool.workers()).find((w) => w.workerId === CRASHING)?.status).toBe("dead");
+      expect((await pool.workers()).workers.find((w) => w.workerId === CRASHING)?.status).toBe("dead");
     } finally {
       await pool.close();
     }
@@ -180,7 +180,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
           // Released by the worker as it stopped: not left running under a worker nobody will declare dead.
           expect(await pool.get(held[i].taskId)).toMatchObject({ status: "pending", workerId: null });
           expect((await pool.events(held[i].taskId)).at(-1)).toMatchObject({ event: "released", fromWorkerId: CRASHING });
-          expect((await pool.workers()).find((w) => w.workerId === CRASHING)?.status).toBe("inactive");
+          expect((await pool.workers()).workers.find((w) => w.workerId === CRASHING)?.status).toBe("inactive");
         } finally {
           await pool.close();
         }
@@ -290,7 +290,7 @@ describe("taskpool dev and the dispensary-crawl example", () => {
     const [schedulesLeft, keysLeft, workersLeft] = await Promise.all([taskpool("schedules", "list", "--db", db), taskpool("keys", "list", "--db", db), taskpool("workers", "--json", "--db", db)]);
     expect(schedulesLeft.stdout).toMatch(/^No schedules/);
     expect(keysLeft.stdout).toMatch(/ admin {2}taskpool dev on .* revoked \S+Z {2}1000\/min\n$/);
-    const workers: { workerId: string; status: string }[] = JSON.parse(workersLeft.stdout);
+    const { workers }: { workers: { workerId: string; status: string }[] } = JSON.parse(workersLeft.stdout);
     expect(workers.map((w) => [w.workerId, w.status])).toEqual(expect.arrayContaining(ROLES.map((role) => [`dev-${role}`, "inactive"])));
   }, 30_000);
 

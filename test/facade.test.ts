@@ -87,7 +87,7 @@ it("close() stops the pool's workers first: what they run is completed, and they
     const after = await connect(`sqlite:${path}`);
     try {
       expect(await after.get(task.id)).toMatchObject({ status: "completed", result: { done: true } });
-      expect((await after.workers()).map((w) => w.status)).toEqual(["inactive"]);
+      expect((await after.workers()).workers.map((w) => w.status)).toEqual(["inactive"]);
       expect(logs).toEqual([]);
     } finally {
       await after.close();
@@ -132,11 +132,11 @@ it("a worker whose start is refused (its metadata over the pool's limit) is left
     // It said the registry still showed it active (it was never in it), and that it had not stopped cleanly.
     expect(refused.stoppedCleanly).toBe(true);
     await expect(refused.start()).rejects.toThrow(/^Worker crawler-1 was already stopped/);
-    expect(await pool.workers()).toEqual([]);
+    expect((await pool.workers()).workers).toEqual([]);
     const again = pool.worker({ roles: ["crawl"], handlers, workerId: "crawler-1", heartbeatThread: false });
     await again.start();
     await again.stop();
-    expect((await pool.workers()).map((w) => [w.workerId, w.status])).toEqual([["crawler-1", "inactive"]]);
+    expect((await pool.workers()).workers.map((w) => [w.workerId, w.status])).toEqual([["crawler-1", "inactive"]]);
   } finally {
     await pool.close();
   }

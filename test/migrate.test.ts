@@ -223,14 +223,14 @@ describe("migrations", () => {
       await undoGoneRunIds[name](handle, "run-1");
       await store.migrate();
       await store.workerHeartbeat({ workerId: "w1", runId: "run-1", currentLoad: 5 });
-      expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 1 }]);
+      expect((await store.listWorkers()).workers).toMatchObject([{ workerId: "w1", currentLoad: 1 }]);
       await store.workerHeartbeat({ workerId: "w1", runId: "run-3", currentLoad: 3 });
-      expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
+      expect((await store.listWorkers()).workers).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
       // A worker of the version before, still running (a rolling upgrade), records the run it replaced
       // in gone_run_id alone, as its statements do: that run's late beat is refused too.
       await handle.execute("UPDATE workers SET run_id = 'run-4', gone_run_id = 'run-3'");
       await store.workerHeartbeat({ workerId: "w1", runId: "run-3", currentLoad: 9 });
-      expect(await store.listWorkers()).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
+      expect((await store.listWorkers()).workers).toMatchObject([{ workerId: "w1", currentLoad: 3 }]);
     });
   }
 

@@ -46,6 +46,7 @@ import {
   FailuresQuerySchema,
   WorkerBeatSchema,
   WorkerId,
+  WorkerQuerySchema,
   WorkerShutdownSchema,
   type CancelOptions,
   type RetryOptions,
@@ -76,12 +77,13 @@ import {
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { Type } from "../core/typebox.js";
 import { checkJson, refuseUnknownOptions, validate } from "../core/validation.js";
-import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
+import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerList, WorkerQuery } from "../core/worker.js";
 import { checkFanOut, checkScheduleDefinition, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../core/schedule.js";
 import { type EventsQuery, EventsQuerySchema, FireOptionsSchema, GenerateInputSchema, ScheduleDefinitionSchema, ScheduleName, truncatedMessage } from "../core/schemas.js";
 import { type PruneOptions, PruneOptionsSchema, type PruneResult } from "../core/retention.js";
 import { type RecountOptions, RecountOptionsSchema, type RecountResult } from "../core/recount.js";
 import { resolveList } from "../store/paging.js";
+import { resolveWorkerList } from "../store/worker-paging.js";
 import type { BatchOptions, BatchOutcome, CompleteResult, EnqueueCall, EnqueueCallOutcome, EnqueueResult, LeadershipStatus, RegisterTaskTypeResult, SqlConnection, Store } from "../store/store.js";
 
 /** Size limits of stored JSON, in bytes once serialized. */
@@ -410,8 +412,11 @@ export class CheckedStore implements Store {
     return this.store.shutdownWorker(workerId, runId);
   }
 
-  listWorkers(): Promise<WorkerRecord[]> {
-    return this.store.listWorkers();
+  async listWorkers(query: WorkerQuery = {}): Promise<WorkerList> {
+    validate(WorkerQuerySchema, query, "worker query");
+    // A cursor that is none, or another listing's, is refused before the store is asked.
+    resolveWorkerList(query);
+    return this.store.listWorkers(query);
   }
 
   async sweep(options: SweepOptions): Promise<SweepResult> {

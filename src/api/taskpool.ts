@@ -9,7 +9,7 @@ import { type ApiKeyOptions, ApiKeyOptionsSchema, type CancelOptions, type Retry
 import type { EnqueueInput, JsonObject, Page, Task, TaskCounts, TaskFilter, TaskPage } from "../core/task.js";
 import type { TaskTypeDefinition, TaskTypeRecord } from "../core/task-type.js";
 import { describe, refuseUnknownOptions, validate } from "../core/validation.js";
-import type { ReassignmentEvent, WorkerRecord } from "../core/worker.js";
+import type { ReassignmentEvent, WorkerList, WorkerQuery } from "../core/worker.js";
 import { coordinatorNotOverHttp } from "../client/errors.js";
 import { Coordinator, type CoordinatorOptions } from "../coordinator/coordinator.js";
 import { PoolClosedError, RateLimitedError, retryAfterMs, TaskNotFoundError, UnsupportedUrlError, ValidationError } from "../core/errors.js";
@@ -239,9 +239,12 @@ export class Taskpool {
     return this.protocol.recount(options);
   }
 
-  /** The worker registry: status, load, seconds since heartbeat, active tasks. */
-  workers(): Promise<WorkerRecord[]> {
-    return this.protocol.listWorkers();
+  /**
+   * The worker registry (status, load, seconds since heartbeat, active tasks), a page at a time: the
+   * live workers, the 100 gone ones most recently heard from, and counts by status (see Store.listWorkers).
+   */
+  workers(query?: WorkerQuery): Promise<WorkerList> {
+    return this.protocol.listWorkers(query);
   }
 
   /** Reassignment history, newest first. */

@@ -153,7 +153,7 @@ export class LiveStatus {
     let frame: StatusFrame;
     try {
       const pool = this.pool as Taskpool;
-      const [counts, workers] = await Promise.all([pool.counts(), pool.workers()]);
+      const [counts, { workers }] = await Promise.all([pool.counts(), pool.workers()]);
       frame = { now: new Date(), byType: counts.byType, workers, events: this.events.map((e) => e.line) };
     } catch (error) {
       this.print(`status unavailable: ${(error as Error).message}`);

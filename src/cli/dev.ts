@@ -190,7 +190,7 @@ export function devCommand(program: Command): void {
  */
 async function refuseLiveDev(pool: Taskpool, roles: string[], db: string, schema?: string): Promise<void> {
   const ids = new Set(roles.map((role) => `dev-${role}`));
-  const other = (await pool.workers()).find((w) => ids.has(w.workerId) && ofAnotherLiveProcess(w, DEV_BEAT_SECONDS * 1000));
+  const other = (await pool.workers({ status: ["active", "stale"] })).workers.find((w) => ids.has(w.workerId) && ofAnotherLiveProcess(w, DEV_BEAT_SECONDS * 1000));
   if (!other) return;
   throw new CliError(
     `another taskpool dev runs on ${describeDatabase(db, schema)} (its worker ${other.workerId}, pid ${other.pid} on ${other.hostname ?? "another host"}, was heard ${other.secondsSinceHeartbeat} s ago): ` +

@@ -132,7 +132,7 @@ function manyEnqueued(answers: EnqueueResult[], taskType: string, key: string | 
 /** Why a task of an unregistered type may wait forever: no registration and no live worker with its role. */
 async function nobodyServes(pool: Taskpool, task: Task): Promise<string | null> {
   if (task.taskTypeVersion !== null) return null;
-  const workers = await pool.workers();
+  const { workers } = await pool.workers({ status: "active" });
   if (workers.some((w) => w.status === "active" && w.roles.includes(task.taskType))) return null;
   // Refusing unregistered types is the server's setting when the pool is reached through one.
   const refuse = pool.protocol.remote ? "or start the server with `taskpool serve --require-registered`" : "or pass --require-registered";

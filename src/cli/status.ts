@@ -4,7 +4,7 @@ import type { LeadershipStatus } from "../store/store.js";
 import { TASK_STATUSES, type TaskStatus } from "../core/task.js";
 import { type TaskpoolCommand, withPool } from "./database.js";
 import { type Column, formatTable, jsonOption } from "./table.js";
-import { WORKER_COLUMNS } from "./workers.js";
+import { leftOutLines, WORKER_COLUMNS } from "./workers.js";
 
 const NOT_SWEEPING = "dead workers are not being detected and expired leases not recovered";
 
@@ -17,10 +17,11 @@ const inOrder = (byStatus: Partial<Record<TaskStatus, number>>) =>
 /** Task counts, the worker registry as plain tables, and whether a coordinator is sweeping. */
 export async function printStatus(pool: Taskpool, out: (line: string) => void = console.log, json = false): Promise<void> {
   const counts = await pool.counts();
-  const workers = await pool.workers();
+  const registry = await pool.workers();
+  const { workers } = registry;
   const leadership = await pool.protocol.leadershipStatus(COORDINATOR_LEADERSHIP);
   if (json) {
-    out(JSON.stringify({ counts, workers, coordinator: { ...leadership, sweepOverdue: sweepOverdue(leadership) } }, null, 2));
+    out(JSON.stringify({ counts, workers, workerCounts: registry.counts, coordinator: { ...leadership, sweepOverdue: sweepOverdue(leadership) } }, null, 2));
     return;
   }
   out(`Tasks: ${inOrder(counts.byStatus)}`);
@@ -30,9 +31,11 @@ export async function printStatus(pool: Taskpool, out: (line: string) => void = 
     { header: "counts", value: ([, byStatus]) => inOrder(byStatus) },
   ];
   for (const line of formatTable(typeColumns, byType, { header: false })) out(`  ${line}`);
-  out(`Workers: ${workers.length}`);
+  const registered = Object.values(registry.counts).reduce((a, b) => a + b, 0);
+  out(`Workers: ${registered}`);
   if (workers.length > 0) for (const line of formatTable(WORKER_COLUMNS, workers)) out(`  ${line}`);
-  const inUse = workers.length > 0 || Object.values(counts.byStatus).some((n) => n > 0);
+  for (const line of leftOutLines(registry, "taskpool workers")) out(`  ${line}`);
+  const inUse = registered > 0 || Object.values(counts.byStatus).some((n) => n > 0);
   out(coordinatorLine(leadership, inUse));
 }
 

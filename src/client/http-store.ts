@@ -24,7 +24,7 @@ import type { PruneResult } from "../core/retention.js";
 import type { RecountResult } from "../core/recount.js";
 import type { TSchema } from "../core/typebox.js";
 import { fromWire, toWire } from "../core/wire.js";
-import type { ReassignmentEvent, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
+import type { ReassignmentEvent, SweepResult, WorkerBeat, WorkerBeatResult, WorkerList, WorkerQuery } from "../core/worker.js";
 import { type RouteDefinition, successEnvelope } from "../server/route.js";
 import { healthRoutes } from "../server/routes/health.js";
 import { reassignmentRoutes } from "../server/routes/reassignments.js";
@@ -254,8 +254,8 @@ export class HttpStore implements Store {
     return (await this.call<{ released: number[] }>("POST /api/workers/:id/shutdown", { params: { id: workerId }, body }, { repeatable: "yes", subject: { workerId } })).released;
   }
 
-  async listWorkers(): Promise<WorkerRecord[]> {
-    return (await this.call<{ workers: WorkerRecord[] }>("GET /api/workers", {}, { repeatable: "yes" })).workers;
+  listWorkers(query: WorkerQuery = {}): Promise<WorkerList> {
+    return this.call("GET /api/workers", { query }, { repeatable: "yes" });
   }
 
   sweep(): Promise<SweepResult> {

@@ -116,6 +116,13 @@ export const WorkerRecordSchema = Type.Object({
   loadPercent: Type.Number(),
 });
 
+/** A page of the registry (WorkerList): `counts` is the whole registry's, by status, what the page left out included. */
+export const WorkerListRecord = Type.Object({
+  workers: Type.Array(WorkerRecordSchema),
+  counts: Type.Object({ active: Count, stale: Count, dead: Count, inactive: Count }),
+  nextCursor: Nullable(Type.String()),
+});
+
 export const ReassignmentRecord = Type.Object({
   id: Type.Integer(),
   taskId: Type.Integer(),

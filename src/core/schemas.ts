@@ -8,7 +8,7 @@
  */
 import { LATEST_STORABLE_TIME, MAX_KEY_LENGTH, SORT_BY, TASK_STATUSES, type Json, type JsonObject } from "./task.js";
 import { FormatRegistry, type Static, Type } from "./typebox.js";
-import { RECOVERY_POLICIES } from "./worker.js";
+import { MAX_LIVE_LISTED, RECOVERY_POLICIES, WORKER_STATUSES } from "./worker.js";
 import { API_KEY_SCOPES } from "./api-key.js";
 import { MISSED_TICK_POLICIES } from "./schedule.js";
 
@@ -299,6 +299,30 @@ export const PageSchema = Type.Object(
   { additionalProperties: false },
 );
 export type Page = Static<typeof PageSchema>;
+
+const WorkerStatusSchema = OneOf(WORKER_STATUSES);
+
+/**
+ * What a page of the worker registry holds (Store.listWorkers): workers of these statuses (default
+ * all), or the one worker named; `limit` gone workers a page (live ones are listed in full, up to
+ * MAX_LIVE_LISTED); a cursor from the page before.
+ */
+export const WorkerQuerySchema = Type.Object(
+  {
+    status: Type.Optional(
+      Type.Union([WorkerStatusSchema, Type.Array(WorkerStatusSchema, { minItems: 1, maxItems: WORKER_STATUSES.length })], {
+        description: `one of ${WORKER_STATUSES.join(", ")}, or a list of at most ${WORKER_STATUSES.length} of them`,
+      }),
+    ),
+    workerId: Type.Optional(WorkerId),
+    /** 1..1000, default 100 (DEFAULT_GONE_LISTED). */
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: `gone (dead, inactive) workers a page lists, 1 to 1000 (default 100); live ones are listed in full, up to ${MAX_LIVE_LISTED} a page` })),
+    /** Opaque cursor from a previous page's `nextCursor`; it carries a worker id, hence longer than a task list's. */
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 400 })),
+  },
+  { additionalProperties: false },
+);
+export type WorkerQuery = Static<typeof WorkerQuerySchema>;
 
 export const ReassignmentQuerySchema = Type.Object(
   { limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), taskId: Type.Optional(TaskId) },

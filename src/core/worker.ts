@@ -14,8 +14,19 @@ export const DEFAULT_DEAD_AFTER_MS = 120_000;
  */
 export const GONE_RUNS_KEPT = 16;
 export type WorkerStatus = (typeof WORKER_STATUSES)[number];
+/** Workers that may still hold tasks and beat: the registry lists them in full. */
+export const LIVE_WORKER_STATUSES = ["active", "stale"] as const satisfies readonly WorkerStatus[];
+/** Workers gone for good until a run under the id beats again: they pile up (one per run with a generated id), so the registry folds them. */
+export const GONE_WORKER_STATUSES = ["dead", "inactive"] as const satisfies readonly WorkerStatus[];
+/**
+ * Live workers a registry page lists at most; past it the page ends and its cursor goes on with the
+ * rest. A bound on the answer, not on the pool: no deployment we know of runs near it.
+ */
+export const MAX_LIVE_LISTED = 1000;
+/** Gone workers a registry page lists unless its `limit` says otherwise: the most recently heard from. */
+export const DEFAULT_GONE_LISTED = 100;
 
-export type { SweepOptions, WorkerBeat } from "./schemas.js";
+export type { SweepOptions, WorkerBeat, WorkerQuery } from "./schemas.js";
 
 export interface WorkerBeatResult {
   /** Tasks among `leases` the worker no longer holds (taken back, re-claimed or cancelled): stop them. */
@@ -43,6 +54,17 @@ export interface WorkerRecord {
   secondsSinceHeartbeat: number;
   /** current_load / capacity × 100. */
   loadPercent: number;
+}
+
+/**
+ * A page of the worker registry (see Store.listWorkers): live workers by id, then gone ones most
+ * recently heard from first. `counts` is the whole registry's, whatever the query, so a page says how
+ * many it left out; `nextCursor` pages on, null when nothing is left.
+ */
+export interface WorkerList {
+  workers: WorkerRecord[];
+  counts: Record<WorkerStatus, number>;
+  nextCursor: string | null;
 }
 
 /** What the coordinator does with the tasks of a dead worker (per task type). */

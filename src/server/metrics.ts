@@ -284,7 +284,7 @@ export class ServerMetrics {
         for (const status of TASK_STATUSES) this.tasksByType.set({ task_type: taskType, status }, byStatus[status] ?? 0);
       }
       for (const row of capacity) this.oldestReady.set({ task_type: row.taskType }, row.oldestReadySeconds ?? 0);
-      for (const status of WORKER_STATUSES) this.workers.set({ status }, workers.filter((w) => w.status === status).length);
+      for (const status of WORKER_STATUSES) this.workers.set({ status }, workers.counts[status]);
       this.reassignments.set({ result: "successful" }, rate.successful);
       this.reassignments.set({ result: "failed" }, rate.total - rate.successful);
       this.databaseUp.set(1);

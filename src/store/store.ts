@@ -5,7 +5,7 @@ import type { CancelOptions, RetryOptions, ClaimByIdOptions, Completion, Enqueue
 import type { CapacityRow, Failures, ReassignmentStats, Throughput } from "../core/monitoring.js";
 import type { PruneOptions, PruneResult } from "../core/retention.js";
 import type { RecountOptions, RecountResult } from "../core/recount.js";
-import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerRecord } from "../core/worker.js";
+import type { ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerList, WorkerQuery } from "../core/worker.js";
 import type { FiredSchedule, FireOptions, GenerateInput, GenerateResult, SaveScheduleResult, ScheduleDefinition, ScheduleRecord } from "../core/schedule.js";
 import type {
   ClaimedTask,
@@ -217,7 +217,13 @@ export interface Store {
    * the worker, it is of whichever run is current.
    */
   shutdownWorker(workerId: string, runId?: string): Promise<number[]>;
-  listWorkers(): Promise<WorkerRecord[]>;
+  /**
+   * A page of the registry (src/store/worker-paging.ts): the live workers by id (up to
+   * MAX_LIVE_LISTED), then the `limit` gone ones (default 100) most recently heard from, with the
+   * whole registry's counts by status; pass `nextCursor` back as `cursor` for the gone ones left out.
+   * With `workerId`, that worker alone, whatever its status.
+   */
+  listWorkers(query?: WorkerQuery): Promise<WorkerList>;
   /** One coordinator pass: stale/dead workers, recovery of their tasks and of expired leases, reassignment. */
   sweep(options: SweepOptions): Promise<SweepResult>;
   /**

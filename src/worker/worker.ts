@@ -349,7 +349,8 @@ export class Worker {
    */
   private async warnIfIdInUse(): Promise<void> {
     // Over HTTP a worker key may not list workers: then nothing is said.
-    const other = (await this.store.listWorkers().catch(() => [])).find((w) => w.workerId === this.id);
+    // Found by id among what the answer lists: a server of an earlier version ignores the filter and lists them all.
+    const other = (await this.store.listWorkers({ workerId: this.id }).catch(() => ({ workers: [] }))).workers.find((w) => w.workerId === this.id);
     if (!other || !ofAnotherLiveProcess(other, this.heartbeatIntervalMs)) return;
     this.logger.warn(
       `Worker id ${this.id} is in use by another process (pid ${other.pid} on ${other.hostname ?? "an unknown host"}, heard ${other.secondsSinceHeartbeat} s ago): ` +

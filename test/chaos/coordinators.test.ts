@@ -133,7 +133,7 @@ describe.each([
     }
     // Eventually: thawed for a moment by its kill (SIGCONT, then SIGKILL), the victim can send one more
     // beat, a sign of life after it was declared dead, which shows it active until the next sweep.
-    await eventually(async () => (await cluster.pool.workers()).find((w) => w.workerId === victim.id)?.status === "dead", 10_000, "the victim declared dead");
+    await eventually(async () => (await cluster.pool.workers()).workers.find((w) => w.workerId === victim.id)?.status === "dead", 10_000, "the victim declared dead");
     expect(reported(cluster.coordinators.get("first")!.lines)).toBe(0);
   });
 

@@ -90,7 +90,7 @@ describe("PostgreSQL claims under real concurrency", () => {
     );
     results.forEach((result, i) => expect(result.lost).toEqual([held[(i + 1) % workers.length].id]));
     expect(statements).toBeLessThan(workers.length / 2);
-    const registry = await handle.store.listWorkers();
+    const registry = (await handle.store.listWorkers()).workers;
     expect(registry.filter((w) => w.workerId.startsWith("beater-") && w.status === "active")).toHaveLength(48);
     for (const [i, task] of held.entries()) {
       const now = await handle.store.get(task.id);

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createPostgres, type TestStore } from "../helpers/stores.js";
+import type { WorkerRecord } from "../../src/core/worker.js";
 
 const WORKERS = 500;
 const ROUNDS = 6;
@@ -28,7 +29,14 @@ describe("PostgreSQL: a new worker's first beats racing", () => {
       const left = bare.workerHeartbeatMany(ids.map((workerId) => ({ workerId })));
       await Promise.all([said, left]);
     }
-    const registry = await full.listWorkers();
+    // Every worker, a page of the registry at a time (1,000 live ones a page at most).
+    const registry: WorkerRecord[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await full.listWorkers({ cursor });
+      registry.push(...page.workers);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor !== undefined);
     expect(registry).toHaveLength(WORKERS * ROUNDS);
     const wrong = registry.filter((w) => w.roles.join() !== "crawl" || w.capacity !== 8 || w.currentLoad !== 2 || w.tasksProcessed !== 5);
     expect(wrong.map((w) => [w.workerId, w.roles, w.capacity, w.currentLoad, w.tasksProcessed])).toEqual([]);

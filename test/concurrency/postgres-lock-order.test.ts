@@ -109,7 +109,7 @@ describe("PostgreSQL: a worker's heartbeat and shutdown take their locks in the 
     expect(outcome).toMatchObject({ status: "fulfilled" });
     // The beats came first: both workers are alive.
     expect(swept).toMatchObject({ status: "fulfilled", value: { staleWorkers: [], deadWorkers: [] } });
-    expect((await handle.store.listWorkers()).map((w) => [w.workerId, w.status])).toEqual([["a", "active"], ["b", "active"]]);
+    expect((await handle.store.listWorkers()).workers.map((w) => [w.workerId, w.status])).toEqual([["a", "active"], ["b", "active"]]);
   });
 
   it("a worker shutting down as it is declared dead neither deadlocks nor leaves its task leased", async () => {
@@ -145,6 +145,6 @@ describe("PostgreSQL: a worker's heartbeat and shutdown take their locks in the 
     await holder.query("COMMIT");
     expect(await shutdown).toEqual([]);
     expect(await handle.store.get(task.id)).toMatchObject({ status: "claimed", workerId: "w1", leaseToken: task.leaseToken });
-    expect((await handle.store.listWorkers())[0]).toMatchObject({ status: "active" });
+    expect((await handle.store.listWorkers()).workers[0]).toMatchObject({ status: "active" });
   });
 });

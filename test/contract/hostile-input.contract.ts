@@ -16,7 +16,7 @@ async function snapshot(store: Store) {
     tasks: tasks.map((t) => ({ ...t })),
     events: await Promise.all(tasks.map((t) => store.events(t.id))),
     types: await store.listTaskTypes(),
-    workers: (await store.listWorkers()).map((w) => ({ ...w, secondsSinceHeartbeat: 0 })),
+    workers: (await store.listWorkers()).workers.map((w) => ({ ...w, secondsSinceHeartbeat: 0 })),
   };
 }
 

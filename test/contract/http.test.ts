@@ -62,7 +62,7 @@ function httpKind(base: StoreKind): StoreKind {
  * passes through, or calls made beside the database) and the hostile-input part (the same checks
  * run in the client before a request leaves; test/server/ covers the server's own refusals).
  */
-const CLIENT_PARTS: ContractPart[] = ["enqueue", "idempotency", "claim", "lifecycle", "fencing", "batch", "queries", "workers", "taskTypes", "schedules", "failures"];
+const CLIENT_PARTS: ContractPart[] = ["enqueue", "idempotency", "claim", "lifecycle", "fencing", "batch", "queries", "workers", "registry", "taskTypes", "schedules", "failures"];
 
 describe("over HTTP, PostgreSQL", () => storeContract(httpKind(postgresKind), CLIENT_PARTS));
 describe("over HTTP, SQLite", () => storeContract(httpKind(sqliteKind), CLIENT_PARTS));

@@ -14,7 +14,7 @@ const SWEEP = { staleAfterSeconds: 60, deadAfterSeconds: 120, reservationSeconds
 async function everything(store: Store) {
   const { tasks } = await store.list({}, { limit: 1000, order: "oldest" });
   const trails = await Promise.all(tasks.map(async (t) => ({ task: t, events: await store.events(t.id) })));
-  return { trails, workers: await store.listWorkers(), reassignments: await store.reassignments({ limit: 1000 }) };
+  return { trails, workers: (await store.listWorkers()).workers, reassignments: await store.reassignments({ limit: 1000 }) };
 }
 
 export function retentionContract(kind: StoreKind) {
@@ -141,13 +141,13 @@ export function retentionContract(kind: StoreKind) {
       ctx.clock.advance(121_000);
       await beat("w-live");
       await ctx.store.sweep(SWEEP);
-      expect((await ctx.store.listWorkers()).map((w) => [w.workerId, w.status]).sort()).toEqual([["w-dead", "dead"], ["w-gone", "inactive"], ["w-live", "active"]].sort());
+      expect((await ctx.store.listWorkers()).workers.map((w) => [w.workerId, w.status]).sort()).toEqual([["w-dead", "dead"], ["w-gone", "inactive"], ["w-live", "active"]].sort());
       expect((await ctx.store.prune(KEEP_FAILED)).workers).toBe(0);
       ctx.clock.advance(8 * DAY_MS);
       await beat("w-live");
       // w-dead's worker_dead event is the one worker-level event.
       expect(await ctx.store.prune(KEEP_FAILED)).toEqual({ tasks: 0, events: 1, reassignments: 0, workers: 2, scheduleTicks: 0, idempotencyKeys: 0 });
-      expect((await ctx.store.listWorkers()).map((w) => w.workerId)).toEqual(["w-live"]);
+      expect((await ctx.store.listWorkers()).workers.map((w) => w.workerId)).toEqual(["w-live"]);
     });
 
     it("forgets old schedule ticks whose tasks are gone, but never a schedule's latest, nor one whose tasks remain", async () => {

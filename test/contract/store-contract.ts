@@ -10,6 +10,7 @@ import { idempotencyContract } from "./idempotency.contract.js";
 import { lifecycleContract } from "./lifecycle.contract.js";
 import { queriesContract } from "./queries.contract.js";
 import { recountContract } from "./recount.contract.js";
+import { registryContract } from "./registry.contract.js";
 import { retentionContract } from "./retention.contract.js";
 import { schedulesContract } from "./schedules.contract.js";
 import { taskTypesContract } from "./task-types.contract.js";
@@ -26,6 +27,7 @@ const PARTS = {
   batch: batchContract,
   queries: queriesContract,
   workers: workersContract,
+  registry: registryContract,
   taskTypes: taskTypesContract,
   views: viewsContract,
   throughput: throughputContract,

@@ -47,7 +47,7 @@ export function viewsContract(kind: StoreKind) {
       await ctx.store.start(running.id, running);
       await ctx.store.registerTaskType({ name: "parse", maxRunning: 3 });
 
-      const workers = new Map((await ctx.store.listWorkers()).map((w) => [w.workerId, w]));
+      const workers = new Map((await ctx.store.listWorkers()).workers.map((w) => [w.workerId, w]));
       expect(workers.get("w1")).toMatchObject({ status: "active", hostname: null, capacity: 4, currentLoad: 1, loadPercent: 25, activeTasks: 1, roles: ["crawl", "parse"] });
       expect(workers.get("w2")).toMatchObject({ loadPercent: 100, activeTasks: 1 });
       expect(workers.get("gone-quiet")).toMatchObject({ loadPercent: 0, activeTasks: 0 });
@@ -120,7 +120,7 @@ export function viewsContract(kind: StoreKind) {
       at(0);
       await beat("w1", { roles: ["delta", "delta", "delta"] });
       await ctx.store.enqueueMany(Array.from({ length: 4 }, () => ({ taskType: "delta" })));
-      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w1")?.roles).toEqual(["delta"]);
+      expect((await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1")?.roles).toEqual(["delta"]);
       expect((await ctx.store.capacity()).find((r) => r.taskType === "delta")).toMatchObject({ activeWorkers: 1, pendingTasks: 4 });
     });
 

@@ -30,7 +30,7 @@ export function workersContract(kind: StoreKind) {
       await ctx.store.enqueue({ taskType: "crawl" });
       await claimOne(ctx.store, "w1");
       ctx.clock.advance(15_000);
-      const [w] = await ctx.store.listWorkers();
+      const [w] = (await ctx.store.listWorkers()).workers;
       expect(w).toMatchObject({
         workerId: "w1", roles: ["crawl"], hostname: "host-a", pid: 42, version: "1.2.3", capacity: 4, currentLoad: 1,
         tasksProcessed: 7, metadata: { zone: "eu" }, status: "active", activeTasks: 1, secondsSinceHeartbeat: 15, loadPercent: 25,
@@ -132,7 +132,7 @@ export function workersContract(kind: StoreKind) {
       const renewed = new Date(ctx.clock.now().getTime() + 120_000);
       expect((await ctx.store.get(mine.id))?.leaseExpiresAt).toEqual(renewed);
       expect((await ctx.store.get(theirs.id))?.leaseExpiresAt).toEqual(renewed);
-      const registry = await ctx.store.listWorkers();
+      const registry = (await ctx.store.listWorkers()).workers;
       expect(registry.map((w) => [w.workerId, w.status, w.capacity, w.roles]).sort()).toEqual([
         ["w1", "active", 1, ["crawl"]],
         ["w2", "active", 2, ["crawl"]],
@@ -145,7 +145,7 @@ export function workersContract(kind: StoreKind) {
       await ctx.store.workerHeartbeat({ workerId: "seed", metadata: { hostname: "server-01" } });
       await beat("w1", { capacity: 4, currentLoad: 2, tasksProcessed: 7 });
       await ctx.store.workerHeartbeatMany([{ workerId: "w1", currentLoad: 3 }, { workerId: "w2", roles: ["index"] }]);
-      const registry = await ctx.store.listWorkers();
+      const registry = (await ctx.store.listWorkers()).workers;
       expect(registry.map((w) => [w.workerId, w.roles, w.capacity, w.currentLoad, w.tasksProcessed, w.status])).toEqual([
         ["seed", [], 1, 0, 0, "active"],
         ["w1", ["crawl"], 4, 3, 7, "active"],
@@ -156,25 +156,25 @@ export function workersContract(kind: StoreKind) {
       // The worker's own details too: a beat of figures alone (a client that sends its metadata once) erased them.
       await beat("w3", { hostname: "box-3", pid: 4242, version: "1.2.0", metadata: { zone: "eu-1" } });
       await ctx.store.workerHeartbeatMany([{ workerId: "w3", currentLoad: 1 }, { workerId: "seed" }]);
-      const kept = await ctx.store.listWorkers();
+      const kept = (await ctx.store.listWorkers()).workers;
       expect(kept.find((w) => w.workerId === "w3")).toMatchObject({ hostname: "box-3", pid: 4242, version: "1.2.0", metadata: { zone: "eu-1" }, currentLoad: 1 });
       expect(kept.find((w) => w.workerId === "seed")?.metadata).toEqual({ hostname: "server-01" });
       await beat("w3", { hostname: "box-4", metadata: {} });
-      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w3")).toMatchObject({ hostname: "box-4", pid: 4242, metadata: {} });
+      expect((await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w3")).toMatchObject({ hostname: "box-4", pid: 4242, metadata: {} });
     });
 
     it("refuses a batch of beats with a bad one or a worker twice, naming the item, and registers none", async () => {
       const ok = { workerId: "w1", roles: ["crawl"], capacity: 1, currentLoad: 0, tasksProcessed: 0 };
       await expect(ctx.store.workerHeartbeatMany([ok, { ...ok, workerId: "w2", capacity: 0 }])).rejects.toThrow(/item 1: .*capacity/);
       await expect(ctx.store.workerHeartbeatMany([ok, { ...ok, currentLoad: 1 }])).rejects.toThrow(/item 1: .*w1 beats more than once/);
-      expect(await ctx.store.listWorkers()).toEqual([]);
+      expect((await ctx.store.listWorkers()).workers).toEqual([]);
     });
 
     it("refuses a malformed heartbeat", async () => {
       await expect(beat("bad id")).rejects.toBeInstanceOf(ValidationError);
       await expect(beat("w1", { capacity: 0 })).rejects.toThrow(/capacity/);
       await expect(beat("w1", { roles: [] })).rejects.toThrow(/roles/);
-      expect(await ctx.store.listWorkers()).toEqual([]);
+      expect((await ctx.store.listWorkers()).workers).toEqual([]);
     });
 
     it("shuts a worker down: its tasks go back with no attempt charged, it turns inactive", async () => {
@@ -187,7 +187,7 @@ export function workersContract(kind: StoreKind) {
       const task = await ctx.store.get(tasks[0].id);
       expect(task).toMatchObject({ status: "pending", attempts: 0, checkpoint: { page: 2 }, workerId: null });
       expect((await ctx.store.events(tasks[0].id)).at(-1)).toMatchObject({ event: "released", message: "worker shut down" });
-      expect((await ctx.store.listWorkers())[0]).toMatchObject({ status: "inactive", currentLoad: 0 });
+      expect((await ctx.store.listWorkers()).workers[0]).toMatchObject({ status: "inactive", currentLoad: 0 });
       expect(await ctx.store.shutdownWorker("w1")).toEqual([]);
     });
 
@@ -279,23 +279,23 @@ export function workersContract(kind: StoreKind) {
       await expect(refused).rejects.toBeInstanceOf(WorkerNotFoundError);
       // Over HTTP too: the server's points to its route, the client's to what a store's does.
       await expect(refused).rejects.toThrow('Worker "w-typo" is not in the registry: it never sent a heartbeat, or retention removed it (taskpool workers lists them)');
-      expect(await ctx.store.listWorkers()).toEqual([]);
+      expect((await ctx.store.listWorkers()).workers).toEqual([]);
     });
 
     it("marks silent workers stale, then dead, once", async () => {
       await beat("w1");
       ctx.clock.advance(61_000);
       expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: ["w1"], deadWorkers: [] });
-      expect((await ctx.store.listWorkers())[0].status).toBe("stale");
+      expect((await ctx.store.listWorkers()).workers[0].status).toBe("stale");
       ctx.clock.advance(60_000);
       expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: [], deadWorkers: ["w1"] });
       expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: [], deadWorkers: [], requeued: [] });
       await beat("w1");
-      expect((await ctx.store.listWorkers())[0].status).toBe("active");
+      expect((await ctx.store.listWorkers()).workers[0].status).toBe("active");
     });
 
     it("a beat of the run that shut down leaves the worker inactive however late it lands (over HTTP, stamped as it is written); a beat of another run is a restart", async () => {
-      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const worker = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1");
       await beat("w1", { runId: "run-1", currentLoad: 2 });
       await ctx.store.shutdownWorker("w1");
       // Sent before the shutdown, it arrives a second after (held up, or sent again by the transport).
@@ -318,7 +318,7 @@ export function workersContract(kind: StoreKind) {
     });
 
     it("a restart under the same id (another run) while the worker is still active starts anew: its start is the new run's", async () => {
-      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const worker = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1");
       await beat("w1", { runId: "run-1", tasksProcessed: 40 });
       const first = (await worker())!.startedAt;
       ctx.clock.advance(5000);
@@ -341,13 +341,13 @@ export function workersContract(kind: StoreKind) {
       // run-1's last beat, held up until now, says it lists every lease it holds: none.
       expect(await beat("w1", { runId: "run-1", leases: [], allLeases: true })).toMatchObject({ lost: [] });
       expect(await ctx.store.get(lease.id)).toMatchObject({ status: "claimed", workerId: "w1" });
-      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w1")).toMatchObject({ status: "active", currentLoad: 1 });
+      expect((await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1")).toMatchObject({ status: "active", currentLoad: 1 });
       // Its lease is the one it was given: its outcome is taken.
       expect((await ctx.store.complete(lease.id, lease)).task.status).toBe("completed");
     });
 
     it("a late beat of a run that another run replaced without a shutdown (frozen, declared dead, restarted under its id) changes nothing: the new run keeps its tasks", async () => {
-      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const worker = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1");
       await beat("w1", { runId: "run-1" });
       // run-1's process freezes (a paused VM) and is declared dead; a new process starts under the id.
       ctx.clock.advance(121_000);
@@ -372,7 +372,7 @@ export function workersContract(kind: StoreKind) {
     });
 
     it(`every run replaced under the id stays gone, up to the last ${GONE_RUNS_KEPT}: a frozen run waking after its replacement crashed and a third started changes nothing`, async () => {
-      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const worker = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1");
       const declaredDead = async () => {
         ctx.clock.advance(121_000);
         expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w1"]);
@@ -408,7 +408,7 @@ export function workersContract(kind: StoreKind) {
     });
 
     it("a late shutdown of a run, landing after another run registered under the id, changes nothing: the new run stays active, its tasks leased to it and reserved for it, its beats taken", async () => {
-      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const worker = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1");
       // A task a sweep will reserve for w1, once w-dead is found dead.
       const orphan = await deadWorkerWithTask();
       await beat("w1", { runId: "run-1", currentLoad: 1 });
@@ -445,7 +445,7 @@ export function workersContract(kind: StoreKind) {
     });
 
     it("a restart that names no run replaces the named run before it: that run's late shutdown and beats change nothing", async () => {
-      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const worker = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1");
       await beat("w1", { runId: "run-1", currentLoad: 1 });
       // Restarted under its id by a client that names no run (seed 000's body), which claims.
       await beat("w1", { currentLoad: 1 });
@@ -468,7 +468,7 @@ export function workersContract(kind: StoreKind) {
     });
 
     it("a restart that names no run replaces every named run before it, not only the last: an older run's late shutdown and beats change nothing", async () => {
-      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const worker = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1");
       await beat("w1", { runId: "run-0", currentLoad: 1 });
       await beat("w1", { runId: "run-1", currentLoad: 1 });
       await beat("w1", { currentLoad: 1 });
@@ -485,7 +485,7 @@ export function workersContract(kind: StoreKind) {
     });
 
     it("a shutdown naming the current run, or no run, gives back what the worker holds and marks it inactive; sent again it answers [], and the run's late beats are refused", async () => {
-      const worker = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1");
+      const worker = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1");
       await beat("w1", { runId: "run-1", currentLoad: 2 });
       await ctx.store.enqueueMany([{ taskType: "crawl" }, { taskType: "crawl" }, { taskType: "crawl" }]);
       const held = await ctx.store.claim({ workerId: "w1", limit: 2 });
@@ -512,11 +512,11 @@ export function workersContract(kind: StoreKind) {
       await beat("w2");
       const ofW2 = await claimOne(ctx.store, "w2");
       expect(await ctx.store.shutdownWorker("w2", "run-x")).toEqual([ofW2.id]);
-      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w2")).toMatchObject({ status: "inactive" });
+      expect((await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w2")).toMatchObject({ status: "inactive" });
     });
 
     it("a beat stamped before its worker was declared dead or shut down, landing after (held up on a lock), leaves it so; a later beat brings it back", async () => {
-      const status = async () => (await ctx.store.listWorkers()).find((w) => w.workerId === "w1")?.status;
+      const status = async () => (await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w1")?.status;
       await beat("w1", { currentLoad: 3 });
       ctx.clock.advance(121_000);
       expect((await ctx.store.sweep(SWEEP)).deadWorkers).toEqual(["w1"]);
@@ -524,7 +524,7 @@ export function workersContract(kind: StoreKind) {
       await beat("w1", { currentLoad: 3 });
       expect(await status()).toBe("dead");
       // Active again, it would be the least-loaded worker a recovery reserves tasks for.
-      expect((await ctx.store.listWorkers())[0].currentLoad).toBe(0);
+      expect((await ctx.store.listWorkers()).workers[0].currentLoad).toBe(0);
       ctx.clock.advance(2);
       await beat("w1");
       expect(await status()).toBe("active");
@@ -567,7 +567,7 @@ export function workersContract(kind: StoreKind) {
       ctx.clock.advance(121_000);
       await beat("w2");
       expect(await ctx.store.sweep(SWEEP)).toMatchObject({ staleWorkers: [], deadWorkers: ["w1"] });
-      expect((await ctx.store.listWorkers()).map((w) => [w.workerId, w.status])).toEqual([["w1", "dead"], ["w2", "active"]]);
+      expect((await ctx.store.listWorkers()).workers.map((w) => [w.workerId, w.status])).toEqual([["w2", "active"], ["w1", "dead"]]);
     });
 
     it("takes a dead worker's task back and reserves it for the least-loaded healthy worker of its role", async () => {
@@ -589,7 +589,7 @@ export function workersContract(kind: StoreKind) {
       const [event] = await ctx.store.reassignments();
       expect(event).toMatchObject({ taskId: lease.id, fromWorkerId: "w-dead", toWorkerId: "idle", reason: "Worker died unexpectedly", checkpoint: { page: 5 }, success: true, errorMessage: null });
       expect((await ctx.store.events(lease.id)).map((e) => e.event)).toEqual(["created", "claimed", "started", "checkpoint", "requeued", "reassigned", "claimed"]);
-      expect((await ctx.store.listWorkers()).find((w) => w.workerId === "w-dead")).toMatchObject({ status: "dead", activeTasks: 0 });
+      expect((await ctx.store.listWorkers()).workers.find((w) => w.workerId === "w-dead")).toMatchObject({ status: "dead", activeTasks: 0 });
     });
 
     it("a lease that runs out past its task's timeout_seconds is taken back as timed out, not as a lease its worker forgot", async () => {

@@ -170,12 +170,47 @@ describe("the dashboard in a real browser", () => {
     lastSeen.run(new Date(Date.now() - 3_600_000).toISOString(), "gone-today");
     lastSeen.run(new Date(Date.now() - 3 * 86_400_000).toISOString(), "gone-last-week");
     // Before the page opens: the Overview's first poll shows them, rather than its next one, 5 s later.
-    await eventually(async () => (await server.pool.workers()).every((w) => w.status === "dead"), 10_000, "both workers to be declared dead");
+    await eventually(async () => (await server.pool.workers()).workers.every((w) => w.status === "dead"), 10_000, "both workers to be declared dead");
     const page = await open(server.keys.producer, "#/overview");
     await page.locator("#dead-workers").getByText("gone-today").waitFor();
     await page.locator("#dead-long-ago").getByText("and 1 dead for over a day").waitFor();
     // It stayed red with every worker that ever died, until retention removed them a week later.
     expect(await page.locator("#dead-workers").textContent()).not.toContain("gone-last-week");
+  });
+
+  it("many gone workers are folded: the Workers page lists the live ones and a page of gone ones at a time; the banner names a few and counts the rest", async () => {
+    const gone = Array.from({ length: 130 }, (_, i) => `gone-${String(i).padStart(3, "0")}`);
+    await server.pool.protocol.workerHeartbeatMany([...gone, "shut-1", "live-1"].map((workerId) => ({ workerId, roles: ["crawl"], capacity: 1 })));
+    await server.pool.protocol.shutdownWorker("shut-1");
+    // Heard from a minute ago, a second apart (gone-129 last): the coordinator (dead after 2 s here) declares them dead.
+    const lastSeen = server.handle.store.db.prepare("UPDATE workers SET last_seen_at = ? WHERE worker_id = ?");
+    gone.forEach((id, i) => lastSeen.run(new Date(Date.now() - 200_000 + i * 1000).toISOString(), id));
+    await eventually(async () => (await server.pool.workers({ status: "dead" })).counts.dead === gone.length, 10_000, "the workers to be declared dead");
+    const beat = setInterval(() => void server.pool.protocol.workerHeartbeat({ workerId: "live-1" }).catch(() => {}), 500);
+    onTestFinished(() => clearInterval(beat));
+
+    const page = await open(server.keys.producer, "#/overview");
+    const banner = page.locator("#dead-workers");
+    await banner.getByText("gone-129").waitFor();
+    expect(await banner.locator("a .status-dead").count()).toBe(5);
+    // It reads the 100 dead most recently heard from: all died within the day, so more may have.
+    await expect(banner.textContent()).resolves.toMatch(/^100\+ workers not heard from: .*gone-125 \(\d+ s\) and 95\+ more \(workers\)$/);
+
+    await page.click('nav a[href="#/workers"]');
+    await page.locator('#workers tr[data-worker="live-1"]').waitFor();
+    await expect(page.locator("#gone-workers summary").textContent()).resolves.toMatch(/^131 gone workers 130 dead, 1 inactive/);
+    const goneRows = page.locator("#gone-workers-table tbody tr[data-worker]");
+    await expect.poll(() => goneRows.count()).toBe(100);
+    expect(await goneRows.first().getAttribute("data-worker")).toBe("shut-1");
+    expect(await page.locator("#workers tbody tr[data-worker]").count()).toBe(1);
+    await page.click("#older-gone");
+    await expect.poll(() => goneRows.count()).toBe(31);
+    expect(await goneRows.last().getAttribute("data-worker")).toBe("gone-000");
+    await page.locator('#workers tr[data-worker="live-1"]').waitFor();
+
+    // One gone long ago, not on the first page, opened from its address.
+    const old = await open(server.keys.producer, "#/workers?worker=gone-001");
+    await old.locator('#gone-workers-table tr[data-worker="gone-001"][aria-expanded="true"]').waitFor();
   });
 
   it("a task back in the pool shows its last attempt's lease times as an earlier attempt's, not as a worker on it now", async () => {

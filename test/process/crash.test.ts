@@ -92,7 +92,7 @@ describe("worker processes", () => {
     const done = await store.get(task.id);
     expect(done).toMatchObject({ attempts: 2, workerId: "idle", result: { pages: 100, resumedFrom: (resumed.checkpoint as { page: number }).page } });
     expect(loaded.lines.filter((l) => l.taskId === task.id)).toEqual([]);
-    expect((await store.listWorkers()).find((w) => w.workerId === "victim")?.status).toBe("dead");
+    expect((await store.listWorkers()).workers.find((w) => w.workerId === "victim")?.status).toBe("dead");
     const story = (await store.events(task.id)).map((e) => [e.event, e.fromWorkerId ?? e.toWorkerId]);
     const checkpoints = story.filter(([e]) => e === "checkpoint").length;
     expect(story.filter(([e]) => e !== "checkpoint")).toEqual([
@@ -132,7 +132,7 @@ describe("worker processes", () => {
     const released = await store.get(task.id);
     expect(released).toMatchObject({ status: "pending", attempts: 0, workerId: null });
     expect((released?.checkpoint as { page: number }).page).toBeGreaterThanOrEqual(2);
-    expect((await store.listWorkers())[0]).toMatchObject({ workerId: "leaving", status: "inactive" });
+    expect((await store.listWorkers()).workers[0]).toMatchObject({ workerId: "leaving", status: "inactive" });
     expect((await store.events(task.id)).at(-1)).toMatchObject({ event: "released", fromWorkerId: "leaving" });
   });
 
@@ -157,7 +157,7 @@ describe("worker processes", () => {
     expect(await leaving.exited).toBe(0);
     expect(await store.get(running as number)).toMatchObject({ status: "pending", attempts: 0, workerId: null });
     for (const id of waiting) expect(await status(id)).toBe("cancelled");
-    expect((await store.listWorkers())[0]).toMatchObject({ workerId: "leaving", status: "inactive" });
+    expect((await store.listWorkers()).workers[0]).toMatchObject({ workerId: "leaving", status: "inactive" });
   });
 
   scenario("a second SIGTERM ends the grace period at once: the running task is aborted and released, the worker inactive", async ({ store, worker }) => {
@@ -171,7 +171,7 @@ describe("worker processes", () => {
     expect(await stubborn.exited).toBe(0);
     expect(Date.now() - sent).toBeLessThan(5000);
     expect(await store.get(task.id)).toMatchObject({ status: "pending", attempts: 0, workerId: null });
-    expect((await store.listWorkers()).find((w) => w.workerId === "stubborn")).toMatchObject({ status: "inactive" });
+    expect((await store.listWorkers()).workers.find((w) => w.workerId === "stubborn")).toMatchObject({ status: "inactive" });
   });
 
   scenario("the fail policy ends a dead worker's task failed with 'Worker died unexpectedly'", async ({ store, worker, coordinator, status }) => {
@@ -233,7 +233,7 @@ describe("worker processes", () => {
     await cruncher.waitFor({ event: "done", taskId: task.id }, 20_000);
     await eventually(async () => (await status(task.id)) === "completed", 10_000, "completion");
     expect(await store.get(task.id)).toMatchObject({ attempts: 1, workerId: "cruncher" });
-    expect((await store.listWorkers())[0].status).toBe("active");
+    expect((await store.listWorkers()).workers[0].status).toBe("active");
     expect((await store.events(task.id)).map((e) => e.event)).toEqual(["created", "claimed", "completed"]);
   }, { alone: true });
 });

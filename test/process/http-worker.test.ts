@@ -66,7 +66,7 @@ describe.each([
     expect(from).toBeGreaterThanOrEqual(2);
     await eventually(async () => (await pool.get(task.id))?.status === "completed", 20_000, "completion");
     expect(await pool.get(task.id)).toMatchObject({ attempts: 2, workerId: "http-heir", result: { pages: 60, resumedFrom: from } });
-    expect((await pool.workers()).find((w) => w.workerId === "http-victim")?.status).toBe("dead");
+    expect((await pool.workers()).workers.find((w) => w.workerId === "http-victim")?.status).toBe("dead");
     const story = (await pool.events(task.id)).map((e) => e.event).filter((e) => e !== "checkpoint");
     expect(story).toEqual(["created", "claimed", "requeued", "reassigned", "claimed", "completed"]);
 

@@ -392,7 +392,7 @@ describe("taskpool keys and serve", () => {
       // Twice within --stale-after: told the default 30 s, a worker following it turned stale, then dead, between two beats.
       expect(((await beat.json()) as { next_heartbeat_in: number }).next_heartbeat_in).toBe(0.15);
       // The defaults (a minute to stale, two to dead) would keep it active through this whole test.
-      await eventually(async () => (await taskpool("workers", "--json", "--db", db).then((r) => JSON.parse(r.stdout)))[0]?.status === "dead", 10_000, "the worker to be found dead");
+      await eventually(async () => (await taskpool("workers", "--json", "--db", db).then((r) => JSON.parse(r.stdout))).workers[0]?.status === "dead", 10_000, "the worker to be found dead");
     } finally {
       await stop();
     }

@@ -523,6 +523,35 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
     ]);
   });
 
+  it("the registry lists live workers and folds gone ones: counts by status, next_cursor, status/worker_id/limit filters; bad values are a 400 naming them", async () => {
+    for (let i = 0; i < 5; i++) {
+      await s.call("POST", "/api/workers/heartbeat", { worker_id: `gone-${i}`, roles: ["crawl"] });
+      await s.call("POST", `/api/workers/gone-${i}/shutdown`);
+      s.clock.advance(1000);
+    }
+    await s.call("POST", "/api/workers/heartbeat", { worker_id: "live-1", roles: ["crawl"] });
+    const names = (answer: { body: Body }) => answer.body.workers.map((w: Body) => w.worker_id);
+
+    const first = await s.call("GET", "/api/workers?limit=2");
+    expect(names(first)).toEqual(["live-1", "gone-4", "gone-3"]);
+    expect(first.body).toMatchObject({ success: true, counts: { active: 1, stale: 0, dead: 0, inactive: 5 }, next_cursor: expect.any(String) });
+    const rest = await s.call("GET", `/api/workers?limit=2&cursor=${first.body.next_cursor}`);
+    expect(names(rest)).toEqual(["gone-2", "gone-1"]);
+    expect(names(await s.call("GET", `/api/workers?limit=2&cursor=${rest.body.next_cursor}`))).toEqual(["gone-0"]);
+    expect(names(await s.call("GET", "/api/workers?status=inactive&status=dead&limit=1"))).toEqual(["gone-4"]);
+    expect(names(await s.call("GET", "/api/workers?worker_id=gone-0"))).toEqual(["gone-0"]);
+
+    for (const [query, path] of [["limit=0", "limit"], ["limit=1001", "limit"], ["status=gone", "status"], ["worker_id=not%20an%20id", "worker_id"], ["colour=red", "colour"]]) {
+      const bad = await s.call("GET", `/api/workers?${query}`);
+      expect([bad.status, bad.body.error], query).toEqual([400, "validation_error"]);
+      expect(JSON.stringify(bad.body.issues), query).toContain(path);
+    }
+    expect(await s.call("GET", `/api/workers?status=active&cursor=${first.body.next_cursor}`)).toMatchObject({
+      status: 400,
+      body: { error: "validation_error", message: expect.stringMatching(/^Invalid cursor: it was made for a listing with other filters/), issues: [{ path: "cursor" }] },
+    });
+  });
+
   it("a shutdown may name its run (run_id): one of a run replaced since answers 200, nothing released, and changes nothing; no body is still the current run's", async () => {
     const worker = async () => (await s.call("GET", "/api/workers")).body.workers.find((w: Body) => w.worker_id === "w1");
     await s.call("POST", "/api/workers/heartbeat", { worker_id: "w1", roles: ["crawl"], run_id: "run-1" });
@@ -855,11 +884,12 @@ describe.each([sqliteKind, postgresKind])("HTTP API on $name", (kind) => {
   it("a route that takes no body or no query string refuses one rather than ignoring it, and acts on nothing", async () => {
     await s.call("POST", "/api/workers/heartbeat", { worker_id: "w1" });
     await s.call("POST", "/api/workers/w1/shutdown");
-    // Read as a filter that was not applied, this listed every worker, the inactive one included.
-    const filtered = await s.call("GET", "/api/workers?status=active");
-    expect(filtered).toMatchObject({ status: 400, body: { success: false, error: "validation_error", issues: [{ path: "status" }] } });
-    expect(filtered.body.message).toBe("Invalid query string: status: Unexpected property (got \"active\"); GET /api/workers takes no query string");
-    expect((await s.call("GET", "/api/tasks/counts?task_type=crawl")).status).toBe(400);
+    // Read as a filter that was not applied, this answered every type's counts.
+    const filtered = await s.call("GET", "/api/tasks/counts?task_type=crawl");
+    expect(filtered).toMatchObject({ status: 400, body: { success: false, error: "validation_error", issues: [{ path: "task_type" }] } });
+    expect(filtered.body.message).toBe("Invalid query string: task_type: Unexpected property (got \"crawl\"); GET /api/tasks/counts takes no query string");
+    // The registry, which took none either and listed every worker, now applies it: the one shut down is not active.
+    expect((await s.call("GET", "/api/workers?status=active")).body.workers).toEqual([]);
     // A sweep asked for as a dry run swept.
     const swept = await s.call("POST", "/api/tasks/recover-stale", { dry_run: true });
     expect(swept).toMatchObject({ status: 400, body: { error: "validation_error", issues: [{ path: "dry_run" }] } });

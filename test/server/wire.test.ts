@@ -16,6 +16,7 @@ import {
   TaskRecord,
   TaskTypeRecordSchema,
   ThroughputRecord,
+  WorkerListRecord,
   WorkerRecordSchema,
 } from "../../src/core/record-schemas.js";
 import * as schemas from "../../src/core/schemas.js";
@@ -23,7 +24,7 @@ import type { GenerateResult, ScheduleRecord } from "../../src/core/schedule.js"
 import type { Task, TaskCounts } from "../../src/core/task.js";
 import type { TaskTypeRecord } from "../../src/core/task-type.js";
 import { fromWire, libraryPath, toCamel, toSnake, toWire, wirePath, wireSchema } from "../../src/core/wire.js";
-import type { ReassignmentEvent, SweepResult, WorkerRecord } from "../../src/core/worker.js";
+import type { ReassignmentEvent, SweepResult, WorkerList, WorkerRecord } from "../../src/core/worker.js";
 import { ValidationError } from "../../src/core/errors.js";
 import { errorFromReply } from "../../src/client/errors.js";
 import { errorReply } from "../../src/server/errors.js";
@@ -80,7 +81,7 @@ describe("the wire mapping", () => {
       for (const key of ["items", "additionalProperties"]) if (typeof x[key] === "object") walk(x[key] as TSchema);
       for (const key of ["anyOf", "allOf"]) if (Array.isArray(x[key])) (x[key] as TSchema[]).forEach(walk);
     };
-    const all = [...Object.values(schemas), TaskRecord, TaskEventRecord, TaskCountsRecord, CapacityRecord, WorkerRecordSchema, ReassignmentRecord, ReassignmentStatsRecord, TaskTypeRecordSchema, SweepResultRecord, ThroughputRecord, ScheduleRecordSchema, GenerateResultRecord];
+    const all = [...Object.values(schemas), TaskRecord, TaskEventRecord, TaskCountsRecord, CapacityRecord, WorkerRecordSchema, WorkerListRecord, ReassignmentRecord, ReassignmentStatsRecord, TaskTypeRecordSchema, SweepResultRecord, ThroughputRecord, ScheduleRecordSchema, GenerateResultRecord];
     for (const s of all) if (typeof s === "object" && s !== null && Kind in s) walk(s as TSchema);
     expect(names.size).toBeGreaterThan(80);
     for (const name of names) expect(toCamel(toSnake(name)), name).toBe(name);
@@ -112,6 +113,7 @@ describe("the wire mapping", () => {
     expectTypeOf<Static<typeof TaskCountsRecord>>().toEqualTypeOf<TaskCounts>();
     expectTypeOf<Static<typeof CapacityRecord>>().toEqualTypeOf<CapacityRow>();
     expectTypeOf<Static<typeof WorkerRecordSchema>>().toEqualTypeOf<WorkerRecord>();
+    expectTypeOf<Static<typeof WorkerListRecord>>().toEqualTypeOf<WorkerList>();
     expectTypeOf<Static<typeof ReassignmentRecord>>().toEqualTypeOf<ReassignmentEvent>();
     expectTypeOf<Static<typeof ReassignmentStatsRecord>>().toEqualTypeOf<ReassignmentStats>();
     expectTypeOf<Static<typeof TaskTypeRecordSchema>>().toEqualTypeOf<TaskTypeRecord>();
@@ -150,7 +152,7 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "POST /api/tasks/fail": { body: strict(Type.Object({ failures: Type.Array(schemas.FailureSchema, { minItems: 1, maxItems: 1000 }) }), BatchOptionsSchema) },
   "POST /api/tasks/wait": { body: strict(WaitForWork) },
   "POST /api/workers/heartbeat": { body: schemas.WorkerBeatSchema },
-  "GET /api/workers": {},
+  "GET /api/workers": { query: schemas.WorkerQuerySchema },
   "POST /api/workers/{id}/shutdown": { params: Type.Object({ id: schemas.WorkerId }), body: schemas.WorkerShutdownSchema },
   "GET /api/reassignments": { query: schemas.ReassignmentQuerySchema },
   "GET /api/reassignments/stats": {},

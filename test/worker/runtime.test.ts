@@ -67,7 +67,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     expect(peak).toBe(4);
     expect(logs.messages()).toContain(`Claimed task ${tasks[0].id} (square)`);
     expect(logs.messages()).toContain(`Task ${tasks[0].id} completed`);
-    const [registered] = await store.listWorkers();
+    const [registered] = (await store.listWorkers()).workers;
     expect(registered).toMatchObject({ capacity: 4, roles: ["square"], status: "active", pid: process.pid });
   });
 
@@ -490,7 +490,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await worker.start();
     await settled(done.id);
     await settled(broken.id, "failed");
-    await eventually(async () => (await store.listWorkers())[0]?.tasksProcessed === 2, 5000, "both outcomes counted once");
+    await eventually(async () => (await store.listWorkers()).workers[0]?.tasksProcessed === 2, 5000, "both outcomes counted once");
     expect(lost).toEqual(new Set(["completeMany", "failMany"]));
     expect(logs.messages()).toContain(`Task ${done.id} completed (the answer to its first write was lost)`);
     expect(logs.messages().filter((m) => m.startsWith("Could not"))).toEqual([]);
@@ -921,7 +921,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
   it("its heartbeats carry the load of the tasks it runs, and the registry keeps what it finished during the shutdown grace", async () => {
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const registered = async (id: string) => (await store.listWorkers()).find((w) => w.workerId === id);
+    const registered = async (id: string) => (await store.listWorkers()).workers.find((w) => w.workerId === id);
     // The heartbeat thread: it learns the worker's state only when the worker posts it.
     // One slot and no buffer: once it runs the task it claims no more, so no claim posts its state again.
     const { worker } = await startWorker({ concurrency: 1, prefetch: 0, heartbeatThread: true, handlers: { gated: async () => gate } });
@@ -938,7 +938,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
   it("stopping, it says at once that it is full, so a coordinator reserves no dead worker's task for it during its grace", async () => {
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const registered = async (id: string) => (await store.listWorkers()).find((w) => w.workerId === id);
+    const registered = async (id: string) => (await store.listWorkers()).workers.find((w) => w.workerId === id);
     const { worker } = await startWorker({ concurrency: 4, heartbeatThread: true, handlers: { gated: async () => gate } });
     const task = (await store.enqueue({ taskType: "gated" })).task;
     await eventually(async () => (await store.get(task.id))?.status === "running", 5000, "the task running");
@@ -1075,9 +1075,9 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     const started = worker.start();
     await worker.stop();
     await started;
-    const [stopped] = await store.listWorkers();
+    const [stopped] = (await store.listWorkers()).workers;
     await new Promise((r) => setTimeout(r, 300));
-    const [later] = await store.listWorkers();
+    const [later] = (await store.listWorkers()).workers;
     expect(later).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
     await expect(worker.start()).rejects.toThrow(/was already stopped: a worker runs once; make another with pool.worker\(\)/);
   });
@@ -1118,12 +1118,12 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     // up), so it returned without their answers; a beat answered after it is followed by the shutdown
     // again. Once all have answered, the last a shutdown, the registry shows the worker inactive.
     await eventually(() => unanswered === 0 && sent.at(-1) === "shutdown", 5000, "the stop's calls to be answered");
-    const stopped = await eventually(async () => (await store.listWorkers()).find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
+    const stopped = await eventually(async () => (await store.listWorkers()).workers.find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
     const calls = sent.length;
     // Heartbeats begun now would beat every 50 ms.
     await new Promise((r) => setTimeout(r, 300));
     expect(sent).toHaveLength(calls);
-    expect((await store.listWorkers())[0]).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
+    expect((await store.listWorkers()).workers[0]).toMatchObject({ status: "inactive", lastSeenAt: stopped.lastSeenAt });
   });
 
   it("a stop whose last beat answers past its deadline leaves the worker inactive: that beat, of the run that shut down, does not bring it back", { timeout: 30_000 }, async () => {
@@ -1141,9 +1141,9 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await worker.start();
     slow = true;
     await worker.stop(0);
-    await eventually(async () => (await store.listWorkers()).find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
+    await eventually(async () => (await store.listWorkers()).workers.find((w) => w.workerId === worker.id && w.status === "inactive"), 5000, "the shutdown to land");
     await new Promise((r) => setTimeout(r, 1000));
-    expect((await store.listWorkers()).find((w) => w.workerId === worker.id)).toMatchObject({ status: "inactive" });
+    expect((await store.listWorkers()).workers.find((w) => w.workerId === worker.id)).toMatchObject({ status: "inactive" });
   });
 
   it("a stop whose first beat is still unanswered at its deadline sends its shutdown last: no beat goes out after it", { timeout: 30_000 }, async () => {
@@ -1173,7 +1173,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     answer();
     await new Promise((r) => setTimeout(r, 300));
     expect(sent).toEqual(["beat", "shutdown"]);
-    expect((await store.listWorkers()).find((w) => w.workerId === worker.id)).toMatchObject({ status: "inactive" });
+    expect((await store.listWorkers()).workers.find((w) => w.workerId === worker.id)).toMatchObject({ status: "inactive" });
   });
 
   it("a stop's shutdown names its run: held up until the worker restarted under its id, it leaves the new run's task with it", { timeout: 30_000 }, async () => {
@@ -1206,7 +1206,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     release();
     expect(await landed).toEqual([]);
     expect(await store.get(task.id)).toMatchObject({ status: "running", workerId: "w-restarted", attempts: 1 });
-    expect((await store.listWorkers()).find((w) => w.workerId === "w-restarted")).toMatchObject({ status: "active", activeTasks: 1 });
+    expect((await store.listWorkers()).workers.find((w) => w.workerId === "w-restarted")).toMatchObject({ status: "active", activeTasks: 1 });
     finish();
     await settled(task.id);
     expect((await store.events(task.id)).map((e) => e.event)).toEqual(["created", "claimed", "completed"]);
@@ -1220,7 +1220,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     const held = new WeakSet<object>();
     /** The worker's status as each held beat was written, before its answer left. */
     const statusAfterHeldBeat: (string | undefined)[] = [];
-    const status = async () => (await store.listWorkers()).find((w) => w.workerId === worker.id)?.status;
+    const status = async () => (await store.listWorkers()).workers.find((w) => w.workerId === worker.id)?.status;
     app.addHook("preHandler", async (request) => {
       if (hold === null || request.routeOptions.url !== "/api/workers/heartbeat") return;
       held.add(request);
@@ -1280,7 +1280,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await beatStarted;
     await worker.stop(0);
     await new Promise((r) => setTimeout(r, 400));
-    expect((await store.listWorkers())[0]).toMatchObject({ workerId: worker.id, status: "inactive" });
+    expect((await store.listWorkers()).workers[0]).toMatchObject({ workerId: worker.id, status: "inactive" });
   });
 
   it("on stop, releases unfinished tasks with their checkpoint and no attempt charged, and turns inactive", async () => {
@@ -1296,7 +1296,7 @@ describe.each([postgresKind, sqliteKind])("worker runtime on $name", (kind) => {
     await eventually(async () => (await store.get(task.id))?.checkpoint, 5000, "the checkpoint");
     await worker.stop(100);
     expect(await store.get(task.id)).toMatchObject({ status: "pending", attempts: 0, checkpoint: { page: 7 }, workerId: null });
-    expect((await store.listWorkers())[0]).toMatchObject({ workerId: worker.id, status: "inactive" });
+    expect((await store.listWorkers()).workers[0]).toMatchObject({ workerId: worker.id, status: "inactive" });
   });
 
   it("tells handlers of a stop as it begins (ctx.stopping): one that hands its task back is released at once, one that returns completes", async () => {

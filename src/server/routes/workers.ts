@@ -1,6 +1,6 @@
 /** The worker registry: heartbeats (seed 000), the registry view, graceful shutdown. */
-import { WorkerRecordSchema } from "../../core/record-schemas.js";
-import { WorkerBeatSchema, WorkerId, WorkerShutdownSchema } from "../../core/schemas.js";
+import { WorkerListRecord } from "../../core/record-schemas.js";
+import { WorkerBeatSchema, WorkerId, WorkerQuerySchema, WorkerShutdownSchema } from "../../core/schemas.js";
 import { Type } from "../../core/typebox.js";
 import { defineRoute } from "../route.js";
 import { counted } from "../../core/counted.js";
@@ -30,11 +30,16 @@ export const workerRoutes = [
     url: "/api/workers",
     tag: TAG,
     summary: "The worker registry",
-    description: "Status, load %, seconds since the last heartbeat and active tasks of every worker.",
+    description:
+      "Status, load %, seconds since the last heartbeat and active tasks of the workers, a page at a time: every live one (active, stale) " +
+      "by id, up to 1000, then the `limit` gone ones (dead, inactive; default 100, at most 1000) most recently heard from. `counts` is the " +
+      "whole registry's by status, so it says how many the page left out. Filters: status (repeat it for several), worker_id (that worker " +
+      "alone, whatever its status). Paging: pass next_cursor back as cursor, with the same filters (another is refused).",
     access: ["producer"],
-    reply: { workers: Type.Array(WorkerRecordSchema) },
-    async handler(_input, { pool }) {
-      return { workers: await pool.workers() };
+    query: WorkerQuerySchema,
+    reply: WorkerListRecord.properties,
+    async handler({ query }, { pool }) {
+      return pool.workers(query);
     },
   }),
   defineRoute({

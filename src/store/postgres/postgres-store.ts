@@ -23,7 +23,7 @@ import {
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
 import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, type FailuresQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
-import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
+import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerList, type WorkerQuery, type WorkerStatus } from "../../core/worker.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { type ClaimGroup, ClaimMemory, claimShape, FRUITLESS_ROUND_MS, groupClaims, KEY_ROUNDS, resolveClaim, shareOut } from "../claim-options.js";
 import { matchEnqueueResults, skippedKeys } from "../enqueue-results.js";
@@ -69,6 +69,7 @@ import { type ClaimedRow, type EventRow, newTasksJson, type TaskRow, toClaimedTa
 import * as typeSql from "./task-type-queries.js";
 import * as monitoringSql from "./monitoring-queries.js";
 import * as workerSql from "./worker-queries.js";
+import { resolveWorkerList, workerCounts, workerPageOf } from "../worker-paging.js";
 import * as scheduleSql from "./schedule-queries.js";
 import { parseTimestamptz } from "./timestamptz.js";
 import { checkScheduleTasks, nextRunWhen, noResultsSchedule, resolveSchedule, resultsScheduleOf, scheduleCancelled, type FiredSchedule, type FireOptions, type GenerateInput, type GenerateResult, type SaveScheduleResult, type ScheduleDefinition, type ScheduleRecord } from "../../core/schedule.js";
@@ -775,9 +776,16 @@ export class PostgresStore implements Store {
     return released;
   }
 
-  async listWorkers(): Promise<WorkerRecord[]> {
+  async listWorkers(query?: WorkerQuery): Promise<WorkerList> {
+    const q = resolveWorkerList(query);
     const now = await this.now();
-    return (await this.rows<WorkerRow>("tp_list_workers", workerSql.LIST_WORKERS, [])).map((r) => toWorker(r, now));
+    const values = [q.liveStatuses, q.goneStatuses, q.liveAfter, q.goneAfter?.at ?? null, q.goneAfter?.workerId ?? null, q.workerId, q.liveReadLimit, q.goneReadLimit];
+    const [rows, counts] = await Promise.all([
+      this.rows<WorkerRow & { gone: boolean }>("tp_list_workers", workerSql.LIST_WORKERS, values),
+      this.rows<{ status: WorkerStatus; n: string }>("tp_worker_counts", workerSql.WORKER_COUNTS, []),
+    ]);
+    const [live, gone] = [rows.filter((r) => !r.gone), rows.filter((r) => r.gone)].map((part) => part.map((r) => toWorker(r, now)));
+    return workerPageOf(live, gone, q, workerCounts(counts));
   }
 
   async sweep(options: SweepOptions): Promise<SweepResult> {

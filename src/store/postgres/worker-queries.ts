@@ -204,11 +204,36 @@ export const WORKER_SHUTDOWN = `
   -- One row at least: whether the registry knew the worker, with each released task's id (null if none).
   SELECT k.known, r.id FROM (SELECT EXISTS (SELECT 1 FROM worker) AS known) k LEFT JOIN released r ON true ORDER BY r.id`;
 
-/** $1 now. The registry with the figures of seed 000's worker_status view. */
+/**
+ * A page of the registry (see src/store/worker-paging.ts) in one statement, with the figures of seed
+ * 000's worker_status view: the live workers by id past $3, then the gone ones most
+ * recently heard from past ($4, $5). $1 live statuses, $2 gone ones (an empty list reads nothing of
+ * its part), $6 a worker id or null, $7 and $8 the rows each part reads. Each part states its index's
+ * condition literally, so a generic plan still reads the partial index (the gone part's is retention's
+ * workers_gone_by_last_seen, migration 007) newest first and stops at its limit rather than sorting
+ * every gone worker.
+ */
 export const LIST_WORKERS = `
-  SELECT w.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})) AS active_tasks
-  FROM workers w
-  ORDER BY w.worker_id`;
+  SELECT r.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = r.worker_id AND t.status IN (${LEASED})) AS active_tasks
+  FROM (
+    SELECT * FROM (
+      SELECT w.*, false AS gone FROM workers w
+      WHERE w.status IN ('active', 'stale') AND w.status = ANY ($1::text[])
+        AND ($6::text IS NULL OR w.worker_id = $6) AND ($3::text IS NULL OR w.worker_id > $3)
+      ORDER BY w.worker_id LIMIT $7) live
+    UNION ALL
+    SELECT * FROM (
+      SELECT w.*, true AS gone FROM workers w
+      WHERE w.status IN ('dead', 'inactive') AND w.status = ANY ($2::text[])
+        AND ($6::text IS NULL OR w.worker_id = $6)
+        -- Past the cursor: heard from before it, or at the same time with a greater id.
+        AND ($4::timestamptz IS NULL OR (w.last_seen_at <= $4 AND (w.last_seen_at < $4 OR w.worker_id > $5::text)))
+      ORDER BY w.last_seen_at DESC, w.worker_id LIMIT $8) gone
+  ) r
+  ORDER BY r.gone, CASE WHEN r.gone THEN r.last_seen_at END DESC, r.worker_id`;
+
+/** The whole registry by status, what a page of it says it left out. */
+export const WORKER_COUNTS = `SELECT status, count(*) AS n FROM workers GROUP BY status`;
 
 /**
  * When the next sweep could take something back (see Store.nextRecoveryIn): the longest-silent live

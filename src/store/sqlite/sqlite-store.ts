@@ -23,7 +23,7 @@ import {
 } from "../../core/task.js";
 import { resolveTaskType, sameDefinition, type TaskTypeDefinition, type TaskTypeRecord } from "../../core/task-type.js";
 import { type CancelOptions, type RetryOptions, type ClaimByIdOptions, type Completion, type EnqueueCallOptions, type EventsQuery, type Failure, type HeartbeatOptions, type NewApiKey, type ReassignmentQuery, type ReleaseOptions, type ThroughputQuery, type FailuresQuery, WORKER_BEAT_DEFAULTS } from "../../core/schemas.js";
-import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerRecord } from "../../core/worker.js";
+import { type ReassignmentEvent, secondsToRecovery, type SweepOptions, type SweepResult, UNKNOWN_TO_ITS_WORKER, type WorkerBeat, type WorkerBeatResult, type WorkerList, type WorkerQuery, type WorkerStatus } from "../../core/worker.js";
 import type { CapacityRow, Failures, ReassignmentStats, Throughput } from "../../core/monitoring.js";
 import {
   type CapacityViewRow,
@@ -41,6 +41,7 @@ import {
   VIEW_READS,
 } from "../monitoring-records.js";
 import { toLeadershipStatus, toReassignment, toWorker } from "../worker-records.js";
+import { resolveWorkerList, workerCounts, workerPageOf } from "../worker-paging.js";
 import { type ApiKeyRow, toApiKey } from "../api-key-records.js";
 import { ClaimMemory, FRUITLESS_ROUND_MS, resolveClaim } from "../claim-options.js";
 import { recountResult, tallyCounts } from "../counts.js";
@@ -536,11 +537,23 @@ export class SqliteStore implements Store {
     return released;
   }
 
-  async listWorkers(): Promise<WorkerRecord[]> {
+  async listWorkers(query?: WorkerQuery): Promise<WorkerList> {
+    const q = resolveWorkerList(query);
     const now = this.clock.now();
-    return (this.conn.stmt(workerSql.LIST_WORKERS).all() as SqliteWorkerRow[]).map((r) =>
-      toWorker({ ...r, roles: JSON.parse(r.roles), metadata: JSON.parse(r.metadata), last_seen_at: new Date(r.last_seen_at), started_at: new Date(r.started_at) }, now),
-    );
+    const rows = this.conn.stmt(workerSql.LIST_WORKERS).all({
+      liveStatuses: JSON.stringify(q.liveStatuses),
+      goneStatuses: JSON.stringify(q.goneStatuses),
+      workerId: q.workerId,
+      liveAfter: q.liveAfter,
+      goneAt: q.goneAfter?.at.toISOString() ?? null,
+      goneAfter: q.goneAfter?.workerId ?? null,
+      liveLimit: q.liveReadLimit,
+      goneLimit: q.goneReadLimit,
+    }) as (SqliteWorkerRow & { gone: 0 | 1 })[];
+    const worker = (r: SqliteWorkerRow) =>
+      toWorker({ ...r, roles: JSON.parse(r.roles), metadata: JSON.parse(r.metadata), last_seen_at: new Date(r.last_seen_at), started_at: new Date(r.started_at) }, now);
+    const counts = workerCounts(this.conn.stmt(workerSql.WORKER_COUNTS).all() as { status: WorkerStatus; n: number }[]);
+    return workerPageOf(rows.filter((r) => r.gone === 0).map(worker), rows.filter((r) => r.gone === 1).map(worker), q, counts);
   }
 
   async sweep(options: SweepOptions): Promise<SweepResult> {

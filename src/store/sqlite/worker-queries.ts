@@ -106,10 +106,31 @@ export const MARK_INACTIVE = `
     gone_run_ids = ${GONE_WITH("gone_run_ids", "run_id")}
   WHERE worker_id = @workerId`;
 
+/**
+ * See the PostgreSQL statement; the statuses are JSON arrays. SQLite reads a partial index only when
+ * the query states the index's own condition, hence the literal statuses of each part. The live part
+ * orders by +worker_id so that it reads the few live workers from their index and sorts them: ordered
+ * by the primary key it walked every worker, gone ones too (6.3 ms, not 0.7, with 20,000 gone).
+ */
 export const LIST_WORKERS = `
-  SELECT w.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = w.worker_id AND t.status IN (${LEASED})) AS active_tasks
-  FROM workers w
-  ORDER BY w.worker_id`;
+  SELECT r.*, (SELECT count(*) FROM tasks t WHERE t.worker_id = r.worker_id AND t.status IN (${LEASED})) AS active_tasks
+  FROM (
+    SELECT * FROM (
+      SELECT w.*, 0 AS gone FROM workers w
+      WHERE w.status IN ('active', 'stale') AND w.status IN (SELECT value FROM json_each(@liveStatuses))
+        AND (@workerId IS NULL OR w.worker_id = @workerId) AND (@liveAfter IS NULL OR w.worker_id > @liveAfter)
+      ORDER BY +w.worker_id LIMIT @liveLimit)
+    UNION ALL
+    SELECT * FROM (
+      SELECT w.*, 1 AS gone FROM workers w
+      WHERE w.status IN ('dead', 'inactive') AND w.status IN (SELECT value FROM json_each(@goneStatuses))
+        AND (@workerId IS NULL OR w.worker_id = @workerId)
+        AND (@goneAt IS NULL OR (w.last_seen_at <= @goneAt AND (w.last_seen_at < @goneAt OR w.worker_id > @goneAfter)))
+      ORDER BY w.last_seen_at DESC, w.worker_id LIMIT @goneLimit)
+  ) r
+  ORDER BY r.gone, CASE WHEN r.gone THEN r.last_seen_at END DESC, r.worker_id`;
+
+export const WORKER_COUNTS = `SELECT status, count(*) AS n FROM workers GROUP BY status`;
 
 /** See the PostgreSQL statement. */
 export const NEXT_RECOVERY = `

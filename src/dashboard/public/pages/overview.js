@@ -1,5 +1,5 @@
 // At a glance: counts by role and status, throughput and pickup latency (of every role or one), dead workers, recent reassignments and whether a coordinator sweeps.
-import { api } from "../lib/api.js";
+import { api, query } from "../lib/api.js";
 import { ErrorBox, Loading, LongText, Status, ThroughputChart } from "../lib/components.js";
 import { ago, duration, num, TASK_STATUSES, WORKER_STATUSES } from "../lib/format.js";
 import { html } from "../lib/html.js";
@@ -13,6 +13,8 @@ const RECENT_MS = 15 * 60_000;
  * worker OOM-killed last week, each with its generated id, kept the banner red long after the incident.
  */
 const DEAD_SHOWN_MS = 24 * 3600_000;
+/** Workers the banner names; the rest it counts. 341 named in one line after an incident were no longer read. */
+const BANNER_NAMED = 5;
 
 /** The reassignments the overview reads to count the recent ones: past that many it says "100+". */
 const REASSIGNMENTS_READ = 100;
@@ -21,7 +23,9 @@ const REASSIGNMENTS_READ = 100;
 async function load(role) {
   const [counts, workers, throughput, reassignments, ready] = await Promise.all([
     api("GET", "api/tasks/counts"),
-    api("GET", "api/workers"),
+    // The workers the banner is about: every stale one and the 100 dead most recently heard from, with
+    // the counts of the whole registry (the cards); the inactive ones pile up and are left to the Workers page.
+    api("GET", `api/workers${query({ status: ["stale", "dead"] })}`),
     // A role the server refuses (a name typed into the address) is said in its panel, beside the picker
     // that fixes it: it replaced the whole page, the picker included.
     api("GET", `api/tasks/throughput${role ? `?task_type=${encodeURIComponent(role)}` : ""}`).catch((error) => {
@@ -31,7 +35,7 @@ async function load(role) {
     api("GET", `api/reassignments?limit=${REASSIGNMENTS_READ}`),
     api("GET", "readyz"),
   ]);
-  return { counts, workers: workers.workers, throughput, reassignments: reassignments.reassignments, coordinator: ready.coordinator };
+  return { counts, workers: workers.workers, workerCounts: workers.counts, throughput, reassignments: reassignments.reassignments, coordinator: ready.coordinator };
 }
 
 function Cards({ items }) {
@@ -66,21 +70,28 @@ export function Overview({ params }) {
   // Five calls a poll (readyz is public, outside the key's limit): a slower period keeps a default key (100 requests a minute) well inside its limit.
   const { data, error } = usePoll(() => load(role), [role], Math.max(POLL_MS, 5000));
   if (!data) return html`<${ErrorBox} error=${error} />${!error && html`<${Loading} />`}`;
-  const { counts, workers, throughput, reassignments, coordinator } = data;
-  const byWorkerStatus = Object.fromEntries(WORKER_STATUSES.map((s) => [s, workers.filter((w) => w.status === s).length]));
+  const { counts, workers, workerCounts, throughput, reassignments, coordinator } = data;
+  const listedDead = workers.filter((w) => w.status === "dead");
   const dead = workers.filter((w) => w.status === "stale" || (w.status === "dead" && w.seconds_since_heartbeat * 1000 < DEAD_SHOWN_MS));
-  const deadLongAgo = workers.filter((w) => w.status === "dead").length - dead.filter((w) => w.status === "dead").length;
+  const recentDead = dead.filter((w) => w.status === "dead").length;
+  // The dead come most recently heard from first: when every one listed died within the day, so may
+  // some of those left out, and how many died longer ago is not known.
+  const moreRecent = recentDead === listedDead.length && workerCounts.dead > listedDead.length;
+  const deadLongAgo = moreRecent ? 0 : workerCounts.dead - recentDead;
+  const named = dead.slice(0, BANNER_NAMED);
+  const unnamed = dead.length - named.length;
   const recent = reassignments.filter((r) => serverNow() - Date.parse(r.created_at) < RECENT_MS);
   const types = Object.keys(counts.by_type).sort();
-  const inUse = workers.length > 0 || Object.values(counts.by_status).some((n) => n > 0);
+  const inUse = Object.values(workerCounts).some((n) => n > 0) || Object.values(counts.by_status).some((n) => n > 0);
   return html`
     <${ErrorBox} error=${error} />
     <${CoordinatorAlert} coordinator=${coordinator} inUse=${inUse} />
     ${dead.length > 0 &&
     html`<div class="alert bad" id="dead-workers" role="alert">
-      <strong>${dead.length} worker${dead.length === 1 ? "" : "s"} not heard from:</strong>
-      ${dead.map((w) => html` <a href="#/workers?worker=${encodeURIComponent(w.worker_id)}"><${Status} status=${w.status} /> ${w.worker_id}</a> (${duration(w.seconds_since_heartbeat)})`)}
-      ${deadLongAgo > 0 && html` <span class="muted" id="dead-long-ago">· and ${deadLongAgo} dead for over a day (<a href="#/workers">workers</a>)</span>`}
+      <strong>${num(dead.length)}${moreRecent ? "+" : ""} worker${dead.length === 1 ? "" : "s"} not heard from:</strong>
+      ${named.map((w) => html` <a href="#/workers?worker=${encodeURIComponent(w.worker_id)}"><${Status} status=${w.status} /> ${w.worker_id}</a> (${duration(w.seconds_since_heartbeat)})`)}
+      ${(unnamed > 0 || moreRecent) && html` <span id="dead-unnamed">and ${num(unnamed)}${moreRecent ? "+" : ""} more (<a href="#/workers">workers</a>)</span>`}
+      ${deadLongAgo > 0 && html` <span class="muted" id="dead-long-ago">· and ${num(deadLongAgo)} dead for over a day (<a href="#/workers">workers</a>)</span>`}
     </div>`}
     ${recent.length > 0 &&
     html`<div class="alert warn" id="recent-reassignments">
@@ -93,7 +104,7 @@ export function Overview({ params }) {
       </section>
       <section class="panel">
         <h2>Workers</h2>
-        <${Cards} items=${WORKER_STATUSES.map((s) => [s, byWorkerStatus[s], `status-${s}`])} />
+        <${Cards} items=${WORKER_STATUSES.map((s) => [s, num(workerCounts[s]), `status-${s}`])} />
         <p class="small muted" id="coordinator">
           Coordinator: ${coordinator.holder ? html`<code>${coordinator.holder}</code> leads` : "none leads"}
           ${coordinator.last_swept_at && ` · last sweep ${ago(coordinator.last_swept_at)}`}
