@@ -133,6 +133,7 @@ const LIBRARY_INPUTS: Record<string, { body?: TSchema; query?: TSchema; params?:
   "GET /api/tasks": { query: strict(schemas.TaskFilterSchema, schemas.PageSchema) },
   "GET /api/tasks/counts": {},
   "GET /api/tasks/throughput": { query: schemas.ThroughputQuerySchema },
+  "GET /api/tasks/failures": { query: schemas.FailuresQuerySchema },
   "GET /api/tasks/capacity": {},
   "GET /api/tasks/capacity/{task_type}": { params: Type.Object({ taskType: schemas.TaskTypeName }) },
   "GET /api/tasks/{id}": { params: Id, query: schemas.TaskWithEventsQuerySchema },

@@ -9,9 +9,18 @@ import { POLL_MS, usePoll } from "../lib/live.js";
 /** The newest failed tasks grouped per poll (one call, ids and errors only): older ones show on the next pages of Tasks. */
 const READ = 1000;
 
-/** The server's groups, most tasks first, as the rows use them. */
+/** The characters of an error a group answers (FAILURE_MESSAGE_SHOWN on the server): one that long was cut. */
+const ERROR_SHOWN = 1000;
+
+/** The server's groups, most tasks first, as the rows use them; an error cut by the server says so. */
 const group = (groups) =>
-  groups.map((g) => ({ key: `${g.task_type}\u0000${g.error_message ?? ""}`, taskType: g.task_type, error: g.error_message, ids: g.task_ids, latest: g.latest_at }));
+  groups.map((g) => ({
+    key: `${g.task_type}\u0000${g.error_message ?? ""}`,
+    taskType: g.task_type,
+    error: g.error_message !== null && g.error_message.length >= ERROR_SHOWN ? `${g.error_message}… (the whole error is on each task's page)` : g.error_message,
+    ids: g.task_ids,
+    latest: g.latest_at,
+  }));
 
 /** Waits `ms`, or less if `signal` aborts first. */
 const pause = (ms, signal) =>
