@@ -401,6 +401,13 @@ export class Coordinator {
       this.logger.warn(details, `Coordinator tick failed (${this.failedTicks} in a row); trying again next interval: ${error.message}`);
       return;
     }
+    // The alarm, then again at 6, 12, 24… failed ticks: an error a tick flooded the log during an outage
+    // (240 lines an hour per coordinator, and every server runs one) where the workers said it once.
+    const ticksOverAlarm = this.failedTicks / FAILED_TICKS_ALARM;
+    if (!Number.isInteger(Math.log2(ticksOverAlarm))) {
+      this.logger.debug(details, `Coordinator tick failed (${this.failedTicks} in a row): ${error.message}`);
+      return;
+    }
     this.logger.error(
       details,
       `Coordinator has failed ${this.failedTicks} ticks in a row since ${details.failingSince}: unless another coordinator leads, ` +
