@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { closeSync, openSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { connect, type Taskpool } from "../src/api/taskpool.js";
 import { TaskpoolCommand } from "../src/cli/database.js";
@@ -315,6 +316,22 @@ describe("taskpool operator CLI", () => {
       await dropSchema(schema);
     }
   }, 60_000);
+
+  it("says in one line, exit 1, that it could not write its output to a full disk (stdout on /dev/full)", async () => {
+    const pool = await connect(db);
+    await pool.enqueue("crawl", {});
+    await pool.close();
+    const out = openSync("/dev/full", "w");
+    try {
+      const child = spawn(process.execPath, [CLI, "tasks", "list", "--db", db], { stdio: ["ignore", out, "pipe"] });
+      let stderr = "";
+      child.stderr!.on("data", (chunk) => (stderr += chunk));
+      const code = await new Promise((resolve) => child.on("close", resolve));
+      expect([code, stderr]).toEqual([1, "taskpool: could not write the output: ENOSPC: no space left on device, write\n"]);
+    } finally {
+      closeSync(out);
+    }
+  });
 
   it("workers lists the live workers and folds the gone ones, saying how many it left out and how to see them", async () => {
     const pool = await connect(db);

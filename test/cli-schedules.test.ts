@@ -93,18 +93,24 @@ describe("taskpool schedules", () => {
     // The library's refusals name the flag typed; a field from --file keeps its own name.
     const file = join(tmpdir(), `taskpool-schedule-${process.pid}.json`);
     writeFileSync(file, JSON.stringify({ taskType: "crawl", cron: "@daily", concurrencyKey: "store:{id}" }));
+    // A key source given as a flag replaces the file's: --from-results over the file's keys is not two sources.
+    const withKeys = join(tmpdir(), `taskpool-schedule-keys-${process.pid}.json`);
+    writeFileSync(withKeys, JSON.stringify({ taskType: "crawl", cron: "@daily", fanOut: { keys: [1, 2, 3], batches: 3 } }));
     try {
-      const [twice, badTemplate, fromFile, noSuchSchedule] = await Promise.all([
+      const [twice, badTemplate, fromFile, noSuchSchedule, overFileKeys] = await Promise.all([
         failing("schedules", "add", "s1", "--type", "crawl", "--cron", "@daily", "--keys", "7,7", "--db", db),
         failing("schedules", "add", "s1", "--type", "crawl", "--cron", "@daily", "--keys", "7", "--concurrency-key", "store:{id}", "--db", db),
         failing("schedules", "add", "s1", "--file", file, "--keys", "7", "--db", db),
         failing("schedules", "add", "s1", "--type", "crawl", "--cron", "@daily", "--from-results", "discovry:ids", "--db", db),
+        failing("schedules", "add", "s1", "--file", withKeys, "--from-results", "discovry:ids", "--db", db),
       ]);
       expect(twice.stderr).toBe("taskpool: Invalid schedule: --keys: Expected array elements to be unique (got a list of 2)\n");
       expect(badTemplate.stderr).toMatch(/^taskpool: Invalid --concurrency-key: "store:\{id\}" has \{id\}/);
       expect(fromFile.stderr).toMatch(/^taskpool: Invalid concurrencyKey: "store:\{id\}" has \{id\}/);
       expect(noSuchSchedule.stderr).toMatch(/^taskpool: Invalid --from-results: there is no schedule "discovry" whose last run's results could hold the keys; create "discovry" first/);
+      expect(overFileKeys.stderr).toMatch(/^taskpool: Invalid --from-results: there is no schedule "discovry"/);
     } finally {
+      rmSync(withKeys, { force: true });
       rmSync(file, { force: true });
     }
   }, 60_000);

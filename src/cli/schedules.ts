@@ -93,9 +93,12 @@ function definitionOf(name: string, opts: Record<string, unknown>): ScheduleDefi
     }
     exactIntegers(text, base);
   }
+  // A key source given as a flag replaces the file's, whichever that is (the flags override the file).
+  const fileFanOut =
+    base.fanOut && (opts.keys || opts.fromResults) ? Object.fromEntries(Object.entries(base.fanOut).filter(([field]) => field !== "keys" && field !== "fromResults")) : base.fanOut;
   const fanOut = opts.keys || opts.fromResults || opts.batches || opts.batchInterval
     ? {
-        ...base.fanOut,
+        ...fileFanOut,
         ...(opts.keys ? { keys: opts.keys as (string | number)[] } : {}),
         ...(opts.fromResults ? { fromResults: opts.fromResults as { field: string } } : {}),
         ...(opts.batches ? { batches: opts.batches as number } : {}),

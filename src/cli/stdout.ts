@@ -13,12 +13,17 @@ export function whenStdoutCloses(handler: () => void): void {
   onClose = handler;
 }
 
-/** Hears stdout's errors: a broken pipe runs the handler once; each later write fails the same way and is dropped. */
+/**
+ * Hears stdout's errors: a broken pipe runs the handler once; each later write fails the same way and
+ * is dropped. Any other (a full disk, ENOSPC) ends the process with one line on stderr, exit 1, as
+ * every command's errors do: thrown from this listener, it was an uncaught exception's stack trace.
+ */
 export function watchStdout(): void {
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
     if (closed) return;
-    if (error.code !== "EPIPE") throw error;
     closed = true;
-    onClose();
+    if (error.code === "EPIPE") return onClose();
+    process.stderr.write(`taskpool: could not write the output: ${error.message}\n`);
+    process.exit(1);
   });
 }
