@@ -11,6 +11,7 @@
  * catch-up run now, keyed at that latest tick, so that every coordinator picks the same key.
  */
 import { Cron } from "croner";
+import { CronTicks } from "./cron-ticks.js";
 import { ValidationError } from "./errors.js";
 import type { DiscoveryInput, FanOut, GenerateInput, ResyncInput, ScheduleDefinition } from "./schemas.js";
 import { type EnqueueInput, type Json, type JsonObject, LATEST_STORABLE_TIME, MAX_KEY_LENGTH } from "./task.js";
@@ -117,9 +118,14 @@ export function cronOf(expression: string, timezone: string = DEFAULT_TIMEZONE):
   return cron;
 }
 
+/** The expression's ticks in its zone, daylight saving time included (see CronTicks). */
+export function ticksOf(expression: string, timezone: string = DEFAULT_TIMEZONE): CronTicks {
+  return new CronTicks(cronOf(expression, timezone), expression, timezone);
+}
+
 /** The first tick strictly after `after`; null when the expression has none (a year in the past). */
 export function nextRunAfter(expression: string, timezone: string, after: Date): Date | null {
-  return cronOf(expression, timezone).nextRun(after);
+  return ticksOf(expression, timezone).nextRun(after);
 }
 
 /** Checks what the schema cannot: the cron expression and zone, a future tick, one source of fan-out keys, the template. */
@@ -291,10 +297,9 @@ const MAX_COUNTED_TICKS = 10_000;
 
 /** Decides a due schedule's pass (see the file header). */
 export function planTick(schedule: Pick<ScheduleRecord, "cron" | "timezone" | "missedTicks" | "nextRunAt">, now: Date, graceMs: number): TickPlan {
-  const cron = cronOf(schedule.cron, schedule.timezone);
+  const cron = ticksOf(schedule.cron, schedule.timezone);
   const first = schedule.nextRunAt ?? now;
-  // previousRuns looks strictly before its reference: one millisecond on makes "now" itself count.
-  const [latest = first] = cron.previousRuns(1, new Date(now.getTime() + 1));
+  const latest = cron.latestRun(now) ?? first;
   const latestTick = latest < first ? first : latest;
   let ticks = 1;
   for (let t: Date | null = first; t !== null && t < latestTick && ticks < MAX_COUNTED_TICKS; t = cron.nextRun(t)) ticks++;
