@@ -265,7 +265,9 @@ export function checkScheduleTasks(schedule: { taskType: string; params: JsonObj
     try {
       rules.validators.check(type, { ...params, key });
     } catch (error) {
-      if (error instanceof ValidationError) {
+      // Said of the key only when the key is what is wrong: a params field refused whatever the key is
+      // the params' own fault, and "--keys value 1" sent the operator to the wrong flag.
+      if (error instanceof ValidationError && error.issues.some((issue) => /^params\.key(\.|$)/.test(issue.path))) {
         error.prefixMessage((v) => `${v.field(`fanOut.keys.${index}`)} (${JSON.stringify(key)}): `);
         error.nestUnder(`fanOut.keys.${index}`);
       }

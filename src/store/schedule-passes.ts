@@ -90,12 +90,14 @@ async function passOne(w: ScheduleWriter, s: ScheduleRecord, now: Date, graceMs:
   }
   const run = { ...pass, tickAt: plan.tickAt };
   let made: FanOutPlan;
+  let keys: FanOutKey[] | null = null;
   try {
     // The schedule its fan-out reads, checked when it was saved, may have been removed since: the run
     // says so in its error rather than "the fan-out found no keys".
     const readsFrom = resultsScheduleOf(s);
     if (readsFrom !== null && (await w.getSchedule(readsFrom)) === null) throw noResultsSchedule(readsFrom, true);
-    made = planFanOut(asGeneration(s), await fanOutKeys(w, s.fanOut, s.name), plan.startAt, tickIntervalMs(s, plan.tickAt));
+    keys = await fanOutKeys(w, s.fanOut, s.name);
+    made = planFanOut(asGeneration(s), keys, plan.startAt, tickIntervalMs(s, plan.tickAt));
   } catch (error) {
     if (!(error instanceof ValidationError)) throw error;
     return recordFailure(w, run, result, error);
@@ -104,9 +106,10 @@ async function passOne(w: ScheduleWriter, s: ScheduleRecord, now: Date, graceMs:
   try {
     ids = await w.writeRun({ ...run, inputs: made.inputs, result: (created) => result(describeRun(made, created), created) });
   } catch (error) {
-    // The tasks were refused (a registered params schema, requireRegistered): running again would fail the same way.
+    // The tasks were refused (a registered params schema, requireRegistered): running again would fail the same
+    // way. Said of the key whose task it was, as generate says it, not of "item 0".
     if (!(error instanceof ValidationError)) throw error;
-    return recordFailure(w, run, result, error);
+    return recordFailure(w, run, result, refusedForKey(error, asGeneration(s), keys) as ValidationError);
   }
   return ids === null ? null : { name: s.name, tickAt: plan.tickAt, taskIds: ids, skippedTicks: plan.skippedTicks, error: null };
 }

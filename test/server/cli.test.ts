@@ -465,7 +465,7 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
   it("a refusal only the server makes (it reads the database) names the command's flags, word for word as the same command on the database", async () => {
     const admin = (await taskpool("keys", "create", "--scope", "admin", "--quiet", "--db", db)).stdout.trim();
     const definition = `${path}.type.json`;
-    writeFileSync(definition, JSON.stringify({ name: "product_resync", paramsSchema: { type: "object", properties: { key: { type: "integer" } }, required: ["key"] } }));
+    writeFileSync(definition, JSON.stringify({ name: "product_resync", paramsSchema: { type: "object", properties: { key: { type: "integer" }, full: { type: "boolean" } }, required: ["key"] } }));
     await taskpool("types", "register", definition, "--db", db);
     rmSync(definition);
     const { url, stop } = await startServe("--no-coordinator", "--db", db);
@@ -476,6 +476,8 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
         [...add, "--from-results", "discovry:storeIds"],
         [...add, "--keys", "1,x"],
         [...add, "--keys", "1,2,3,4,5,6,7,8,9,10,y"],
+        // A params field refused whatever the key: the params' fault, not the first key's.
+        [...add, "--keys", "1,2", "--params", '{"full":"yes"}'],
       ];
       const [viaServer, onDatabase] = await Promise.all(
         [["--url", url, "--api-key", admin], ["--db", db]].map((target) => Promise.all(commands.map((command) => taskpoolRun(...command, ...target)))),
@@ -486,6 +488,7 @@ describe("the CLI over HTTP (--url, --api-key)", () => {
         // The value of --keys the registered type refused, counted from 1 as typed.
         [1, 'taskpool: --keys value 2 ("x"): Invalid params for product_resync v1: params.key: must be integer\n'],
         [1, 'taskpool: --keys value 11 ("y"): Invalid params for product_resync v1: params.key: must be integer\n'],
+        [1, "taskpool: Invalid params for product_resync v1: params.full: must be boolean\n"],
       ]);
       expect(viaServer.map((r) => r.stderr)).toEqual(onDatabase.map((r) => r.stderr));
     } finally {
