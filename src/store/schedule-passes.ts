@@ -90,7 +90,7 @@ async function passOne(w: ScheduleWriter, s: ScheduleRecord, now: Date, graceMs:
   }
   const run = { ...pass, tickAt: plan.tickAt };
   let made: FanOutPlan;
-  let keys: FanOutKey[] | null = null;
+  let keys: FanOutKey[] | null;
   try {
     // The schedule its fan-out reads, checked when it was saved, may have been removed since: the run
     // says so in its error rather than "the fan-out found no keys".
