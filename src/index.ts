@@ -7,7 +7,7 @@ export type { WorkerOptions, Handler } from "./worker/options.js";
 export type { TaskContext, AbortReason } from "./worker/task-context.js";
 export { Coordinator, type CoordinatorOptions } from "./coordinator/coordinator.js";
 export type { RecoveryPolicy, ReassignmentEvent, SweepOptions, SweepResult, WorkerBeat, WorkerBeatResult, WorkerList, WorkerQuery, WorkerRecord, WorkerStatus } from "./core/worker.js";
-export type { CapacityRow, ReassignmentStats } from "./core/monitoring.js";
+export type { CapacityRow, FailureGroup, Failures, ReassignmentStats, Throughput, ThroughputMinute } from "./core/monitoring.js";
 export type { RecountChange, RecountOptions, RecountResult } from "./core/recount.js";
 export type { EnqueueResult, CompleteResult, RegisterTaskTypeResult, SqlConnection } from "./store/store.js";
 export type {
@@ -15,9 +15,12 @@ export type {
   ClaimByIdOptions,
   ClaimOptions,
   CompleteOptions,
+  EnqueueCallOptions,
   EnqueueInput,
   EnqueueOptions,
+  EventsQuery,
   FailOptions,
+  FailuresQuery,
   HeartbeatOptions,
   Lease,
   Page,
@@ -25,6 +28,7 @@ export type {
   ReleaseOptions,
   RetryOptions,
   TaskFilter,
+  ThroughputQuery,
 } from "./core/schemas.js";
 export type { BackoffPolicy, ClaimedTask, Json, JsonObject, SortBy, SortOrder, Task, TaskCounts, TaskPage, TaskStatus } from "./core/task.js";
 export type { EventType, TaskEvent } from "./core/event.js";

@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -36,6 +36,19 @@ describe("the build", () => {
     expect(urls.filter((url) => url.includes("/node_modules/@sinclair/typebox/"))).toEqual([]);
     // Ajv is loaded by the first params schema compiled, and this task's type has none.
     expect(urls.filter((url) => url.includes("/node_modules/ajv"))).toEqual([]);
+  });
+
+  it("is required from CommonJS by its package name (the exports' default), as a CommonJS project's compiled code does", async () => {
+    // Only "import" was exported: a CommonJS project type-checked, then failed with ERR_PACKAGE_PATH_NOT_EXPORTED.
+    const root = CLI.replace(/\/bin\/taskpool\.js$/, "");
+    const file = join(dir, "uses-taskpool.cjs");
+    writeFileSync(file, `const { connect } = require("taskpool"); const { buildServer } = require("taskpool/server");\nconnect("sqlite::memory:").then(async (pool) => { console.log(typeof pool.enqueue, typeof buildServer); await pool.close(); });\n`);
+    // Resolved as from a project that installed it: node_modules/taskpool is this package.
+    const modules = join(dir, "node_modules");
+    mkdirSync(modules);
+    symlinkSync(root, join(modules, "taskpool"));
+    const { stdout } = await promisify(execFile)(process.execPath, [file]);
+    expect(stdout).toBe("function function\n");
   });
 
   it("bundles all of TypeBox that the sources import from src/core/typebox.ts", async () => {

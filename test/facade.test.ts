@@ -27,6 +27,21 @@ it("connect() gives producers and operators the registry and enqueue in a few wo
   }
 });
 
+it("params and results take an undefined property and a readonly array, as ordinary code builds them, with no cast; JSON leaves the undefined out", async () => {
+  const pool = await connect("sqlite::memory:");
+  try {
+    // Type-checked by `npm run typecheck`: the Json type refused both, though the runtime took them.
+    const maybe: string | undefined = undefined;
+    const task = await pool.enqueue("report", { storeId: 1, full: maybe, tags: ["a", "b"] as const });
+    const worker = pool.worker({ roles: ["report"], heartbeatThread: false, handlers: { report: async () => ({ found: 1, next: maybe, pages: [1, 2] as const }) } });
+    await worker.start();
+    const done = await pool.waitFor(task.id, { signal: AbortSignal.timeout(10_000) });
+    expect([done.params, done.result]).toEqual([{ storeId: 1, tags: ["a", "b"] }, { found: 1, pages: [1, 2] }]);
+  } finally {
+    await pool.close();
+  }
+});
+
 it("requireRegistered refuses unregistered types, for tasks and follow-ups alike; limits are the pool's to set", async () => {
   const pool = await connect("sqlite::memory:", { requireRegistered: true, limits: { paramsBytes: 100 } });
   try {

@@ -1,8 +1,12 @@
 export type { ClaimOptions, CompleteOptions, EnqueueInput, EnqueueOptions, FailOptions, Lease, Page, TaskFilter } from "./schemas.js";
 
-/** JSON values as stored in params, checkpoints and results. */
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-export type JsonObject = { [key: string]: Json };
+/**
+ * JSON values as stored in params, checkpoints and results. An object's property may be undefined
+ * (left out, as JSON.stringify leaves it), and an array readonly (`as const`): what a handler returns
+ * or a producer builds in ordinary code, without a cast.
+ */
+export type Json = null | boolean | number | string | readonly Json[] | { [key: string]: Json | undefined };
+export type JsonObject = { [key: string]: Json | undefined };
 
 /** Every status a task can be in; `completed`, `failed` and `cancelled` are terminal. */
 export const TASK_STATUSES = ["pending", "claimed", "running", "completed", "failed", "cancelled"] as const;

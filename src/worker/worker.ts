@@ -70,6 +70,9 @@ interface Running {
   gone: boolean;
 }
 
+/** The stops a signal began in this process, one per worker handling signals: see installSignalHandlers. */
+const signalledStops: Promise<boolean>[] = [];
+
 /** How old the worker's knowledge of its roles' recovery policies may get (see readFailPolicies). */
 const FAIL_POLICIES_MAX_AGE_MS = 30_000;
 
@@ -798,8 +801,13 @@ export class Worker {
         return;
       }
       this.logger.info(`${signal} received: finishing running tasks (grace ${this.options.shutdownGraceMs} ms); send again to abort and release them at once`);
-      // Exit 1 when the stop left tasks leased here or the registry unaware: an orchestrator should know.
-      void this.stop().then(() => process.exit(this.stoppedCleanly ? 0 : 1));
+      // Every worker of the process that handles signals hears this one, their handlers one after another
+      // in the signal's emit: once it is over (a microtask later), the process exits when they all have
+      // stopped. Each exiting after its own stop ended the process under the others, their tasks left
+      // leased to workers shown active, for the coordinator to find dead and charge an attempt. Exit 1
+      // when a stop left tasks leased here or the registry unaware: an orchestrator should know.
+      signalledStops.push(this.stop().then(() => this.stoppedCleanly));
+      queueMicrotask(() => void Promise.all(signalledStops).then((clean) => process.exit(clean.every(Boolean) ? 0 : 1)));
     };
     process.on("SIGTERM", this.signalHandler);
     process.on("SIGINT", this.signalHandler);

@@ -136,6 +136,20 @@ describe("worker processes", () => {
     expect((await store.events(task.id)).at(-1)).toMatchObject({ event: "released", fromWorkerId: "leaving" });
   });
 
+  scenario("SIGTERM to a process of two workers handling signals: both stop and release their tasks before it exits", async ({ store, worker }) => {
+    const { task: crawl } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
+    const { task: hold } = await store.enqueue({ taskType: "hold" });
+    const leaving = await worker("pair", { WORKER_ROLE: "crawl", SECOND_WORKER_ROLE: "hold", PAGE_MS: "100", SHUTDOWN_GRACE_MS: "300" });
+    await leaving.waitFor({ event: "page", page: 1 });
+    await leaving.waitFor({ event: "start", taskId: hold.id });
+    leaving.child.kill("SIGTERM");
+    // The first worker to stop exited the process under the other: its task stayed leased to a worker shown active.
+    expect(await leaving.exited).toBe(0);
+    for (const id of [crawl.id, hold.id]) expect(await store.get(id)).toMatchObject({ status: "pending", attempts: 0, workerId: null });
+    const registry = (await store.listWorkers()).workers.map((w) => [w.workerId, w.status]).sort();
+    expect(registry).toEqual([["pair", "inactive"], ["pair-2", "inactive"]]);
+  });
+
   scenario("SIGTERM after the tasks waiting in its buffer were cancelled: the running task is released and the worker exits 0, holding nothing", async ({ store, worker, status }) => {
     // An instant task first (the worker learns its tasks are short, so its next claim fills its buffer), then long ones.
     await store.enqueue({ taskType: "crawl", params: { pages: 0 }, priority: 10 });
