@@ -336,7 +336,8 @@ export class Taskpool {
   /** A worker on this pool (call start()). */
   worker(options: WorkerOptions): Worker {
     if (this.closed) throw new PoolClosedError("a worker");
-    const worker = new Worker(this.protocol, options, this.heartbeatDatabase);
+    const coordinators = () => [...this.runners].filter((runner) => runner instanceof Coordinator);
+    const worker = new Worker(this.protocol, options, this.heartbeatDatabase, () => Promise.all(coordinators().map((c) => c.stop())));
     // A stopped worker has nothing left for close() to stop: kept, a process that makes a worker per
     // batch of work or per deploy of its handlers held every worker it ever made until the pool closed.
     for (const runner of this.runners) if (runner instanceof Worker && runner.stopped) this.runners.delete(runner);

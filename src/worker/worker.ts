@@ -165,6 +165,12 @@ export class Worker {
     private readonly store: Store,
     options: WorkerOptions,
     private readonly heartbeatDatabase: DatabaseConfig | null = null,
+    /**
+     * What else a signal stops before the process exits (the coordinators made on this worker's pool):
+     * left running, a coordinator ended with the process held its leadership for its lease (45 s),
+     * and no dead worker was recovered meanwhile.
+     */
+    private readonly stopOthersOnSignal: () => Promise<unknown> = async () => {},
   ) {
     this.options = resolveWorkerOptions(options, store.dialect === "sqlite" && !store.remote);
     this.heartbeatIntervalMs = this.options.heartbeatIntervalMs;
@@ -807,7 +813,8 @@ export class Worker {
       // leased to workers shown active, for the coordinator to find dead and charge an attempt. Exit 1
       // when a stop left tasks leased here or the registry unaware: an orchestrator should know.
       signalledStops.push(this.stop().then(() => this.stoppedCleanly));
-      queueMicrotask(() => void Promise.all(signalledStops).then((clean) => process.exit(clean.every(Boolean) ? 0 : 1)));
+      const others = this.stopOthersOnSignal().catch(() => undefined);
+      queueMicrotask(() => void Promise.all([Promise.all(signalledStops), others]).then(([clean]) => process.exit(clean.every(Boolean) ? 0 : 1)));
     };
     process.on("SIGTERM", this.signalHandler);
     process.on("SIGINT", this.signalHandler);

@@ -1,5 +1,5 @@
 import { describe, expect, it, type OnTestFinishedHandler } from "vitest";
-import { Coordinator, type CoordinatorOptions } from "../../src/coordinator/coordinator.js";
+import { COORDINATOR_LEADERSHIP, Coordinator, type CoordinatorOptions } from "../../src/coordinator/coordinator.js";
 import type { Store } from "../../src/store/store.js";
 import { freeze } from "../helpers/freeze.js";
 import { eventually } from "../helpers/logs.js";
@@ -136,10 +136,10 @@ describe("worker processes", () => {
     expect((await store.events(task.id)).at(-1)).toMatchObject({ event: "released", fromWorkerId: "leaving" });
   });
 
-  scenario("SIGTERM to a process of two workers handling signals: both stop and release their tasks before it exits", async ({ store, worker }) => {
+  scenario("SIGTERM to a process of two workers handling signals and a coordinator: all stop, the tasks released and the leadership given up, before it exits", async ({ store, worker }) => {
     const { task: crawl } = await store.enqueue({ taskType: "crawl", params: { pages: 100 } });
     const { task: hold } = await store.enqueue({ taskType: "hold" });
-    const leaving = await worker("pair", { WORKER_ROLE: "crawl", SECOND_WORKER_ROLE: "hold", PAGE_MS: "100", SHUTDOWN_GRACE_MS: "300" });
+    const leaving = await worker("pair", { WORKER_ROLE: "crawl", SECOND_WORKER_ROLE: "hold", WITH_COORDINATOR: "1", PAGE_MS: "100", SHUTDOWN_GRACE_MS: "300" });
     await leaving.waitFor({ event: "page", page: 1 });
     await leaving.waitFor({ event: "start", taskId: hold.id });
     leaving.child.kill("SIGTERM");
@@ -148,6 +148,8 @@ describe("worker processes", () => {
     for (const id of [crawl.id, hold.id]) expect(await store.get(id)).toMatchObject({ status: "pending", attempts: 0, workerId: null });
     const registry = (await store.listWorkers()).workers.map((w) => [w.workerId, w.status]).sort();
     expect(registry).toEqual([["pair", "inactive"], ["pair-2", "inactive"]]);
+    // The coordinator made on the pool resigned: ended with the process, it held its leadership for its lease.
+    expect((await store.leadershipStatus(COORDINATOR_LEADERSHIP)).holder).toBeNull();
   });
 
   scenario("SIGTERM after the tasks waiting in its buffer were cancelled: the running task is released and the worker exits 0, holding nothing", async ({ store, worker, status }) => {
