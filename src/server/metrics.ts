@@ -271,7 +271,9 @@ export class ServerMetrics {
         // Its pass over the pending tasks is the scrape's costliest read with a large backlog (about 0.15 s
         // at a million pending on PostgreSQL here), as it is for counts().
         this.pool.capacity(),
-        this.pool.workers(),
+        // Only its counts (of the whole registry) are read: the smallest page, one gone worker and no
+        // live one, rather than up to a thousand live workers and a hundred gone ones a scrape.
+        this.pool.workers({ status: "dead", limit: 1 }),
         // The rate alone: the rest of the statistics reads the whole reassignment history (on PostgreSQL
         // with 150,000 reassignments, 190 ms of the scrape).
         this.pool.reassignmentRate(),
